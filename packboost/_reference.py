@@ -1,0 +1,204 @@
+"""A deliberately naive NumPy implementation of one round: the test oracle.
+
+Everything here follows DESIGN.md section 1 line by line, favouring the
+obvious formula over speed: histograms by ``np.add.at``, per-era gains
+computed era by era, mean and standard deviation by the two-pass formula,
+the direction term written out. The Cython engine must pick the same splits
+(feature, threshold, missing side) and leaf values on the same inputs.
+Not used by the library itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def phi(sum_g, sum_h, reg_lambda):
+    denom = sum_h + reg_lambda
+    return 0.5 * sum_g**2 / denom if denom > 0 else 0.0
+
+
+def newton_value(sum_g, sum_h, reg_lambda):
+    denom = sum_h + reg_lambda
+    return -sum_g / denom if denom > 0 else 0.0
+
+
+def histogram(X_binned, feature, rows, gradients, hessians, row_era, n_eras, width):
+    """Per-era (sum g, sum h, count) of ``feature`` over ``rows``: 3 x (n_eras, width)."""
+    hist_g = np.zeros((n_eras, width))
+    hist_h = np.zeros((n_eras, width))
+    hist_c = np.zeros((n_eras, width))
+    eras = row_era[rows]
+    bins = X_binned[feature, rows].astype(np.int64)
+    np.add.at(hist_g, (eras, bins), gradients[rows])
+    np.add.at(hist_h, (eras, bins), hessians[rows])
+    np.add.at(hist_c, (eras, bins), 1.0)
+    return hist_g, hist_h, hist_c
+
+
+def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain):
+    """Per-era gains of one candidate (DESIGN 1), one era at a time."""
+    sum_g, sum_h = era_g.sum(), era_h.sum()
+    left_g, left_h = era_left_g.sum(), era_left_h.sum()
+    right_g, right_h = sum_g - left_g, sum_h - left_h
+    gains = np.empty(len(era_g))
+    for e in range(len(era_g)):
+        eg, eh, elg, elh = era_g[e], era_h[e], era_left_g[e], era_left_h[e]
+        erg, erh = eg - elg, eh - elh
+        if era_gain == "newton":
+            gains[e] = (phi(elg, elh, reg_lambda) + phi(erg, erh, reg_lambda)
+                        - phi(eg, eh, reg_lambda))
+        else:
+            def loss(g_es, h_es, h_s, v_s):
+                curvature = h_es * (1 + reg_lambda / h_s) if h_s > 0 else 0.0
+                return g_es * v_s + 0.5 * curvature * v_s**2
+
+            gains[e] = (loss(eg, eh, sum_h, newton_value(sum_g, sum_h, reg_lambda))
+                        - loss(elg, elh, left_h, newton_value(left_g, left_h, reg_lambda))
+                        - loss(erg, erh, right_h, newton_value(right_g, right_h, reg_lambda)))
+    return gains
+
+
+def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, params):
+    """DES of one candidate over the eras present in the node (rows > 0)."""
+    reg_lambda = params["reg_lambda"]
+    if params["era_weighting"] == "count":
+        weights = params["era_alpha"] + era_c
+    else:
+        weights = np.ones(len(era_c))
+    weights = weights / weights.sum()
+    gains = era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, params["era_gain"])
+    mean = float(np.sum(weights * gains))
+    std = float(np.sqrt(np.sum(weights * (gains - mean) ** 2)))
+
+    sum_g, sum_h = era_g.sum(), era_h.sum()
+    left_g, left_h = era_left_g.sum(), era_left_h.sum()
+    value_left = newton_value(left_g, left_h, reg_lambda)
+    value_right = newton_value(sum_g - left_g, sum_h - left_h, reg_lambda)
+    spread = value_left - value_right
+    d = np.sign(spread)
+    direction = 0.0
+    scale = params["dir_tanh_scale"]
+    for e in range(len(era_c)):
+        if era_left_c[e] > 0 and era_c[e] - era_left_c[e] > 0 and d != 0:
+            delta = (newton_value(era_left_g[e], era_left_h[e], reg_lambda)
+                     - newton_value(era_g[e] - era_left_g[e], era_h[e] - era_left_h[e],
+                                    reg_lambda))
+            vote = np.tanh(delta / (scale * abs(spread))) if scale > 0 else np.sign(delta)
+            direction += weights[e] * d * vote
+    score = mean - params["lambda_dro"] * std + params["lambda_dir"] * abs(mean) * direction
+    gain = (phi(left_g, left_h, reg_lambda) + phi(sum_g - left_g, sum_h - left_h, reg_lambda)
+            - phi(sum_g, sum_h, reg_lambda))
+    return dict(score=score, gain=gain, mean=mean, std=std, direction=direction)
+
+
+def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False):
+    """Every allowed (threshold, missing side) of one tile, in scan order.
+
+    ``pooled_gain_only`` scores by the plain pooled Newton gain (a classic
+    histogram GBDT), for the reductions DESIGN 1 requires.
+    """
+    present = hist_c.sum(axis=1) > 0
+    hist_g, hist_h, hist_c = hist_g[present], hist_h[present], hist_c[present]
+    era_g, era_h, era_c = hist_g.sum(axis=1), hist_h.sum(axis=1), hist_c.sum(axis=1)
+    min_leaf = max(1, params["min_samples_leaf"])
+    found = []
+    for threshold in range(n_bins):
+        for missing_left in (True, False):
+            take = np.zeros(hist_g.shape[1], dtype=bool)
+            take[: threshold + 1] = True
+            take[n_bins] = missing_left
+            left_g = hist_g[:, take].sum(axis=1)
+            left_h = hist_h[:, take].sum(axis=1)
+            left_c = hist_c[:, take].sum(axis=1)
+            if (left_c.sum() < min_leaf or era_c.sum() - left_c.sum() < min_leaf
+                    or left_h.sum() < params["min_child_weight"]
+                    or era_h.sum() - left_h.sum() < params["min_child_weight"]):
+                continue
+            if pooled_gain_only:
+                reg_lambda = params["reg_lambda"]
+                gain = (phi(left_g.sum(), left_h.sum(), reg_lambda)
+                        + phi(era_g.sum() - left_g.sum(), era_h.sum() - left_h.sum(),
+                              reg_lambda)
+                        - phi(era_g.sum(), era_h.sum(), reg_lambda))
+                result = dict(score=gain, gain=gain)
+            else:
+                result = score_candidate(era_g, era_h, era_c, left_g, left_h, left_c, params)
+            result.update(threshold=threshold, missing_left=missing_left)
+            found.append(result)
+    return found
+
+
+def first_best(items):
+    """The first item with the largest score (ties keep scan order), or None."""
+    best = None
+    for item in items:
+        if best is None or item["score"] > best["score"]:
+            best = item
+    return best
+
+
+def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
+              layer_features, feature_masks, params, pooled_gain_only=False):
+    """One tree, breadth first, numbered like the engine (children appended
+    left then right, in order of their parents). ``feature_masks[d]`` is this
+    tree's boolean mask over ``layer_features[d]`` or None.
+
+    Returns a dict of per-node lists: feature (-1 leaf), threshold_bin,
+    missing_left, left_child, right_child, value (Newton value, unshrunk),
+    n_samples.
+    """
+    reg_lambda = params["reg_lambda"]
+    tree = {key: [] for key in ("feature", "threshold_bin", "missing_left", "left_child",
+                                "right_child", "value", "n_samples", "des_score", "gain")}
+
+    def new_node(node_rows):
+        sum_g, sum_h = gradients[node_rows].sum(), hessians[node_rows].sum()
+        value = newton_value(sum_g, sum_h, reg_lambda)
+        if params.get("max_delta_step", 0) > 0:
+            value = float(np.clip(value, -params["max_delta_step"], params["max_delta_step"]))
+        for key, item in (("feature", -1), ("threshold_bin", 0), ("missing_left", 0),
+                          ("left_child", -1), ("right_child", -1), ("value", value),
+                          ("n_samples", len(node_rows)), ("des_score", 0.0), ("gain", 0.0)):
+            tree[key].append(item)
+        return len(tree["feature"]) - 1
+
+    frontier = [(new_node(np.asarray(rows)), np.asarray(rows))]
+    for depth in range(params["max_depth"]):
+        next_frontier = []
+        for node, node_rows in frontier:
+            if len(node_rows) < 2 * max(1, params["min_samples_leaf"]):
+                continue
+            per_feature = []
+            features = layer_features[depth]
+            mask = feature_masks[depth]
+            for position, feature in enumerate(features):
+                if mask is not None and not mask[position]:
+                    continue
+                width = n_bins[feature] + 1
+                hist = histogram(X_binned, feature, node_rows, gradients, hessians,
+                                 row_era, n_eras, width)
+                best = first_best(candidates(*hist, n_bins[feature], params,
+                                             pooled_gain_only))
+                if best is not None:
+                    best["feature"] = int(feature)
+                    per_feature.append(best)
+            best = first_best(per_feature)
+            if best is None or not (best["score"] > 0
+                                    and best["gain"] > params["min_split_gain"]):
+                continue
+            bins = X_binned[best["feature"], node_rows].astype(np.int64)
+            is_missing = bins == n_bins[best["feature"]]
+            left = np.where(is_missing, best["missing_left"], bins <= best["threshold"])
+            tree["feature"][node] = best["feature"]
+            tree["threshold_bin"][node] = best["threshold"]
+            tree["missing_left"][node] = int(best["missing_left"])
+            tree["des_score"][node] = best["score"]
+            tree["gain"][node] = best["gain"]
+            left_node = new_node(node_rows[left])
+            right_node = new_node(node_rows[~left])
+            tree["left_child"][node] = left_node
+            tree["right_child"][node] = right_node
+            next_frontier += [(left_node, node_rows[left]), (right_node, node_rows[~left])]
+        frontier = next_frontier
+    return {key: np.asarray(values) for key, values in tree.items()}

@@ -1,0 +1,621 @@
+"""Tests of packboost.binning.BinMapper against the contract of DESIGN.md section 3.1."""
+
+import json
+
+import numpy as np
+import pytest
+
+try:
+    from packboost.binning import BinMapper
+except ImportError:  # package not built yet
+    import importlib.util
+    import pathlib
+
+    _path = pathlib.Path(__file__).resolve().parents[1] / "packboost" / "binning.py"
+    _spec = importlib.util.spec_from_file_location("_binning_standalone", _path)
+    _module = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_module)
+    BinMapper = _module.BinMapper
+
+FLOAT_MAX = np.finfo(np.float64).max
+
+
+def naive_codes(mapper, X):
+    """Oracle: code = number of cuts strictly below x, NaN to n_bins; (n_rows, n_features)."""
+    X = np.asarray(X)
+    codes = np.empty(X.shape, dtype=np.int64)
+    for row_idx in range(X.shape[0]):
+        for feature_idx in range(X.shape[1]):
+            value = X[row_idx, feature_idx]
+            if X.dtype.kind == "f" and np.isnan(value):
+                codes[row_idx, feature_idx] = mapper.n_bins_[feature_idx]
+            else:
+                cuts = mapper.cuts_[feature_idx]
+                codes[row_idx, feature_idx] = sum(1 for cut in cuts if cut < value)
+    return codes
+
+
+def check_invariants(mapper, max_bins):
+    """Fitted-state invariants every mapper must satisfy."""
+    assert mapper.n_bins_.dtype == np.int32
+    assert len(mapper.cuts_) == mapper.n_bins_.size
+    assert np.all(mapper.n_bins_ >= 1) and np.all(mapper.n_bins_ <= max_bins)
+    for n_bins, cuts in zip(mapper.n_bins_, mapper.cuts_, strict=True):
+        assert cuts.dtype == np.float64
+        assert cuts.size == n_bins - 1
+        assert np.all(np.isfinite(cuts))
+        assert np.all(np.diff(cuts) > 0)
+    expected_dtype = np.uint8 if mapper.n_bins_.max() + 1 <= 256 else np.uint16
+    assert mapper.binned_dtype_ is expected_dtype
+
+
+def check_cut_rule(mapper, X, X_binned):
+    """bin <= t  <=>  x <= cuts[t], and NaN gets the missing code."""
+    X = np.asarray(X, dtype=np.float64)
+    for feature_idx, cuts in enumerate(mapper.cuts_):
+        values = X[:, feature_idx]
+        codes = X_binned[feature_idx].astype(np.int64)
+        nan = np.isnan(values)
+        assert np.all(codes[nan] == mapper.n_bins_[feature_idx])
+        assert np.all(codes[~nan] < mapper.n_bins_[feature_idx])
+        for t, cut in enumerate(cuts):
+            np.testing.assert_array_equal(codes[~nan] <= t, values[~nan] <= cut)
+
+
+# ---------------------------------------------------------------- exact cuts
+
+
+def test_exact_cuts_low_cardinality():
+    X = np.array([[1.0, 10.0], [2.0, 10.0], [4.0, -3.0], [2.0, 0.5], [1.0, 10.0]])
+    mapper = BinMapper(max_bins=8).fit(X)
+    assert not mapper.prebinned_
+    np.testing.assert_array_equal(mapper.n_bins_, [3, 3])
+    np.testing.assert_array_equal(mapper.cuts_[0], [1.5, 3.0])
+    np.testing.assert_array_equal(mapper.cuts_[1], [-1.25, 5.25])
+    X_binned = mapper.transform(X)
+    assert X_binned.shape == (2, 5) and X_binned.dtype == np.uint8
+    assert X_binned.flags.c_contiguous
+    np.testing.assert_array_equal(X_binned, [[0, 1, 2, 1, 0], [2, 2, 0, 1, 2]])
+
+
+def test_exact_cuts_at_max_bins_distinct_values():
+    # Exactly max_bins distinct values -> exact path, one bin per value.
+    values = np.random.default_rng(0).permutation(np.repeat(np.arange(16.0) ** 2, 7))
+    mapper = BinMapper(max_bins=16).fit(values[:, None])
+    assert mapper.n_bins_[0] == 16
+    codes = mapper.transform(values[:, None])[0]
+    np.testing.assert_array_equal(codes, np.sqrt(values).astype(int))
+
+
+def test_exact_cuts_see_values_the_subsample_missed():
+    # A value occurring once is almost surely outside a 50-row subsample of 5000
+    # rows, but the column has few distinct values, so it must get its own bin.
+    values = np.tile([0.0, 1.0, 2.0], 2000)[:5000]
+    values[1234] = 7.0
+    mapper = BinMapper(max_bins=10, subsample=50, random_state=0).fit(values[:, None])
+    np.testing.assert_array_equal(mapper.cuts_[0], [0.5, 1.5, 4.5])
+    assert mapper.transform(values[:, None])[0, 1234] == 3
+
+
+# ------------------------------------------------------------- quantile cuts
+
+
+def test_quantile_cuts_give_equal_frequency_bins():
+    rng = np.random.default_rng(1)
+    X = np.column_stack([rng.normal(size=20_000), rng.exponential(size=20_000) ** 3])
+    mapper = BinMapper(max_bins=16, random_state=0).fit(X)
+    check_invariants(mapper, 16)
+    np.testing.assert_array_equal(mapper.n_bins_, [16, 16])
+    X_binned = mapper.transform(X)
+    for feature_idx in range(2):
+        counts = np.bincount(X_binned[feature_idx], minlength=16)
+        np.testing.assert_allclose(counts, 20_000 / 16, rtol=0.02)
+    check_cut_rule(mapper, X, X_binned)
+
+
+def test_quantile_cuts_on_subsample_stay_roughly_equal_frequency():
+    values = np.random.default_rng(2).uniform(size=50_000)
+    mapper = BinMapper(max_bins=10, subsample=5_000, random_state=3).fit(values[:, None])
+    counts = np.bincount(mapper.transform(values[:, None])[0], minlength=10)
+    np.testing.assert_allclose(counts, 5_000, rtol=0.15)
+
+
+def test_ties_share_a_bin_and_no_bin_is_empty():
+    rng = np.random.default_rng(4)
+    # Half the column is 0.0, 10% is 1.0, the rest continuous: more distinct
+    # values than max_bins, so quantile cuts must deduplicate.
+    values = np.concatenate([np.zeros(5_000), np.ones(1_000), rng.uniform(2, 3, 4_000)])
+    values = rng.permutation(values)
+    mapper = BinMapper(max_bins=20, random_state=0).fit(values[:, None])
+    check_invariants(mapper, 20)
+    assert mapper.n_bins_[0] < 20  # quantiles inside the run of zeros collapsed
+    codes = mapper.transform(values[:, None])[0]
+    assert np.unique(codes[values == 0.0]).size == 1
+    assert np.unique(codes[values == 1.0]).size == 1
+    assert codes[values == 0.0][0] < codes[values == 1.0][0]
+    assert np.all(np.bincount(codes, minlength=mapper.n_bins_[0]) > 0)
+    check_cut_rule(mapper, values[:, None], codes[None, :])
+
+
+def test_heavy_ties_at_the_top_do_not_open_an_empty_bin():
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.uniform(0, 1, 300), np.full(700, 5.0)])
+    mapper = BinMapper(max_bins=16).fit(values[:, None])
+    codes = mapper.transform(values[:, None])[0]
+    assert np.all(np.bincount(codes, minlength=mapper.n_bins_[0]) > 0)
+
+
+# ------------------------------------------------------ missing and edge cases
+
+
+def test_nan_goes_to_missing_code():
+    X = np.array([[0.0, np.nan], [np.nan, 1.0], [1.0, 2.0], [2.0, np.nan]])
+    mapper = BinMapper().fit(X)
+    np.testing.assert_array_equal(mapper.n_bins_, [3, 2])
+    X_binned = mapper.transform(X)
+    np.testing.assert_array_equal(X_binned, [[0, 3, 1, 2], [2, 0, 1, 2]])
+
+
+def test_nan_goes_to_missing_code_on_quantile_path():
+    rng = np.random.default_rng(6)
+    values = rng.normal(size=3_000)
+    values[rng.uniform(size=3_000) < 0.3] = np.nan
+    mapper = BinMapper(max_bins=32, random_state=0).fit(values[:, None])
+    codes = mapper.transform(values[:, None])[0]
+    np.testing.assert_array_equal(codes == 32, np.isnan(values))
+
+
+def test_all_nan_and_constant_columns():
+    X = np.array(
+        [[np.nan, 3.5, 3.5, -2.0], [np.nan, 3.5, np.nan, -2.0], [np.nan, 3.5, 3.5, -2.0]]
+    )
+    mapper = BinMapper().fit(X)
+    np.testing.assert_array_equal(mapper.n_bins_, [1, 1, 1, 1])
+    assert all(cuts.size == 0 for cuts in mapper.cuts_)
+    X_binned = mapper.transform(X)
+    np.testing.assert_array_equal(X_binned[0], [1, 1, 1])
+    np.testing.assert_array_equal(X_binned[1], [0, 0, 0])
+    np.testing.assert_array_equal(X_binned[2], [0, 1, 0])
+    np.testing.assert_array_equal(X_binned[3], [0, 0, 0])
+    # Unseen values of a constant feature still land in its only bin.
+    np.testing.assert_array_equal(
+        mapper.transform(np.array([[np.nan, 100.0, -100.0, np.inf]])).ravel(), [1, 0, 0, 0]
+    )
+
+
+def test_single_row():
+    X = np.array([[1.5, np.nan, 7.0]])
+    mapper = BinMapper().fit(X)
+    np.testing.assert_array_equal(mapper.n_bins_, [1, 1, 1])
+    np.testing.assert_array_equal(mapper.transform(X), [[0], [1], [0]])
+
+
+def test_infinities_are_ordinary_values():
+    X = np.array([[-np.inf], [0.0], [1.0], [np.inf], [np.nan], [np.inf]])
+    mapper = BinMapper().fit(X)
+    check_invariants(mapper, 255)
+    assert mapper.n_bins_[0] == 4
+    np.testing.assert_array_equal(mapper.transform(X)[0], [0, 1, 2, 3, 4, 3])
+    check_cut_rule(mapper, X, mapper.transform(X))
+
+
+@pytest.mark.parametrize(
+    "distinct",
+    [
+        [-np.inf, np.inf],
+        [-FLOAT_MAX, FLOAT_MAX],
+        [FLOAT_MAX / 2, FLOAT_MAX, np.inf],
+        [-np.inf, -FLOAT_MAX / 2, 0.0],
+        [1.0, np.nextafter(1.0, 2.0)],
+        [0.0, 5e-324, 1e-323],
+        [-5e-324, 0.0],
+        [np.nextafter(FLOAT_MAX, 0.0), FLOAT_MAX],
+    ],
+)
+def test_midpoints_of_extreme_neighbours_separate_them(distinct):
+    values = np.array(distinct, dtype=np.float64)
+    mapper = BinMapper().fit(values[:, None])
+    check_invariants(mapper, 255)
+    assert mapper.n_bins_[0] == values.size
+    np.testing.assert_array_equal(mapper.transform(values[:, None])[0], np.arange(values.size))
+
+
+def test_neg_inf_and_most_negative_float_may_share_a_bin():
+    # No finite float separates -inf from -FLOAT_MAX; cuts must stay finite.
+    values = np.array([-np.inf, -FLOAT_MAX, 0.0])
+    mapper = BinMapper().fit(values[:, None])
+    check_invariants(mapper, 255)
+    check_cut_rule(mapper, values[:, None], mapper.transform(values[:, None]))
+
+
+def test_infinities_on_quantile_path():
+    rng = np.random.default_rng(7)
+    values = rng.normal(size=2_000)
+    values[:300] = np.inf
+    values[300:500] = -np.inf
+    values = rng.permutation(values)
+    mapper = BinMapper(max_bins=10).fit(values[:, None])
+    check_invariants(mapper, 10)
+    codes = mapper.transform(values[:, None])
+    check_cut_rule(mapper, values[:, None], codes)
+    assert np.unique(codes[0][values == np.inf]).size == 1
+    assert codes[0][values == np.inf][0] > codes[0][np.isfinite(values)].max()
+
+
+def test_float32_matches_float64_and_cut_rule():
+    rng = np.random.default_rng(8)
+    X32 = (rng.normal(size=(3_000, 3)) * [1.0, 1e-30, 1e30]).astype(np.float32)
+    X32[::17, 0] = np.nan
+    X32[:, 2] = np.round(X32[:, 2] / 1e30, 1).astype(np.float32) * np.float32(1e30)
+    X64 = X32.astype(np.float64)
+    mapper32 = BinMapper(max_bins=64, random_state=0).fit(X32)
+    mapper64 = BinMapper(max_bins=64, random_state=0).fit(X64)
+    for cuts32, cuts64 in zip(mapper32.cuts_, mapper64.cuts_, strict=True):
+        np.testing.assert_array_equal(cuts32, cuts64)
+    X_binned = mapper32.transform(X32)
+    np.testing.assert_array_equal(X_binned, mapper64.transform(X64))
+    check_cut_rule(mapper32, X64, X_binned)
+
+
+def test_matches_naive_oracle_on_awkward_data():
+    rng = np.random.default_rng(9)
+    X = np.column_stack(
+        [
+            rng.normal(size=157),
+            rng.integers(-3, 4, size=157).astype(np.float64),
+            np.where(rng.uniform(size=157) < 0.5, np.nan, rng.exponential(size=157)),
+            rng.choice([-np.inf, np.inf, 0.0, np.nan], size=157),
+            rng.standard_cauchy(size=157) * 1e300,
+        ]
+    )
+    for max_bins in (2, 3, 7, 255):
+        mapper = BinMapper(max_bins=max_bins, random_state=0).fit(X)
+        check_invariants(mapper, max_bins)
+        X_binned = mapper.transform(X)
+        np.testing.assert_array_equal(X_binned.T, naive_codes(mapper, X))
+
+
+# ------------------------------------------------------------------ integers
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_prebinned_identity_zero_copy_for_fortran_input(dtype):
+    rng = np.random.default_rng(10)
+    X = np.asfortranarray(rng.integers(0, 5, size=(500, 7)).astype(dtype))
+    X[:, 3] = np.minimum(X[:, 3], 2)
+    mapper = BinMapper().fit(X)
+    assert mapper.prebinned_
+    assert mapper.binned_dtype_ is np.uint8
+    np.testing.assert_array_equal(mapper.n_bins_, X.max(axis=0).astype(np.int64) + 1)
+    for n_bins, cuts in zip(mapper.n_bins_, mapper.cuts_, strict=True):
+        np.testing.assert_array_equal(cuts, np.arange(n_bins - 1))
+    for X_binned in (
+        mapper.transform(X),
+        mapper.transform(X, row_order=np.arange(500)),
+        BinMapper().fit_transform(X),
+    ):
+        assert np.shares_memory(X_binned, X)
+        assert X_binned.dtype == np.uint8 and X_binned.shape == (7, 500)
+        assert X_binned.flags.c_contiguous
+        assert not X_binned.flags.writeable
+        np.testing.assert_array_equal(X_binned, X.T)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_prebinned_c_ordered_input_is_copied(dtype):
+    X = np.ascontiguousarray(np.random.default_rng(11).integers(0, 5, size=(300, 6)), dtype=dtype)
+    mapper = BinMapper().fit(X)
+    assert mapper.prebinned_
+    X_binned = mapper.transform(X)
+    assert not np.shares_memory(X_binned, X)
+    assert X_binned.flags.c_contiguous and X_binned.dtype == np.uint8
+    np.testing.assert_array_equal(X_binned, X.T)
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.uint16, np.int64, np.uint64])
+def test_prebinned_wider_integers_identity(dtype):
+    X = np.random.default_rng(12).integers(0, 200, size=(400, 3)).astype(dtype)
+    mapper = BinMapper().fit(X)
+    assert mapper.prebinned_
+    np.testing.assert_array_equal(mapper.transform(X), X.T)
+
+
+def test_prebinned_out_of_range_values_follow_cut_rule():
+    X_train = np.asfortranarray(np.tile(np.arange(5, dtype=np.int8), (2, 20)).T)
+    mapper = BinMapper().fit(X_train)
+    X_new = np.asfortranarray(np.array([[-3, 0], [4, 9], [127, 2], [-128, 5]], dtype=np.int8))
+    X_binned = mapper.transform(X_new)
+    assert not np.shares_memory(X_binned, X_new)
+    np.testing.assert_array_equal(X_binned, [[0, 4, 4, 0], [0, 4, 2, 4]])
+    # Wider integers and floats against the same pre-binned mapper.
+    np.testing.assert_array_equal(
+        mapper.transform(X_new.astype(np.int64) * 1000), [[0, 4, 4, 0], [0, 4, 4, 4]]
+    )
+    X_float = np.array([[2.5, np.nan], [-0.5, 1.0]])
+    np.testing.assert_array_equal(mapper.transform(X_float), [[3, 0], [5, 1]])
+    np.testing.assert_array_equal(mapper.transform(X_new).T, naive_codes(mapper, X_new))
+
+
+@pytest.mark.parametrize(
+    "X_new, expected",
+    [
+        ([[0, 1], [7, 2], [4, 0]], [[0, 4, 4], [1, 2, 0]]),  # too large only
+        ([[0, 1], [-1, 2], [4, 0]], [[0, 0, 4], [1, 2, 0]]),  # negative only
+    ],
+)
+def test_prebinned_zero_copy_only_when_values_are_in_range(X_new, expected):
+    mapper = BinMapper().fit(np.asfortranarray(np.tile(np.arange(5, dtype=np.int8), (2, 4)).T))
+    X_new = np.asfortranarray(np.array(X_new, dtype=np.int8))
+    X_binned = mapper.transform(X_new)
+    assert not np.shares_memory(X_binned, X_new)
+    np.testing.assert_array_equal(X_binned, expected)
+
+
+def test_bool_input_is_prebinned():
+    X = np.asfortranarray(np.random.default_rng(13).uniform(size=(50, 3)) < 0.5)
+    mapper = BinMapper().fit(X)
+    assert mapper.prebinned_
+    X_binned = mapper.transform(X)
+    assert np.shares_memory(X_binned, X)
+    np.testing.assert_array_equal(X_binned, X.T)
+
+
+def test_int64_with_values_above_max_bins_uses_quantiles():
+    values = np.random.default_rng(14).integers(0, 100_000, size=5_000)
+    mapper = BinMapper(max_bins=32, random_state=0).fit(values[:, None])
+    assert not mapper.prebinned_
+    assert mapper.n_bins_[0] == 32
+    assert np.any(mapper.cuts_[0] != np.round(mapper.cuts_[0]))  # not the identity cuts
+    codes = mapper.transform(values[:, None])
+    np.testing.assert_allclose(np.bincount(codes[0]), 5_000 / 32, rtol=0.05)
+    check_cut_rule(mapper, values[:, None], codes)
+
+
+def test_int64_few_values_but_some_above_max_bins_are_exact():
+    values = np.array([0, 1, 2, 300, 2, 1], dtype=np.int64)
+    mapper = BinMapper(max_bins=255).fit(values[:, None])
+    assert not mapper.prebinned_
+    np.testing.assert_array_equal(mapper.cuts_[0], [0.5, 1.5, 151.0])
+    np.testing.assert_array_equal(mapper.transform(values[:, None])[0], [0, 1, 2, 3, 2, 1])
+
+
+def test_negative_integers_are_not_prebinned():
+    values = np.array([-2, 0, 3, -2, 3], dtype=np.int8)
+    mapper = BinMapper().fit(values[:, None])
+    assert not mapper.prebinned_
+    np.testing.assert_array_equal(mapper.cuts_[0], [-1.0, 1.5])
+    np.testing.assert_array_equal(mapper.transform(values[:, None])[0], [0, 1, 2, 0, 2])
+
+
+# ------------------------------------------------------------------- layout
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_row_order_gathers_rows(order):
+    rng = np.random.default_rng(15)
+    X = np.asarray(rng.normal(size=(1_000, 21)), order=order)
+    X[rng.uniform(size=X.shape) < 0.1] = np.nan
+    mapper = BinMapper(max_bins=50, random_state=0).fit(X)
+    X_binned = mapper.transform(X)
+    row_order = rng.permutation(1_000)[:700]
+    row_order[:5] = row_order[0]  # repeats are allowed
+    gathered = mapper.transform(X, row_order=row_order)
+    assert gathered.shape == (21, 700) and gathered.flags.c_contiguous
+    np.testing.assert_array_equal(gathered, X_binned[:, row_order])
+    np.testing.assert_array_equal(mapper.fit_transform(X, row_order), gathered)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_prebinned_row_order_gathers_rows(order):
+    rng = np.random.default_rng(16)
+    X = np.asarray(rng.integers(0, 5, size=(400, 9), dtype=np.int8), order=order)
+    mapper = BinMapper().fit(X)
+    row_order = rng.permutation(400)
+    gathered = mapper.transform(X, row_order=row_order)
+    assert not np.shares_memory(gathered, X)
+    np.testing.assert_array_equal(gathered, X[row_order].T)
+
+
+def test_layouts_give_the_same_bins():
+    rng = np.random.default_rng(17)
+    X = rng.normal(size=(600, 40)).astype(np.float32)
+    expected = BinMapper(max_bins=20, random_state=0).fit_transform(np.asfortranarray(X))
+    for variant in (X, np.ascontiguousarray(X[::-1])[::-1], X[:, ::-1][:, ::-1]):
+        np.testing.assert_array_equal(
+            BinMapper(max_bins=20, random_state=0).fit_transform(variant), expected
+        )
+
+
+def test_uint16_output_above_255_bins():
+    values = np.random.default_rng(18).normal(size=(20_000, 2))
+    values[::7, 1] = np.nan
+    mapper = BinMapper(max_bins=1_000, random_state=0).fit(values)
+    assert mapper.binned_dtype_ is np.uint16
+    assert mapper.n_bins_.max() > 255
+    X_binned = mapper.transform(values)
+    assert X_binned.dtype == np.uint16
+    assert X_binned[1][::7].tolist() == [mapper.n_bins_[1]] * len(range(0, 20_000, 7))
+    check_cut_rule(mapper, values, X_binned)
+
+
+def test_255_bins_plus_missing_fit_uint8():
+    values = np.arange(1_000, dtype=np.float64)
+    values[0] = np.nan
+    mapper = BinMapper(max_bins=255).fit(values[:, None])
+    assert mapper.n_bins_[0] == 255
+    assert mapper.binned_dtype_ is np.uint8
+    assert mapper.transform(values[:, None])[0, 0] == 255
+
+
+def test_prebinned_256_codes_need_uint16():
+    X = np.asfortranarray(np.arange(256, dtype=np.uint8)[:, None])
+    mapper = BinMapper(max_bins=256).fit(X)
+    assert mapper.prebinned_ and mapper.binned_dtype_ is np.uint16
+    X_binned = mapper.transform(X)
+    assert X_binned.dtype == np.uint16
+    np.testing.assert_array_equal(X_binned[0], np.arange(256))
+
+
+# -------------------------------------------------------------- determinism
+
+
+def test_seed_makes_fit_deterministic():
+    X = np.random.default_rng(19).normal(size=(5_000, 3))
+
+    def fit_cuts(seed):
+        return BinMapper(max_bins=16, subsample=200, random_state=seed).fit(X).cuts_
+
+    first, again, other = fit_cuts(42), fit_cuts(42), fit_cuts(43)
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, b) for a, b in zip(first, other, strict=True))
+
+
+# ------------------------------------------------------------ serialisation
+
+
+@pytest.mark.parametrize("kind", ["float", "prebinned", "empty"])
+def test_round_trip_through_arrays(kind):
+    rng = np.random.default_rng(20)
+    if kind == "float":
+        X = rng.normal(size=(2_000, 4))
+        X[:, 1] = np.round(X[:, 1])
+        X[:, 2] = np.nan
+        X[::3, 3] = np.inf
+    elif kind == "prebinned":
+        X = np.asfortranarray(rng.integers(0, 5, size=(2_000, 4), dtype=np.int8))
+    else:
+        X = np.empty((10, 0))
+    mapper = BinMapper(max_bins=30, random_state=0).fit(X)
+    metadata = json.loads(json.dumps(mapper.to_metadata()))
+    arrays = mapper.to_arrays()
+    assert arrays["bin_n_bins"].dtype == np.int32
+    assert arrays["bin_cuts"].dtype == np.float64
+    assert arrays["bin_cut_offsets"].dtype == np.int64
+    assert arrays["bin_cut_offsets"].shape == (X.shape[1] + 1,)
+    restored = BinMapper.from_arrays(metadata, arrays)
+    assert restored.prebinned_ == mapper.prebinned_
+    assert restored.binned_dtype_ is mapper.binned_dtype_
+    np.testing.assert_array_equal(restored.n_bins_, mapper.n_bins_)
+    for a, b in zip(restored.cuts_, mapper.cuts_, strict=True):
+        np.testing.assert_array_equal(a, b)
+    X_other = np.asarray(rng.normal(size=(100, X.shape[1])) * 3)
+    np.testing.assert_array_equal(restored.transform(X), mapper.transform(X))
+    np.testing.assert_array_equal(restored.transform(X_other), mapper.transform(X_other))
+
+
+def _fitted_payload():
+    X = np.random.default_rng(21).normal(size=(500, 3))
+    X[:, 2] = 1.0
+    mapper = BinMapper(max_bins=8, random_state=0).fit(X)
+    return mapper.to_metadata(), mapper.to_arrays()
+
+
+def _corrupt(metadata, arrays, how):
+    arrays = {key: value.copy() for key, value in arrays.items()}
+    metadata = dict(metadata)
+    if how == "missing_key":
+        del arrays["bin_cuts"]
+    elif how == "offsets_length":
+        arrays["bin_cut_offsets"] = arrays["bin_cut_offsets"][:-1]
+    elif how == "offsets_mismatch":
+        arrays["bin_cut_offsets"][1] -= 1
+    elif how == "offsets_start":
+        arrays["bin_cut_offsets"] += 1
+    elif how == "cuts_length":
+        arrays["bin_cuts"] = arrays["bin_cuts"][:-1]
+    elif how == "cuts_not_increasing":
+        arrays["bin_cuts"][[1, 2]] = arrays["bin_cuts"][[2, 1]]
+    elif how == "cuts_nan":
+        arrays["bin_cuts"][0] = np.nan
+    elif how == "cuts_inf":
+        arrays["bin_cuts"][-1] = np.inf
+    elif how == "n_bins_zero":
+        arrays["bin_n_bins"][2] = 0
+    elif how == "n_bins_above_max_bins":
+        arrays["bin_n_bins"][0] = 9
+    elif how == "n_bins_2d":
+        arrays["bin_n_bins"] = arrays["bin_n_bins"][None, :]
+    elif how == "n_bins_float":
+        arrays["bin_n_bins"] = arrays["bin_n_bins"].astype(np.float64)
+    elif how == "cuts_int":
+        arrays["bin_cuts"] = arrays["bin_cuts"].astype(np.int64)
+    elif how == "metadata_max_bins":
+        metadata["max_bins"] = 1
+    elif how == "metadata_missing":
+        del metadata["prebinned"]
+    elif how == "prebinned_not_identity":
+        metadata["prebinned"] = True
+    elif how == "prebinned_not_bool":
+        metadata["prebinned"] = "yes"
+    return metadata, arrays
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "missing_key",
+        "offsets_length",
+        "offsets_mismatch",
+        "offsets_start",
+        "cuts_length",
+        "cuts_not_increasing",
+        "cuts_nan",
+        "cuts_inf",
+        "n_bins_zero",
+        "n_bins_above_max_bins",
+        "n_bins_2d",
+        "n_bins_float",
+        "cuts_int",
+        "metadata_max_bins",
+        "metadata_missing",
+        "prebinned_not_identity",
+        "prebinned_not_bool",
+    ],
+)
+def test_corrupted_arrays_raise(how):
+    metadata, arrays = _fitted_payload()
+    BinMapper.from_arrays(metadata, arrays)  # the uncorrupted payload is fine
+    metadata, arrays = _corrupt(metadata, arrays, how)
+    with pytest.raises(ValueError):
+        BinMapper.from_arrays(metadata, arrays)
+
+
+# --------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize("max_bins", [1, 0, -5, 65536, 2.5, True, "255", None])
+def test_bad_max_bins_raises(max_bins):
+    with pytest.raises(ValueError, match="max_bins"):
+        BinMapper(max_bins=max_bins).fit(np.zeros((3, 1)))
+
+
+@pytest.mark.parametrize("max_bins", [2, np.int64(7), 65535])
+def test_max_bins_bounds_are_accepted(max_bins):
+    values = np.arange(100.0)[:, None]
+    mapper = BinMapper(max_bins=max_bins).fit(values)
+    assert mapper.n_bins_[0] == min(int(max_bins), 100)
+
+
+@pytest.mark.parametrize("subsample", [0, -1, 1.5, None])
+def test_bad_subsample_raises(subsample):
+    with pytest.raises(ValueError, match="subsample"):
+        BinMapper(subsample=subsample).fit(np.zeros((3, 1)))
+
+
+def test_transform_checks_its_input():
+    mapper = BinMapper().fit(np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="features"):
+        mapper.transform(np.zeros((5, 4)))
+    with pytest.raises(ValueError, match="2-D"):
+        mapper.transform(np.zeros(5))
+    with pytest.raises(ValueError, match="row_order"):
+        mapper.transform(np.zeros((5, 3)), row_order=np.array([0, 5]))
+    with pytest.raises(ValueError, match="row_order"):
+        mapper.transform(np.zeros((5, 3)), row_order=np.array([-1]))
+    with pytest.raises(ValueError, match="row_order"):
+        mapper.transform(np.zeros((5, 3)), row_order=np.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match="fitted"):
+        BinMapper().transform(np.zeros((5, 3)))
+    with pytest.raises(TypeError):
+        BinMapper().fit(np.zeros((5, 3), dtype=complex))
