@@ -111,6 +111,8 @@ def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False):
             left_g = hist_g[:, take].sum(axis=1)
             left_h = hist_h[:, take].sum(axis=1)
             left_c = hist_c[:, take].sum(axis=1)
+            if missing_left and hist_c[:, : threshold + 1].sum() == 0:
+                continue  # {missing} | {values}: scored as its mirror, missing-right
             if (left_c.sum() < min_leaf or era_c.sum() - left_c.sum() < min_leaf
                     or left_h.sum() < params["min_child_weight"]
                     or era_h.sum() - left_h.sum() < params["min_child_weight"]):

@@ -18,7 +18,9 @@ data, params and seed).
 Scoring a tile (DESIGN 1) sweeps thresholds t = 0 .. n_bins-1 (left = bins
 <= t) and, for each, the missing bin on the left then on the right; a
 candidate is scored only if both children meet min_samples_leaf and
-min_child_weight (pooled). The per-era pass over the eras of the node lives in
+min_child_weight (pooled). Every partition is scored once: missing-right is
+skipped when the node has no missing rows, and "missing alone on the left" is
+left to its mirror, missing-right at the last threshold. The per-era pass over the eras of the node lives in
 csrc/des.h, shared with the CUDA backend. Ties keep the first candidate seen:
 lower feature, lower threshold, missing-left before missing-right.
 """
@@ -112,15 +114,16 @@ cdef split_params make_params(dict params) except *:
     return result
 
 
-cdef void score_tile(
+cdef tile_best score_tile(
         const hist_entry* hist,          # IN  (n_eras, width)
         Py_ssize_t n_eras,
         Py_ssize_t n_bins,               # non-missing bins; missing bin = n_bins
         const split_params* params,
         int32_t* era_ids,                # scratch (n_eras,)
         double* scratch,                 # scratch (N_SCRATCH, n_eras)
-        tile_best* best,                 # OUT
 ) noexcept nogil:
+    # Returned by value: inside prange an assigned variable is thread-private,
+    # a struct written through a pointer would be shared by every thread.
     cdef Py_ssize_t width = n_bins + 1
     cdef Py_ssize_t era, bin_idx, i, n_present = 0
     cdef double* era_weight = scratch + SCRATCH_WEIGHT * n_eras
@@ -141,6 +144,7 @@ cdef void score_tile(
     cdef int side, missing_goes_left
     cdef des_candidate_t state
     cdef des_result_t result
+    cdef tile_best best
 
     best.found = 0
     best.score = -INFINITY
@@ -187,6 +191,11 @@ cdef void score_tile(
             missing_goes_left = side == 0
             if not missing_goes_left and missing_count == 0.0:
                 break  # same partition as missing-left, which wins the tie
+            if missing_goes_left and pooled_left_count == 0.0:
+                # {missing} | {all values} mirrors the missing-right candidate
+                # of the last threshold; score that partition once, there, or
+                # rounding would break the mirror tie differently per backend.
+                continue
             cand_g = pooled_left_g + missing_g if missing_goes_left else pooled_left_g
             cand_h = pooled_left_h + missing_h if missing_goes_left else pooled_left_h
             cand_count = (pooled_left_count + missing_count if missing_goes_left
@@ -222,6 +231,7 @@ cdef void score_tile(
                                             params.reg_lambda)
                 best.threshold = <BIN_IDX_C>bin_idx
                 best.missing_left = <uint8_t>missing_goes_left
+    return best
 
 
 def find_best_splits(
@@ -288,8 +298,8 @@ def find_best_splits(
                                  node_start[node], node_end[node],
                                  gradients, hessians, row_era, n_eras,
                                  n_bins[feature] + 1, &hist_view[thread, 0])
-            score_tile(&hist_view[thread, 0], n_eras, n_bins[feature], &c_params,
-                       &era_id_view[thread, 0], &scratch_view[thread, 0], &best)
+            best = score_tile(&hist_view[thread, 0], n_eras, n_bins[feature], &c_params,
+                              &era_id_view[thread, 0], &scratch_view[thread, 0])
             found_view[tile] = best.found
             if best.found:
                 score_view[tile] = best.score
@@ -321,3 +331,32 @@ def best_tile_per_node(const NODE_IDX_C[::1] tile_node, const double[::1] tile_s
         if best_view[node] < 0 or tile_score[tile] > tile_score[best_view[node]]:
             best_view[node] = tile
     return best
+
+
+def score_histogram(hist, Py_ssize_t n_bins, dict params):
+    """Best candidate of one per-era histogram (test entry point of score_tile).
+
+    ``hist`` is a structured array (n_eras, n_bins + 1) of HIST_DTYPE, the
+    missing bin last. Returns a dict (score, gain, mean, std, direction,
+    threshold, missing_left) or None when no candidate meets the constraints.
+    """
+    hist = np.ascontiguousarray(hist, dtype=HIST_DTYPE)
+    if hist.ndim != 2 or hist.shape[1] != n_bins + 1:
+        raise ValueError("hist must have shape (n_eras, n_bins + 1)")
+    cdef Py_ssize_t n_eras = hist.shape[0]
+    cdef hist_entry[:, ::1] hist_view = hist
+    cdef split_params c_params = make_params(params)
+    cdef tile_best best
+    era_ids = np.empty(max(n_eras, 1), dtype=np.int32)
+    scratch = np.empty(max(N_SCRATCH * n_eras, 1))
+    cdef int32_t[::1] era_view = era_ids
+    cdef double[::1] scratch_view = scratch
+    if n_eras == 0:
+        return None
+    best = score_tile(&hist_view[0, 0], n_eras, n_bins, &c_params, &era_view[0],
+                      &scratch_view[0])
+    if not best.found:
+        return None
+    return dict(score=best.score, gain=best.gain, mean=best.mean, std=best.std,
+                direction=best.direction, threshold=best.threshold,
+                missing_left=bool(best.missing_left))

@@ -35,10 +35,17 @@ __all__ = ["BinMapper"]
 # The largest finite float64; cuts are clipped into [-_FLOAT_MAX, _FLOAT_MAX].
 _FLOAT_MAX = float(np.finfo(np.float64).max)
 
-# A C-ordered matrix is binned a few features at a time: copying one cache line's
-# worth of features per pass turns a column walk with a stride of a whole row into
-# sequential reads.
-_CACHE_LINE_BYTES = 64
+# A matrix whose columns are not contiguous (C order) is made feature-major one
+# block of features at a time, each block spanning one cache line of a row, so
+# every line read is used whole. The copy goes in tiles of rows small enough to
+# stay in cache while they are transposed; NumPy's own transposing copies
+# (np.asfortranarray) measured 4-5x slower than these tiles.
+_FEATURE_BLOCK_BYTES = 64
+_ROW_TILE = 4096
+
+# Values are binned in chunks of this many, so that the temporaries of the
+# vectorised binary search stay in cache.
+_SEARCH_CHUNK = 32768
 
 _MAX_BINS_LIMIT = 65535  # non-missing bins; the missing code must still fit in uint16
 
@@ -129,8 +136,9 @@ class BinMapper:
                 # walk memory forwards.
                 sample_idx = np.sort(rng.choice(n_rows, size=subsample, replace=False))
             self.cuts_ = [None] * n_features
-            for feature_idx, values in _iter_feature_columns(X, None):
-                self.cuts_[feature_idx] = _find_cuts(values, sample_idx, max_bins)
+            for start, block in _iter_feature_blocks(X, None):
+                for offset, values in enumerate(block):
+                    self.cuts_[start + offset] = _find_cuts(values, sample_idx, max_bins)
             self.n_bins_ = np.array([c.size + 1 for c in self.cuts_], dtype=np.int32)
 
         self.n_features_in_ = n_features
@@ -180,46 +188,44 @@ class BinMapper:
             )
         row_order = _check_row_order(row_order, n_rows)
 
-        view = self._try_zero_copy(X, row_order, range_checked)
-        if view is not None:
+        # Integers into a pre-binned mapper are their own codes when no value
+        # needs clipping; a scan for that is far cheaper than a clip per value.
+        integer_codes = self.prebinned_ and X.dtype.kind in "iu"
+        in_range = integer_codes and (range_checked or _codes_in_range(X, self.n_bins_))
+
+        if in_range and self._can_share_memory(X, row_order):
+            view = X.T.view(np.uint8)
+            # The caller's data must not be changed through the binned matrix.
+            view.flags.writeable = False
             return view
 
         n_rows_out = n_rows if row_order is None else row_order.size
         X_binned = np.empty((n_features, n_rows_out), dtype=self.binned_dtype_)
-        integer_codes = self.prebinned_ and X.dtype.kind in "iu"
-        for feature_idx, values in _iter_feature_columns(X, row_order):
-            n_bins = int(self.n_bins_[feature_idx])
-            if integer_codes:
-                X_binned[feature_idx] = _clip_integer_codes(values, n_bins)
-            else:
-                X_binned[feature_idx] = _bin_values(values, self.cuts_[feature_idx], n_bins)
+        for start, block in _iter_feature_blocks(X, row_order):
+            stop = start + block.shape[0]
+            if in_range:
+                X_binned[start:stop] = block
+                continue
+            for feature_idx, values in zip(range(start, stop), block, strict=True):
+                n_bins = int(self.n_bins_[feature_idx])
+                if integer_codes:
+                    X_binned[feature_idx] = _clip_integer_codes(values, n_bins)
+                else:
+                    _bin_values(values, self.cuts_[feature_idx], n_bins, X_binned[feature_idx])
         return X_binned
 
-    def _try_zero_copy(self, X, row_order, range_checked):
-        """Return ``X.T`` as bin codes when that is exact, else None."""
+    def _can_share_memory(self, X, row_order):
+        """Whether ``X.T`` (in-range codes) can be returned as the binned matrix."""
         if not (
-            self.prebinned_
-            and X.dtype in (np.uint8, np.int8)
+            X.dtype in (np.uint8, np.int8)
             and self.binned_dtype_ is np.uint8
             and X.flags.f_contiguous
         ):
-            return None
+            return False
         n_rows = X.shape[0]
-        if row_order is not None and not (
+        return row_order is None or (
             row_order.size == n_rows and np.array_equal(row_order, np.arange(n_rows))
-        ):
-            return None
-        if not range_checked and n_rows > 0:
-            # Codes are only the raw values if no value needs clipping; a scan
-            # is far cheaper than the copy it may save (2.7M x 2376 int8).
-            if np.any(X.max(axis=0) >= self.n_bins_):
-                return None
-            if X.dtype == np.int8 and X.min() < 0:
-                return None
-        view = X.T.view(np.uint8)
-        # The caller's data must not be changed through the binned matrix.
-        view.flags.writeable = False
-        return view
+        )
 
     # -------------------------------------------------------- serialisation
 
@@ -429,35 +435,102 @@ def _binned_dtype(n_bins):
     return np.uint8 if largest <= 256 else np.uint16
 
 
-def _iter_feature_columns(X, row_order):
-    """Yield ``(feature_idx, values)``, each column gathered once by ``row_order``.
+def _codes_in_range(X, n_bins):
+    """Whether every value of integer ``X`` lies in ``[0, n_bins[k])`` for its column."""
+    if X.shape[0] == 0:
+        return True
+    if X.dtype.kind == "i" and X.min() < 0:
+        return False
+    return bool(np.all(X.max(axis=0) < n_bins))
 
-    ``values`` is contiguous. F-ordered input is read column by column in place;
-    any other layout is copied a cache line's worth of features at a time, so
-    that no pass over the rows reads a whole line to use one element of it.
+
+def _iter_feature_blocks(X, row_order):
+    """Yield ``(start, block)``: features ``start, start + 1, ...`` feature-major.
+
+    ``block`` has shape (n_block_features, n_rows_out), rows contiguous, and
+    holds ``X[row_order, start:start + n_block_features].T`` in ``X``'s dtype;
+    every value is gathered once. The buffer behind ``block`` is reused by the
+    next block, so a consumer must be done with it before asking for the next.
     """
-    n_features = X.shape[1]
+    n_rows, n_features = X.shape
+    n_rows_out = n_rows if row_order is None else row_order.size
     if X.flags.f_contiguous or n_features == 1:
+        # Each column is contiguous already: use it in place, or gather from it
+        # (row_order was validated, so take may skip bounds checks).
         for feature_idx in range(n_features):
             column = X[:, feature_idx]
-            yield feature_idx, (column if row_order is None else column[row_order])
+            if row_order is not None:
+                column = np.take(column, row_order, mode="clip")
+            yield feature_idx, column[np.newaxis, :]
         return
-    block_size = max(1, _CACHE_LINE_BYTES // X.itemsize)
+    block_size = min(n_features, max(1, _FEATURE_BLOCK_BYTES // X.itemsize))
+    buffer = np.empty((block_size, n_rows_out), dtype=X.dtype)
     for start in range(0, n_features, block_size):
         stop = min(start + block_size, n_features)
-        block = X[:, start:stop] if row_order is None else X[row_order, start:stop]
-        block = np.asfortranarray(block)
-        for feature_idx in range(start, stop):
-            yield feature_idx, block[:, feature_idx - start]
+        block = buffer[: stop - start]
+        for tile_start in range(0, n_rows_out, _ROW_TILE):
+            tile_stop = min(tile_start + _ROW_TILE, n_rows_out)
+            if row_order is None:
+                rows = slice(tile_start, tile_stop)
+            else:
+                rows = row_order[tile_start:tile_stop]
+            block[:, tile_start:tile_stop] = X[rows, start:stop].T
+        yield start, block
 
 
-def _bin_values(values, cuts, n_bins):
-    """Codes of one feature by the searchsorted rule, NaN to ``n_bins``."""
-    values = values.astype(np.float64, copy=False)
-    codes = np.searchsorted(cuts, values, side="left")
-    if values.dtype.kind == "f":
-        codes[np.isnan(values)] = n_bins
-    return codes
+def _search_table(cuts):
+    """``cuts`` padded with +inf to ``2**depth - 1`` entries, and ``depth``.
+
+    The padding is never below any value, so it does not change how many
+    table entries are below a value.
+    """
+    depth = int(cuts.size).bit_length()  # smallest depth with 2**depth - 1 >= cuts.size
+    table = np.full(2**depth - 1, _FLOAT_MAX)
+    table[: cuts.size] = cuts
+    return table, depth
+
+
+def _bin_values(values, cuts, n_bins, out):
+    """Write the codes of one feature's ``values`` into ``out``.
+
+    Code = number of cuts below the value (``np.searchsorted(cuts, value,
+    side="left")``), NaN to ``n_bins``. The search is a branch-free binary
+    search run on a whole chunk of values at once: ``depth`` rounds of
+    "probe the table, step right where the probe is below the value".
+    ``np.searchsorted`` on unsorted values measured about 3x slower, paying a
+    mispredicted branch per comparison.
+    """
+    table, depth = _search_table(cuts)
+    n_values = values.shape[0]
+    if n_values == 0:
+        return
+    chunk = min(n_values, _SEARCH_CHUNK)
+    chunk_values = np.empty(chunk, dtype=np.float64)
+    position = np.empty(chunk, dtype=np.intp)
+    probe = np.empty(chunk, dtype=np.intp)
+    probe_values = np.empty(chunk, dtype=np.float64)
+    step_right = np.empty(chunk, dtype=np.bool_)
+    is_float = values.dtype.kind == "f"
+    for chunk_start in range(0, n_values, chunk):
+        chunk_stop = min(chunk_start + chunk, n_values)
+        size = chunk_stop - chunk_start
+        x = chunk_values[:size]
+        pos, idx = position[:size], probe[:size]
+        probed, right = probe_values[:size], step_right[:size]
+        np.copyto(x, values[chunk_start:chunk_stop])
+        pos.fill(0)
+        # Invariant: table[:pos] < x. Each round tests the entry `step` ahead.
+        for level in range(depth - 1, -1, -1):
+            step = 1 << level
+            np.add(pos, step - 1, out=idx)
+            np.take(table, idx, out=probed)
+            np.less(probed, x, out=right)
+            np.multiply(right, step, out=idx)
+            pos += idx
+        if is_float:
+            # NaN compares False everywhere, so it ends at 0; give it its own code.
+            pos[np.isnan(x)] = n_bins
+        out[chunk_start:chunk_stop] = pos
 
 
 def _clip_integer_codes(values, n_bins):

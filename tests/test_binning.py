@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 try:
+    from packboost import binning
     from packboost.binning import BinMapper
 except ImportError:  # package not built yet
     import importlib.util
@@ -13,9 +14,9 @@ except ImportError:  # package not built yet
 
     _path = pathlib.Path(__file__).resolve().parents[1] / "packboost" / "binning.py"
     _spec = importlib.util.spec_from_file_location("_binning_standalone", _path)
-    _module = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_module)
-    BinMapper = _module.BinMapper
+    binning = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(binning)
+    BinMapper = binning.BinMapper
 
 FLOAT_MAX = np.finfo(np.float64).max
 
@@ -32,6 +33,19 @@ def naive_codes(mapper, X):
             else:
                 cuts = mapper.cuts_[feature_idx]
                 codes[row_idx, feature_idx] = sum(1 for cut in cuts if cut < value)
+    return codes
+
+
+def searchsorted_codes(mapper, X, row_order=None):
+    """Vectorised oracle in the output layout: (n_features, n_rows_out), int64."""
+    X = np.asarray(X)
+    if row_order is not None:
+        X = X[row_order]
+    codes = np.empty(X.shape[::-1], dtype=np.int64)
+    for feature_idx, cuts in enumerate(mapper.cuts_):
+        values = X[:, feature_idx].astype(np.float64)
+        codes[feature_idx] = np.searchsorted(cuts, values, side="left")
+        codes[feature_idx][np.isnan(values)] = mapper.n_bins_[feature_idx]
     return codes
 
 
@@ -388,6 +402,68 @@ def test_negative_integers_are_not_prebinned():
 
 
 # ------------------------------------------------------------------- layout
+
+
+@pytest.mark.parametrize("n_cuts", [0, 1, 2, 3, 7, 8, 255, 256, 1000])
+def test_vectorised_search_matches_searchsorted(n_cuts):
+    # More values than one search chunk, and cut counts on both sides of powers of 2.
+    rng = np.random.default_rng(22)
+    n_values = binning._SEARCH_CHUNK * 2 + 17
+    cuts = np.unique(rng.normal(size=n_cuts))
+    values = rng.normal(size=n_values) * 1.5
+    if n_cuts:  # values equal to a cut must go left
+        values[::11] = cuts[rng.integers(0, cuts.size, values[::11].size)]
+    values[5::97] = np.nan
+    values[7::101] = np.inf
+    values[9::103] = -np.inf
+    out = np.full(n_values, -1, dtype=np.int64)
+    binning._bin_values(values, cuts, cuts.size + 1, out)
+    expected = np.searchsorted(cuts, values, side="left")
+    expected[np.isnan(values)] = cuts.size + 1
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+@pytest.mark.parametrize("use_row_order", [False, True])
+def test_tiled_layouts_cross_tile_and_block_edges(dtype, use_row_order):
+    # More rows than one row tile, a feature count that is not a multiple of the
+    # feature block, in C order, F order and a strided view.
+    rng = np.random.default_rng(23)
+    n_rows = binning._ROW_TILE + 1_234
+    X = (rng.normal(size=(n_rows, 37)) * 40).astype(dtype)
+    if X.dtype.kind == "f":
+        X[rng.uniform(size=X.shape) < 0.05] = np.nan
+    row_order = rng.permutation(n_rows)[: n_rows - 5] if use_row_order else None
+    mapper = BinMapper(max_bins=64, random_state=0).fit(X)
+    check_invariants(mapper, 64)
+    expected = searchsorted_codes(mapper, X, row_order)
+    wide = np.zeros((n_rows, 74), dtype=dtype)
+    wide[:, ::2] = X
+    for variant in (X, np.asfortranarray(X), wide[:, ::2]):
+        np.testing.assert_array_equal(mapper.transform(variant, row_order=row_order), expected)
+
+
+def test_empty_outputs():
+    X = np.random.default_rng(24).normal(size=(30, 4))
+    mapper = BinMapper().fit(X)
+    for empty in (np.zeros(0, dtype=np.int64), []):
+        X_binned = mapper.transform(X, row_order=empty)
+        assert X_binned.shape == (4, 0) and X_binned.dtype == np.uint8
+    assert mapper.transform(X[:0]).shape == (4, 0)
+    no_rows = BinMapper().fit(np.zeros((0, 3)))
+    np.testing.assert_array_equal(no_rows.n_bins_, [1, 1, 1])
+    assert no_rows.transform(np.zeros((0, 3))).shape == (3, 0)
+    X_new = np.array([[1.0, np.nan, -2.0]])
+    np.testing.assert_array_equal(no_rows.transform(X_new), [[0], [1], [0]])
+
+
+def test_other_dtypes_at_transform_time():
+    rng = np.random.default_rng(25)
+    X = rng.integers(-50, 50, size=(500, 3)).astype(np.float64)
+    mapper = BinMapper(max_bins=16, random_state=0).fit(X)
+    expected = mapper.transform(X)
+    for dtype in (np.int8, np.int32, np.int64, np.float16, np.float32):
+        np.testing.assert_array_equal(mapper.transform(X.astype(dtype)), expected)
 
 
 @pytest.mark.parametrize("order", ["C", "F"])

@@ -1,0 +1,55 @@
+"""Shared fixtures: small random era-structured problems in binned form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from packboost.grower import TrainingData
+
+DEFAULT_SPLIT_PARAMS = dict(
+    reg_lambda=1.0, era_gain="realized", era_weighting="equal", era_alpha=0.0,
+    lambda_dro=0.25, lambda_dir=0.5, dir_tanh_scale=1.0, min_samples_leaf=1,
+    min_child_weight=0.0,
+)
+
+
+def make_binned_problem(seed, n_rows, n_features, n_eras, *, n_bins=5, missing_rate=0.1,
+                        weighted=True, duplicate_feature=False, one_sided_eras=False):
+    """Random binned data with era-sorted rows.
+
+    Eras are drawn at random, so small problems have absent eras; the
+    target depends on feature 0 with an era-dependent sign, so DES matters.
+    ``one_sided_eras`` makes feature 1 constant inside every other era, so
+    those eras have rows on one side of any split of it only.
+    """
+    rng = np.random.default_rng(seed)
+    n_bins_per_feature = rng.integers(max(1, n_bins - 2), n_bins + 1, size=n_features)
+    X = np.stack([rng.integers(0, k, size=n_rows) for k in n_bins_per_feature])
+    X = X.astype(np.uint8)
+    missing = rng.random(X.shape) < missing_rate
+    X[missing] = np.broadcast_to(n_bins_per_feature[:, None], X.shape)[missing]
+    row_era = np.sort(rng.integers(0, n_eras, size=n_rows)).astype(np.int32)
+    if duplicate_feature and n_features > 2:
+        X[2] = X[0]
+        n_bins_per_feature[2] = n_bins_per_feature[0]
+    if one_sided_eras and n_features > 1:
+        constant_era = row_era % 2 == 0
+        X[1, constant_era] = 0
+    sign = np.where(rng.random(n_eras) < 0.8, 1.0, -1.0)
+    signal = np.where(X[0] < n_bins_per_feature[0], X[0], 0).astype(float)
+    y = 0.5 * sign[row_era] * signal + rng.normal(size=n_rows)
+    gradients = -y
+    hessians = rng.uniform(0.2, 2.0, size=n_rows) if weighted else np.ones(n_rows)
+    if weighted:
+        gradients = gradients * hessians
+    cuts = [np.arange(k - 1, dtype=np.float64) for k in n_bins_per_feature]
+    data = TrainingData(X_binned=np.ascontiguousarray(X),
+                        n_bins=n_bins_per_feature.astype(np.int32), row_era=row_era,
+                        n_eras=n_eras, cuts=cuts)
+    return data, np.ascontiguousarray(gradients), np.ascontiguousarray(hessians)
+
+
+@pytest.fixture
+def split_params():
+    return dict(DEFAULT_SPLIT_PARAMS)

@@ -1,0 +1,177 @@
+"""Tests of packboost.datasets: the synthetic Numerai-like era data."""
+
+import numpy as np
+import pytest
+
+from packboost.datasets import EraDataset, make_numerai_like
+from packboost.metrics import per_era_correlation
+
+# Awkward sizes: eras of unequal size (6_003 = 20 * 300 + 3), odd feature count.
+N_ROWS, N_FEATURES, N_ERAS = 6_003, 23, 20
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_numerai_like(N_ROWS, N_FEATURES, N_ERAS, random_state=3)
+
+
+def _level_counts(levels, era, n_eras):
+    """counts[e, v] = number of rows of era e at level v (levels 0..4)."""
+    return np.bincount(era * 5 + levels, minlength=n_eras * 5).reshape(n_eras, 5)
+
+
+def _least_squares_held_out_correlation(data):
+    train, test = data.split_by_era(0.25)
+    design = np.c_[train.X.astype(np.float64), np.ones(train.n_rows)]
+    coef = np.linalg.lstsq(design, train.y.astype(np.float64), rcond=None)[0]
+    prediction = test.X @ coef[:-1] + coef[-1]
+    return per_era_correlation(test.y, prediction, test.era)[1]
+
+
+def test_shapes_dtypes_and_layout(data):
+    assert isinstance(data, EraDataset)
+    assert data.X.shape == (N_ROWS, N_FEATURES)
+    assert data.X.dtype == np.uint8
+    assert data.X.flags.f_contiguous
+    assert data.y.shape == (N_ROWS,) and data.y.dtype == np.float32
+    assert data.era.shape == (N_ROWS,) and data.era.dtype == np.int32
+    assert len(data.feature_names) == N_FEATURES
+    assert len(set(data.feature_names)) == N_FEATURES
+    assert data.feature_names[0] == "feature_00"
+    assert (data.n_rows, data.n_features, data.n_eras) == (N_ROWS, N_FEATURES, N_ERAS)
+    assert "n_rows=6003" in repr(data)
+
+
+def test_value_sets(data):
+    assert set(np.unique(data.X).tolist()) == {0, 1, 2, 3, 4}
+    assert set(np.unique(data.y).tolist()) == {0.0, 0.25, 0.5, 0.75, 1.0}
+
+
+def test_eras_sorted_and_balanced(data):
+    assert np.all(np.diff(data.era) >= 0)
+    sizes = np.bincount(data.era)
+    assert sizes.size == N_ERAS
+    assert sizes.sum() == N_ROWS
+    assert sizes.max() - sizes.min() <= 1
+
+
+def test_levels_are_per_era_quintiles(data):
+    sizes = np.bincount(data.era)
+    for feature_idx in range(N_FEATURES):
+        counts = _level_counts(data.X[:, feature_idx].astype(np.int64), data.era, N_ERAS)
+        assert np.all(counts.sum(axis=1) == sizes)
+        assert np.all(counts.max(axis=1) - counts.min(axis=1) <= 1)
+    counts = _level_counts(np.rint(data.y * 4).astype(np.int64), data.era, N_ERAS)
+    assert np.all(counts.max(axis=1) - counts.min(axis=1) <= 1)
+
+
+def test_tiny_eras():
+    # Eras smaller than 5 rows: levels follow floor(5 * rank / size).
+    small = make_numerai_like(7, 3, 3, random_state=0)
+    assert np.bincount(small.era).tolist() == [3, 2, 2]
+    assert small.X.max() <= 4 and small.y.max() <= 1.0
+    for era_id, size in enumerate([3, 2, 2]):
+        expected = sorted(5 * rank // size for rank in range(size))
+        assert sorted(small.X[small.era == era_id, 0].tolist()) == expected
+
+
+def test_deterministic_per_seed(data):
+    again = make_numerai_like(N_ROWS, N_FEATURES, N_ERAS, random_state=3)
+    np.testing.assert_array_equal(again.X, data.X)
+    np.testing.assert_array_equal(again.y, data.y)
+    np.testing.assert_array_equal(again.era, data.era)
+    np.testing.assert_array_equal(again.coefficients, data.coefficients)
+    other = make_numerai_like(N_ROWS, N_FEATURES, N_ERAS, random_state=4)
+    assert not np.array_equal(other.X, data.X)
+    assert not np.array_equal(other.y, data.y)
+
+
+def test_ground_truth_metadata(data):
+    informative = data.informative_features
+    assert informative.size == max(1, N_FEATURES // 10)
+    assert np.unique(informative).size == informative.size
+    assert informative.min() >= 0 and informative.max() < N_FEATURES
+    assert data.coefficients.shape == (N_ERAS, informative.size)
+
+
+def test_split_by_era(data):
+    train, test = data.split_by_era(0.25)
+    assert np.unique(train.era).tolist() == list(range(15))
+    assert np.unique(test.era).tolist() == list(range(15, 20))
+    assert train.n_rows + test.n_rows == N_ROWS
+    for part in (train, test):
+        assert part.X.flags.f_contiguous and part.X.dtype == np.uint8
+        assert part.feature_names == data.feature_names
+    np.testing.assert_array_equal(np.vstack([train.X, test.X]), data.X)
+    np.testing.assert_array_equal(np.concatenate([train.y, test.y]), data.y)
+    # The split owns its arrays.
+    train.X[0, 0] = 9
+    assert data.X[0, 0] != 9
+
+
+def test_split_by_era_unsorted_rows(data):
+    order = np.random.default_rng(0).permutation(N_ROWS)
+    shuffled = EraDataset(data.X[order], data.y[order], data.era[order], data.feature_names)
+    train, test = shuffled.split_by_era(0.5)
+    assert train.era.max() < test.era.min()
+    assert train.n_eras == test.n_eras == 10
+    assert test.X.flags.f_contiguous
+    np.testing.assert_array_equal(test.X, data.X[order][data.era[order] >= 10])
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, 1.5])
+def test_split_by_era_rejects_bad_fraction(data, fraction):
+    with pytest.raises(ValueError, match="holdout_fraction"):
+        data.split_by_era(fraction)
+
+
+def test_split_by_era_keeps_one_era_each_side():
+    small = make_numerai_like(100, 4, 2)
+    train, test = small.split_by_era(0.01)
+    assert (train.n_eras, test.n_eras) == (1, 1)
+    with pytest.raises(ValueError, match="at least 2 eras"):
+        make_numerai_like(100, 4, 1).split_by_era()
+
+
+def test_signal_is_real():
+    # Without drift the held-out eras follow the training eras' rule. (With the
+    # default drift the held-out mean can be near 0 or below for some seeds:
+    # the flipping features are meant to mislead a model fitted on the past.)
+    data = make_numerai_like(40_000, 50, 40, drift=0.0, random_state=0)
+    correlations = _least_squares_held_out_correlation(data)
+    assert np.mean(correlations) > 0.03
+
+
+def test_drift_hurts_held_out_eras():
+    kwargs = dict(n_rows=40_000, n_features=50, n_eras=40, random_state=0)
+    with_drift = _least_squares_held_out_correlation(make_numerai_like(drift=1.0, **kwargs))
+    without = _least_squares_held_out_correlation(make_numerai_like(drift=0.0, **kwargs))
+    assert np.mean(without) > np.mean(with_drift)
+
+
+def test_no_signal_gives_no_correlation():
+    data = make_numerai_like(40_000, 50, 40, signal=0.0, random_state=0)
+    correlations = _least_squares_held_out_correlation(data)
+    # 10 held-out eras of 1_000 rows: standard error about 0.01.
+    assert abs(np.mean(correlations)) < 0.04
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(n_rows=10, n_eras=20), ValueError, "n_rows"),
+        (dict(n_rows=0), ValueError, "n_rows"),
+        (dict(n_features=0), ValueError, "n_features"),
+        (dict(n_eras=0), ValueError, "n_eras"),
+        (dict(n_rows=10.0), TypeError, "n_rows"),
+        (dict(n_features=5, n_informative=6), ValueError, "n_informative"),
+        (dict(n_informative=0), ValueError, "n_informative"),
+        (dict(signal=-1.0), ValueError, "signal"),
+        (dict(drift=float("nan")), ValueError, "drift"),
+    ],
+)
+def test_invalid_arguments(kwargs, error, match):
+    params = dict(n_rows=100, n_features=5, n_eras=4)
+    params.update(kwargs)
+    with pytest.raises(error, match=match):
+        make_numerai_like(**params)

@@ -1,0 +1,166 @@
+"""Whole packs: the engine's trees vs trees grown by the NumPy oracle."""
+
+import numpy as np
+import pytest
+
+from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
+from packboost import _reference
+from packboost.booster import draw_round, grower_params
+from packboost.grower import grow_pack
+
+BASE = dict(
+    n_estimators=1, pack_size=3, max_depth=4, learning_rate=0.3, reg_lambda=1.0,
+    min_samples_leaf=2, min_child_weight=0.0, min_split_gain=0.0, max_delta_step=0.0,
+    era_gain="realized", era_weighting="equal", era_alpha=0.0, lambda_dro=0.25,
+    lambda_dir=0.5, dir_tanh_scale=1.0, era_subsample=0.7, row_subsample=0.8,
+    layer_feature_fraction=0.8, tree_feature_fraction=0.7, random_state=0,
+)
+
+CASES = {
+    "many-eras": dict(n_rows=1500, n_features=6, n_eras=60),
+    "few-rows-absent-eras": dict(n_rows=40, n_features=4, n_eras=30),
+    "one-row": dict(n_rows=1, n_features=3, n_eras=1),
+    "one-era": dict(n_rows=300, n_features=5, n_eras=1),
+    "ties-duplicated-feature": dict(n_rows=500, n_features=4, n_eras=10,
+                                    duplicate_feature=True),
+    "one-sided-eras": dict(n_rows=600, n_features=4, n_eras=12, one_sided_eras=True),
+    "no-missing": dict(n_rows=400, n_features=4, n_eras=8, missing_rate=0.0),
+    "many-bins-uint16": dict(n_rows=500, n_features=3, n_eras=5, n_bins=300),
+}
+
+PARAMS = {
+    "realized": {},
+    "newton": dict(era_gain="newton"),
+    "count-weights": dict(era_weighting="count", era_alpha=2.0, dir_tanh_scale=0.0),
+    "max-delta-step": dict(max_delta_step=0.05, lambda_dro=1.0),
+    "min-split-gain": dict(min_split_gain=5.0, min_samples_leaf=7),
+    "no-sampling": dict(era_subsample=1.0, row_subsample=1.0, layer_feature_fraction=1.0,
+                        tree_feature_fraction=1.0, pack_size=2),
+}
+
+
+def grow_both(case, overrides, seed=0, n_threads=2):
+    problem = dict(CASES[case])
+    data, g, h = make_binned_problem(seed, **problem)
+    if data.X_binned.max() > 255:
+        data.X_binned = data.X_binned.astype(np.uint16)
+    params = {**BASE, **overrides}
+    draws = draw_round(np.random.default_rng(seed), data, params)
+    settings = grower_params(params)
+    pack = grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
+                     draws.tree_feature_masks, settings, n_threads)
+    reference = [
+        _reference.grow_tree(data.X_binned, data.n_bins, g, h, data.row_era, data.n_eras,
+                             draws.tree_samples[tree], draws.layer_features,
+                             [None if m is None else m[tree] for m in draws.tree_feature_masks],
+                             params)
+        for tree in range(params["pack_size"])
+    ]
+    return pack, reference, settings
+
+
+def tree_of(pack, tree):
+    start, end = pack.tree_offsets[tree], pack.tree_offsets[tree + 1]
+    nodes = {name: values[start:end] for name, values in pack.nodes.items()}
+    for child in ("left_child", "right_child"):
+        nodes[child] = np.where(nodes[child] >= 0, nodes[child] - start, -1)
+    return nodes
+
+
+@pytest.mark.parametrize("overrides", PARAMS.values(), ids=PARAMS.keys())
+@pytest.mark.parametrize("case", CASES)
+def test_pack_matches_reference(case, overrides):
+    pack, reference, settings = grow_both(case, overrides)
+    for tree, want in enumerate(reference):
+        got = tree_of(pack, tree)
+        for field in ("feature", "left_child", "right_child", "n_samples"):
+            np.testing.assert_array_equal(got[field], want[field], err_msg=field)
+        split = want["feature"] >= 0
+        np.testing.assert_array_equal(got["threshold_bin"][split], want["threshold_bin"][split])
+        np.testing.assert_array_equal(got["missing_left"][split], want["missing_left"][split])
+        np.testing.assert_allclose(got["value"], settings.shrinkage * want["value"],
+                                   rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(got["des_score"], want["des_score"], rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(got["gain"], want["gain"], rtol=1e-8, atol=1e-12)
+
+
+def test_reference_cases_are_not_trivial():
+    """The comparisons above must involve real splits, or they prove nothing."""
+    n_splits = 0
+    for case in ("many-eras", "one-era", "one-sided-eras", "ties-duplicated-feature"):
+        pack, _, _ = grow_both(case, {})
+        n_splits += int((pack.nodes["feature"] >= 0).sum())
+        assert (pack.nodes["feature"] >= 0).any(), case
+    assert n_splits > 20
+
+
+def test_ties_pick_the_lower_feature_index():
+    """Feature 2 is a copy of feature 0: it may never be chosen over it."""
+    pack, _, _ = grow_both("ties-duplicated-feature", dict(PARAMS["no-sampling"], lambda_dro=0.0))
+    assert (pack.nodes["feature"] == 0).any()
+    assert not (pack.nodes["feature"] == 2).any()
+
+
+@pytest.mark.parametrize("era_gain", ["realized", "newton"])
+def test_one_era_without_risk_is_a_plain_histogram_gbdt(era_gain):
+    """DESIGN 1 reduction: one era, lambda_dro = lambda_dir = 0 -> the tree of
+    a depth-wise Newton-gain GBDT on the same bins."""
+    overrides = dict(PARAMS["no-sampling"], era_gain=era_gain, lambda_dro=0.0, lambda_dir=0.0)
+    data, g, h = make_binned_problem(3, 700, 5, 1)
+    params = {**BASE, **overrides, "max_depth": 5}
+    draws = draw_round(np.random.default_rng(0), data, params)
+    pack = grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
+                     draws.tree_feature_masks, grower_params(params), 2)
+    plain = _reference.grow_tree(data.X_binned, data.n_bins, g, h, data.row_era, 1,
+                                 draws.tree_samples[0], draws.layer_features,
+                                 [None] * params["max_depth"], params, pooled_gain_only=True)
+    got = tree_of(pack, 0)
+    assert (plain["feature"] >= 0).sum() > 5
+    np.testing.assert_array_equal(got["feature"], plain["feature"])
+    np.testing.assert_array_equal(got["threshold_bin"], plain["threshold_bin"])
+
+
+def test_realized_equal_weights_rank_like_pooled_gain():
+    """DESIGN 1 reduction: many eras, realized gains, equal weights, no risk
+    or direction -> the same tree as the pooled Newton gain."""
+    overrides = dict(PARAMS["no-sampling"], lambda_dro=0.0, lambda_dir=0.0)
+    data, g, h = make_binned_problem(8, 2000, 5, 40)
+    params = {**BASE, **overrides}
+    draws = draw_round(np.random.default_rng(0), data, params)
+    pack = grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
+                     draws.tree_feature_masks, grower_params(params), 2)
+    plain = _reference.grow_tree(data.X_binned, data.n_bins, g, h, data.row_era, data.n_eras,
+                                 draws.tree_samples[0], draws.layer_features,
+                                 [None] * params["max_depth"], params, pooled_gain_only=True)
+    got = tree_of(pack, 0)
+    np.testing.assert_array_equal(got["feature"], plain["feature"])
+    np.testing.assert_array_equal(got["threshold_bin"], plain["threshold_bin"])
+
+
+def test_des_changes_the_tree_on_unstable_data():
+    """With a strong risk penalty, DES must not grow the pooled-gain tree
+    (otherwise the risk term is not wired in)."""
+    data, g, h = make_binned_problem(8, 2000, 5, 40)
+    trees = []
+    for dro in (0.0, 3.0):
+        params = {**BASE, **PARAMS["no-sampling"], "lambda_dro": dro, "lambda_dir": 0.0}
+        draws = draw_round(np.random.default_rng(0), data, params)
+        pack = grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
+                         draws.tree_feature_masks, grower_params(params), 2)
+        trees.append(tree_of(pack, 0))
+    assert not (np.array_equal(trees[0]["feature"], trees[1]["feature"])
+                and np.array_equal(trees[0]["threshold_bin"], trees[1]["threshold_bin"]))
+
+
+def test_thread_count_does_not_change_the_pack():
+    a, _, _ = grow_both("many-eras", {}, n_threads=1)
+    b, _, _ = grow_both("many-eras", {}, n_threads=2)
+    for name in a.nodes:
+        np.testing.assert_array_equal(a.nodes[name], b.nodes[name], err_msg=name)
+
+
+def test_trees_in_a_pack_differ():
+    pack, _, _ = grow_both("many-eras", {})
+    trees = [tree_of(pack, t) for t in range(3)]
+    signatures = {(tuple(t["feature"]), tuple(t["threshold_bin"])) for t in trees}
+    assert len(signatures) == 3

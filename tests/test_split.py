@@ -1,0 +1,173 @@
+"""DES split scoring (csrc/des.h via _split.pyx) vs the NumPy oracle."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
+from packboost import _histogram, _reference, _split
+
+PARAM_GRID = [
+    dict(era_gain=era_gain, era_weighting=weighting, lambda_dro=dro, lambda_dir=dir_,
+         dir_tanh_scale=scale)
+    for era_gain, weighting, (dro, dir_, scale) in itertools.product(
+        ["realized", "newton"], ["equal", "count"],
+        [(0.0, 0.0, 1.0), (0.5, 0.0, 1.0), (0.25, 1.0, 1.0), (0.25, 1.0, 0.0), (1.0, 2.0, 0.3)])
+]
+
+
+def tile_histogram(data, g, h, feature, rows=None):
+    rows = np.arange(data.n_rows, dtype=np.int32) if rows is None else rows
+    return _histogram.build_histogram(data.X_binned, feature, rows, g, h, data.row_era,
+                                      data.n_eras, int(data.n_bins[feature]) + 1)
+
+
+def reference_best(hist, n_bins, params):
+    return _reference.first_best(_reference.candidates(
+        hist["sum_gradients"], hist["sum_hessians"], hist["count"].astype(float), n_bins,
+        params))
+
+
+@pytest.mark.parametrize("params", PARAM_GRID, ids=lambda p: "-".join(map(str, p.values())))
+@pytest.mark.parametrize("shape", [(1, 1), (5, 2), (60, 7), (400, 30), (3000, 120)])
+def test_best_split_matches_reference(params, shape):
+    n_rows, n_eras = shape
+    params = {**DEFAULT_SPLIT_PARAMS, **params, "era_alpha": 3.0,
+              "min_samples_leaf": 1 if n_rows < 100 else 5}
+    data, g, h = make_binned_problem(n_rows * 7 + n_eras, n_rows, 3, n_eras,
+                                     one_sided_eras=True)
+    for feature in range(3):
+        hist = tile_histogram(data, g, h, feature)
+        n_bins = int(data.n_bins[feature])
+        got = _split.score_histogram(hist, n_bins, params)
+        want = reference_best(hist, n_bins, params)
+        if want is None:
+            assert got is None
+            continue
+        assert got is not None
+        assert (got["threshold"], got["missing_left"]) == (want["threshold"],
+                                                           want["missing_left"])
+        for key in ("score", "gain", "mean", "std", "direction"):
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-9, atol=1e-12,
+                                       err_msg=key)
+
+
+def test_constraints_reject_small_children(split_params):
+    data, g, h = make_binned_problem(1, 50, 1, 3, missing_rate=0.0)
+    hist = tile_histogram(data, g, h, 0)
+    n_bins = int(data.n_bins[0])
+    assert _split.score_histogram(hist, n_bins, {**split_params, "min_samples_leaf": 26}) is None
+    assert _split.score_histogram(hist, n_bins,
+                                  {**split_params, "min_child_weight": 1e9}) is None
+    best = _split.score_histogram(hist, n_bins, {**split_params, "min_samples_leaf": 10})
+    counts = hist["count"].sum(axis=0)
+    left = counts[: best["threshold"] + 1].sum()
+    assert left >= 10 and counts.sum() - left >= 10
+
+
+def test_realized_gains_sum_to_pooled_gain(split_params):
+    """Equal weights, no risk or direction: the mean is pooled gain / |E_S|."""
+    params = {**split_params, "lambda_dro": 0.0, "lambda_dir": 0.0, "reg_lambda": 3.0}
+    data, g, h = make_binned_problem(3, 800, 2, 25)
+    hist = tile_histogram(data, g, h, 0)
+    got = _split.score_histogram(hist, int(data.n_bins[0]), params)
+    n_present = int((hist["count"].sum(axis=1) > 0).sum())
+    np.testing.assert_allclose(got["mean"] * n_present, got["gain"], rtol=1e-10)
+
+
+@pytest.mark.parametrize("era_gain", ["realized", "newton"])
+def test_one_era_reduces_to_newton_gain(era_gain, split_params):
+    params = {**split_params, "era_gain": era_gain, "lambda_dro": 0.0, "lambda_dir": 0.0}
+    data, g, h = make_binned_problem(4, 500, 3, 1)
+    for feature in range(3):
+        hist = tile_histogram(data, g, h, feature)
+        got = _split.score_histogram(hist, int(data.n_bins[feature]), params)
+        pooled = _reference.first_best(_reference.candidates(
+            hist["sum_gradients"], hist["sum_hessians"], hist["count"].astype(float),
+            int(data.n_bins[feature]), params, pooled_gain_only=True))
+        np.testing.assert_allclose(got["score"], pooled["gain"], rtol=1e-10)
+        assert (got["threshold"], got["missing_left"]) == (pooled["threshold"],
+                                                           pooled["missing_left"])
+
+
+def test_stable_moments_with_large_common_offset(split_params):
+    """Era gains that share a huge offset: Welford keeps the small spread that
+    E[x^2] - E[x]^2 would lose entirely."""
+    params = {**split_params, "era_gain": "newton", "lambda_dir": 0.0, "reg_lambda": 0.0}
+    n_eras, rng = 200, np.random.default_rng(5)
+    hist = np.zeros((n_eras, 3), dtype=_histogram.HIST_DTYPE)
+    # Every era: bin 0 has gradient +G, bin 1 -G (huge gain), plus tiny noise.
+    big = 1e7
+    hist["sum_gradients"][:, 0] = big + rng.normal(scale=1e-2, size=n_eras)
+    hist["sum_gradients"][:, 1] = -big
+    hist["sum_hessians"][:, :2] = 1.0
+    hist["count"][:, :2] = 1
+    got = _split.score_histogram(hist, 2, params)
+    want = reference_best(hist, 2, params)
+    assert got["threshold"] == want["threshold"] == 0
+    assert want["std"] > 0
+    np.testing.assert_allclose(got["mean"], want["mean"], rtol=1e-12)
+    np.testing.assert_allclose(got["std"], want["std"], rtol=1e-6)
+    left_g = hist["sum_gradients"][:, 0]
+    era_g = hist["sum_gradients"].sum(axis=1)
+    gains = _reference.era_gains(era_g, np.full(n_eras, 2.0), left_g, np.ones(n_eras), 0.0,
+                                 "newton")
+    naive = np.sqrt(max(0.0, np.mean(gains**2) - np.mean(gains) ** 2))
+    assert naive != pytest.approx(want["std"], rel=1e-3)
+
+
+def test_count_weights_differ_from_equal_when_eras_differ_in_size(split_params):
+    rng = np.random.default_rng(11)
+    hist = np.zeros((3, 3), dtype=_histogram.HIST_DTYPE)
+    # A big era where bin 0 is good and two small eras where it is bad.
+    hist["count"] = [[500, 500, 0], [5, 5, 0], [5, 5, 0]]
+    hist["sum_hessians"] = hist["count"]
+    hist["sum_gradients"] = [[-200, 200, 0], [3, -3, 0], [2.5, -2.5, 0]]
+    hist["sum_gradients"] += rng.normal(scale=1e-3, size=(3, 3)) * (hist["count"] > 0)
+    equal = _split.score_histogram(hist, 2, {**split_params, "era_weighting": "equal"})
+    count = _split.score_histogram(hist, 2, {**split_params, "era_weighting": "count"})
+    assert count["mean"] > equal["mean"]
+    for params in ({**split_params, "era_weighting": "count", "era_alpha": 7.0},
+                   {**split_params, "era_weighting": "equal"}):
+        got = _split.score_histogram(hist, 2, params)
+        want = reference_best(hist, 2, params)
+        np.testing.assert_allclose([got["mean"], got["std"], got["score"]],
+                                   [want["mean"], want["std"], want["score"]], rtol=1e-10)
+    # Equal-size eras: count weights are equal weights.
+    hist_equal = hist.copy()
+    hist_equal["count"] = 10
+    a = _split.score_histogram(hist_equal, 2, {**split_params, "era_weighting": "equal"})
+    b = _split.score_histogram(hist_equal, 2, {**split_params, "era_weighting": "count"})
+    np.testing.assert_allclose(a["score"], b["score"], rtol=1e-12)
+
+
+def test_direction_sees_flipped_eras(split_params):
+    """Direction is +1 when all eras agree, lower when some flip; newton
+    gains are blind to the flip but realized gains turn negative."""
+    hist = np.zeros((4, 3), dtype=_histogram.HIST_DTYPE)
+    hist["count"][:, :2] = 10
+    hist["sum_hessians"][:, :2] = 10.0
+    hist["sum_gradients"][:, 0] = [-5.0, -5.0, -5.0, -5.0]
+    hist["sum_gradients"][:, 1] = [5.0, 5.0, 5.0, 5.0]
+    agree = _split.score_histogram(hist, 2, {**split_params, "dir_tanh_scale": 0.0})
+    assert agree["direction"] == pytest.approx(1.0)
+    hist["sum_gradients"][3] = [5.0, -5.0, 0.0]
+    flipped = _split.score_histogram(hist, 2, {**split_params, "dir_tanh_scale": 0.0})
+    assert flipped["direction"] == pytest.approx(0.5)
+    newton = _split.score_histogram(hist, 2, {**split_params, "era_gain": "newton",
+                                              "lambda_dro": 0.0, "lambda_dir": 0.0})
+    realized = _split.score_histogram(hist, 2, {**split_params, "lambda_dro": 0.0,
+                                                "lambda_dir": 0.0})
+    assert realized["mean"] < newton["mean"]
+
+
+def test_ties_break_by_lower_threshold_then_missing_left(split_params):
+    # Symmetric bins: thresholds 0 and 1 of [+1, -1, -1 ... ] mirror; no missing.
+    hist = np.zeros((1, 4), dtype=_histogram.HIST_DTYPE)
+    hist["count"][0, :3] = 10
+    hist["sum_hessians"][0, :3] = 10.0
+    hist["sum_gradients"][0, :3] = [4.0, 0.0, -4.0]
+    params = {**split_params, "lambda_dro": 0.0, "lambda_dir": 0.0}
+    got = _split.score_histogram(hist, 3, params)
+    assert got["threshold"] == 0 and got["missing_left"] is True
