@@ -85,7 +85,7 @@ def check_X(X, *, argument: str = "X"):
         try:
             X = X.astype(np.float64)
         except (ValueError, TypeError) as error:
-            raise ValueError(
+            raise type(error)(
                 f"{argument} must be numeric; converting dtype {X.dtype} to float failed: "
                 f"{error}"
             ) from None
@@ -121,7 +121,7 @@ def check_X(X, *, argument: str = "X"):
 def check_y(y, n_rows: int, *, argument: str = "y") -> np.ndarray:
     """A finite float64 vector of ``n_rows`` targets."""
     if y is None:
-        raise ValueError(f"{argument} must not be None: a target is required")
+        raise ValueError(f"fit requires y to be passed, but the target {argument} is None")
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         warnings.warn(

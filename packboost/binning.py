@@ -402,8 +402,8 @@ def _prebinned_column_max(X, max_bins):
     """
     if X.dtype.kind not in "iu":
         return None
-    n_rows, n_features = X.shape
-    if n_rows == 0:
+    n_features = X.shape[1]
+    if X.size == 0:
         return np.zeros(n_features, dtype=np.int64)
     if X.dtype.kind == "i" and X.min() < 0:
         return None
@@ -437,7 +437,7 @@ def _binned_dtype(n_bins):
 
 def _codes_in_range(X, n_bins):
     """Whether every value of integer ``X`` lies in ``[0, n_bins[k])`` for its column."""
-    if X.shape[0] == 0:
+    if X.size == 0:
         return True
     if X.dtype.kind == "i" and X.min() < 0:
         return False
@@ -485,7 +485,7 @@ def _search_table(cuts):
     table entries are below a value.
     """
     depth = int(cuts.size).bit_length()  # smallest depth with 2**depth - 1 >= cuts.size
-    table = np.full(2**depth - 1, _FLOAT_MAX)
+    table = np.full(2**depth - 1, np.inf)
     table[: cuts.size] = cuts
     return table, depth
 

@@ -131,11 +131,11 @@ def _run_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print()
     print(f"held-out per-era Pearson correlation ({test.n_eras} eras)")
     columns = ("mean", "std", "sharpe", "worst", "max_drawdown")
-    print(f"{'model':<16}" + "".join(f"{name:>14}" for name in columns))
+    print(f"{'model':<16}" + "".join(f"{name:>13}" for name in columns))
     for name, prediction in predictions.items():
         _, correlations = per_era_correlation(test.y, prediction, test.era)
         summary = era_summary(correlations)
-        print(f"{name:<16}" + "".join(f"{summary[column]:>14.4f}" for column in columns))
+        print(f"{name:<16}" + "".join(f"{summary[column]:>13.4f}" for column in columns))
     return 0
 
 

@@ -103,8 +103,9 @@ def era_summary(per_era_values) -> dict:
     values = values[~np.isnan(values)]
     if values.size == 0:
         nan = float("nan")
-        return {"mean": nan, "std": nan, "sharpe": nan, "worst": nan,
-                "max_drawdown": nan, "n_eras": 0}
+        return {
+            "mean": nan, "std": nan, "sharpe": nan, "worst": nan, "max_drawdown": nan, "n_eras": 0,
+        }
     mean = float(np.mean(values))
     std = float(np.std(values))
     cumulative = np.concatenate(([0.0], np.cumsum(values)))
@@ -152,7 +153,8 @@ def _average_ranks(values, codes):
     sorted_values = values[order]
     sorted_codes = codes[order]
     new_run = np.ones(values.shape[0], dtype=bool)
-    new_run[1:] = (sorted_values[1:] != sorted_values[:-1]) | (sorted_codes[1:] != sorted_codes[:-1])
+    new_run[1:] = sorted_values[1:] != sorted_values[:-1]
+    new_run[1:] |= sorted_codes[1:] != sorted_codes[:-1]
     run_starts = np.flatnonzero(new_run)
     run_ends = np.append(run_starts[1:], values.shape[0]) - 1
     run_ids = np.cumsum(new_run) - 1
@@ -165,7 +167,9 @@ def _as_1d(values, name: str, *, dtype=None, n_rows: int | None = None) -> np.nd
     try:
         array = np.asarray(values, dtype=dtype)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be array-like of numbers, got {type(values).__name__}") from exc
+        raise TypeError(
+            f"{name} must be array-like of numbers, got {type(values).__name__}"
+        ) from exc
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
     if n_rows is not None and array.shape[0] != n_rows:

@@ -401,7 +401,7 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
 
     def _encode_target(self, y, n_rows, argument="y", learn=True):
         if y is None:
-            raise ValueError(f"{argument} must not be None: labels are required")
+            raise ValueError(f"fit requires y to be passed, but the target {argument} is None")
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
             y = _validation.check_y(y, n_rows, argument=argument) if y.dtype.kind in "fiub" \
@@ -411,11 +411,25 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise ValueError(f"Input {argument} contains NaN or infinity.")
         if learn:
-            classes = np.unique(y)
-            if len(classes) != 2:
+            if y.dtype.kind == "f" and np.any(y != np.round(y)):
                 raise ValueError(
-                    f"PackBoostClassifier is binary: {argument} must have exactly 2 classes, "
-                    f"got {len(classes)} ({classes[:5].tolist()})"
+                    f"Unknown label type: continuous. {argument} must hold class labels; "
+                    "use PackBoostRegressor for a continuous target"
+                )
+            try:
+                classes = np.unique(y)
+            except TypeError as error:
+                raise ValueError(f"Unknown label type: {argument} labels cannot be "
+                                 f"ordered ({error})") from None
+            if len(classes) > 2:
+                raise ValueError(
+                    "Only binary classification is supported. The type of the target "
+                    f"is multiclass: {argument} has {len(classes)} classes"
+                )
+            if len(classes) < 2:
+                raise ValueError(
+                    f"{argument} has 1 class ({classes.tolist()}); a binary classifier "
+                    "needs two"
                 )
             self.classes_ = classes
         unknown = ~np.isin(y, self.classes_)
@@ -440,4 +454,5 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
 
     def predict(self, X):
         """Most probable class label."""
-        return self.classes_[(self.decision_function(X) > 0).astype(np.intp)]
+        raw = self.decision_function(X)
+        return self.classes_[(raw > 0).astype(np.intp)]

@@ -5,18 +5,8 @@ import json
 import numpy as np
 import pytest
 
-try:
-    from packboost import binning
-    from packboost.binning import BinMapper
-except ImportError:  # package not built yet
-    import importlib.util
-    import pathlib
-
-    _path = pathlib.Path(__file__).resolve().parents[1] / "packboost" / "binning.py"
-    _spec = importlib.util.spec_from_file_location("_binning_standalone", _path)
-    binning = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(binning)
-    BinMapper = binning.BinMapper
+from packboost import binning
+from packboost.binning import BinMapper
 
 FLOAT_MAX = np.finfo(np.float64).max
 
@@ -455,6 +445,10 @@ def test_empty_outputs():
     assert no_rows.transform(np.zeros((0, 3))).shape == (3, 0)
     X_new = np.array([[1.0, np.nan, -2.0]])
     np.testing.assert_array_equal(no_rows.transform(X_new), [[0], [1], [0]])
+    for dtype in (np.float64, np.int8):
+        no_features = BinMapper().fit(np.zeros((5, 0), dtype=dtype))
+        assert no_features.n_bins_.shape == (0,)
+        assert no_features.transform(np.zeros((5, 0), dtype=dtype)).shape == (0, 5)
 
 
 def test_other_dtypes_at_transform_time():
