@@ -30,26 +30,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from packboost._binning import map_to_bins
+from packboost._threads import available_cpus
+
 __all__ = ["BinMapper"]
 
 # The largest finite float64; cuts are clipped into [-_FLOAT_MAX, _FLOAT_MAX].
 _FLOAT_MAX = float(np.finfo(np.float64).max)
 
-# A matrix whose columns are not contiguous (C order) is made feature-major one
-# block of features at a time, each block spanning one cache line of a row, so
-# every line read is used whole. The copy goes in tiles of rows small enough to
-# stay in cache while they are transposed; NumPy's own transposing copies
-# (np.asfortranarray) measured 4-5x slower than these tiles.
-_FEATURE_BLOCK_BYTES = 64
-_ROW_TILE = 4096
-
-# Values are binned in chunks of this many, so that the temporaries of the
-# vectorised binary search stay in cache.
-_SEARCH_CHUNK = 32768
-
 _MAX_BINS_LIMIT = 65535  # non-missing bins; the missing code must still fit in uint16
 
 _ARRAY_KEYS = ("bin_n_bins", "bin_cuts", "bin_cut_offsets")
+
+# Input dtypes the binning kernel reads directly (packboost/_types.pxd X_RAW_C).
+_KERNEL_DTYPES = {np.dtype(t) for t in (np.float64, np.float32, np.int8, np.uint8, np.int16,
+                                        np.int32, np.int64)}
 
 
 class BinMapper:
@@ -135,10 +130,7 @@ class BinMapper:
                 # One row sample shared by all features; sorted so the gathers
                 # walk memory forwards.
                 sample_idx = np.sort(rng.choice(n_rows, size=subsample, replace=False))
-            self.cuts_ = [None] * n_features
-            for start, block in _iter_feature_blocks(X, None):
-                for offset, values in enumerate(block):
-                    self.cuts_[start + offset] = _find_cuts(values, sample_idx, max_bins)
+            self.cuts_ = [_find_cuts(X[:, k], sample_idx, max_bins) for k in range(n_features)]
             self.n_bins_ = np.array([c.size + 1 for c in self.cuts_], dtype=np.int32)
 
         self.n_features_in_ = n_features
@@ -147,7 +139,7 @@ class BinMapper:
 
     # ------------------------------------------------------------ transform
 
-    def transform(self, X, row_order=None):
+    def transform(self, X, row_order=None, n_threads=None):
         """Bin ``X`` into a feature-major matrix of codes.
 
         Parameters
@@ -166,18 +158,20 @@ class BinMapper:
             is an F-contiguous int8/uint8 matrix whose values lie in the fitted
             range and ``row_order`` is None or the identity, this is a
             read-only view of ``X`` (no copy).
+        n_threads : int, optional
+            Threads of the binning kernel (default: the CPUs available).
         """
-        return self._transform(X, row_order, range_checked=False)
+        return self._transform(X, row_order, n_threads, range_checked=False)
 
-    def fit_transform(self, X, row_order=None):
+    def fit_transform(self, X, row_order=None, n_threads=None):
         """Fit on ``X``, then bin it; see :meth:`fit` and :meth:`transform`."""
         X = _as_numeric_matrix(X)
         self.fit(X)
         # A pre-binned fit has just measured every column's range on this very
         # matrix, so the zero-copy path need not scan it again.
-        return self._transform(X, row_order, range_checked=True)
+        return self._transform(X, row_order, n_threads, range_checked=True)
 
-    def _transform(self, X, row_order, range_checked):
+    def _transform(self, X, row_order, n_threads, range_checked):
         self._check_fitted()
         X = _as_numeric_matrix(X)
         n_rows, n_features = X.shape
@@ -201,17 +195,13 @@ class BinMapper:
 
         n_rows_out = n_rows if row_order is None else row_order.size
         X_binned = np.empty((n_features, n_rows_out), dtype=self.binned_dtype_)
-        for start, block in _iter_feature_blocks(X, row_order):
-            stop = start + block.shape[0]
-            if in_range:
-                X_binned[start:stop] = block
-                continue
-            for feature_idx, values in zip(range(start, stop), block, strict=True):
-                n_bins = int(self.n_bins_[feature_idx])
-                if integer_codes:
-                    X_binned[feature_idx] = _clip_integer_codes(values, n_bins)
-                else:
-                    _bin_values(values, self.cuts_[feature_idx], n_bins, X_binned[feature_idx])
+        if X.dtype not in _KERNEL_DTYPES:
+            X = X.astype(np.int64 if X.dtype.kind in "iu" and X.itemsize < 8 else np.float64)
+        arrays = self.to_arrays()
+        map_to_bins(X, arrays["bin_cuts"], arrays["bin_cut_offsets"], arrays["bin_n_bins"],
+                    np.zeros(0, dtype=np.int64) if row_order is None
+                    else row_order.astype(np.int64, copy=False),
+                    X_binned, available_cpus() if n_threads is None else int(n_threads))
         return X_binned
 
     def _can_share_memory(self, X, row_order):
@@ -442,109 +432,6 @@ def _codes_in_range(X, n_bins):
     if X.dtype.kind == "i" and X.min() < 0:
         return False
     return bool(np.all(X.max(axis=0) < n_bins))
-
-
-def _iter_feature_blocks(X, row_order):
-    """Yield ``(start, block)``: features ``start, start + 1, ...`` feature-major.
-
-    ``block`` has shape (n_block_features, n_rows_out), rows contiguous, and
-    holds ``X[row_order, start:start + n_block_features].T`` in ``X``'s dtype;
-    every value is gathered once. The buffer behind ``block`` is reused by the
-    next block, so a consumer must be done with it before asking for the next.
-    """
-    n_rows, n_features = X.shape
-    n_rows_out = n_rows if row_order is None else row_order.size
-    if X.flags.f_contiguous or n_features == 1:
-        # Each column is contiguous already: use it in place, or gather from it
-        # (row_order was validated, so take may skip bounds checks).
-        for feature_idx in range(n_features):
-            column = X[:, feature_idx]
-            if row_order is not None:
-                column = np.take(column, row_order, mode="clip")
-            yield feature_idx, column[np.newaxis, :]
-        return
-    block_size = min(n_features, max(1, _FEATURE_BLOCK_BYTES // X.itemsize))
-    buffer = np.empty((block_size, n_rows_out), dtype=X.dtype)
-    for start in range(0, n_features, block_size):
-        stop = min(start + block_size, n_features)
-        block = buffer[: stop - start]
-        for tile_start in range(0, n_rows_out, _ROW_TILE):
-            tile_stop = min(tile_start + _ROW_TILE, n_rows_out)
-            if row_order is None:
-                rows = slice(tile_start, tile_stop)
-            else:
-                rows = row_order[tile_start:tile_stop]
-            block[:, tile_start:tile_stop] = X[rows, start:stop].T
-        yield start, block
-
-
-def _search_table(cuts):
-    """``cuts`` padded with +inf to ``2**depth - 1`` entries, and ``depth``.
-
-    The padding is never below any value, so it does not change how many
-    table entries are below a value.
-    """
-    depth = int(cuts.size).bit_length()  # smallest depth with 2**depth - 1 >= cuts.size
-    table = np.full(2**depth - 1, np.inf)
-    table[: cuts.size] = cuts
-    return table, depth
-
-
-def _bin_values(values, cuts, n_bins, out):
-    """Write the codes of one feature's ``values`` into ``out``.
-
-    Code = number of cuts below the value (``np.searchsorted(cuts, value,
-    side="left")``), NaN to ``n_bins``. The search is a branch-free binary
-    search run on a whole chunk of values at once: ``depth`` rounds of
-    "probe the table, step right where the probe is below the value".
-    ``np.searchsorted`` on unsorted values measured about 3x slower, paying a
-    mispredicted branch per comparison.
-    """
-    table, depth = _search_table(cuts)
-    n_values = values.shape[0]
-    if n_values == 0:
-        return
-    chunk = min(n_values, _SEARCH_CHUNK)
-    chunk_values = np.empty(chunk, dtype=np.float64)
-    position = np.empty(chunk, dtype=np.intp)
-    probe = np.empty(chunk, dtype=np.intp)
-    probe_values = np.empty(chunk, dtype=np.float64)
-    step_right = np.empty(chunk, dtype=np.bool_)
-    is_float = values.dtype.kind == "f"
-    for chunk_start in range(0, n_values, chunk):
-        chunk_stop = min(chunk_start + chunk, n_values)
-        size = chunk_stop - chunk_start
-        x = chunk_values[:size]
-        pos, idx = position[:size], probe[:size]
-        probed, right = probe_values[:size], step_right[:size]
-        np.copyto(x, values[chunk_start:chunk_stop])
-        pos.fill(0)
-        # Invariant: table[:pos] < x. Each round tests the entry `step` ahead.
-        for level in range(depth - 1, -1, -1):
-            step = 1 << level
-            np.add(pos, step - 1, out=idx)
-            np.take(table, idx, out=probed)
-            np.less(probed, x, out=right)
-            np.multiply(right, step, out=idx)
-            pos += idx
-        if is_float:
-            # NaN compares False everywhere, so it ends at 0; give it its own code.
-            pos[np.isnan(x)] = n_bins
-        out[chunk_start:chunk_stop] = pos
-
-
-def _clip_integer_codes(values, n_bins):
-    """The searchsorted rule for integers against cuts ``0, ..., n_bins - 2``.
-
-    That rule is ``clip(v, 0, n_bins - 1)``; the bounds are only applied when
-    the dtype can exceed them, which also keeps them representable in it.
-    """
-    info = np.iinfo(values.dtype)
-    if info.min < 0:
-        values = np.maximum(values, values.dtype.type(0))
-    if n_bins - 1 < info.max:
-        values = np.minimum(values, values.dtype.type(n_bins - 1))
-    return values
 
 
 def _find_cuts(column, sample_idx, max_bins):

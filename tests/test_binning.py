@@ -395,10 +395,12 @@ def test_negative_integers_are_not_prebinned():
 
 
 @pytest.mark.parametrize("n_cuts", [0, 1, 2, 3, 7, 8, 255, 256, 1000])
-def test_vectorised_search_matches_searchsorted(n_cuts):
-    # More values than one search chunk, and cut counts on both sides of powers of 2.
+def test_binning_kernel_matches_searchsorted(n_cuts):
+    # More values than one kernel row block; cut counts around powers of 2.
+    from packboost._binning import map_to_bins
+
     rng = np.random.default_rng(22)
-    n_values = binning._SEARCH_CHUNK * 2 + 17
+    n_values = 2048 * 2 + 17
     cuts = np.unique(rng.normal(size=n_cuts))
     values = rng.normal(size=n_values) * 1.5
     if n_cuts:  # values equal to a cut must go left
@@ -406,11 +408,13 @@ def test_vectorised_search_matches_searchsorted(n_cuts):
     values[5::97] = np.nan
     values[7::101] = np.inf
     values[9::103] = -np.inf
-    out = np.full(n_values, -1, dtype=np.int64)
-    binning._bin_values(values, cuts, cuts.size + 1, out)
+    out = np.full((1, n_values), 0, dtype=np.uint16)
+    map_to_bins(values[:, None], cuts, np.array([0, cuts.size], dtype=np.int64),
+                np.array([cuts.size + 1], dtype=np.int32), np.zeros(0, dtype=np.int64),
+                out, 2)
     expected = np.searchsorted(cuts, values, side="left")
     expected[np.isnan(values)] = cuts.size + 1
-    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(out[0], expected)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
@@ -419,7 +423,7 @@ def test_tiled_layouts_cross_tile_and_block_edges(dtype, use_row_order):
     # More rows than one row tile, a feature count that is not a multiple of the
     # feature block, in C order, F order and a strided view.
     rng = np.random.default_rng(23)
-    n_rows = binning._ROW_TILE + 1_234
+    n_rows = 2 * 2048 + 1_234  # crosses the kernel's row blocks
     X = (rng.normal(size=(n_rows, 37)) * 40).astype(dtype)
     if X.dtype.kind == "f":
         X[rng.uniform(size=X.shape) < 0.05] = np.nan
