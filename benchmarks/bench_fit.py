@@ -16,8 +16,6 @@ import platform
 import statistics
 import time
 
-import numpy as np
-
 from packboost import PackBoostRegressor
 from packboost.datasets import make_numerai_like
 from packboost.metrics import era_summary, per_era_correlation

@@ -21,7 +21,8 @@ from libc.stdint cimport uint8_t, int64_t
 from packboost._types cimport (X_BINNED_C, X_RAW_C, Y_C, FEATURE_IDX_C,
                                BIN_IDX_C, NODE_IDX_C)
 
-DEF ROW_BLOCK = 128
+cdef enum:
+    ROW_BLOCK = 128
 
 
 def predict_raw(

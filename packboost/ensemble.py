@@ -73,10 +73,10 @@ class TreeEnsemble:
             parts = [p.nodes[name] for p in packs]
             if name in ("left_child", "right_child"):
                 parts = [np.where(part >= 0, part + shift, -1).astype(np.int32)
-                         for part, shift in zip(parts, node_shift)]
+                         for part, shift in zip(parts, node_shift, strict=True)]
             nodes[name] = np.concatenate(parts)
         tree_offsets = np.concatenate(
-            [[0]] + [p.tree_offsets[1:] + shift for p, shift in zip(packs, node_shift)]
+            [[0]] + [p.tree_offsets[1:] + shift for p, shift in zip(packs, node_shift, strict=True)]
         ).astype(np.int64)
         layer_parts = [feature_set for p in packs for feature_set in p.layer_features]
         layer_offsets = np.cumsum([0] + [len(part) for part in layer_parts]).astype(np.int64)

@@ -52,7 +52,7 @@ class TrainingData:
         goes left, so the raw threshold is +inf.
         """
         out = np.full(len(feature), np.inf)
-        for i, (k, t) in enumerate(zip(feature.tolist(), threshold_bin.tolist())):
+        for i, (k, t) in enumerate(zip(feature.tolist(), threshold_bin.tolist(), strict=True)):
             if t < len(self.cuts[k]):
                 out[i] = self.cuts[k][t]
         return out

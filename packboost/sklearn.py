@@ -17,7 +17,6 @@ import numpy as np
 from packboost import _validation
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._threads import resolve_n_threads
-from packboost._version import __version__
 from packboost.binning import BinMapper
 from packboost.booster import EvalSet, train
 from packboost.grower import TrainingData

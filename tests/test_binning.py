@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 
-from packboost import binning
 from packboost.binning import BinMapper
 
 FLOAT_MAX = np.finfo(np.float64).max

@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
-from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
 from packboost import _reference
 from packboost.booster import draw_round, grower_params
 from packboost.grower import grow_pack
+
+from conftest import make_binned_problem
 
 BASE = dict(
     n_estimators=1, pack_size=3, max_depth=4, learning_rate=0.3, reg_lambda=1.0,

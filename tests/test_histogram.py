@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from packboost import _histogram, _reference
+
 from conftest import make_binned_problem
 
 

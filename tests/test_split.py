@@ -5,8 +5,9 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
 from packboost import _histogram, _reference, _split
+
+from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
 
 PARAM_GRID = [
     dict(era_gain=era_gain, era_weighting=weighting, lambda_dro=dro, lambda_dir=dir_,
