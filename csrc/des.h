@@ -12,14 +12,22 @@
  *   G_e, H_e    era e's sums in the node; G_eL, H_eL era e's sums in the left child
  *   lambda      reg_lambda (L2 regularisation of leaf values)
  *
- * Scoring a candidate is a single pass over the eras of the node:
- *   des_candidate_begin()  -> pooled values, direction sign
- *   des_candidate_push()   once per era with rows in the node
- *   des_candidate_finish() -> DES score, mean, std, direction
- * The mean and variance of the per-era gains are accumulated with weighted
- * Welford updates (West 1979), which stay accurate when the gains share a
- * large common offset -- a two-pass formula would need the eras twice, the
- * naive E[x^2] - E[x]^2 formula cancels catastrophically.
+ * Scoring a candidate (feature, threshold, missing side) of a node:
+ *
+ *   des_candidate_begin()     pooled values, realized-gain coefficients,
+ *                             direction sign and scale
+ *   mean of the era gains     realized: des_realized_mean(), closed form from
+ *                             weighted pooled sums (the gains are linear in the
+ *                             era sums); newton: a pass of des_era_gain()
+ *   des_candidate_set_mean()
+ *   des_candidate_push()      once per era with rows in the node: the centred
+ *                             square (gain_e - mean)^2 and the direction vote
+ *   des_candidate_finish()    DES score, mean, std, direction
+ *
+ * The variance is the centred two-pass form sum w (x - mean)^2 / W: it stays
+ * exact when the gains share a large common offset, where the naive
+ * E[x^2] - E[x]^2 cancels catastrophically, and the realized mean costs no
+ * pass of its own.
  */
 #ifndef PACKBOOST_DES_H
 #define PACKBOOST_DES_H
@@ -60,34 +68,26 @@ DES_FN double des_pooled_gain(double sum_g, double sum_h,
 }
 
 /*
- * Era e's loss term on a side s with pooled sums (G_s, H_s) and value v_s:
- *   l_e(s) = G_es v_s + 0.5 H_es (1 + lambda / H_s) v_s^2
+ * Realized era gains (DESIGN 1). Era e's loss term on a side s with pooled sums
+ * (G_s, H_s) and value v_s is l_e(s) = G_es v_s + 0.5 H_es (1 + lambda/H_s) v_s^2.
  * Summed over eras it gives G_s v_s + 0.5 (H_s + lambda) v_s^2 = -phi(G_s, H_s),
- * so the per-era realized gains add up to the pooled gain exactly.
- * A side with H_s = 0 has H_es = 0 for every era; its term is then 0.
+ * so the per-era gains l_e(node) - l_e(left) - l_e(right) add up to the pooled
+ * gain exactly.
  */
-DES_FN double des_realized_era_loss(double era_g, double era_h,
-                                    double side_h, double side_value,
-                                    double reg_lambda)
-{
-    double curvature = side_h > 0.0 ? era_h * (1.0 + reg_lambda / side_h) : 0.0;
-    return era_g * side_value + 0.5 * curvature * side_value * side_value;
-}
 
 /* Running state of one candidate's pass over the eras. */
 typedef struct {
-    /* pooled quantities fixed for the candidate */
-    double sum_g, sum_h, left_g, left_h;
-    double value_node, value_left, value_right;
-    double direction_sign;      /* d = sign(v_L - v_R) */
-    double direction_inv_scale; /* 1 / (s |v_L - v_R|), 0 when s = 0 */
     double reg_lambda;
     int era_gain;
-    /* weighted Welford accumulators over eras */
-    double weight_total;
-    double mean;
-    double m2;
-    double direction; /* sum_e w_e d f(delta_e) */
+    /* Newton values of the node and its children (pooled sums) */
+    double value_node, value_left, value_right;
+    /* realized gains: gain_e = coef_g G_e + coef_h H_e + coef_left_g G_eL + coef_left_h H_eL */
+    double coef_g, coef_h, coef_left_g, coef_left_h;
+    /* direction: d = sign(v_L - v_R) and 1 / (s |v_L - v_R|) (0 when s = 0) */
+    int with_direction;
+    double direction_sign, direction_inv_scale;
+    /* the pass over eras */
+    double mean, weight_total, sum_squares, direction;
 } des_candidate_t;
 
 /* Result of one candidate. */
@@ -95,7 +95,7 @@ typedef struct {
     double score;  /* DES = mu - lambda_dro sigma + lambda_dir |mu| D */
     double mean;   /* mu */
     double std;    /* sigma */
-    double direction; /* D */
+    double direction; /* D (0 when the direction term is off) */
 } des_result_t;
 
 DES_FN double des_sign(double x)
@@ -103,29 +103,50 @@ DES_FN double des_sign(double x)
     return (x > 0.0) - (x < 0.0);
 }
 
+/*
+ * Era e's loss term on side s, l_e(s) = G_es v_s + 0.5 H_es (1 + lambda/H_s) v_s^2,
+ * is linear in (G_es, H_es): l_e(s) = G_es a_s + H_es b_s. des_realized_curvature
+ * returns b_s (0 for a side without hessian, whose eras have none either).
+ */
+DES_FN double des_realized_curvature(double side_h, double side_value, double reg_lambda)
+{
+    return side_h > 0.0 ? 0.5 * (1.0 + reg_lambda / side_h) * side_value * side_value : 0.0;
+}
+
+/*
+ * Start a candidate with pooled node sums (G, H) and left sums (G_L, H_L).
+ * with_direction = 0 skips the direction vote (lambda_dir = 0), whose per-era
+ * Newton values and tanh dominate the cost of a pass otherwise.
+ */
 DES_FN void des_candidate_begin(des_candidate_t *state,
                                 double sum_g, double sum_h,
                                 double left_g, double left_h,
                                 double reg_lambda, int era_gain,
-                                double dir_tanh_scale)
+                                double dir_tanh_scale, int with_direction)
 {
     double right_g = sum_g - left_g, right_h = sum_h - left_h, spread;
-    state->sum_g = sum_g;
-    state->sum_h = sum_h;
-    state->left_g = left_g;
-    state->left_h = left_h;
+    double curvature_node, curvature_left, curvature_right;
     state->reg_lambda = reg_lambda;
     state->era_gain = era_gain;
     state->value_node = des_leaf_value(sum_g, sum_h, reg_lambda);
     state->value_left = des_leaf_value(left_g, left_h, reg_lambda);
     state->value_right = des_leaf_value(right_g, right_h, reg_lambda);
+    curvature_node = des_realized_curvature(sum_h, state->value_node, reg_lambda);
+    curvature_left = des_realized_curvature(left_h, state->value_left, reg_lambda);
+    curvature_right = des_realized_curvature(right_h, state->value_right, reg_lambda);
+    /* gain_e = l_e(node) - l_e(left) - l_e(right), right sums = era - left */
+    state->coef_g = state->value_node - state->value_right;
+    state->coef_h = curvature_node - curvature_right;
+    state->coef_left_g = state->value_right - state->value_left;
+    state->coef_left_h = curvature_right - curvature_left;
     spread = state->value_left - state->value_right;
+    state->with_direction = with_direction;
     state->direction_sign = des_sign(spread);
     state->direction_inv_scale =
         (dir_tanh_scale > 0.0 && spread != 0.0) ? 1.0 / (dir_tanh_scale * fabs(spread)) : 0.0;
-    state->weight_total = 0.0;
     state->mean = 0.0;
-    state->m2 = 0.0;
+    state->weight_total = 0.0;
+    state->sum_squares = 0.0;
     state->direction = 0.0;
 }
 
@@ -135,63 +156,74 @@ DES_FN double des_era_gain(const des_candidate_t *state,
                            double era_left_g, double era_left_h)
 {
     double lambda = state->reg_lambda;
-    double era_right_g = era_g - era_left_g, era_right_h = era_h - era_left_h;
     if (state->era_gain == DES_ERA_GAIN_NEWTON) {
         return des_phi(era_left_g, era_left_h, lambda)
-             + des_phi(era_right_g, era_right_h, lambda)
+             + des_phi(era_g - era_left_g, era_h - era_left_h, lambda)
              - des_phi(era_g, era_h, lambda);
     }
-    return des_realized_era_loss(era_g, era_h, state->sum_h, state->value_node, lambda)
-         - des_realized_era_loss(era_left_g, era_left_h, state->left_h,
-                                 state->value_left, lambda)
-         - des_realized_era_loss(era_right_g, era_right_h, state->sum_h - state->left_h,
-                                 state->value_right, lambda);
+    return state->coef_g * era_g + state->coef_h * era_h
+         + state->coef_left_g * era_left_g + state->coef_left_h * era_left_h;
 }
 
 /*
- * Add one era (with rows in the node) of weight w_e > 0.
- * era_left_count / era_right_count decide whether the era votes on direction:
- * only an era with rows on both sides has its own v_eL - v_eR.
+ * Weighted mean of the realized era gains without a pass over the eras:
+ * arguments are sum_e w_e G_e, sum_e w_e H_e, sum_e w_e G_eL, sum_e w_e H_eL
+ * and sum_e w_e over the eras with rows in the node.
+ */
+DES_FN double des_realized_mean(const des_candidate_t *state,
+                                double weighted_g, double weighted_h,
+                                double weighted_left_g, double weighted_left_h,
+                                double weight_total)
+{
+    if (weight_total <= 0.0)
+        return 0.0;
+    return (state->coef_g * weighted_g + state->coef_h * weighted_h
+            + state->coef_left_g * weighted_left_g + state->coef_left_h * weighted_left_h)
+         / weight_total;
+}
+
+DES_FN void des_candidate_set_mean(des_candidate_t *state, double mean)
+{
+    state->mean = mean;
+}
+
+/*
+ * Add one era with rows in the node, of weight w_e > 0. The era votes on the
+ * direction only if it has rows on both sides (its own v_eL - v_eR exists).
  */
 DES_FN void des_candidate_push(des_candidate_t *state, double era_weight,
                                double era_g, double era_h,
                                double era_left_g, double era_left_h,
                                double era_left_count, double era_right_count)
 {
-    double gain = des_era_gain(state, era_g, era_h, era_left_g, era_left_h);
-    double delta, era_delta, vote;
-
-    /* weighted Welford: mean += w/W (x - mean); m2 += w (x - mean_old)(x - mean_new) */
+    double deviation = des_era_gain(state, era_g, era_h, era_left_g, era_left_h) - state->mean;
     state->weight_total += era_weight;
-    delta = gain - state->mean;
-    state->mean += (era_weight / state->weight_total) * delta;
-    state->m2 += era_weight * delta * (gain - state->mean);
-
-    if (state->direction_sign != 0.0 && era_left_count > 0.0 && era_right_count > 0.0) {
+    state->sum_squares += era_weight * deviation * deviation;
+    if (state->with_direction && state->direction_sign != 0.0
+            && era_left_count > 0.0 && era_right_count > 0.0) {
         double lambda = state->reg_lambda;
-        era_delta = des_leaf_value(era_left_g, era_left_h, lambda)
-                  - des_leaf_value(era_g - era_left_g, era_h - era_left_h, lambda);
-        vote = state->direction_inv_scale > 0.0
-             ? tanh(era_delta * state->direction_inv_scale)
-             : des_sign(era_delta);
+        double era_delta = des_leaf_value(era_left_g, era_left_h, lambda)
+                         - des_leaf_value(era_g - era_left_g, era_h - era_left_h, lambda);
+        double vote = state->direction_inv_scale > 0.0
+                    ? tanh(era_delta * state->direction_inv_scale)
+                    : des_sign(era_delta);
         state->direction += era_weight * state->direction_sign * vote;
     }
 }
 
 /*
- * Close the pass. Era weights need not be normalised: mean and variance are
- * normalised by the total weight, and so is the direction term.
+ * Close the pass. Era weights need not be normalised: the variance and the
+ * direction are divided by the total weight of the eras pushed.
  */
 DES_FN des_result_t des_candidate_finish(const des_candidate_t *state,
                                          double lambda_dro, double lambda_dir)
 {
     des_result_t result;
     double variance = 0.0;
+    result.direction = 0.0;
     if (state->weight_total > 0.0) {
-        variance = state->m2 / state->weight_total;
+        variance = state->sum_squares / state->weight_total;
         result.direction = state->direction / state->weight_total;
-    } else {
-        result.direction = 0.0;
     }
     result.mean = state->mean;
     result.std = variance > 0.0 ? sqrt(variance) : 0.0;

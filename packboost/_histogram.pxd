@@ -1,39 +1,61 @@
-# Per-era histogram of one (node, feature) tile (DESIGN 3.3).
+# Per-era histograms of one feature for every open node of a pack (DESIGN 3.3).
 #
 # Declared inline here so that the split finder (_split.pyx) compiles it into
-# its own tile loop: building and scoring a tile happen back to back in one
-# thread, on a buffer that stays in cache, and nothing of size
-# eras x bins x features x nodes ever exists at once.
+# its per-feature loop: a feature's histograms are built and scored back to
+# back by one thread, on a buffer that stays in that thread's cache.
 
+from libc.stdint cimport uint8_t
 from libc.string cimport memset
-from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, ERA_IDX_C,
-                               OFFSET_C, hist_entry)
+
+from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, NODE_IDX_C, OFFSET_C,
+                               hist_entry)
 
 
-cdef inline void build_tile_histogram(
+cdef inline void build_pack_histogram(
         const X_BINNED_C[:, ::1] X_binned,     # IN  (n_features, n_rows)
         Py_ssize_t feature_idx,                 # IN
-        const ROW_IDX_C[::1] sample_indices,    # IN  rows of all nodes
-        OFFSET_C start, OFFSET_C end,           # IN  this node's segment
         const G_H_C[::1] gradients,             # IN  (n_rows,)
         const G_H_C[::1] hessians,              # IN  (n_rows,)
-        const ERA_IDX_C[::1] row_era,           # IN  (n_rows,)
-        Py_ssize_t n_eras,
-        Py_ssize_t width,                       # bins incl. the missing bin
-        hist_entry* hist,                       # OUT (n_eras, width), row-major
+        const ROW_IDX_C[::1] active_rows,       # IN  rows in some open slot, ascending
+        const OFFSET_C[::1] era_offsets,        # IN  (n_eras + 1,) era e's active rows
+        const NODE_IDX_C[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or -1
+        const uint8_t* tree_uses_feature,       # IN  (pack_size,)
+        Py_ssize_t slot_start,                  # IN  slots [slot_start, slot_end)
+        Py_ssize_t slot_end,                    #     are histogrammed here
+        Py_ssize_t width,                       # IN  bins incl. the missing bin
+        hist_entry* hist,                       # OUT (n_eras, slot_end - slot_start, width)
 ) noexcept nogil:
-    """Sum (g, h, count) per (era, bin) over the rows of one node segment.
+    """Sum (g, h, count) per (era, slot, bin) in ONE pass over the column.
 
-    Rows of a node are kept in ascending (hence era-sorted) order, so the
-    era index changes rarely and the histogram rows are written in order.
+    Rows are era-sorted and ``active_rows`` ascending, so the pass walks the
+    feature column, the gradients and the hessians forwards in memory (rows of
+    closed nodes are skipped), and all cells it touches while in era e --
+    (slot, bin) of that era, era-major layout -- sit together in cache.
+    Each row adds to the slot (open node) it belongs to in every tree of the
+    pack that may split on this feature: one read of the column serves the
+    whole pack (g and h are shared by the pack, DESIGN 2).
     """
-    cdef OFFSET_C position
-    cdef ROW_IDX_C row
+    cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1
+    cdef Py_ssize_t pack_size = node_of_row.shape[1]
+    cdef Py_ssize_t n_group = slot_end - slot_start
+    cdef Py_ssize_t era, position, row, tree, bin_value
+    cdef NODE_IDX_C slot
+    cdef hist_entry* era_base
     cdef hist_entry* cell
-    memset(hist, 0, n_eras * width * sizeof(hist_entry))
-    for position in range(start, end):
-        row = sample_indices[position]
-        cell = &hist[row_era[row] * width + X_binned[feature_idx, row]]
-        cell.sum_gradients += gradients[row]
-        cell.sum_hessians += hessians[row]
-        cell.count += 1
+    cdef G_H_C gradient, hessian
+    memset(hist, 0, n_eras * n_group * width * sizeof(hist_entry))
+    for era in range(n_eras):
+        era_base = hist + era * n_group * width
+        for position in range(era_offsets[era], era_offsets[era + 1]):
+            row = active_rows[position]
+            bin_value = X_binned[feature_idx, row]
+            gradient = gradients[row]
+            hessian = hessians[row]
+            for tree in range(pack_size):
+                slot = node_of_row[row, tree]
+                if slot < slot_start or slot >= slot_end or not tree_uses_feature[tree]:
+                    continue
+                cell = era_base + (slot - slot_start) * width + bin_value
+                cell.sum_gradients += gradient
+                cell.sum_hessians += hessian
+                cell.count += 1

@@ -1,107 +1,123 @@
 # cython: language_level=3
-"""Node segments of the sample-index array: stable partition and node sums.
+"""Which open node each row is in, per tree of the pack; node sums.
 
 # Notes:
-All trees of a pack share one ``sample_indices`` array; every open node owns a
-contiguous segment ``[node_start, node_end)`` of it. Rows inside a segment are
-ascending, hence grouped by era (rows are era-sorted once, DESIGN 3.2). A
-split rewrites the segment in place, stably:
+Instead of keeping each node's rows in a segment of an index array, a pack
+keeps one small table, ``node_of_row[row, tree]``: the *slot* (index in the
+frontier of open nodes) that the row reaches in that tree, or -1 when the
+tree does not use the row (not sampled) or the row's node is closed (a
+leaf). Rows stay in their era-sorted order for good, so histogram passes read
+every column in memory order, and "partitioning" after a depth is one pass
+that rewrites the table:
 
-    before:  | r0 r1 r2 r3 r4 r5 |            (ascending)
-    after:   | r0 r3 r4 | r1 r2 r5 |          left rows, then right rows,
-               left child  right child        each still ascending
+    slot k splits on (feature, threshold, missing side)  ->  row goes to slot
+        left_child_slot[k] or left_child_slot[k] + 1 of the next frontier
+    slot k does not split (it became a leaf)              ->  -1
 
-so the children's segments are again era-grouped and no sort is ever needed.
-The right rows wait in a scratch array of the same length as the segment.
+Rows are independent, so the pass is parallel and deterministic.
 """
 
 import numpy as np
 
 from cython.parallel cimport prange
-from libc.stdint cimport uint8_t, int64_t
+from libc.stdint cimport uint8_t, int32_t, int64_t
 
-from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C,
-                               BIN_IDX_C, OFFSET_C)
-
-
-cdef inline bint goes_left(Py_ssize_t bin_value, Py_ssize_t threshold,
-                           Py_ssize_t missing_bin, bint missing_left) noexcept nogil:
-    if bin_value == missing_bin:
-        return missing_left
-    return bin_value <= threshold
+from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, ERA_IDX_C, FEATURE_IDX_C,
+                               BIN_IDX_C, NODE_IDX_C, OFFSET_C)
 
 
-def partition_nodes(
-        const X_BINNED_C[:, ::1] X_binned,       # IN  (n_features, n_rows)
-        ROW_IDX_C[::1] sample_indices,            # IN/OUT segments rewritten
-        const OFFSET_C[::1] node_start,           # IN  (n_nodes,)
-        const OFFSET_C[::1] node_end,             # IN  (n_nodes,)
-        const FEATURE_IDX_C[::1] split_feature,   # IN  (n_nodes,) -1: no split
-        const BIN_IDX_C[::1] split_threshold,     # IN  (n_nodes,)
-        const uint8_t[::1] split_missing_left,    # IN  (n_nodes,)
-        const BIN_IDX_C[::1] n_bins,              # IN  (n_features,) missing bin code
+def route_rows(
+        const X_BINNED_C[:, ::1] X_binned,        # IN  (n_features, n_rows)
+        NODE_IDX_C[:, ::1] node_of_row,            # IN/OUT (n_rows, pack_size)
+        const FEATURE_IDX_C[::1] split_feature,    # IN  (n_slots,) -1: no split
+        const BIN_IDX_C[::1] split_threshold,      # IN  (n_slots,)
+        const uint8_t[::1] split_missing_left,     # IN  (n_slots,)
+        const NODE_IDX_C[::1] left_child_slot,     # IN  (n_slots,) right = left + 1
+        const BIN_IDX_C[::1] n_bins,               # IN  (n_features,) = missing code
         int n_threads,
 ):
-    """Stably partition the segment of every splitting node.
-
-    Returns ``n_left`` (int64, per node): the left child owns
-    ``[start, start + n_left)`` and the right child ``[start + n_left, end)``.
-    """
-    cdef Py_ssize_t n_nodes = node_start.shape[0]
-    n_left = np.zeros(n_nodes, dtype=np.int64)
-    cdef int64_t[::1] n_left_view = n_left
-    scratch = np.empty(sample_indices.shape[0], dtype=np.int32)
-    cdef ROW_IDX_C[::1] scratch_view = scratch
-    cdef Py_ssize_t node, position, feature, left_end, right_end
-    cdef ROW_IDX_C row
-    if n_nodes == 0:
-        return n_left
-    for node in prange(n_nodes, nogil=True, schedule='dynamic',
-                       num_threads=max(1, min(n_threads, n_nodes))):
-        feature = split_feature[node]
-        if feature < 0:
-            continue
-        left_end = node_start[node]
-        right_end = node_start[node]
-        for position in range(node_start[node], node_end[node]):
-            row = sample_indices[position]
-            if goes_left(X_binned[feature, row], split_threshold[node],
-                         n_bins[feature], split_missing_left[node]):
-                sample_indices[left_end] = row
-                left_end = left_end + 1
+    """Move every row to its child slot in the next frontier (or to -1)."""
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
+    cdef Py_ssize_t row, tree, bin_value
+    cdef NODE_IDX_C slot
+    cdef FEATURE_IDX_C feature
+    cdef bint left
+    if n_rows == 0:
+        return
+    for row in prange(n_rows, nogil=True, schedule='static',
+                      num_threads=max(1, min(n_threads, n_rows))):
+        for tree in range(pack_size):
+            slot = node_of_row[row, tree]
+            if slot < 0:
+                continue
+            feature = split_feature[slot]
+            if feature < 0:
+                node_of_row[row, tree] = -1
+                continue
+            bin_value = X_binned[feature, row]
+            if bin_value == n_bins[feature]:
+                left = split_missing_left[slot]
             else:
-                scratch_view[right_end] = row
-                right_end = right_end + 1
-        n_left_view[node] = left_end - node_start[node]
-        for position in range(node_start[node], right_end):
-            sample_indices[left_end + position - node_start[node]] = scratch_view[position]
-    return n_left
+                left = bin_value <= split_threshold[slot]
+            node_of_row[row, tree] = left_child_slot[slot] + (0 if left else 1)
 
 
-def node_sums(
+def slot_sums(
         const G_H_C[::1] gradients,               # IN  (n_rows,)
         const G_H_C[::1] hessians,                # IN  (n_rows,)
-        const ROW_IDX_C[::1] sample_indices,      # IN
-        const OFFSET_C[::1] node_start,           # IN  (n_nodes,)
-        const OFFSET_C[::1] node_end,             # IN  (n_nodes,)
-        int n_threads,
+        const NODE_IDX_C[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
+        Py_ssize_t n_slots,
 ):
-    """Pooled gradient and hessian sums of every node segment (rows in order)."""
-    cdef Py_ssize_t n_nodes = node_start.shape[0]
-    sum_g = np.zeros(n_nodes)
-    sum_h = np.zeros(n_nodes)
+    """Pooled gradient and hessian sums and row counts of every slot.
+
+    One serial pass in row order: cheap next to the histogram passes, and its
+    sums do not depend on the thread count.
+    """
+    sum_g = np.zeros(n_slots)
+    sum_h = np.zeros(n_slots)
+    count = np.zeros(n_slots, dtype=np.int64)
     cdef double[::1] sum_g_view = sum_g, sum_h_view = sum_h
-    cdef Py_ssize_t node, position
-    cdef double g, h
-    if n_nodes == 0:
-        return sum_g, sum_h
-    for node in prange(n_nodes, nogil=True, schedule='dynamic',
-                       num_threads=max(1, min(n_threads, n_nodes))):
-        g = 0.0
-        h = 0.0
-        for position in range(node_start[node], node_end[node]):
-            g = g + gradients[sample_indices[position]]
-            h = h + hessians[sample_indices[position]]
-        sum_g_view[node] = g
-        sum_h_view[node] = h
-    return sum_g, sum_h
+    cdef int64_t[::1] count_view = count
+    cdef Py_ssize_t row, tree
+    cdef NODE_IDX_C slot
+    with nogil:
+        for row in range(node_of_row.shape[0]):
+            for tree in range(node_of_row.shape[1]):
+                slot = node_of_row[row, tree]
+                if slot >= 0:
+                    sum_g_view[slot] += gradients[row]
+                    sum_h_view[slot] += hessians[row]
+                    count_view[slot] += 1
+    return sum_g, sum_h, count
+
+
+def active_rows(
+        const NODE_IDX_C[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
+        const uint8_t[::1] slot_open,             # IN  (n_slots,)
+        const ERA_IDX_C[::1] row_era,             # IN  (n_rows,) non-decreasing
+        Py_ssize_t n_eras,
+):
+    """Rows in at least one open slot (ascending) and their era offsets.
+
+    Histogram passes only visit these: rows of closed nodes (leaves, nodes
+    too small to split, rows a tree did not sample) cost nothing there.
+    """
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
+    rows = np.empty(n_rows, dtype=np.int32)
+    era_offsets = np.zeros(n_eras + 1, dtype=np.int64)
+    cdef ROW_IDX_C[::1] rows_view = rows
+    cdef OFFSET_C[::1] offsets_view = era_offsets
+    cdef Py_ssize_t row, tree, n_active = 0, era
+    cdef NODE_IDX_C slot
+    with nogil:
+        for row in range(n_rows):
+            for tree in range(pack_size):
+                slot = node_of_row[row, tree]
+                if slot >= 0 and slot_open[slot]:
+                    rows_view[n_active] = <ROW_IDX_C>row
+                    n_active += 1
+                    offsets_view[row_era[row] + 1] += 1
+                    break
+        for era in range(n_eras):
+            offsets_view[era + 1] += offsets_view[era]
+    return rows[:n_active], era_offsets

@@ -1,28 +1,37 @@
 # cython: language_level=3
-"""Split finding: per-era histograms scored by DES, fused per tile.
+"""Split finding: per-era histograms of a pack's open nodes, scored by DES.
 
 # Notes:
-The work of one depth of a pack is a list of *tiles*: (node, feature) pairs,
-node-major, features ascending, only the features the node's tree may use.
-Each tile is processed start to finish by one thread:
+The work of one depth of a pack is a grid of (slot, feature): a *slot* is an
+open node of one of the pack's trees (its index in the frontier), a feature is
+one of the depth's shared subset K_d. Work is split over features; a thread
+owns a feature from start to finish:
 
-    rows of the node (era-sorted)  --build_tile_histogram-->  hist[era, bin]
-    hist[era, bin]  --score_tile-->  best (threshold, missing side) of the tile
+    one pass over the feature's column     --build_pack_histogram-->
+        hist[era, slot, bin] for every slot of every tree      (DESIGN 3.3)
+    for each slot the tree may split on this feature:
+        hist[:, slot, :]  --score_tile-->  best (threshold, missing side)
 
-and only the tile's best candidate is kept, so memory is
-O(n_threads * n_eras * n_bins), never O(nodes * features * eras * bins).
-A tile is always computed by a single thread in a fixed order, so results do
-not depend on the number of threads (DESIGN 2: a model is a pure function of
-data, params and seed).
+and only each (slot, feature)'s best candidate is kept. A thread's buffer holds
+n_eras x slots x bins cells; when that exceeds ``histogram_budget_bytes`` the
+slots are taken in groups, one pass over the column per group. Every cell
+sums its rows in ascending row order and every (slot, feature) is scored by one
+thread in a fixed order, so results do not depend on the thread count
+(DESIGN 2: a model is a pure function of data, params and seed).
 
 Scoring a tile (DESIGN 1) sweeps thresholds t = 0 .. n_bins-1 (left = bins
 <= t) and, for each, the missing bin on the left then on the right; a
 candidate is scored only if both children meet min_samples_leaf and
 min_child_weight (pooled). Every partition is scored once: missing-right is
 skipped when the node has no missing rows, and "missing alone on the left" is
-left to its mirror, missing-right at the last threshold. The per-era pass over the eras of the node lives in
-csrc/des.h, shared with the CUDA backend. Ties keep the first candidate seen:
-lower feature, lower threshold, missing-left before missing-right.
+left to its mirror, missing-right at the last threshold. The per-era math
+lives in csrc/des.h, shared with the CUDA backend. Ties keep the first
+candidate seen: lower feature, lower threshold, missing-left before right.
+
+Costs per candidate: the realized mean is closed-form (no pass over eras);
+one pass over the eras computes the spread (skipped when lambda_dro = 0) and
+the direction vote (skipped when lambda_dir = 0); newton gains need one more
+pass for their mean.
 """
 
 import numpy as np
@@ -31,10 +40,9 @@ from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport INFINITY
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
-from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, ERA_IDX_C,
-                               FEATURE_IDX_C, BIN_IDX_C, NODE_IDX_C, OFFSET_C,
-                               hist_entry)
-from packboost._histogram cimport build_tile_histogram
+from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
+                               NODE_IDX_C, OFFSET_C, hist_entry)
+from packboost._histogram cimport build_pack_histogram
 from packboost._histogram import HIST_DTYPE
 
 
@@ -50,7 +58,13 @@ cdef extern from "des.h" nogil:
                            double left_h, double reg_lambda)
     void des_candidate_begin(des_candidate_t *state, double sum_g, double sum_h,
                              double left_g, double left_h, double reg_lambda,
-                             int era_gain, double dir_tanh_scale)
+                             int era_gain, double dir_tanh_scale, int with_direction)
+    double des_era_gain(const des_candidate_t *state, double era_g, double era_h,
+                        double era_left_g, double era_left_h)
+    double des_realized_mean(const des_candidate_t *state, double weighted_g,
+                             double weighted_h, double weighted_left_g,
+                             double weighted_left_h, double weight_total)
+    void des_candidate_set_mean(des_candidate_t *state, double mean)
     void des_candidate_push(des_candidate_t *state, double era_weight,
                             double era_g, double era_h, double era_left_g,
                             double era_left_h, double era_left_count,
@@ -64,7 +78,11 @@ cdef extern from "des.h" nogil:
 ERA_GAIN_CODES = {"realized": DES_ERA_GAIN_REALIZED, "newton": DES_ERA_GAIN_NEWTON}
 ERA_WEIGHTING_CODES = {"equal": 0, "count": 1}
 
-# Per-era scratch arrays of one thread, each of length n_eras.
+# Default cap on one thread's histogram buffer; more slots are done in groups.
+DEFAULT_HISTOGRAM_BUDGET_BYTES = 32 * 1024 * 1024
+
+# Per-era scratch arrays of one thread, each of length n_eras, for the eras
+# with rows in the tile, compacted.
 cdef enum:
     SCRATCH_WEIGHT = 0
     SCRATCH_G
@@ -73,6 +91,9 @@ cdef enum:
     SCRATCH_LEFT_G
     SCRATCH_LEFT_H
     SCRATCH_LEFT_COUNT
+    SCRATCH_MISSING_G
+    SCRATCH_MISSING_H
+    SCRATCH_MISSING_COUNT
     N_SCRATCH
 
 
@@ -115,7 +136,8 @@ cdef split_params make_params(dict params) except *:
 
 
 cdef tile_best score_tile(
-        const hist_entry* hist,          # IN  (n_eras, width)
+        const hist_entry* hist,          # IN  cell (era, bin) at hist[era * era_stride + bin]
+        Py_ssize_t era_stride,
         Py_ssize_t n_eras,
         Py_ssize_t n_bins,               # non-missing bins; missing bin = n_bins
         const split_params* params,
@@ -124,7 +146,6 @@ cdef tile_best score_tile(
 ) noexcept nogil:
     # Returned by value: inside prange an assigned variable is thread-private,
     # a struct written through a pointer would be shared by every thread.
-    cdef Py_ssize_t width = n_bins + 1
     cdef Py_ssize_t era, bin_idx, i, n_present = 0
     cdef double* era_weight = scratch + SCRATCH_WEIGHT * n_eras
     cdef double* era_g = scratch + SCRATCH_G * n_eras
@@ -133,15 +154,25 @@ cdef tile_best score_tile(
     cdef double* left_g = scratch + SCRATCH_LEFT_G * n_eras
     cdef double* left_h = scratch + SCRATCH_LEFT_H * n_eras
     cdef double* left_count = scratch + SCRATCH_LEFT_COUNT * n_eras
+    cdef double* missing_g = scratch + SCRATCH_MISSING_G * n_eras
+    cdef double* missing_h = scratch + SCRATCH_MISSING_H * n_eras
+    cdef double* missing_count = scratch + SCRATCH_MISSING_COUNT * n_eras
     cdef const hist_entry* row
     cdef const hist_entry* cell
-    cdef const hist_entry* missing
-    cdef double sum_g = 0.0, sum_h = 0.0, sum_count = 0.0
-    cdef double missing_g = 0.0, missing_h = 0.0, missing_count = 0.0
-    cdef double pooled_left_g = 0.0, pooled_left_h = 0.0, pooled_left_count = 0.0
-    cdef double cand_g, cand_h, cand_count, g, h, c
+    # pooled (p), era-weighted (w) sums of the node, of its missing rows, and
+    # of the non-missing bins left of the threshold
+    cdef double sum_g = 0.0, sum_h = 0.0, sum_count = 0.0, weight_total = 0.0
+    cdef double w_sum_g = 0.0, w_sum_h = 0.0
+    cdef double p_missing_g = 0.0, p_missing_h = 0.0, p_missing_count = 0.0
+    cdef double w_missing_g = 0.0, w_missing_h = 0.0
+    cdef double p_left_g = 0.0, p_left_h = 0.0, p_left_count = 0.0
+    cdef double w_left_g = 0.0, w_left_h = 0.0
+    cdef double cand_g, cand_h, cand_count, cand_w_g, cand_w_h, g, h, c, w, mean
     cdef double era_left_g, era_left_h, era_left_count
     cdef int side, missing_goes_left
+    cdef bint with_direction = params.lambda_dir != 0.0
+    cdef bint needs_pass = (params.lambda_dro != 0.0 or with_direction
+                            or params.era_gain == DES_ERA_GAIN_NEWTON)
     cdef des_candidate_t state
     cdef des_result_t result
     cdef tile_best best
@@ -151,75 +182,98 @@ cdef tile_best score_tile(
 
     # Eras with rows in the node, their totals and weights (DESIGN 1, era weights).
     for era in range(n_eras):
-        row = hist + era * width
+        row = hist + era * era_stride
         g = 0.0
         h = 0.0
         c = 0.0
-        for bin_idx in range(width):
+        for bin_idx in range(n_bins + 1):
             g += row[bin_idx].sum_gradients
             h += row[bin_idx].sum_hessians
             c += row[bin_idx].count
         if c == 0.0:
             continue
+        w = params.era_alpha + c if params.era_weighting else 1.0
         era_ids[n_present] = <int32_t>era
         era_g[n_present] = g
         era_h[n_present] = h
         era_count[n_present] = c
-        era_weight[n_present] = params.era_alpha + c if params.era_weighting else 1.0
+        era_weight[n_present] = w
         left_g[n_present] = 0.0
         left_h[n_present] = 0.0
         left_count[n_present] = 0.0
+        missing_g[n_present] = row[n_bins].sum_gradients
+        missing_h[n_present] = row[n_bins].sum_hessians
+        missing_count[n_present] = row[n_bins].count
         sum_g += g
         sum_h += h
         sum_count += c
-        missing_g += row[n_bins].sum_gradients
-        missing_h += row[n_bins].sum_hessians
-        missing_count += row[n_bins].count
+        weight_total += w
+        w_sum_g += w * g
+        w_sum_h += w * h
+        p_missing_g += missing_g[n_present]
+        p_missing_h += missing_h[n_present]
+        p_missing_count += missing_count[n_present]
+        w_missing_g += w * missing_g[n_present]
+        w_missing_h += w * missing_h[n_present]
         n_present += 1
 
     for bin_idx in range(n_bins):
-        # Move bin `bin_idx` to the left side, era by era and pooled.
+        # Move bin `bin_idx` to the left side, era by era, pooled and weighted.
         for i in range(n_present):
-            cell = hist + era_ids[i] * width + bin_idx
+            cell = hist + era_ids[i] * era_stride + bin_idx
             left_g[i] += cell.sum_gradients
             left_h[i] += cell.sum_hessians
             left_count[i] += cell.count
-            pooled_left_g += cell.sum_gradients
-            pooled_left_h += cell.sum_hessians
-            pooled_left_count += cell.count
+            p_left_g += cell.sum_gradients
+            p_left_h += cell.sum_hessians
+            p_left_count += cell.count
+            w_left_g += era_weight[i] * cell.sum_gradients
+            w_left_h += era_weight[i] * cell.sum_hessians
         for side in range(2):
             missing_goes_left = side == 0
-            if not missing_goes_left and missing_count == 0.0:
+            if not missing_goes_left and p_missing_count == 0.0:
                 break  # same partition as missing-left, which wins the tie
-            if missing_goes_left and pooled_left_count == 0.0:
+            if missing_goes_left and p_left_count == 0.0:
                 # {missing} | {all values} mirrors the missing-right candidate
                 # of the last threshold; score that partition once, there, or
                 # rounding would break the mirror tie differently per backend.
                 continue
-            cand_g = pooled_left_g + missing_g if missing_goes_left else pooled_left_g
-            cand_h = pooled_left_h + missing_h if missing_goes_left else pooled_left_h
-            cand_count = (pooled_left_count + missing_count if missing_goes_left
-                          else pooled_left_count)
+            cand_g = p_left_g + p_missing_g if missing_goes_left else p_left_g
+            cand_h = p_left_h + p_missing_h if missing_goes_left else p_left_h
+            cand_count = p_left_count + p_missing_count if missing_goes_left else p_left_count
             if (cand_count < params.min_samples_leaf
                     or sum_count - cand_count < params.min_samples_leaf
                     or cand_h < params.min_child_weight
                     or sum_h - cand_h < params.min_child_weight):
                 continue
-            des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h,
-                                params.reg_lambda, params.era_gain,
-                                params.dir_tanh_scale)
-            for i in range(n_present):
-                era_left_g = left_g[i]
-                era_left_h = left_h[i]
-                era_left_count = left_count[i]
-                if missing_goes_left:
-                    missing = hist + era_ids[i] * width + n_bins
-                    era_left_g = era_left_g + missing.sum_gradients
-                    era_left_h = era_left_h + missing.sum_hessians
-                    era_left_count = era_left_count + missing.count
-                des_candidate_push(&state, era_weight[i], era_g[i], era_h[i],
-                                   era_left_g, era_left_h, era_left_count,
-                                   era_count[i] - era_left_count)
+            cand_w_g = w_left_g + w_missing_g if missing_goes_left else w_left_g
+            cand_w_h = w_left_h + w_missing_h if missing_goes_left else w_left_h
+            des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
+                                params.era_gain, params.dir_tanh_scale, with_direction)
+            if params.era_gain == DES_ERA_GAIN_NEWTON:
+                mean = 0.0
+                for i in range(n_present):
+                    era_left_g = left_g[i] + missing_g[i] if missing_goes_left else left_g[i]
+                    era_left_h = left_h[i] + missing_h[i] if missing_goes_left else left_h[i]
+                    mean += era_weight[i] * des_era_gain(&state, era_g[i], era_h[i],
+                                                         era_left_g, era_left_h)
+                mean = mean / weight_total
+            else:
+                mean = des_realized_mean(&state, w_sum_g, w_sum_h, cand_w_g, cand_w_h,
+                                         weight_total)
+            des_candidate_set_mean(&state, mean)
+            if needs_pass:
+                for i in range(n_present):
+                    era_left_g = left_g[i]
+                    era_left_h = left_h[i]
+                    era_left_count = left_count[i]
+                    if missing_goes_left:
+                        era_left_g = era_left_g + missing_g[i]
+                        era_left_h = era_left_h + missing_h[i]
+                        era_left_count = era_left_count + missing_count[i]
+                    des_candidate_push(&state, era_weight[i], era_g[i], era_h[i],
+                                       era_left_g, era_left_h, era_left_count,
+                                       era_count[i] - era_left_count)
             result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)
             if result.score > best.score:
                 best.found = 1
@@ -235,54 +289,64 @@ cdef tile_best score_tile(
 
 
 def find_best_splits(
-        const X_BINNED_C[:, ::1] X_binned,       # IN  (n_features, n_rows)
+        const X_BINNED_C[:, ::1] X_binned,       # IN  (n_features, n_rows), rows era-sorted
         const G_H_C[::1] gradients,               # IN  (n_rows,)
         const G_H_C[::1] hessians,                # IN  (n_rows,)
-        const ERA_IDX_C[::1] row_era,             # IN  (n_rows,)
-        Py_ssize_t n_eras,
-        const ROW_IDX_C[::1] sample_indices,      # IN  node segments
-        const OFFSET_C[::1] node_start,           # IN  (n_nodes,)
-        const OFFSET_C[::1] node_end,             # IN  (n_nodes,)
-        const NODE_IDX_C[::1] tile_node,          # IN  (n_tiles,)
-        const FEATURE_IDX_C[::1] tile_feature,    # IN  (n_tiles,)
+        const ROW_IDX_C[::1] active_rows,         # IN  rows in an open slot, ascending
+        const OFFSET_C[::1] era_offsets,          # IN  (n_eras + 1,) into active_rows
+        const NODE_IDX_C[:, ::1] node_of_row,     # IN  (n_rows, pack_size) slot or -1
+        const int32_t[::1] slot_tree,             # IN  (n_slots,) tree of each slot
+        const uint8_t[::1] slot_open,             # IN  (n_slots,) may the slot split?
+        const FEATURE_IDX_C[::1] features,        # IN  (n_candidates,) K_d, ascending
+        const uint8_t[:, ::1] tree_uses_feature,  # IN  (n_candidates, pack_size)
         const BIN_IDX_C[::1] n_bins,              # IN  (n_features,) non-missing bins
         dict params,
         int n_threads,
+        Py_ssize_t histogram_budget_bytes=DEFAULT_HISTOGRAM_BUDGET_BYTES,
 ):
-    """Best DES candidate of every (node, feature) tile.
+    """Best DES candidate of every (slot, candidate feature).
 
-    Returns a dict of per-tile arrays: ``score`` (-inf when no candidate
-    meets the constraints), ``gain`` (pooled Newton gain), ``mean``, ``std``,
-    ``direction``, ``threshold``, ``missing_left``, ``found``.
+    Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
+    candidate meets the constraints), ``gain`` (pooled Newton gain),
+    ``mean``, ``std`` (0 when lambda_dro = 0 with realized gains),
+    ``direction`` (0 when lambda_dir = 0), ``threshold``, ``missing_left``,
+    ``found``.
     """
-    cdef Py_ssize_t n_tiles = tile_node.shape[0]
-    cdef Py_ssize_t max_width = 1, tile, thread
+    cdef Py_ssize_t n_slots = slot_tree.shape[0]
+    cdef Py_ssize_t n_candidates = features.shape[0]
+    cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1
+    cdef Py_ssize_t max_width = 1, position, thread, group_start, group_end, slot
+    cdef Py_ssize_t group_size, width
     cdef split_params c_params = make_params(params)
     cdef tile_best best
-    cdef NODE_IDX_C node
     cdef FEATURE_IDX_C feature
+    cdef bint any_open
 
-    score = np.full(n_tiles, -np.inf)
-    gain = np.zeros(n_tiles)
-    mean = np.zeros(n_tiles)
-    std = np.zeros(n_tiles)
-    direction = np.zeros(n_tiles)
-    threshold = np.zeros(n_tiles, dtype=np.int32)
-    missing_left = np.zeros(n_tiles, dtype=np.uint8)
-    found = np.zeros(n_tiles, dtype=np.uint8)
-    cdef double[::1] score_view = score, gain_view = gain, mean_view = mean
-    cdef double[::1] std_view = std, direction_view = direction
-    cdef BIN_IDX_C[::1] threshold_view = threshold
-    cdef uint8_t[::1] missing_left_view = missing_left, found_view = found
-    if n_tiles == 0 or n_eras == 0:
-        return dict(score=score, gain=gain, mean=mean, std=std, direction=direction,
-                    threshold=threshold, missing_left=missing_left, found=found)
+    shape = (n_slots, n_candidates)
+    score = np.full(shape, -np.inf)
+    gain = np.zeros(shape)
+    mean = np.zeros(shape)
+    std = np.zeros(shape)
+    direction = np.zeros(shape)
+    threshold = np.zeros(shape, dtype=np.int32)
+    missing_left = np.zeros(shape, dtype=np.uint8)
+    found = np.zeros(shape, dtype=np.uint8)
+    result = dict(score=score, gain=gain, mean=mean, std=std, direction=direction,
+                  threshold=threshold, missing_left=missing_left, found=found)
+    cdef double[:, ::1] score_view = score, gain_view = gain, mean_view = mean
+    cdef double[:, ::1] std_view = std, direction_view = direction
+    cdef BIN_IDX_C[:, ::1] threshold_view = threshold
+    cdef uint8_t[:, ::1] missing_left_view = missing_left, found_view = found
+    if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
+        return result
 
-    n_threads = max(1, min(n_threads, n_tiles))
-    for tile in range(n_tiles):
-        max_width = max(max_width, n_bins[tile_feature[tile]] + 1)
+    n_threads = max(1, min(n_threads, n_candidates))
+    for position in range(n_candidates):
+        max_width = max(max_width, n_bins[features[position]] + 1)
+    group_size = max(1, min(n_slots, histogram_budget_bytes
+                                     // (n_eras * max_width * sizeof(hist_entry))))
     # Per-thread buffers, allocated by NumPy so that a failure is a MemoryError.
-    hist_buffers = np.empty((n_threads, n_eras * max_width), dtype=HIST_DTYPE)
+    hist_buffers = np.empty((n_threads, n_eras * group_size * max_width), dtype=HIST_DTYPE)
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
     era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
     cdef hist_entry[:, ::1] hist_view = hist_buffers
@@ -290,46 +354,59 @@ def find_best_splits(
     cdef int32_t[:, ::1] era_id_view = era_id_buffers
 
     with nogil, parallel(num_threads=n_threads):
-        for tile in prange(n_tiles, schedule='dynamic'):
+        for position in prange(n_candidates, schedule='dynamic'):
             thread = threadid()
-            node = tile_node[tile]
-            feature = tile_feature[tile]
-            build_tile_histogram(X_binned, feature, sample_indices,
-                                 node_start[node], node_end[node],
-                                 gradients, hessians, row_era, n_eras,
-                                 n_bins[feature] + 1, &hist_view[thread, 0])
-            best = score_tile(&hist_view[thread, 0], n_eras, n_bins[feature], &c_params,
-                              &era_id_view[thread, 0], &scratch_view[thread, 0])
-            found_view[tile] = best.found
-            if best.found:
-                score_view[tile] = best.score
-                gain_view[tile] = best.gain
-                mean_view[tile] = best.mean
-                std_view[tile] = best.std
-                direction_view[tile] = best.direction
-                threshold_view[tile] = best.threshold
-                missing_left_view[tile] = best.missing_left
-    return dict(score=score, gain=gain, mean=mean, std=std, direction=direction,
-                threshold=threshold, missing_left=missing_left, found=found)
+            feature = features[position]
+            width = n_bins[feature] + 1
+            group_start = 0
+            while group_start < n_slots:
+                group_end = min(group_start + group_size, n_slots)
+                any_open = False
+                for slot in range(group_start, group_end):
+                    any_open = any_open or (slot_open[slot]
+                                            and tree_uses_feature[position, slot_tree[slot]])
+                if any_open:
+                    build_pack_histogram(X_binned, feature, gradients, hessians,
+                                         active_rows, era_offsets,
+                                         node_of_row, &tree_uses_feature[position, 0],
+                                         group_start, group_end, width,
+                                         &hist_view[thread, 0])
+                    for slot in range(group_start, group_end):
+                        if not (slot_open[slot]
+                                and tree_uses_feature[position, slot_tree[slot]]):
+                            continue
+                        best = score_tile(&hist_view[thread, 0] + (slot - group_start) * width,
+                                          (group_end - group_start) * width, n_eras,
+                                          n_bins[feature], &c_params,
+                                          &era_id_view[thread, 0], &scratch_view[thread, 0])
+                        found_view[slot, position] = best.found
+                        if best.found:
+                            score_view[slot, position] = best.score
+                            gain_view[slot, position] = best.gain
+                            mean_view[slot, position] = best.mean
+                            std_view[slot, position] = best.std
+                            direction_view[slot, position] = best.direction
+                            threshold_view[slot, position] = best.threshold
+                            missing_left_view[slot, position] = best.missing_left
+                group_start = group_end
+    return result
 
 
-def best_tile_per_node(const NODE_IDX_C[::1] tile_node, const double[::1] tile_score,
-                       const uint8_t[::1] tile_found, Py_ssize_t n_nodes):
-    """Index of the best tile of each node (-1 when none), first one on ties.
+def best_candidate_per_slot(const double[:, ::1] score, const uint8_t[:, ::1] found):
+    """Column of the best candidate feature of each slot (-1 when none).
 
-    Tiles arrive node-major with features ascending, so keeping the first
-    maximum implements the lower-feature-index tie break.
+    Columns are the candidate features in ascending order, so keeping the
+    first maximum implements the lower-feature-index tie break.
     """
-    best = np.full(n_nodes, -1, dtype=np.int64)
+    cdef Py_ssize_t n_slots = score.shape[0], n_candidates = score.shape[1]
+    best = np.full(n_slots, -1, dtype=np.int64)
     cdef int64_t[::1] best_view = best
-    cdef Py_ssize_t tile
-    cdef NODE_IDX_C node
-    for tile in range(tile_node.shape[0]):
-        if not tile_found[tile]:
-            continue
-        node = tile_node[tile]
-        if best_view[node] < 0 or tile_score[tile] > tile_score[best_view[node]]:
-            best_view[node] = tile
+    cdef Py_ssize_t slot, position
+    for slot in range(n_slots):
+        for position in range(n_candidates):
+            if found[slot, position] and (
+                    best_view[slot] < 0 or score[slot, position] > score[slot, best_view[slot]]):
+                best_view[slot] = position
     return best
 
 
@@ -344,16 +421,16 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params):
     if hist.ndim != 2 or hist.shape[1] != n_bins + 1:
         raise ValueError("hist must have shape (n_eras, n_bins + 1)")
     cdef Py_ssize_t n_eras = hist.shape[0]
+    if n_eras == 0:
+        return None
     cdef hist_entry[:, ::1] hist_view = hist
     cdef split_params c_params = make_params(params)
     cdef tile_best best
-    era_ids = np.empty(max(n_eras, 1), dtype=np.int32)
-    scratch = np.empty(max(N_SCRATCH * n_eras, 1))
+    era_ids = np.empty(n_eras, dtype=np.int32)
+    scratch = np.empty(N_SCRATCH * n_eras)
     cdef int32_t[::1] era_view = era_ids
     cdef double[::1] scratch_view = scratch
-    if n_eras == 0:
-        return None
-    best = score_tile(&hist_view[0, 0], n_eras, n_bins, &c_params, &era_view[0],
+    best = score_tile(&hist_view[0, 0], n_bins + 1, n_eras, n_bins, &c_params, &era_view[0],
                       &scratch_view[0])
     if not best.found:
         return None

@@ -2,19 +2,19 @@
 
 Python decides, Cython computes: this module keeps the frontier of open
 nodes of every tree of the pack as a handful of NumPy arrays and calls one
-kernel per step of a depth -- node sums, split finding over all (node,
-feature) tiles, partition -- so there is no Python work per node or per row.
+kernel per step of a depth -- node sums, split finding over all (slot,
+feature) pairs, routing rows to children -- so there is no Python work per
+node or per row.
 
-Frontier arrays (one entry per open node, trees in order, then nodes in order
-of creation):
+The frontier (one entry per open node, called a *slot*; trees in order, then
+nodes in order of creation):
 
-    node_tree   which tree of the pack the node belongs to
-    node_local  the node's index inside its tree (root = 0)
-    node_start  its segment [node_start, node_end) of ``sample_indices``
-    node_end
+    slot_tree    which tree of the pack the node belongs to
+    slot_local   the node's index inside its tree (root = 0)
 
-All randomness (row/era samples, feature subsets) is drawn by the caller and
-passed in, so growing is a pure function of its inputs.
+and ``node_of_row[row, tree]`` (see ``_partition.pyx``) says which slot each
+row is in, per tree. All randomness (row/era samples, feature subsets) is
+drawn by the caller and passed in, so growing is a pure function of its inputs.
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ class TrainingData:
     row_era: np.ndarray      # (n_rows,) int32, non-decreasing
     n_eras: int
     cuts: list               # per feature: float64 cut points (raw thresholds)
+
+    def __post_init__(self):
+        # Rows of era e are era_offsets[e] .. era_offsets[e+1] (rows era-sorted).
+        self.era_offsets = np.searchsorted(
+            self.row_era, np.arange(self.n_eras + 1), side="left").astype(np.int64)
+
+    @property
+    def all_rows(self) -> np.ndarray:
+        return np.arange(self.n_rows, dtype=np.int32)
 
     @property
     def n_features(self) -> int:
@@ -68,6 +77,9 @@ class GrowerParams:
     max_delta_step: float
     shrinkage: float  # learning_rate / pack_size, folded into leaf values
     split: dict       # the DES parameters read by _split.find_best_splits
+    # Cap on one thread's histogram buffer (n_eras x slots x bins cells); past
+    # it the slots of a depth are histogrammed in groups, one column pass each.
+    histogram_budget_bytes: int = _split.DEFAULT_HISTOGRAM_BUDGET_BYTES
 
 
 @dataclass
@@ -104,59 +116,52 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
         Per tree, which features of K_d it may split on at that depth.
     """
     pack_size = len(tree_samples)
-    sizes = np.array([len(s) for s in tree_samples], dtype=np.int64)
-    bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    sample_indices = (np.concatenate(tree_samples).astype(np.int32, copy=False)
-                      if pack_size else np.zeros(0, dtype=np.int32))
-    sample_indices = np.ascontiguousarray(sample_indices)
+    node_of_row = np.full((data.n_rows, pack_size), -1, dtype=np.int32)
+    for tree, rows in enumerate(tree_samples):
+        node_of_row[rows, tree] = tree  # slot `tree` is the root of tree `tree`
 
-    node_tree = np.arange(pack_size, dtype=np.int32)
-    node_local = np.zeros(pack_size, dtype=np.int32)
-    node_start = bounds[:-1].copy()
-    node_end = bounds[1:].copy()
+    slot_tree = np.arange(pack_size, dtype=np.int32)
+    slot_local = np.zeros(pack_size, dtype=np.int32)
     next_local = np.ones(pack_size, dtype=np.int64)
-    levels = []  # per depth: (node_tree, node_local, field arrays)
+    levels = []  # per depth: (slot_tree, slot_local, field arrays)
 
     for depth in range(params.max_depth + 1):
-        n_nodes = len(node_tree)
-        if n_nodes == 0:
+        n_slots = len(slot_tree)
+        if n_slots == 0:
             break
-        sum_g, sum_h = _partition.node_sums(gradients, hessians, sample_indices,
-                                            node_start, node_end, n_threads)
-        counts = node_end - node_start
-        level = empty_nodes(n_nodes)
+        sum_g, sum_h, counts = _partition.slot_sums(gradients, hessians, node_of_row, n_slots)
+        level = empty_nodes(n_slots)
         level["value"][:] = params.shrinkage * leaf_values(
             sum_g, sum_h, params.reg_lambda, params.max_delta_step)
         level["n_samples"][:] = counts
         level["sum_hessian"][:] = sum_h
 
-        split_nodes = np.zeros(0, dtype=np.int64)
+        split_slots = np.zeros(0, dtype=np.int64)
         if depth < params.max_depth:
-            split_nodes, n_left = _split_level(data, gradients, hessians, sample_indices,
-                                               node_tree, node_start, node_end, counts,
-                                               layer_features[depth],
-                                               tree_feature_masks[depth], params,
-                                               level, n_threads)
+            split_slots = _split_level(data, gradients, hessians, node_of_row, slot_tree,
+                                       counts, layer_features[depth],
+                                       tree_feature_masks[depth], params, level, n_threads)
         # Children get the next free local ids of their tree, left then right.
-        split_trees = node_tree[split_nodes]
+        split_trees = slot_tree[split_slots]
         first_of_tree = np.searchsorted(split_trees, split_trees, side="left")
-        rank_in_tree = np.arange(len(split_nodes)) - first_of_tree
+        rank_in_tree = np.arange(len(split_slots)) - first_of_tree
         left_local = (next_local[split_trees] + 2 * rank_in_tree).astype(np.int32)
-        level["left_child"][split_nodes] = left_local
-        level["right_child"][split_nodes] = left_local + 1
+        level["left_child"][split_slots] = left_local
+        level["right_child"][split_slots] = left_local + 1
         next_local += 2 * np.bincount(split_trees, minlength=pack_size)
-        levels.append((node_tree, node_local, level))
+        levels.append((slot_tree, slot_local, level))
+        if len(split_slots) == 0:
+            break
 
         # The next frontier: children interleaved (L0, R0, L1, R1, ...) so
-        # that nodes stay grouped by tree.
-        middle = node_start[split_nodes] + n_left[split_nodes] if len(split_nodes) else \
-            np.zeros(0, dtype=np.int64)
-        node_tree = np.repeat(split_trees, 2).astype(np.int32)
-        node_local = np.column_stack([left_local, left_local + 1]).ravel().astype(np.int32)
-        node_start = np.column_stack([node_start[split_nodes], middle]).ravel()
-        node_end = np.column_stack([middle, node_end[split_nodes]]).ravel()
-        node_start = np.ascontiguousarray(node_start, dtype=np.int64)
-        node_end = np.ascontiguousarray(node_end, dtype=np.int64)
+        # that slots stay grouped by tree; rows follow their node.
+        left_child_slot = np.full(n_slots, -1, dtype=np.int32)
+        left_child_slot[split_slots] = 2 * np.arange(len(split_slots), dtype=np.int32)
+        _partition.route_rows(data.X_binned, node_of_row, level["feature"],
+                              level["threshold_bin"], level["missing_left"],
+                              left_child_slot, data.n_bins, n_threads)
+        slot_tree = np.repeat(split_trees, 2).astype(np.int32)
+        slot_local = np.column_stack([left_local, left_local + 1]).ravel().astype(np.int32)
 
     # Scatter the levels into per-pack arrays: tree t owns
     # [tree_offsets[t], tree_offsets[t+1]); children become pack-absolute.
@@ -171,54 +176,42 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
     return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
 
 
-def _split_level(data, gradients, hessians, sample_indices, node_tree, node_start,
-                 node_end, counts, features, feature_mask, params, level, n_threads):
-    """Find and apply the best split of every frontier node; fill ``level``.
-
-    Returns the indices of the nodes that split and ``n_left`` per node.
-    """
-    n_nodes = len(node_tree)
-    # Tiles: (node, feature) pairs, node-major, features ascending; a node too
-    # small for two children of min_samples_leaf rows gets none.
-    allowed = np.ones((n_nodes, len(features)), dtype=bool)
-    if feature_mask is not None:
-        allowed &= feature_mask[node_tree]
-    allowed &= (counts >= 2 * max(1, params.min_samples_leaf))[:, None]
-    tile_node, tile_position = np.nonzero(allowed)
-    tile_node = tile_node.astype(np.int32)
-    tile_feature = np.ascontiguousarray(features[tile_position], dtype=np.int32)
-
-    tiles = _split.find_best_splits(data.X_binned, gradients, hessians, data.row_era,
-                                    data.n_eras, sample_indices, node_start, node_end,
-                                    tile_node, tile_feature, data.n_bins, params.split,
-                                    n_threads)
-    best_tile = _split.best_tile_per_node(tile_node, tiles["score"], tiles["found"], n_nodes)
-    candidates = np.flatnonzero(best_tile >= 0)
-    chosen = best_tile[candidates]
+def _split_level(data, gradients, hessians, node_of_row, slot_tree, counts, features,
+                 feature_mask, params, level, n_threads):
+    """Find the best split of every frontier slot, fill ``level`` with the
+    accepted ones and return their slot indices."""
+    pack_size = node_of_row.shape[1]
+    # A slot too small for two children of min_samples_leaf rows is not scored.
+    slot_open = (counts >= 2 * max(1, params.min_samples_leaf)).astype(np.uint8)
+    if feature_mask is None:
+        tree_uses_feature = np.ones((len(features), pack_size), dtype=np.uint8)
+    else:
+        tree_uses_feature = np.ascontiguousarray(feature_mask.T, dtype=np.uint8)
+    features = np.ascontiguousarray(features, dtype=np.int32)
+    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era, data.n_eras)
+    found = _split.find_best_splits(data.X_binned, gradients, hessians, rows, era_offsets,
+                                    node_of_row, slot_tree, slot_open, features,
+                                    tree_uses_feature, data.n_bins, params.split, n_threads,
+                                    params.histogram_budget_bytes)
+    best = _split.best_candidate_per_slot(found["score"], found["found"])
+    candidates = np.flatnonzero(best >= 0)
+    column = best[candidates]
+    score = found["score"][candidates, column]
+    gain = found["gain"][candidates, column]
     # DESIGN 1 (Choice): split only if DES > 0 and the pooled gain > min_split_gain.
-    accept = (tiles["score"][chosen] > 0) & (tiles["gain"][chosen] > params.min_split_gain)
-    split_nodes = candidates[accept]
-    chosen = chosen[accept]
+    accept = (score > 0) & (gain > params.min_split_gain)
+    split_slots = candidates[accept]
+    column = column[accept]
 
-    split_feature = np.full(n_nodes, -1, dtype=np.int32)
-    split_threshold = np.zeros(n_nodes, dtype=np.int32)
-    split_missing_left = np.zeros(n_nodes, dtype=np.uint8)
-    split_feature[split_nodes] = tile_feature[chosen]
-    split_threshold[split_nodes] = tiles["threshold"][chosen]
-    split_missing_left[split_nodes] = tiles["missing_left"][chosen]
-
-    level["feature"][:] = split_feature
-    level["threshold_bin"][:] = split_threshold
-    level["missing_left"][:] = split_missing_left
-    level["threshold"][split_nodes] = data.raw_threshold(tile_feature[chosen],
-                                                         tiles["threshold"][chosen])
-    level["gain"][split_nodes] = tiles["gain"][chosen]
-    level["des_score"][split_nodes] = tiles["score"][chosen]
-
-    n_left = _partition.partition_nodes(data.X_binned, sample_indices, node_start, node_end,
-                                        split_feature, split_threshold, split_missing_left,
-                                        data.n_bins, n_threads)
-    return split_nodes, n_left
+    split_feature = features[column]
+    split_threshold = found["threshold"][split_slots, column]
+    level["feature"][split_slots] = split_feature
+    level["threshold_bin"][split_slots] = split_threshold
+    level["missing_left"][split_slots] = found["missing_left"][split_slots, column]
+    level["threshold"][split_slots] = data.raw_threshold(split_feature, split_threshold)
+    level["gain"][split_slots] = gain[accept]
+    level["des_score"][split_slots] = score[accept]
+    return split_slots
 
 
 def predict_pack_binned(data: TrainingData, pack: Pack, out: np.ndarray,

@@ -165,3 +165,21 @@ def test_trees_in_a_pack_differ():
     trees = [tree_of(pack, t) for t in range(3)]
     signatures = {(tuple(t["feature"]), tuple(t["threshold_bin"])) for t in trees}
     assert len(signatures) == 3
+
+
+def test_histogram_groups_give_the_same_pack():
+    """A tiny histogram budget forces one column pass per slot group; the
+    trees must not change (same cells, same summation order)."""
+    data, g, h = make_binned_problem(0, **CASES["many-eras"])
+    params = {**BASE, "max_depth": 5, "lambda_dro": 0.0}
+    draws = draw_round(np.random.default_rng(0), data, params)
+    packs = []
+    for budget in (None, 1):
+        settings = grower_params(params)
+        if budget is not None:
+            settings.histogram_budget_bytes = budget
+        packs.append(grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
+                               draws.tree_feature_masks, settings, 2))
+    assert (packs[0].nodes["feature"] >= 0).sum() > 10
+    for name in packs[0].nodes:
+        np.testing.assert_array_equal(packs[0].nodes[name], packs[1].nodes[name], err_msg=name)

@@ -1,33 +1,80 @@
-"""Per-era histogram kernel vs the NumPy oracle."""
+"""Per-era pack histogram kernel vs the NumPy oracle."""
 
 import numpy as np
 import pytest
 
-from packboost import _histogram, _reference
+from packboost import _histogram, _partition, _reference
 
 from conftest import make_binned_problem
 
 
+def random_slots(rng, n_rows, pack_size, n_slots_per_tree):
+    """node_of_row for a pack: each tree's rows spread over its slots, some -1."""
+    node_of_row = np.full((n_rows, pack_size), -1, dtype=np.int32)
+    for tree in range(pack_size):
+        slots = tree * n_slots_per_tree + rng.integers(0, n_slots_per_tree, n_rows)
+        used = rng.random(n_rows) < 0.8
+        node_of_row[used, tree] = slots[used]
+    return node_of_row
+
+
 @pytest.mark.parametrize("n_rows, n_eras", [(1, 1), (7, 3), (500, 40), (2000, 1)])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
-def test_histogram_matches_reference(n_rows, n_eras, dtype):
+def test_pack_histogram_matches_reference(n_rows, n_eras, dtype):
     data, g, h = make_binned_problem(n_rows + n_eras, n_rows, 4, n_eras)
     X = data.X_binned.astype(dtype)
     rng = np.random.default_rng(n_rows)
-    rows = np.sort(rng.choice(n_rows, size=max(1, n_rows // 2), replace=False)).astype(np.int32)
+    pack_size, per_tree = 3, 4
+    node_of_row = random_slots(rng, n_rows, pack_size, per_tree)
+    n_slots = pack_size * per_tree
     for feature in range(X.shape[0]):
+        uses = np.array([1, 0, 1], dtype=np.uint8) if feature % 2 else np.ones(3, np.uint8)
         width = int(data.n_bins[feature]) + 1
-        hist = _histogram.build_histogram(X, feature, rows, g, h, data.row_era, n_eras, width)
-        ref_g, ref_h, ref_c = _reference.histogram(X, feature, rows, g, h, data.row_era,
-                                                   n_eras, width)
-        np.testing.assert_allclose(hist["sum_gradients"], ref_g, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(hist["sum_hessians"], ref_h, rtol=1e-12, atol=1e-12)
-        np.testing.assert_array_equal(hist["count"], ref_c)
-        assert hist["count"].sum() == len(rows)
+        hist = _histogram.build_histograms(X, feature, g, h, data.all_rows, data.era_offsets,
+                                           node_of_row, uses, n_slots, width)
+        assert hist.shape == (n_eras, n_slots, width)
+        for slot in range(n_slots):
+            tree = slot // per_tree
+            rows = np.flatnonzero(node_of_row[:, tree] == slot) if uses[tree] else \
+                np.zeros(0, dtype=np.int64)
+            ref_g, ref_h, ref_c = _reference.histogram(X, feature, rows, g, h, data.row_era,
+                                                       n_eras, width)
+            np.testing.assert_allclose(hist["sum_gradients"][:, slot], ref_g, rtol=1e-12,
+                                       atol=1e-12)
+            np.testing.assert_allclose(hist["sum_hessians"][:, slot], ref_h, rtol=1e-12,
+                                       atol=1e-12)
+            np.testing.assert_array_equal(hist["count"][:, slot], ref_c)
 
 
-def test_histogram_of_no_rows_is_zero():
+def test_rows_outside_every_slot_are_ignored():
     data, g, h = make_binned_problem(0, 10, 2, 3)
-    hist = _histogram.build_histogram(data.X_binned, 0, np.zeros(0, np.int32), g, h,
-                                      data.row_era, 3, int(data.n_bins[0]) + 1)
+    node_of_row = np.full((10, 2), -1, dtype=np.int32)
+    hist = _histogram.build_histograms(data.X_binned, 0, g, h, data.all_rows, data.era_offsets,
+                                       node_of_row, np.ones(2, np.uint8), 2,
+                                       int(data.n_bins[0]) + 1)
     assert hist["count"].sum() == 0 and not hist["sum_gradients"].any()
+
+
+def test_active_rows_are_the_rows_of_open_slots():
+    data, g, h = make_binned_problem(5, 600, 3, 9)
+    rng = np.random.default_rng(5)
+    node_of_row = random_slots(rng, 600, 3, 4)
+    slot_open = (rng.random(12) < 0.6).astype(np.uint8)
+    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era, 9)
+    in_open = ((node_of_row >= 0) & (slot_open[np.maximum(node_of_row, 0)] == 1)).any(axis=1)
+    np.testing.assert_array_equal(rows, np.flatnonzero(in_open))
+    np.testing.assert_array_equal(
+        era_offsets, np.searchsorted(data.row_era[rows], np.arange(10), side="left"))
+    # Histograms over the active rows equal histograms over all rows with the
+    # closed slots' rows removed.
+    closed = ~slot_open.astype(bool)[np.maximum(node_of_row, 0)] | (node_of_row < 0)
+    masked = np.where(closed, -1, node_of_row).astype(np.int32)
+    for feature in range(3):
+        width = int(data.n_bins[feature]) + 1
+        uses = np.ones(3, np.uint8)
+        a = _histogram.build_histograms(data.X_binned, feature, g, h, rows, era_offsets,
+                                        node_of_row, uses, 12, width)
+        b = _histogram.build_histograms(data.X_binned, feature, g, h, data.all_rows,
+                                        data.era_offsets, masked, uses, 12, width)
+        open_slots = slot_open.astype(bool)
+        np.testing.assert_array_equal(a[:, open_slots], b[:, open_slots])
