@@ -1,0 +1,113 @@
+"""Where does ``fit`` spend its time? A phase profile of PackBoost's engine.
+
+    python benchmarks/profile_fit.py --size medium --feature-fraction 0.1
+
+Runs one fit with ``n_jobs=1`` (so phase times add up to the wall time) and
+wraps every kernel the grower and the booster call with a timer:
+
+* histogram + scoring (``_split.find_best_splits``), split afterwards into its
+  two parts by re-running the histogram pass alone on the same inputs;
+* routing rows to children (``_partition.route_rows``), active-row lists,
+  node sums (leaves), the prediction update, gradients, random draws;
+* "Python and NumPy glue": the rest of the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from packboost import PackBoostRegressor, _histogram, _partition, _split, booster, grower
+from packboost.datasets import make_numerai_like
+
+SIZES = {
+    "small": dict(n_rows=200_000, n_features=200, n_eras=200),
+    "medium": dict(n_rows=1_000_000, n_features=400, n_eras=400),
+}
+PHASES = defaultdict(float)
+
+
+def timed(name, function):
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            PHASES[name] += time.perf_counter() - start
+    return wrapper
+
+
+def histogram_only(X_binned, gradients, hessians, rows, era_offsets, node_of_row, slot_tree,
+                   slot_open, features, tree_uses_feature, n_bins, *args):
+    """Time the histogram passes of one find_best_splits call on their own."""
+    start = time.perf_counter()
+    for position, feature in enumerate(features):
+        _histogram.build_histograms(X_binned, int(feature), gradients, hessians, rows,
+                                    era_offsets, node_of_row, tree_uses_feature[position],
+                                    len(slot_tree), int(n_bins[feature]) + 1)
+    PHASES["  histogram passes (re-run alone)"] += time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=SIZES, default="small")
+    parser.add_argument("--feature-fraction", type=float, default=0.1)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--pack-size", type=int, default=4)
+    parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument("--lambda-dro", type=float, default=0.25)
+    args = parser.parse_args()
+
+    data = make_numerai_like(**SIZES[args.size], random_state=0)
+    train, _ = data.split_by_era(0.25)
+    find_best_splits = _split.find_best_splits
+
+    def split_and_histogram(*call_args):
+        start = time.perf_counter()
+        result = find_best_splits(*call_args)
+        PHASES["histogram + scoring (find_best_splits)"] += time.perf_counter() - start
+        histogram_only(*call_args)
+        return result
+
+    grower._split.find_best_splits = split_and_histogram
+    grower._partition.route_rows = timed("route rows to children", _partition.route_rows)
+    grower._partition.active_rows = timed("active row lists", _partition.active_rows)
+    grower._partition.slot_sums = timed("node sums (leaf values)", _partition.slot_sums)
+    booster.predict_pack_binned = timed("prediction update", grower.predict_pack_binned)
+    booster.draw_round = timed("random draws", booster.draw_round)
+    booster.grow_pack = timed("grow_pack total", grower.grow_pack)
+
+    model = PackBoostRegressor(n_estimators=args.rounds, pack_size=args.pack_size,
+                               max_depth=args.depth, layer_feature_fraction=args.feature_fraction,
+                               lambda_dro=args.lambda_dro, n_jobs=1, random_state=0)
+    start = time.perf_counter()
+    model.fit(train.X, train.y, era=train.era)
+    wall = time.perf_counter() - start
+    histogram = PHASES.pop("  histogram passes (re-run alone)")
+    wall_fit = wall - histogram  # the re-run is not part of a real fit
+    split_total = PHASES["histogram + scoring (find_best_splits)"]
+    grow_total = PHASES.pop("grow_pack total")
+    in_grow = sum(PHASES[k] for k in ("histogram + scoring (find_best_splits)",
+                                      "route rows to children", "active row lists",
+                                      "node sums (leaf values)"))
+    PHASES["grower glue (Python/NumPy)"] = grow_total - histogram - in_grow
+    rest = wall_fit - sum(PHASES.values())
+    print(f"# {args} | {train.X.shape[0]} rows x {train.X.shape[1]} features, "
+          f"{model.ensemble_.n_trees} trees, {len(model.ensemble_.nodes['feature'])} nodes, "
+          f"1 thread, fit {wall_fit:.2f} s")
+    print("| phase | seconds | share |")
+    print("| --- | ---: | ---: |")
+    rows = dict(PHASES)
+    rows["  of which histogram passes"] = min(histogram, split_total)
+    rows["  of which scoring (the rest)"] = max(0.0, split_total - histogram)
+    rows["booster glue, binning, validation"] = rest
+    for name, seconds in rows.items():
+        print(f"| {name} | {seconds:.2f} | {100 * seconds / wall_fit:.0f}% |")
+    np.testing.assert_(wall_fit > 0)
+
+
+if __name__ == "__main__":
+    main()
