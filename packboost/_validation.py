@@ -11,6 +11,8 @@ import warnings
 
 import numpy as np
 
+from packboost import _inputs
+
 # dtypes the raw predictor and the binner take without a copy; others are
 # converted to the nearest of these.
 RAW_DTYPES = {np.dtype(t) for t in (np.float64, np.float32, np.int8, np.uint8, np.int16,
@@ -28,28 +30,18 @@ def _is_sparse(X) -> bool:
     return hasattr(X, "tocsr") or type(X).__module__.startswith("scipy.sparse")
 
 
-def _is_pandas_frame(X) -> bool:
-    return type(X).__name__ == "DataFrame" and type(X).__module__.startswith("pandas")
-
-
 def frame_column(X, name, argument: str):
-    """Column ``name`` of a DataFrame ``X`` as an array, and X without it."""
-    if not _is_pandas_frame(X):
-        raise TypeError(
-            f"{argument}={name!r} is a column name, which needs X to be a pandas "
-            f"DataFrame; got X of type {type(X).__name__}"
-        )
-    if name not in X.columns:
-        raise ValueError(f"{argument}={name!r} is not a column of X")
-    return X[name].to_numpy(), X.drop(columns=[name])
+    """Column ``name`` of a table ``X`` as an array, and X without it."""
+    return _inputs.frame_column(X, name, argument)
 
 
 def check_X(X, *, argument: str = "X"):
     """Validate a feature matrix.
 
-    Returns ``(array, feature_names)``: a 2-D array of a dtype in
-    :data:`RAW_DTYPES` (no copy when X already is one; int8 Numerai data
-    stays int8) and the column names of a DataFrame (None otherwise).
+    ``X`` may be a NumPy array, anything ``np.asarray`` takes, or a pandas,
+    polars or pyarrow table. Returns ``(array, feature_names)``: a 2-D array
+    of a dtype in :data:`RAW_DTYPES` (no copy when X already is one; int8
+    Numerai data stays int8) and the column names of a table (None otherwise).
     NaN is allowed (missing); +-inf is not.
     """
     if X is None:
@@ -59,25 +51,7 @@ def check_X(X, *, argument: str = "X"):
             f"{argument} is a sparse matrix, which PackBoost does not support; "
             "convert it with X.toarray()"
         )
-    feature_names = None
-    if _is_pandas_frame(X):
-        columns = list(X.columns)
-        if all(isinstance(column, str) for column in columns):
-            feature_names = np.asarray(columns, dtype=object)
-        bad = [c for c, dtype in X.dtypes.items()
-               if not (np.issubdtype(np.dtype(dtype), np.number)
-                       or np.dtype(dtype) == np.bool_)] if len(columns) else []
-        if bad:
-            raise ValueError(
-                f"{argument} has non-numeric columns {bad[:5]}; encode them as numbers first"
-            )
-        dtypes = set(X.dtypes)
-        X = X.to_numpy(dtype=dtypes.pop() if len(dtypes) == 1 else np.float64)
-    elif not isinstance(X, np.ndarray):
-        try:
-            X = np.asarray(X)
-        except (ValueError, TypeError) as error:
-            raise ValueError(f"{argument} cannot be converted to an array: {error}") from None
+    X, feature_names = _inputs.as_matrix(X, argument=argument)
 
     if np.iscomplexobj(X):
         raise ValueError(f"Complex data not supported: {argument} has dtype {X.dtype}")

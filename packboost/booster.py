@@ -5,6 +5,10 @@ each tree's row sample and every depth's shared feature subset K_d (plus each
 tree's own features inside it); grow the pack; F <- F + the pack's trees
 (leaf values already carry ``learning_rate / pack_size``).
 
+After each round the eval sets are scored and the callbacks
+(:mod:`packboost.callback`) run: they may stop training early, and the
+ensemble is then cut back to the best round.
+
 Every random draw happens here, from one ``numpy.random.Generator`` seeded by
 ``random_state``, in a fixed order, so a model is a pure function of (data,
 params, seed) whatever the thread count.
@@ -16,8 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
 from packboost.grower import GrowerParams, TrainingData, grow_pack, predict_pack_binned
+from packboost.metrics import EraScorer, era_summary, pooled_metric
 
 
 @dataclass
@@ -98,34 +104,102 @@ def grower_params(params: dict) -> GrowerParams:
 
 @dataclass
 class EvalSet:
-    """A validation set tracked during training (raw X, its own raw scores)."""
+    """A validation set tracked during training (raw X, its own raw scores).
+
+    ``era`` holds the era labels of its rows, or None (one era). ``scorer``
+    groups ``y`` by era once, for the per-era metrics of every round.
+    """
 
     name: str
     X: np.ndarray
     y: np.ndarray
     raw_prediction: np.ndarray
     history: dict = field(default_factory=dict)
+    era: np.ndarray | None = None
+    scorer: object = None
+
+    def evaluate(self, metrics: list, objective) -> list:
+        """``(name, value, higher_is_better)`` of every metric on the current scores."""
+        prediction = objective.transform(self.raw_prediction)
+        per_era = {}
+        results = []
+        for metric in metrics:
+            if metric.function is not None:
+                returned = metric.function(self.y, prediction, self.era)
+                if not (isinstance(returned, tuple) and len(returned) == 3):
+                    raise TypeError(
+                        f"eval_metric function {metric.name!r} must return (name, value, "
+                        f"higher_is_better), got {returned!r}"
+                    )
+                name, value, higher_is_better = returned
+                results.append((str(name), float(value), bool(higher_is_better)))
+            elif metric.method is not None:
+                if self.scorer is None:
+                    self.scorer = EraScorer(self.y, self.era)
+                if metric.method not in per_era:
+                    per_era[metric.method] = era_summary(
+                        self.scorer.correlations(prediction, metric.method))
+                results.append((metric.name, per_era[metric.method][metric.statistic],
+                                metric.higher_is_better))
+            else:
+                results.append((metric.name, pooled_metric(metric.name, self.y,
+                                                           self.raw_prediction, prediction),
+                                metric.higher_is_better))
+        return results
+
+
+@dataclass
+class InitModel:
+    """Where continued training starts: the earlier trees and their raw scores."""
+
+    ensemble: TreeEnsemble
+    raw_prediction: np.ndarray          # training rows, in the row order of ``data``
 
 
 def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
-          objective, params: dict, n_threads: int, eval_sets: list | None = None,
-          metric=None) -> TreeEnsemble:
+          objective, params: dict, n_threads: int, *, eval_sets: list | None = None,
+          metrics: list | None = None, callbacks=None, init: InitModel | None = None,
+          model=None) -> tuple[TreeEnsemble, TrainingInfo]:
     """Fit ``params["n_estimators"]`` rounds on era-sorted training data.
 
-    ``y`` and ``sample_weight`` are in the row order of ``data``. ``metric``
-    maps (y, raw prediction) of an eval set to a float recorded per round.
+    ``y`` and ``sample_weight`` are in the row order of ``data``. After every
+    round each eval set's ``metrics`` (:class:`packboost.metrics.EvalMetric`)
+    are recorded in its ``history`` and the callbacks
+    (:mod:`packboost.callback`) run; one of them may stop training and ask
+    for the best rounds to be kept. With ``init``, rounds are grown on top of
+    its raw predictions and appended to its trees.
+
+    Returns the ensemble and the final :class:`~packboost.callback.TrainingInfo`.
     """
+    eval_sets = list(eval_sets or ())
+    metrics = list(metrics or ())
     rng = np.random.default_rng(params["random_state"])
-    base_score = objective.base_score(y, sample_weight)
-    raw_prediction = np.full(data.n_rows, base_score, dtype=np.float64)
+    if init is None:
+        base_score = objective.base_score(y, sample_weight)
+        raw_prediction = np.full(data.n_rows, base_score, dtype=np.float64)
+        begin = 0
+    else:
+        base_score = init.ensemble.base_score
+        raw_prediction = np.array(init.raw_prediction, dtype=np.float64)
+        begin = init.ensemble.n_rounds
     gradients = np.empty(data.n_rows, dtype=np.float64)
     hessians = np.empty(data.n_rows, dtype=np.float64)
     settings = grower_params(params)
-    for eval_set in eval_sets or ():
-        eval_set.raw_prediction = np.full(eval_set.X.shape[0], base_score)
+    for eval_set in eval_sets:
+        eval_set.raw_prediction = (
+            np.full(eval_set.X.shape[0], base_score) if init is None
+            else init.ensemble.predict_raw(eval_set.X, n_threads))
+        eval_set.history = {}
+
+    info = TrainingInfo(model=model, begin_iteration=begin,
+                        end_iteration=begin + params["n_estimators"],
+                        evals_result={item.name: item.history for item in eval_sets},
+                        eval_names=[item.name for item in eval_sets])
+    callback_list = CallbackList(callbacks)
+    callback_list.before_training(info)
 
     packs = []
-    for _ in range(params["n_estimators"]):
+    for round_index in range(params["n_estimators"]):
         objective.gradients(y, raw_prediction, sample_weight, gradients, hessians)
         draws = draw_round(rng, data, params)
         pack = grow_pack(data, gradients, hessians, draws.tree_samples,
@@ -133,10 +207,22 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                          n_threads)
         packs.append(pack)
         predict_pack_binned(data, pack, raw_prediction, n_threads)
-        for eval_set in eval_sets or ():
+        if eval_sets:
             pack_only = TreeEnsemble.from_packs([pack], params["pack_size"], 0.0)
+        for eval_set in eval_sets:
             eval_set.raw_prediction += pack_only.predict_raw(eval_set.X, n_threads)
-            if metric is not None:
-                for name, value in metric(eval_set.y, eval_set.raw_prediction).items():
-                    eval_set.history.setdefault(name, []).append(value)
-    return TreeEnsemble.from_packs(packs, params["pack_size"], base_score)
+            for name, value, higher_is_better in eval_set.evaluate(metrics, objective):
+                eval_set.history.setdefault(name, []).append(value)
+                info.metrics.setdefault(name, higher_is_better)
+        info.iteration = begin + round_index
+        if callback_list.after_iteration(info):
+            break
+    callback_list.after_training(info)
+
+    ensemble = TreeEnsemble.from_packs(packs, params["pack_size"], base_score)
+    if init is not None:
+        ensemble = init.ensemble.concatenate(ensemble)
+    if info.restore_best and info.best_iteration is not None \
+            and info.best_iteration < ensemble.n_rounds:
+        ensemble = ensemble.truncate(info.best_iteration)
+    return ensemble, info

@@ -1,28 +1,79 @@
 """Per-era evaluation metrics (DESIGN.md section 5).
 
 A model for era-structured data is judged era by era: compute one score per
-era (:func:`per_era_correlation`), then summarise the sequence of scores
-(:func:`era_summary`: mean, standard deviation, Sharpe ratio, worst era and
-maximum drawdown).
+era (:func:`per_era_correlation`, :func:`feature_neutral_correlation`), then
+summarise the sequence of scores (:func:`era_summary`: mean, standard
+deviation, Sharpe ratio, worst era and maximum drawdown). :func:`era_report`
+does both for several correlations at once and prints as a table.
+
+Three correlations are offered, all computed inside each era:
+
+``"pearson"``
+    The Pearson correlation of targets and predictions.
+``"spearman"``
+    The Pearson correlation of their ranks (ties get the average rank).
+``"numerai"``
+    Numerai's tournament correlation (``numerai_tools.scoring.numerai_corr``):
+    the predictions are ranked (ties kept), mapped to percentiles
+    ``(rank - 0.5) / n``, gaussianised with the normal quantile function and
+    raised to the power 1.5 keeping their sign; the targets are centred on
+    their era mean and raised to the power 1.5 keeping their sign; the score
+    is the Pearson correlation of the two. The 1.5 powers weight the tails,
+    where Numerai's stakes are.
+
+The same names, joined to a statistic, are the per-era metrics that
+``fit(eval_set=...)`` records every round and early stopping can watch:
+``"pearson_mean"``, ``"numerai_sharpe"``, ``"spearman_worst"``, ... (see
+:data:`EVAL_METRIC_NAMES`).
 
 Notes
 -----
 Everything is grouped by era without a Python loop over rows: the rows are
 put in era order once (a stable argsort of the era codes), so each era is a
 contiguous segment and the per-era sums are ``np.add.reduceat`` over the
-segment starts.
+segment starts. The normal quantile function is Wichura's algorithm AS 241
+(accurate to about 1e-16), vectorised in NumPy, so no SciPy is needed.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-__all__ = ["era_summary", "per_era_correlation"]
+__all__ = [
+    "CORRELATION_METHODS",
+    "ERA_STATISTICS",
+    "EVAL_METRIC_NAMES",
+    "EraReport",
+    "era_report",
+    "era_summary",
+    "feature_neutral_correlation",
+    "numerai_correlation",
+    "per_era_correlation",
+]
 
-_CORRELATION_METHODS = ("pearson", "spearman")
+CORRELATION_METHODS = ("pearson", "spearman", "numerai")
+# Summary statistics of a sequence of per-era scores (era_summary's keys, n_eras aside).
+ERA_STATISTICS = ("mean", "std", "sharpe", "worst", "max_drawdown")
+# Statistics where a smaller value is better.
+_LOWER_IS_BETTER_STATISTICS = ("std", "max_drawdown")
+# Metrics on the pooled rows (no eras).
+POOLED_METRICS = {"rmse": False, "mae": False, "logloss": False}  # name -> higher is better
+EVAL_METRIC_NAMES = tuple(POOLED_METRICS) + tuple(
+    f"{method}_{statistic}" for method in CORRELATION_METHODS for statistic in ERA_STATISTICS
+)
+
+# Least-squares cut-off of neutralisation, as numerai_tools.scoring.neutralize uses.
+NEUTRALIZE_RCOND = 1e-6
+# Exponent of Numerai's tail weighting.
+NUMERAI_POWER = 1.5
 
 
-def per_era_correlation(y_true, y_pred, era, *, method: str = "pearson"):
+# ----------------------------------------------------------------------------- per era
+
+
+def per_era_correlation(y_true, y_pred, era=None, *, method: str = "pearson"):
     """Correlation between ``y_true`` and ``y_pred`` inside each era.
 
     Parameters
@@ -31,12 +82,15 @@ def per_era_correlation(y_true, y_pred, era, *, method: str = "pearson"):
         Target values.
     y_pred : array-like of shape (n_rows,)
         Predictions.
-    era : array-like of shape (n_rows,)
+    era : array-like of shape (n_rows,) or None, default=None
         Era label of each row: any sortable values (integers, strings, ...).
-        Rows need not be sorted by era.
-    method : {"pearson", "spearman"}, default="pearson"
+        Rows need not be sorted by era. None puts every row in one era
+        (labelled 0).
+    method : {"pearson", "spearman", "numerai"}, default="pearson"
         ``"spearman"`` is the Pearson correlation of the ranks within the era,
-        ties receiving the average of their ranks.
+        ties receiving the average of their ranks. ``"numerai"`` is Numerai's
+        correlation (module docstring); it agrees with
+        ``numerai_tools.scoring.numerai_corr`` applied era by era.
 
     Returns
     -------
@@ -48,33 +102,201 @@ def per_era_correlation(y_true, y_pred, era, *, method: str = "pearson"):
         is constant (including an era of one row), where the correlation is
         undefined, and for an era where either input has a NaN or infinite
         value.
+
+    Examples
+    --------
+    >>> from packboost.metrics import per_era_correlation
+    >>> eras, corr = per_era_correlation([0, 1, 2, 0, 1, 2], [0, 1, 3, 2, 1, 0],
+    ...                                  ["a", "a", "a", "b", "b", "b"])
+    >>> eras.tolist(), corr.round(3).tolist()
+    (['a', 'b'], [0.982, -1.0])
     """
     y_true = _as_1d(y_true, "y_true", dtype=np.float64)
     n_rows = y_true.shape[0]
     y_pred = _as_1d(y_pred, "y_pred", dtype=np.float64, n_rows=n_rows)
-    era = _as_1d(era, "era", n_rows=n_rows)
-    if method not in _CORRELATION_METHODS:
-        raise ValueError(f"method must be one of {_CORRELATION_METHODS}, got {method!r}")
+    _check_method(method)
+    scorer = EraScorer(y_true, era)
+    return scorer.labels, scorer.correlations(y_pred, method)
 
-    eras, era_codes = np.unique(era, return_inverse=True)
-    if n_rows == 0:
-        return eras, np.empty(0, dtype=np.float64)
-    row_order = np.argsort(era_codes, kind="stable")
-    codes = era_codes[row_order]
-    era_sizes = np.bincount(codes, minlength=eras.size)
-    era_starts = np.concatenate(([0], np.cumsum(era_sizes)[:-1]))
-    true_sorted = y_true[row_order]
-    pred_sorted = y_pred[row_order]
 
-    non_finite = ~(np.isfinite(true_sorted) & np.isfinite(pred_sorted))
-    has_non_finite = np.bincount(codes, weights=non_finite, minlength=eras.size) > 0
-    if method == "spearman":
-        true_sorted = _average_ranks(true_sorted, codes)
-        pred_sorted = _average_ranks(pred_sorted, codes)
+def numerai_correlation(y_true, y_pred) -> float:
+    """Numerai's correlation of one era (all rows together); NaN if undefined.
 
-    correlations = _segment_pearson(true_sorted, pred_sorted, era_starts, era_sizes)
-    correlations[has_non_finite] = np.nan
-    return eras, correlations
+    Equal to ``numerai_tools.scoring.numerai_corr(pd.DataFrame({"p": y_pred}),
+    pd.Series(y_true))["p"]`` on finite inputs. See :func:`per_era_correlation`
+    with ``method="numerai"`` for the per-era version.
+    """
+    return float(per_era_correlation(y_true, y_pred, None, method="numerai")[1][0])
+
+
+def feature_neutral_correlation(y_true, y_pred, features, era=None, *,
+                                proportion: float = 1.0):
+    """Numerai correlation of the predictions made neutral to ``features``, per era.
+
+    In each era (as ``numerai_tools.scoring.feature_neutral_corr`` does on one
+    era): the predictions are ranked (ties kept) and gaussianised; their
+    least-squares projection on the features plus an intercept, times
+    ``proportion``, is subtracted; the rest is scaled to unit variance and
+    scored with Numerai's correlation. It measures the part of a model's
+    score that no linear mix of the features explains.
+
+    Parameters
+    ----------
+    y_true, y_pred : array-like of shape (n_rows,)
+    features : array-like or DataFrame of shape (n_rows, n_features)
+        The features to neutralise against (e.g. those the model was fit on).
+    era : array-like of shape (n_rows,) or None, default=None
+    proportion : float, default=1.0
+        Fraction of the projection removed (0 keeps the predictions).
+
+    Returns
+    -------
+    eras, correlations : ndarray of shape (n_eras,)
+        As in :func:`per_era_correlation` (NaN where undefined). The cost is
+        one least-squares solve per era, ``O(rows x features^2)``.
+    """
+    from packboost import _inputs
+
+    y_true = _as_1d(y_true, "y_true", dtype=np.float64)
+    n_rows = y_true.shape[0]
+    y_pred = _as_1d(y_pred, "y_pred", dtype=np.float64, n_rows=n_rows)
+    features, _ = _inputs.as_matrix(features, argument="features")
+    if features.ndim != 2 or features.shape[0] != n_rows:
+        raise ValueError(
+            f"features must have shape ({n_rows}, n_features), got {features.shape}"
+        )
+    proportion = float(proportion)
+    scorer = EraScorer(y_true, era)
+    groups = scorer.groups
+    pred_sorted = groups.gather(y_pred)
+    result = np.full(groups.n_eras, np.nan)
+    for index, (start, size) in enumerate(zip(groups.starts.tolist(), groups.sizes.tolist(),
+                                              strict=True)):
+        rows = slice(start, start + size)
+        era_rows = groups.rows(index)
+        predictions = pred_sorted[rows]
+        if not (np.isfinite(predictions).all() and np.isfinite(scorer.target[rows]).all()):
+            continue
+        gaussian = _normal_quantile(_percentile_ranks(predictions))
+        if np.ptp(gaussian) == 0:
+            continue
+        design = np.empty((size, features.shape[1] + 1), dtype=np.float64)
+        design[:, :-1] = features[era_rows]
+        if not np.isfinite(design[:, :-1]).all():
+            continue
+        design[:, -1] = 1.0
+        coefficients = np.linalg.lstsq(design, gaussian, rcond=NEUTRALIZE_RCOND)[0]
+        neutral = gaussian - proportion * (design @ coefficients)
+        scale = np.std(neutral)
+        if not scale > 0:
+            continue
+        neutral /= scale
+        transformed = _signed_power(_normal_quantile(_percentile_ranks(neutral)))
+        target = scorer.transformed_target("numerai")[rows]
+        result[index] = _pearson(target, transformed)
+    return scorer.labels, result
+
+
+class EraScorer:
+    """Targets grouped by era once, scored against many predictions.
+
+    Used by :func:`per_era_correlation` and, every boosting round, by the
+    evaluation of ``eval_set``: the era grouping and the target's transforms
+    are computed once.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_rows,)
+    era : array-like of shape (n_rows,) or None
+    """
+
+    def __init__(self, y_true, era=None):
+        y_true = _as_1d(y_true, "y_true", dtype=np.float64)
+        self.groups = _EraGroups(era, y_true.shape[0])
+        self.labels = self.groups.labels
+        self.target = self.groups.gather(y_true)
+        self._target_bad = self.groups.any_per_era(~np.isfinite(self.target))
+        self._transformed = {}
+
+    def transformed_target(self, method: str) -> np.ndarray:
+        """The era-sorted target as ``method`` correlates it (cached)."""
+        if method not in self._transformed:
+            self._transformed[method] = self._transform(self.target, method, is_target=True)
+        return self._transformed[method]
+
+    def correlations(self, y_pred, method: str = "pearson") -> np.ndarray:
+        """Per-era correlation of ``y_pred`` (rows in the caller's order)."""
+        _check_method(method)
+        groups = self.groups
+        y_pred = _as_1d(y_pred, "y_pred", dtype=np.float64, n_rows=self.target.shape[0])
+        if groups.n_eras == 0:
+            return np.empty(0, dtype=np.float64)
+        pred_sorted = groups.gather(y_pred)
+        bad = self._target_bad | groups.any_per_era(~np.isfinite(pred_sorted))
+        target = self.transformed_target(method)
+        prediction = self._transform(pred_sorted, method, is_target=False)
+        correlations = _segment_pearson(target, prediction, groups.starts, groups.sizes)
+        correlations[bad] = np.nan
+        return correlations
+
+    def _transform(self, values, method, *, is_target):
+        groups = self.groups
+        if method == "pearson" or values.size == 0:
+            return values
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if method == "spearman":
+                return _average_ranks(values, groups.codes)
+            if is_target:  # numerai: centred in its era, then the signed 1.5 power
+                means = np.add.reduceat(values, groups.starts) / groups.sizes
+                return _signed_power(values - np.repeat(means, groups.sizes))
+            ranks = _average_ranks(values, groups.codes) - np.repeat(groups.starts - 1,
+                                                                      groups.sizes)
+            percentiles = (ranks - 0.5) / np.repeat(groups.sizes, groups.sizes)
+            return _signed_power(_normal_quantile(percentiles))
+
+
+class _EraGroups:
+    """Rows grouped by era: a stable era order, segment starts and sizes."""
+
+    def __init__(self, era, n_rows: int):
+        if era is None:
+            labels = np.zeros(1 if n_rows else 0, dtype=np.int64)
+            codes = np.zeros(n_rows, dtype=np.intp)
+        else:
+            era = _as_1d(era, "era", n_rows=n_rows)
+            try:
+                labels, codes = np.unique(era, return_inverse=True)
+            except TypeError as error:
+                raise TypeError(f"era labels cannot be ordered: {error}") from None
+            codes = codes.ravel()
+        order = np.argsort(codes, kind="stable")
+        self.order = None if np.array_equal(order, np.arange(n_rows)) else order
+        self.codes = codes if self.order is None else codes[order]
+        self.labels = labels
+        self.n_eras = labels.shape[0]
+        self.sizes = np.bincount(self.codes, minlength=self.n_eras).astype(np.int64)
+        self.starts = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
+
+    def gather(self, values: np.ndarray) -> np.ndarray:
+        """``values`` in era order."""
+        return values if self.order is None else values[self.order]
+
+    def rows(self, index: int):
+        """Original row indices of era number ``index`` (in era order)."""
+        start, size = int(self.starts[index]), int(self.sizes[index])
+        if self.order is None:
+            return slice(start, start + size)
+        return self.order[start:start + size]
+
+    def any_per_era(self, flags: np.ndarray) -> np.ndarray:
+        """Per era: is any (era-sorted) flag set?"""
+        if self.n_eras == 0:
+            return np.zeros(0, dtype=bool)
+        return np.logical_or.reduceat(flags, self.starts) if flags.size else \
+            np.zeros(self.n_eras, dtype=bool)
+
+
+# ----------------------------------------------------------------------------- summaries
 
 
 def era_summary(per_era_values) -> dict:
@@ -91,13 +313,20 @@ def era_summary(per_era_values) -> dict:
     Returns
     -------
     dict
-        ``mean``; ``std``, the population standard deviation (``ddof=0``);
-        ``sharpe`` = ``mean / std`` (NaN when ``std`` is 0); ``worst``, the
-        minimum; ``max_drawdown``, the largest fall of the cumulative sum of
-        the scores from its running peak, as a non-negative number (the sum
-        starts at 0, so a first negative era counts as a drawdown);
-        ``n_eras``, an int. With no era left, every statistic is NaN and
-        ``n_eras`` is 0.
+        ``mean``; ``std``, the population standard deviation (``ddof=0``, as
+        ``numerai_tools.scoring.sharpe_ratio`` uses); ``sharpe`` =
+        ``mean / std`` (NaN when ``std`` is 0); ``worst``, the minimum;
+        ``max_drawdown``, the largest fall of the cumulative sum of the scores
+        from its running peak, as a non-negative number (the sum starts at 0,
+        so a first negative era counts as a drawdown); ``n_eras``, an int.
+        With no era left, every statistic is NaN and ``n_eras`` is 0.
+
+    Examples
+    --------
+    >>> from packboost.metrics import era_summary
+    >>> summary = era_summary([0.02, -0.01, 0.03])
+    >>> round(summary["mean"], 4), round(summary["max_drawdown"], 4)
+    (0.0133, 0.01)
     """
     values = _as_1d(per_era_values, "per_era_values", dtype=np.float64)
     values = values[~np.isnan(values)]
@@ -120,6 +349,185 @@ def era_summary(per_era_values) -> dict:
     }
 
 
+@dataclass
+class EraReport:
+    """Per-era scores of one prediction, for several correlations.
+
+    Attributes
+    ----------
+    eras : ndarray of shape (n_eras,)
+        Sorted era labels.
+    n_rows : ndarray of shape (n_eras,), int64
+        Rows in each era.
+    scores : dict of str to ndarray of shape (n_eras,)
+        Per correlation name (``"pearson"``, ``"numerai"``, ...,
+        ``"feature_neutral"``), its value in every era.
+    """
+
+    eras: np.ndarray
+    n_rows: np.ndarray
+    scores: dict = field(default_factory=dict)
+
+    @property
+    def summary(self) -> dict:
+        """Per correlation name, its :func:`era_summary`."""
+        return {name: era_summary(values) for name, values in self.scores.items()}
+
+    def to_dict(self) -> dict:
+        """Plain lists (JSON-ready): ``era``, ``n_rows`` and one list per score."""
+        out = {"era": [_plain(label) for label in self.eras.tolist()],
+               "n_rows": self.n_rows.tolist()}
+        out.update({name: values.tolist() for name, values in self.scores.items()})
+        return out
+
+    def to_frame(self):
+        """A pandas DataFrame indexed by era (needs pandas)."""
+        from packboost._compat import import_optional
+
+        pd = import_optional("pandas", "EraReport.to_frame")
+        frame = pd.DataFrame({"n_rows": self.n_rows, **self.scores},
+                             index=pd.Index(self.eras, name="era"))
+        return frame
+
+    def format_table(self, *, max_rows: int | None = None) -> str:
+        """The per-era table as text: era, rows, each score and its running sum.
+
+        ``max_rows`` keeps the first and last eras and elides the middle.
+        """
+        names = list(self.scores)
+        header = ["era", "rows"] + [column for name in names
+                                    for column in (name, f"{name}_cum")]
+        cumulative = {name: np.nancumsum(values) for name, values in self.scores.items()}
+        lines = []
+        n_eras = len(self.eras)
+        shown = range(n_eras)
+        if max_rows is not None and n_eras > max_rows:
+            head = max_rows - max_rows // 2
+            shown = list(range(head)) + [None] + list(range(n_eras - max_rows // 2, n_eras))
+        for index in shown:
+            if index is None:
+                lines.append(["..."] + [""] * (len(header) - 1))
+                continue
+            row = [str(_plain(self.eras[index])), str(int(self.n_rows[index]))]
+            for name in names:
+                row += [f"{self.scores[name][index]:.4f}", f"{cumulative[name][index]:.4f}"]
+            lines.append(row)
+        return _format_columns(header, lines)
+
+    def format_summary(self) -> str:
+        """The :func:`era_summary` of every score, one row per score."""
+        header = ["score", *ERA_STATISTICS, "n_eras"]
+        lines = []
+        for name, summary in self.summary.items():
+            lines.append([name] + [f"{summary[key]:.4f}" for key in ERA_STATISTICS]
+                         + [str(summary["n_eras"])])
+        return _format_columns(header, lines)
+
+    def __str__(self) -> str:
+        return f"{self.format_table(max_rows=20)}\n\n{self.format_summary()}"
+
+
+def era_report(y_true, y_pred, era=None, *, methods=("pearson", "spearman", "numerai"),
+               features=None) -> EraReport:
+    """Score ``y_pred`` era by era with several correlations.
+
+    Parameters
+    ----------
+    y_true, y_pred, era : array-like of shape (n_rows,)
+        As in :func:`per_era_correlation`.
+    methods : sequence of {"pearson", "spearman", "numerai"}
+        Correlations to compute.
+    features : array-like of shape (n_rows, n_features), optional
+        When given, the report adds ``"feature_neutral"``
+        (:func:`feature_neutral_correlation`).
+
+    Returns
+    -------
+    EraReport
+        ``print(report)`` shows the per-era table and the summaries;
+        ``report.summary["numerai"]["sharpe"]`` reads one number.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from packboost.metrics import era_report
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.normal(size=400)
+    >>> report = era_report(y, y + rng.normal(size=400), np.repeat(np.arange(4), 100))
+    >>> sorted(report.scores)
+    ['numerai', 'pearson', 'spearman']
+    """
+    if isinstance(methods, str):
+        methods = (methods,)
+    for method in methods:
+        _check_method(method)
+    y_true = _as_1d(y_true, "y_true", dtype=np.float64)
+    y_pred = _as_1d(y_pred, "y_pred", dtype=np.float64, n_rows=y_true.shape[0])
+    scorer = EraScorer(y_true, era)
+    scores = {method: scorer.correlations(y_pred, method) for method in methods}
+    if features is not None:
+        scores["feature_neutral"] = feature_neutral_correlation(y_true, y_pred, features,
+                                                                era)[1]
+    return EraReport(eras=scorer.labels, n_rows=scorer.groups.sizes.copy(), scores=scores)
+
+
+# ----------------------------------------------------------------------------- eval metrics
+
+
+@dataclass(frozen=True)
+class EvalMetric:
+    """A metric recorded per round on an eval set."""
+
+    name: str
+    higher_is_better: bool
+    method: str | None = None      # correlation of an era metric
+    statistic: str | None = None   # its era_summary statistic
+    function: object = None        # a user callable
+
+
+def resolve_eval_metric(metric, *, objective_name: str) -> EvalMetric:
+    """An :class:`EvalMetric` from a name in :data:`EVAL_METRIC_NAMES` or a callable.
+
+    A callable is called as ``metric(y_true, y_pred, era)`` (``era`` is None
+    for an eval set without eras) and returns ``(name, value,
+    higher_is_better)``; its name is found on the first call.
+    """
+    if callable(metric):
+        return EvalMetric(name=getattr(metric, "__name__", "custom"), higher_is_better=True,
+                          function=metric)
+    if not isinstance(metric, str) or metric not in EVAL_METRIC_NAMES:
+        raise ValueError(
+            f"eval_metric must be a callable or one of {list(EVAL_METRIC_NAMES)}, got {metric!r}"
+        )
+    if metric == "logloss" and objective_name != "logistic":
+        raise ValueError("eval_metric 'logloss' needs a classifier")
+    if metric in POOLED_METRICS:
+        return EvalMetric(name=metric, higher_is_better=POOLED_METRICS[metric])
+    method, statistic = metric.split("_", 1)
+    return EvalMetric(name=metric, higher_is_better=statistic not in _LOWER_IS_BETTER_STATISTICS,
+                      method=method, statistic=statistic)
+
+
+def pooled_metric(name: str, y_true: np.ndarray, raw: np.ndarray, prediction: np.ndarray
+                  ) -> float:
+    """``rmse`` or ``mae`` of ``prediction``, or ``logloss`` of raw log-odds."""
+    if name == "rmse":
+        return float(np.sqrt(np.mean((prediction - y_true) ** 2)))
+    if name == "mae":
+        return float(np.mean(np.abs(prediction - y_true)))
+    # logloss from raw scores, stable for large |raw|: log(1 + exp(-s z)).
+    signed = np.where(y_true > 0.5, raw, -raw)
+    return float(np.mean(np.logaddexp(0.0, -signed)))
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _check_method(method):
+    if method not in CORRELATION_METHODS:
+        raise ValueError(f"method must be one of {CORRELATION_METHODS}, got {method!r}")
+
+
 def _segment_pearson(a, b, starts, sizes):
     """Pearson correlation of ``a`` and ``b`` on each contiguous segment.
 
@@ -127,27 +535,36 @@ def _segment_pearson(a, b, starts, sizes):
     tested on the values themselves (min == max), not on a centred sum of
     squares, which rounding can leave a tiny non-zero for a constant segment.
     """
-    mean_a = np.add.reduceat(a, starts) / sizes
-    mean_b = np.add.reduceat(b, starts) / sizes
-    centred_a = a - np.repeat(mean_a, sizes)
-    centred_b = b - np.repeat(mean_b, sizes)
-    cross = np.add.reduceat(centred_a * centred_b, starts)
-    var_a = np.add.reduceat(centred_a * centred_a, starts)
-    var_b = np.add.reduceat(centred_b * centred_b, starts)
-    constant = (np.maximum.reduceat(a, starts) == np.minimum.reduceat(a, starts)) | (
-        np.maximum.reduceat(b, starts) == np.minimum.reduceat(b, starts)
-    )
+    if a.size == 0:
+        return np.empty(0, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        mean_a = np.add.reduceat(a, starts) / sizes
+        mean_b = np.add.reduceat(b, starts) / sizes
+        centred_a = a - np.repeat(mean_a, sizes)
+        centred_b = b - np.repeat(mean_b, sizes)
+        cross = np.add.reduceat(centred_a * centred_b, starts)
+        var_a = np.add.reduceat(centred_a * centred_a, starts)
+        var_b = np.add.reduceat(centred_b * centred_b, starts)
+        constant = (np.maximum.reduceat(a, starts) == np.minimum.reduceat(a, starts)) | (
+            np.maximum.reduceat(b, starts) == np.minimum.reduceat(b, starts)
+        )
     with np.errstate(divide="ignore", invalid="ignore"):
         correlations = np.clip(cross / np.sqrt(var_a * var_b), -1.0, 1.0)
     correlations[constant] = np.nan
     return correlations
 
 
+def _pearson(a, b) -> float:
+    return float(_segment_pearson(a, b, np.zeros(1, dtype=np.int64),
+                                  np.array([a.size], dtype=np.int64))[0])
+
+
 def _average_ranks(values, codes):
     """Ranks of ``values`` within each group of ``codes``, ties averaged.
 
-    ``codes`` must be sorted (rows in era order). The ranks are offset by the
-    group's first position, which no correlation within the group can see.
+    ``codes`` must be sorted (rows in era order). The ranks are positions in
+    the whole array (0-based), so a group's ranks start at its first
+    position; correlations within the group cannot see that offset.
     """
     order = np.lexsort((values, codes))
     sorted_values = values[order]
@@ -161,6 +578,83 @@ def _average_ranks(values, codes):
     ranks = np.empty(values.shape[0], dtype=np.float64)
     ranks[order] = 0.5 * (run_starts + run_ends)[run_ids]
     return ranks
+
+
+def _percentile_ranks(values):
+    """``(rank - 0.5) / n`` of one group, 1-based ranks with ties averaged."""
+    ranks = _average_ranks(values, np.zeros(values.shape[0], dtype=np.intp)) + 1.0
+    return (ranks - 0.5) / values.shape[0]
+
+
+def _signed_power(values, power=NUMERAI_POWER):
+    return np.sign(values) * np.abs(values) ** power
+
+
+# Wichura (1988), algorithm AS 241 (PPND16): rational approximations of the
+# normal quantile on |p - 0.5| <= 0.425, then in r = sqrt(-log(min(p, 1 - p)))
+# below and above 5. Coefficients from highest degree down, for np.polyval.
+_AS241_CENTRAL = (
+    (2.5090809287301226727e3, 3.3430575583588128105e4, 6.7265770927008700853e4,
+     4.5921953931549871457e4, 1.3731693765509461125e4, 1.9715909503065514427e3,
+     1.3314166789178437745e2, 3.3871328727963666080e0),
+    (5.2264952788528545610e3, 2.8729085735721942674e4, 3.9307895800092710610e4,
+     2.1213794301586595867e4, 5.3941960214247511077e3, 6.8718700749205790830e2,
+     4.2313330701600911252e1, 1.0),
+)
+_AS241_INTERMEDIATE = (
+    (7.74545014278341407640e-4, 2.27238449892691845833e-2, 2.41780725177450611770e-1,
+     1.27045825245236838258e0, 3.64784832476320460504e0, 5.76949722146069140550e0,
+     4.63033784615654529590e0, 1.42343711074968357734e0),
+    (1.05075007164441684324e-9, 5.47593808499534494600e-4, 1.51986665636164571966e-2,
+     1.48103976427480074590e-1, 6.89767334985100004550e-1, 1.67638483018380384940e0,
+     2.05319162663775882187e0, 1.0),
+)
+_AS241_TAIL = (
+    (2.01033439929228813265e-7, 2.71155556874348757815e-5, 1.24266094738807843860e-3,
+     2.65321895265761230930e-2, 2.96560571828504891230e-1, 1.78482653991729133580e0,
+     5.46378491116411436990e0, 6.65790464350110377720e0),
+    (2.04426310338993978564e-15, 1.42151175831644588870e-7, 1.84631831751005468180e-5,
+     7.86869131145613259100e-4, 1.48753612908506148525e-2, 1.36929880922735805310e-1,
+     5.99832206555887937690e-1, 1.0),
+)
+
+
+def _normal_quantile(p):
+    """Inverse of the standard normal CDF for ``p`` in (0, 1) (AS 241)."""
+    p = np.asarray(p, dtype=np.float64)
+    q = p - 0.5
+    out = np.empty_like(p)
+    central = np.abs(q) <= 0.425
+    r = 0.180625 - q[central] ** 2
+    numerator, denominator = _AS241_CENTRAL
+    out[central] = q[central] * np.polyval(numerator, r) / np.polyval(denominator, r)
+    tails = ~central
+    if tails.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.sqrt(-np.log(np.minimum(p[tails], 1.0 - p[tails])))
+        values = np.empty_like(r)
+        near = r <= 5.0
+        numerator, denominator = _AS241_INTERMEDIATE
+        values[near] = (np.polyval(numerator, r[near] - 1.6)
+                        / np.polyval(denominator, r[near] - 1.6))
+        numerator, denominator = _AS241_TAIL
+        values[~near] = (np.polyval(numerator, r[~near] - 5.0)
+                         / np.polyval(denominator, r[~near] - 5.0))
+        out[tails] = np.where(q[tails] < 0, -values, values)
+    return out
+
+
+def _plain(label):
+    """A NumPy scalar as a plain Python value (for JSON and printing)."""
+    return label.item() if isinstance(label, np.generic) else label
+
+
+def _format_columns(header, rows) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows,
+                                                                         strict=True)]
+    lines = ["  ".join(str(cell).rjust(width) for cell, width in zip(row, widths, strict=True))
+             for row in [header, *rows]]
+    return "\n".join(lines)
 
 
 def _as_1d(values, name: str, *, dtype=None, n_rows: int | None = None) -> np.ndarray:

@@ -7,7 +7,9 @@ A model file (:mod:`packboost.model_file`, no pickle inside) holds:
   base score, the packboost version that wrote it;
 * arrays: the node arrays of every tree (``node_<field>``, see
   :data:`packboost.ensemble.NODE_FIELDS`), ``tree_offsets``, the per-depth
-  feature subsets, the bin mapper's cut points.
+  feature subsets (with ``round_layer_offsets``, which rounds they belong
+  to; files without it are read as equal depths per round), the bin
+  mapper's cut points; ``best_iteration`` (metadata) after early stopping.
 
 Loading builds an estimator only from a fixed list of classes and checks every
 array against the others before a prediction can walk it, so a corrupted or
@@ -54,11 +56,14 @@ def save_estimator(estimator, path) -> None:
         "pack_size": int(ensemble.pack_size),
         "base_score": float(ensemble.base_score),
         "bin_mapper": estimator.bin_mapper_.to_metadata(),
+        "best_iteration": getattr(estimator, "best_iteration_", None),
     }
     arrays = {f"node_{name}": values for name, values in ensemble.nodes.items()}
     arrays["tree_offsets"] = ensemble.tree_offsets
     arrays["layer_features"] = ensemble.layer_features
     arrays["layer_offsets"] = ensemble.layer_offsets
+    if ensemble.round_layer_offsets is not None:
+        arrays["round_layer_offsets"] = ensemble.round_layer_offsets
     arrays.update(estimator.bin_mapper_.to_arrays())
     if hasattr(estimator, "classes_"):
         classes = np.asarray(estimator.classes_)
@@ -112,6 +117,17 @@ def _build_estimator(metadata: dict, arrays: dict):
     n_features = int(metadata["n_features_in"])
     _check_trees(nodes, tree_offsets, n_features, pack_size)
 
+    layer_offsets = np.ascontiguousarray(arrays["layer_offsets"], dtype=np.int64)
+    round_layer_offsets = arrays.get("round_layer_offsets")  # absent from older files
+    if round_layer_offsets is not None:
+        round_layer_offsets = np.ascontiguousarray(round_layer_offsets, dtype=np.int64)
+        n_rounds = (len(tree_offsets) - 1) // pack_size
+        if (round_layer_offsets.ndim != 1 or len(round_layer_offsets) != n_rounds + 1
+                or round_layer_offsets[0] != 0
+                or round_layer_offsets[-1] != len(layer_offsets) - 1
+                or np.any(np.diff(round_layer_offsets) < 0)):
+            raise ModelFileError("round_layer_offsets do not match the rounds and layers")
+
     mapper = BinMapper.from_arrays(metadata["bin_mapper"], arrays)
     if len(mapper.n_bins_) != n_features:
         raise ModelFileError("bin mapper and model disagree on the number of features")
@@ -119,7 +135,7 @@ def _build_estimator(metadata: dict, arrays: dict):
         nodes=nodes, tree_offsets=tree_offsets, pack_size=pack_size,
         base_score=float(metadata["base_score"]),
         layer_features=np.ascontiguousarray(arrays["layer_features"], dtype=np.int32),
-        layer_offsets=np.ascontiguousarray(arrays["layer_offsets"], dtype=np.int64))
+        layer_offsets=layer_offsets, round_layer_offsets=round_layer_offsets)
     estimator.bin_mapper_ = mapper
     estimator.n_features_in_ = n_features
     if metadata.get("feature_names") is not None:
@@ -128,7 +144,14 @@ def _build_estimator(metadata: dict, arrays: dict):
             raise ModelFileError("feature_names has the wrong length")
         estimator.feature_names_in_ = names
     estimator.n_eras_ = int(metadata["n_eras"])
+    estimator.n_iter_ = estimator.ensemble_.n_rounds
     estimator.evals_result_ = {}
+    best_iteration = metadata.get("best_iteration")
+    if best_iteration is not None and not (
+            isinstance(best_iteration, int) and 0 <= best_iteration <= estimator.n_iter_):
+        raise ModelFileError(f"best_iteration {best_iteration!r} is not a round of the model")
+    estimator.best_iteration_ = best_iteration
+    estimator.best_score_ = {}
     if name == "PackBoostClassifier":
         classes_ = arrays.get("classes")
         if classes_ is None:

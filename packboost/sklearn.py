@@ -1,15 +1,20 @@
 """scikit-learn estimators: :class:`PackBoostRegressor` and :class:`PackBoostClassifier`.
 
-The estimators orchestrate: validate inputs, bin them, sort rows by era, call
-:func:`packboost.booster.train`, and keep the bin mapper and the trees. All
-hyper-parameters live in ``__init__`` (scikit-learn's contract), are checked
-in ``fit`` and documented once, in :data:`_PARAMETER_DOC`.
+The estimators orchestrate: validate inputs (arrays or pandas / polars /
+pyarrow tables, :mod:`packboost._inputs`), bin them, sort rows by era, prepare
+the eval sets, metrics and callbacks, call :func:`packboost.booster.train`,
+and keep the bin mapper and the trees. All hyper-parameters live in
+``__init__`` (scikit-learn's contract), are checked in ``fit`` and documented
+once, in :data:`_PARAMETER_DOC`; what a fit does rather than what model it
+makes (eval sets, early stopping, callbacks, ``init_model``) are keyword
+arguments of ``fit``.
 """
 
 from __future__ import annotations
 
 import numbers
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -18,8 +23,10 @@ from packboost import _validation
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._threads import resolve_n_threads
 from packboost.binning import BinMapper
-from packboost.booster import EvalSet, train
+from packboost.booster import EvalSet, InitModel, train
+from packboost.callback import EarlyStopping, LogEvaluation, ProgressBar
 from packboost.grower import TrainingData
+from packboost.metrics import resolve_eval_metric
 from packboost.objectives import get_objective
 
 _PARAMETER_DOC = """
@@ -74,6 +81,10 @@ _PARAMETER_DOC = """
         parameters and an int seed, whatever ``n_jobs``.
     device : {"cpu"}, default="cpu"
         Backend. ("cuda" comes with the CUDA backend.)
+    importance_type : {"gain", "split", "des"}, default="gain"
+        What ``feature_importances_`` adds up over a feature's splits: their
+        pooled Newton gain, their number, or their DES score (gain that held
+        up across eras, DESIGN 1).
 """
 
 # name -> (kind, lower, upper, lower inclusive, upper inclusive) for numbers;
@@ -102,6 +113,7 @@ _PARAMETER_RULES = {
     "era_gain": ("realized", "newton"),
     "era_weighting": ("equal", "count"),
     "device": ("cpu",),
+    "importance_type": ("gain", "split", "des"),
 }
 
 
@@ -162,7 +174,8 @@ class _PackBoostEstimator(BaseEstimator):
                  layer_feature_fraction=1.0, tree_feature_fraction=0.75,
                  row_subsample=1.0, era_subsample=0.75, era_gain="realized",
                  lambda_dro=0.25, lambda_dir=0.0, era_weighting="equal", era_alpha=0.0,
-                 dir_tanh_scale=1.0, n_jobs=None, random_state=None, device="cpu"):
+                 dir_tanh_scale=1.0, n_jobs=None, random_state=None, device="cpu",
+                 importance_type="gain"):
         self.n_estimators = n_estimators
         self.pack_size = pack_size
         self.max_depth = max_depth
@@ -186,6 +199,7 @@ class _PackBoostEstimator(BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.device = device
+        self.importance_type = importance_type
 
     # -- scikit-learn protocol -------------------------------------------------
 
@@ -205,14 +219,22 @@ class _PackBoostEstimator(BaseEstimator):
         params["random_state"] = _resolve_seed(self.random_state)
         return params
 
-    def _fit(self, X, y, era, sample_weight, eval_set):
+    def _fit(self, X, y, *, era, sample_weight, eval_set, eval_names, eval_metric,
+             early_stopping_rounds, callbacks, init_model, progress):
         params = self._validated_params()
         n_threads = resolve_n_threads(self.n_jobs)
+        init = self._resolve_init_model(init_model)
         if isinstance(era, str):
             era, X = _validation.frame_column(X, era, "era")
         X, feature_names = _validation.check_X(X)
+        if init is not None:
+            init._check_features(X, feature_names, init.n_features_in_,
+                                 getattr(init, "feature_names_in_", None),
+                                 "X (continuing init_model)")
+            if feature_names is None:
+                feature_names = getattr(init, "feature_names_in_", None)
         n_rows = X.shape[0]
-        y = self._encode_target(y, n_rows)
+        y = self._encode_target(y, n_rows, init=init)
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
         era_codes, _ = _validation.encode_eras(era, n_rows)
 
@@ -220,8 +242,18 @@ class _PackBoostEstimator(BaseEstimator):
         order = np.argsort(era_codes, kind="stable")
         if np.array_equal(order, np.arange(n_rows)):
             order = None
-        mapper = BinMapper(max_bins=params["max_bins"], random_state=params["random_state"])
-        X_binned = mapper.fit_transform(X, row_order=order)
+        if init is None:
+            mapper = BinMapper(max_bins=params["max_bins"],
+                               random_state=params["random_state"])
+            X_binned = mapper.fit_transform(X, row_order=order)
+            start = None
+        else:
+            # Continued training bins with the saved cuts, so old and new trees agree.
+            mapper = init.bin_mapper_
+            X_binned = mapper.transform(X, row_order=order)
+            init_raw = init.ensemble_.predict_raw(X, n_threads)
+            start = InitModel(ensemble=init.ensemble_,
+                              raw_prediction=init_raw if order is None else init_raw[order])
         if order is not None:
             y, era_codes = y[order], era_codes[order]
             sample_weight = sample_weight[order] if sample_weight is not None else None
@@ -229,10 +261,14 @@ class _PackBoostEstimator(BaseEstimator):
                             row_era=np.ascontiguousarray(era_codes, dtype=np.int32),
                             n_eras=int(era_codes.max()) + 1, cuts=mapper.cuts_)
 
-        eval_sets = self._prepare_eval_sets(eval_set, X.shape[1], feature_names)
+        eval_sets = self._prepare_eval_sets(eval_set, eval_names, X.shape[1], feature_names)
+        metrics = self._resolve_metrics(eval_metric, eval_sets)
+        callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
         objective = get_objective(self._objective_name)
-        self.ensemble_ = train(data, y, sample_weight, objective, params, n_threads,
-                               eval_sets=eval_sets, metric=self._eval_metric)
+        ensemble, info = train(data, y, sample_weight, objective, params, n_threads,
+                               eval_sets=eval_sets, metrics=metrics, callbacks=callback_list,
+                               init=start, model=self)
+        self.ensemble_ = ensemble
         self.bin_mapper_ = mapper
         self.n_features_in_ = X.shape[1]
         if feature_names is not None:
@@ -240,29 +276,97 @@ class _PackBoostEstimator(BaseEstimator):
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.n_eras_ = data.n_eras
-        self.evals_result_ = {item.name: item.history for item in eval_sets}
+        self.n_iter_ = ensemble.n_rounds
+        self.evals_result_ = info.evals_result
+        self.best_iteration_ = info.best_iteration
+        self.best_score_ = info.best_score or {}
+        self._evals_first_round = info.begin_iteration
         return self
 
-    def _prepare_eval_sets(self, eval_set, n_features, feature_names):
+    def _resolve_init_model(self, init_model):
+        if init_model is None:
+            return None
+        if isinstance(init_model, (str, os.PathLike)):
+            from packboost.model_io import load_model
+            init_model = load_model(init_model)
+        if type(init_model) is not type(self):
+            raise TypeError(
+                f"init_model must be a fitted {type(self).__name__} or the path of its model "
+                f"file, got {type(init_model).__name__}"
+            )
+        if not init_model.__sklearn_is_fitted__():
+            raise ValueError("init_model is not fitted")
+        if init_model.ensemble_.pack_size != self.pack_size:
+            raise ValueError(
+                f"init_model has pack_size={init_model.ensemble_.pack_size}, but this model "
+                f"has pack_size={self.pack_size}; continued training needs the same pack size"
+            )
+        return init_model
+
+    def _prepare_eval_sets(self, eval_set, eval_names, n_features, feature_names):
         if eval_set is None:
             return []
         if isinstance(eval_set, tuple):
             eval_set = [eval_set]
+        if eval_names is not None:
+            eval_names = [eval_names] if isinstance(eval_names, str) else list(eval_names)
+            if len(eval_names) != len(eval_set) or len(set(eval_names)) != len(eval_names):
+                raise ValueError(
+                    f"eval_names must hold {len(eval_set)} distinct names, one per eval_set "
+                    f"item, got {eval_names!r}"
+                )
         prepared = []
         for index, item in enumerate(eval_set):
-            if not isinstance(item, (tuple, list)) or len(item) != 2:
+            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
                 raise ValueError(
-                    f"eval_set[{index}] must be an (X, y) pair, got {type(item).__name__}"
+                    f"eval_set[{index}] must be an (X, y) or (X, y, era) tuple, got "
+                    f"{type(item).__name__}"
                 )
-            X_eval, y_eval = item
+            X_eval, y_eval = item[0], item[1]
+            era_eval = item[2] if len(item) == 3 else None
+            if isinstance(era_eval, str):
+                era_eval, X_eval = _validation.frame_column(X_eval, era_eval,
+                                                            f"eval_set[{index}] era")
             X_eval = self._check_predict_X(X_eval, n_features=n_features,
                                            feature_names=feature_names,
                                            argument=f"eval_set[{index}] X")
             y_eval = self._encode_target(y_eval, X_eval.shape[0], argument=f"eval_set[{index}] y",
                                          learn=False)
-            prepared.append(EvalSet(name=f"valid_{index}", X=X_eval, y=y_eval,
-                                    raw_prediction=np.zeros(0)))
+            if era_eval is not None:
+                era_eval = np.asarray(era_eval)
+                _validation.encode_eras(era_eval, X_eval.shape[0],
+                                        argument=f"eval_set[{index}] era")
+            name = eval_names[index] if eval_names is not None else f"valid_{index}"
+            prepared.append(EvalSet(name=str(name), X=X_eval, y=y_eval,
+                                    raw_prediction=np.zeros(0), era=era_eval))
         return prepared
+
+    def _resolve_metrics(self, eval_metric, eval_sets):
+        if eval_metric is None:
+            eval_metric = list(self._default_metrics)
+            if any(item.era is not None for item in eval_sets):
+                eval_metric = ["pearson_mean", "pearson_sharpe", *eval_metric]
+        elif isinstance(eval_metric, str) or callable(eval_metric):
+            eval_metric = [eval_metric]
+        metrics = [resolve_eval_metric(metric, objective_name=self._objective_name)
+                   for metric in eval_metric]
+        if not metrics:
+            raise ValueError("eval_metric is empty")
+        return metrics
+
+    def _build_callbacks(self, callbacks, early_stopping_rounds, progress):
+        if callbacks is not None and not isinstance(callbacks, (list, tuple)):
+            callbacks = [callbacks]
+        callback_list = list(callbacks or ())
+        if early_stopping_rounds is not None:
+            callback_list.insert(0, EarlyStopping(early_stopping_rounds))
+        if progress is None:
+            # A log already shows progress, and a bar redrawn under it garbles both.
+            progress = _interactive_session() and not any(
+                isinstance(item, LogEvaluation) for item in callback_list)
+        if progress and not any(isinstance(item, ProgressBar) for item in callback_list):
+            callback_list.append(ProgressBar())
+        return callback_list
 
     # -- prediction ------------------------------------------------------------
 
@@ -271,29 +375,106 @@ class _PackBoostEstimator(BaseEstimator):
         if n_features is None:
             n_features = self.n_features_in_
             feature_names = getattr(self, "feature_names_in_", None)
-        if X.shape[1] != n_features:
-            raise ValueError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{n_features} features as input."
-            )
-        if names is not None and feature_names is None:
-            warnings.warn(f"X has feature names, but {type(self).__name__} was fitted "
-                          "without feature names", UserWarning, stacklevel=3)
-        elif names is None and feature_names is not None:
-            warnings.warn(f"X does not have valid feature names, but {type(self).__name__} "
-                          "was fitted with feature names", UserWarning, stacklevel=3)
-        elif names is not None and not np.array_equal(names, feature_names):
-            raise ValueError(
-                "The feature names should match those that were passed during fit: "
-                f"expected {list(feature_names)[:10]}..., got {list(names)[:10]}..."
-            )
+        self._check_features(X, names, n_features, feature_names, argument)
         return X
 
-    def _raw_predict(self, X):
+    def _check_features(self, X, names, n_features, feature_names, argument):
+        """The width and names of a validated ``X`` against those expected."""
+        if X.shape[1] != n_features:
+            raise ValueError(
+                f"{argument} has {X.shape[1]} features, but {type(self).__name__} is "
+                f"expecting {n_features} features as input."
+            )
+        if names is not None and feature_names is None:
+            warnings.warn(f"{argument} has feature names, but {type(self).__name__} was "
+                          "fitted without feature names", UserWarning, stacklevel=4)
+        elif names is None and feature_names is not None:
+            warnings.warn(f"{argument} does not have valid feature names, but "
+                          f"{type(self).__name__} was fitted with feature names", UserWarning,
+                          stacklevel=4)
+        elif names is not None and not np.array_equal(names, feature_names):
+            expected, got = list(feature_names), list(names)
+            missing = [name for name in expected if name not in set(got)]
+            unexpected = [name for name in got if name not in set(expected)]
+            detail = (f"missing {missing[:5]}, unexpected {unexpected[:5]}"
+                      if missing or unexpected else "same names in another order")
+            raise ValueError(
+                "The feature names should match those that were passed during fit: "
+                f"{detail} (expected {expected[:5]}..., got {got[:5]}...)"
+            )
+
+    def _raw_predict(self, X, iteration_range=None):
         if not self.__sklearn_is_fitted__():
             raise _not_fitted_error(self)
+        start, end = self._round_range(iteration_range)
         X = self._check_predict_X(X)
-        return self.ensemble_.predict_raw(X, resolve_n_threads(self.n_jobs))
+        return self.ensemble_.predict_raw(X, resolve_n_threads(self.n_jobs), n_rounds=end,
+                                          start_round=start)
+
+    def _round_range(self, iteration_range):
+        n_rounds = self.ensemble_.n_rounds
+        if iteration_range is None:
+            return 0, n_rounds
+        try:
+            start, end = iteration_range
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"iteration_range must be a (start, end) pair of rounds, got {iteration_range!r}"
+            ) from None
+        end = n_rounds if end is None else end
+        for value in (start, end):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"iteration_range must hold ints, got {iteration_range!r}")
+        if not 0 <= start <= end <= n_rounds:
+            raise ValueError(
+                f"iteration_range must satisfy 0 <= start <= end <= {n_rounds} (the model's "
+                f"rounds), got {iteration_range!r}"
+            )
+        return int(start), int(end)
+
+    # -- insight -------------------------------------------------------------------
+
+    @property
+    def feature_importances_(self):
+        """Importance of each feature (``importance_type``), summing to 1.
+
+        All zeros when the model has no split.
+        """
+        values = self.get_feature_importance()
+        total = values.sum()
+        return values / total if total > 0 else values
+
+    def get_feature_importance(self, importance_type=None, *, normalize=False,
+                               iteration_range=None):
+        """Per feature, the total ``"gain"``, ``"split"`` count or ``"des"`` score of its splits.
+
+        Parameters
+        ----------
+        importance_type : {"gain", "split", "des"}, optional
+            Default: the estimator's ``importance_type``.
+        normalize : bool, default=False
+            Divide by the total, so that the values sum to 1.
+        iteration_range : (int, int), optional
+            Count only the splits of rounds ``start .. end - 1``.
+
+        Returns
+        -------
+        ndarray of shape (n_features_in_,)
+            In the order of the features (``feature_names_in_`` names them).
+        """
+        if not self.__sklearn_is_fitted__():
+            raise _not_fitted_error(self)
+        kind = _check_parameter("importance_type", importance_type if importance_type
+                                is not None else self.importance_type)
+        start, end = self._round_range(iteration_range)
+        values = self.ensemble_.feature_importance(self.n_features_in_, kind, n_rounds=end)
+        if start:
+            values = values - self.ensemble_.feature_importance(self.n_features_in_, kind,
+                                                                n_rounds=start)
+        if normalize:
+            total = values.sum()
+            values = values / total if total > 0 else values
+        return values
 
     # -- model files -----------------------------------------------------------
 
@@ -308,6 +489,17 @@ class _PackBoostEstimator(BaseEstimator):
         save_estimator(self, path)
 
 
+def _interactive_session() -> bool:
+    """Whether a person is likely watching: a terminal on stderr or a notebook, not CI."""
+    if os.environ.get("CI"):
+        return False
+    try:
+        terminal = sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    return terminal or "ipykernel" in sys.modules
+
+
 def _not_fitted_error(estimator):
     try:
         from sklearn.exceptions import NotFittedError
@@ -319,57 +511,131 @@ def _not_fitted_error(estimator):
     )
 
 
+_ATTRIBUTE_DOC = """
+    ensemble_ : TreeEnsemble
+        The trees (struct-of-arrays) and the base score.
+    bin_mapper_ : BinMapper
+        Raw value -> bin mapping learnt in ``fit`` (or taken from ``init_model``).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str, only when X had string column names
+    n_eras_ : int
+        Number of distinct eras seen in ``fit`` (1 when ``era`` is None).
+    n_iter_ : int
+        Rounds in the fitted model: those of ``init_model``, plus those grown,
+        less those early stopping cut.
+    evals_result_ : dict
+        ``{eval set name: {metric name: [value after each round]}}``.
+    best_iteration_ : int or None
+        With early stopping: the rounds of the best model (the model keeps
+        exactly these); None otherwise.
+    best_score_ : dict
+        ``{eval set name: {metric name: value}}`` at ``best_iteration_``.
+    feature_importances_ : ndarray of shape (n_features_in_,)
+        Per feature, its share of the ``importance_type`` totals.
+"""
+
+_FIT_DOC = """
+        Parameters
+        ----------
+        X : array-like, or a pandas / polars / pyarrow table, of shape (n_rows, n_features)
+            NaN (or a null) marks a missing value. Integer columns already in
+            ``[0, max_bins)``, such as Numerai's int8 features, are used as
+            bins without a float copy. A table's column names are kept and
+            checked again at predict time.
+        y : array-like of shape (n_rows,)
+        era : array-like of shape (n_rows,), str, or None
+            Era label of each row (any sortable labels), or the name of a
+            column of the table ``X`` holding them (that column is then not a
+            feature). None puts every row in one era: DES then reduces to a
+            plain Newton-gain GBDT when ``lambda_dro = lambda_dir = 0``.
+        sample_weight : array-like of shape (n_rows,), optional
+            Non-negative row weights, multiplied into gradients and hessians.
+        eval_set : list of (X, y) or (X, y, era) tuples, optional
+            Validation sets scored after every round into ``evals_result_``.
+            ``era`` (labels, or a column name of that ``X``) enables the
+            per-era metrics; without it the set is one era.
+        eval_names : list of str, optional
+            Names of the eval sets in ``evals_result_`` (default
+            ``"valid_0"``, ``"valid_1"``, ...).
+        eval_metric : str, callable or list of them, optional
+            Metrics recorded per round: ``"rmse"``, ``"mae"``, ``"logloss"``
+            (classifier) or ``"<correlation>_<statistic>"`` with correlation
+            in ``pearson``, ``spearman``, ``numerai`` and statistic in
+            ``mean``, ``std``, ``sharpe``, ``worst``, ``max_drawdown``
+            (per-era correlations of the eval set, summarised by
+            :func:`packboost.metrics.era_summary`). A callable is called as
+            ``f(y_true, y_pred, era)`` and returns ``(name, value,
+            higher_is_better)``. Default: %(default)s, preceded by
+            ``"pearson_mean"`` and ``"pearson_sharpe"`` when an eval set has eras.
+        early_stopping_rounds : int, optional
+            Stop when the first ``eval_metric`` on the last eval set has not
+            improved for this many rounds, and keep the best rounds
+            (``best_iteration_``). :class:`packboost.callback.EarlyStopping`
+            in ``callbacks`` chooses the metric and set.
+        callbacks : list, optional
+            :class:`packboost.callback.TrainingCallback` objects or functions
+            ``f(info)`` called after every round (a true return stops).
+        init_model : str, path, or fitted estimator of this class, optional
+            Continue training: the new rounds are grown on top of its raw
+            predictions and appended to its trees (``n_estimators`` more
+            rounds). Its bin mapper is reused (so ``max_bins`` is taken from
+            it), and ``pack_size`` and the features must match.
+        progress : bool, optional
+            Show a progress bar on stderr once a fit has run for a second.
+            Default: only in a terminal or a notebook, never when ``CI`` is set
+            or a :class:`~packboost.callback.LogEvaluation` already reports.
+
+        Returns
+        -------
+        self
+"""
+
+
 class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
     __doc__ = f"""Gradient-boosted tree packs with Directional Era Splitting (squared error).
 
     Parameters
     ----------{_PARAMETER_DOC}
     Attributes
-    ----------
-    ensemble_ : TreeEnsemble
-        The trees (struct-of-arrays) and the base score.
-    bin_mapper_ : BinMapper
-        Raw value -> bin mapping learnt in ``fit``.
-    n_features_in_ : int
-    feature_names_in_ : ndarray of str, only when X had string column names
-    n_eras_ : int
-        Number of distinct eras seen in ``fit`` (1 when ``era`` is None).
-    evals_result_ : dict
-        Per eval set, per metric, the value after every round.
+    ----------{_ATTRIBUTE_DOC}
+    Examples
+    --------
+    >>> from packboost import PackBoostRegressor
+    >>> from packboost.datasets import make_numerai_like
+    >>> data = make_numerai_like(n_rows=2000, n_features=10, n_eras=20)
+    >>> model = PackBoostRegressor(n_estimators=5, random_state=0)
+    >>> model.fit(data.X, data.y, era=data.era).predict(data.X[:2]).shape
+    (2,)
     """
 
     _objective_name = "squared_error"
+    _default_metrics = ("rmse",)
 
-    def fit(self, X, y, *, era=None, sample_weight=None, eval_set=None):
-        """Fit on ``X`` (rows x features) and ``y``.
+    def fit(self, X, y, *, era=None, sample_weight=None, eval_set=None, eval_names=None,
+            eval_metric=None, early_stopping_rounds=None, callbacks=None, init_model=None,
+            progress=None):
+        return self._fit(X, y, era=era, sample_weight=sample_weight, eval_set=eval_set,
+                         eval_names=eval_names, eval_metric=eval_metric,
+                         early_stopping_rounds=early_stopping_rounds, callbacks=callbacks,
+                         init_model=init_model, progress=progress)
+
+    fit.__doc__ = "Fit on ``X`` (rows x features) and ``y``.\n" + _FIT_DOC % {
+        "default": '``["rmse"]``'}
+
+    def predict(self, X, iteration_range=None):
+        """Predicted values for ``X``.
 
         Parameters
         ----------
-        X : array-like or pandas DataFrame of shape (n_rows, n_features)
-            NaN marks a missing value.
-        y : array-like of shape (n_rows,)
-        era : array-like of shape (n_rows,), str, or None
-            Era label of each row (any sortable labels), or the name of a
-            column of the DataFrame ``X`` holding them (that column is then
-            not a feature). None puts every row in one era: DES then reduces to
-            a plain Newton-gain GBDT when ``lambda_dro = lambda_dir = 0``.
-        sample_weight : array-like of shape (n_rows,), optional
-            Non-negative row weights, multiplied into gradients and hessians.
-        eval_set : list of (X, y) pairs, optional
-            Validation sets scored after every round into ``evals_result_``.
+        X : array-like or table of shape (n_rows, n_features)
+        iteration_range : (int, int), optional
+            Use only rounds ``start .. end - 1`` (``end=None``: to the last);
+            the base score is always included. Default: every round.
         """
-        return self._fit(X, y, era, sample_weight, eval_set)
+        return self._raw_predict(X, iteration_range)
 
-    def predict(self, X):
-        """Predicted values for ``X``."""
-        return self._raw_predict(X)
-
-    def _encode_target(self, y, n_rows, argument="y", learn=True):
+    def _encode_target(self, y, n_rows, argument="y", learn=True, init=None):
         return _validation.check_y(y, n_rows, argument=argument)
-
-    @staticmethod
-    def _eval_metric(y, raw_prediction):
-        return {"rmse": float(np.sqrt(np.mean((raw_prediction - y) ** 2)))}
 
 
 class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
@@ -380,25 +646,32 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
     Attributes
     ----------
     classes_ : ndarray of shape (2,)
-        The two class labels; ``classes_[1]`` is the positive class.
-    ensemble_, bin_mapper_, n_features_in_, feature_names_in_, n_eras_, evals_result_
-        As in :class:`PackBoostRegressor`.
+        The two class labels; ``classes_[1]`` is the positive class.{_ATTRIBUTE_DOC}
+    Era metrics in ``eval_metric`` score the probability of ``classes_[1]``.
     """
 
     _objective_name = "logistic"
+    _default_metrics = ("logloss",)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
 
-    def fit(self, X, y, *, era=None, sample_weight=None, eval_set=None):
-        """Fit on ``X`` and binary labels ``y``; see :meth:`PackBoostRegressor.fit`."""
+    def fit(self, X, y, *, era=None, sample_weight=None, eval_set=None, eval_names=None,
+            eval_metric=None, early_stopping_rounds=None, callbacks=None, init_model=None,
+            progress=None):
         if hasattr(self, "classes_"):
             del self.classes_
-        return self._fit(X, y, era, sample_weight, eval_set)
+        return self._fit(X, y, era=era, sample_weight=sample_weight, eval_set=eval_set,
+                         eval_names=eval_names, eval_metric=eval_metric,
+                         early_stopping_rounds=early_stopping_rounds, callbacks=callbacks,
+                         init_model=init_model, progress=progress)
 
-    def _encode_target(self, y, n_rows, argument="y", learn=True):
+    fit.__doc__ = "Fit on ``X`` and binary labels ``y``.\n" + _FIT_DOC % {
+        "default": '``["logloss"]``'}
+
+    def _encode_target(self, y, n_rows, argument="y", learn=True, init=None):
         if y is None:
             raise ValueError(f"fit requires y to be passed, but the target {argument} is None")
         y = np.asarray(y)
@@ -409,7 +682,9 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
             raise ValueError(f"{argument} must have shape ({n_rows},), got {y.shape}")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise ValueError(f"Input {argument} contains NaN or infinity.")
-        if learn:
+        if init is not None:
+            self.classes_ = init.classes_
+        elif learn:
             if y.dtype.kind == "f" and np.any(y != np.round(y)):
                 raise ValueError(
                     f"Unknown label type: continuous. {argument} must hold class labels; "
@@ -436,22 +711,19 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
             raise ValueError(f"{argument} has labels not seen in fit: {np.unique(y[unknown])[:5]}")
         return (y == self.classes_[1]).astype(np.float64)
 
-    @staticmethod
-    def _eval_metric(y, raw_prediction):
-        # log loss from raw scores, stable for large |raw|: log(1 + exp(-s z)).
-        signed = np.where(y > 0.5, raw_prediction, -raw_prediction)
-        return {"logloss": float(np.mean(np.logaddexp(0.0, -signed)))}
+    def decision_function(self, X, iteration_range=None):
+        """Raw log-odds of the positive class ``classes_[1]``.
 
-    def decision_function(self, X):
-        """Raw log-odds of the positive class ``classes_[1]``."""
-        return self._raw_predict(X)
+        ``iteration_range`` as in :meth:`PackBoostRegressor.predict`.
+        """
+        return self._raw_predict(X, iteration_range)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X, iteration_range=None):
         """Class probabilities, columns in the order of ``classes_``."""
-        positive = get_objective("logistic").transform(self.decision_function(X))
+        positive = get_objective("logistic").transform(self.decision_function(X, iteration_range))
         return np.column_stack([1.0 - positive, positive])
 
-    def predict(self, X):
+    def predict(self, X, iteration_range=None):
         """Most probable class label."""
-        raw = self.decision_function(X)
+        raw = self.decision_function(X, iteration_range)
         return self.classes_[(raw > 0).astype(np.intp)]

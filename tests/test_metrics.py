@@ -165,3 +165,154 @@ def test_summary_of_per_era_correlation():
     summary = era_summary(correlations)
     assert summary["n_eras"] == 17
     assert summary["mean"] == pytest.approx(np.mean(correlations))
+
+
+# ----------------------------------------------------------------------------- Numerai
+
+
+def _numetrics_frame():
+    """Real Numerai validation targets and example predictions shipped by numetrics.
+
+    The package is not imported (its module imports pkg_resources); only its
+    data file is read.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("pyarrow")
+    spec = importlib.util.find_spec("numetrics")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("numetrics is not installed")
+    path = Path(spec.submodule_search_locations[0]) / "data" / "val_target_preds.parquet"
+    if not path.exists():
+        pytest.skip("numetrics ships no val_target_preds.parquet")
+    return pd.read_parquet(path)
+
+
+def _numerai_tools_per_era(frame, prediction_column, target_column="target"):
+    scoring = pytest.importorskip("numerai_tools.scoring")
+    return frame.groupby("era").apply(
+        lambda group: scoring.numerai_corr(group[[prediction_column]],
+                                           group[target_column])[prediction_column])
+
+
+def test_normal_quantile_matches_scipy_and_the_standard_library():
+    from statistics import NormalDist
+
+    from packboost.metrics import _normal_quantile
+
+    p = np.concatenate([np.linspace(1e-12, 1 - 1e-12, 4001), [1e-300, 0.075, 0.925, 0.5]])
+    ours = _normal_quantile(p)
+    expected = np.array([NormalDist().inv_cdf(value) for value in p])
+    np.testing.assert_allclose(ours, expected, rtol=1e-14, atol=1e-14)
+    stats = pytest.importorskip("scipy.stats")
+    np.testing.assert_allclose(ours, stats.norm.ppf(p), rtol=1e-13, atol=1e-13)
+
+
+def test_numerai_correlation_matches_numerai_tools_on_real_targets():
+    """Golden test: 28 real validation eras, Numerai's example predictions."""
+    frame = _numetrics_frame()
+    # numerai_tools centres and powers a float32 target in float32; in float64
+    # (the targets 0, 0.25, ..., 1 are exact in both) the two agree to rounding.
+    frame["target"] = frame["target"].astype(np.float64)
+    expected = _numerai_tools_per_era(frame, "example_prediction")
+    eras, ours = per_era_correlation(frame["target"], frame["example_prediction"],
+                                     frame["era"], method="numerai")
+    assert len(eras) == 28
+    np.testing.assert_allclose(ours, expected.loc[eras].to_numpy(), rtol=0, atol=1e-9)
+
+
+def test_numerai_correlation_with_float32_targets_and_ties():
+    frame = _numetrics_frame()
+    frame = frame[frame["era"].isin(frame["era"].unique()[:6])].copy()
+    frame["rounded"] = frame["example_prediction"].round(3)  # many ties
+    expected = _numerai_tools_per_era(frame, "rounded")
+    eras, ours = per_era_correlation(frame["target"], frame["rounded"], frame["era"],
+                                     method="numerai")
+    # The reference rounds its float32 target arithmetic; ours is float64.
+    np.testing.assert_allclose(ours, expected.loc[eras].to_numpy(), rtol=0, atol=1e-7)
+
+
+def test_feature_neutral_correlation_matches_numerai_tools():
+    from packboost.metrics import feature_neutral_correlation
+
+    scoring = pytest.importorskip("numerai_tools.scoring")
+    frame = _numetrics_frame()
+    frame = frame[frame["era"].isin(frame["era"].unique()[:4])].copy()
+    frame["target"] = frame["target"].astype(np.float64)
+    rng = np.random.default_rng(0)
+    features = pd.DataFrame(rng.integers(0, 5, size=(len(frame), 6)).astype(np.int8),
+                            index=frame.index, columns=[f"feature_{i}" for i in range(6)])
+    # One feature carries the predictions, so neutralising changes the score.
+    features["feature_0"] = (frame["example_prediction"].rank(pct=True) * 4.99).astype(np.int8)
+    expected = frame.groupby("era").apply(
+        lambda group: scoring.feature_neutral_corr(group[["example_prediction"]],
+                                                   features.loc[group.index],
+                                                   group["target"])["example_prediction"])
+    eras, ours = feature_neutral_correlation(frame["target"], frame["example_prediction"],
+                                             features, frame["era"])
+    np.testing.assert_allclose(ours, expected.loc[eras].to_numpy(), rtol=0, atol=1e-9)
+    _, plain = per_era_correlation(frame["target"], frame["example_prediction"], frame["era"],
+                                   method="numerai")
+    assert not np.allclose(ours, plain)
+    _, untouched = feature_neutral_correlation(frame["target"], frame["example_prediction"],
+                                               features, frame["era"], proportion=0.0)
+    np.testing.assert_allclose(untouched, plain, atol=1e-12)
+
+
+def test_numerai_correlation_properties():
+    from packboost.metrics import numerai_correlation
+
+    y_true, y_pred, era = _random_panel(seed=6)
+    _, per_era = per_era_correlation(y_true, y_pred, era, method="numerai")
+    # Rank-based on the prediction side: invariant to monotone maps of y_pred.
+    _, monotone = per_era_correlation(y_true, np.exp(y_pred), era, method="numerai")
+    np.testing.assert_allclose(monotone, per_era, rtol=1e-12)
+    # One era alone is the pooled function.
+    first = era == era.min()
+    assert numerai_correlation(y_true[first], y_pred[first]) == pytest.approx(per_era[0],
+                                                                               rel=1e-12)
+    assert np.isnan(numerai_correlation([1.0, 1.0, 1.0], [0.1, 0.2, 0.3]))
+
+
+def test_era_none_is_one_era():
+    y_true, y_pred, _ = _random_panel(seed=7)
+    eras, correlations = per_era_correlation(y_true, y_pred)
+    assert eras.tolist() == [0]
+    assert correlations[0] == pytest.approx(np.corrcoef(y_true, y_pred)[0, 1], rel=1e-12)
+
+
+def test_era_report_table_summary_and_frame():
+    from packboost.metrics import era_report
+
+    y_true, y_pred, era = _random_panel(seed=8, n_eras=30)
+    report = era_report(y_true, y_pred, era)
+    assert list(report.scores) == ["pearson", "spearman", "numerai"]
+    assert report.n_rows.sum() == y_true.size
+    _, numerai = per_era_correlation(y_true, y_pred, era, method="numerai")
+    np.testing.assert_array_equal(report.scores["numerai"], numerai)
+    assert report.summary["numerai"] == era_summary(numerai)
+    table = report.format_table()
+    assert len(table.splitlines()) == 31 and "numerai_cum" in table
+    assert "..." in report.format_table(max_rows=10)
+    assert "max_drawdown" in str(report)
+    frame = report.to_frame()
+    assert list(frame.columns) == ["n_rows", "pearson", "spearman", "numerai"]
+    assert report.to_dict()["era"] == list(range(30))
+    with pytest.raises(ValueError, match="method"):
+        era_report(y_true, y_pred, era, methods=["kendall"])
+
+
+def test_eval_metric_names_resolve():
+    from packboost.metrics import EVAL_METRIC_NAMES, resolve_eval_metric
+
+    assert "numerai_sharpe" in EVAL_METRIC_NAMES and "spearman_max_drawdown" in EVAL_METRIC_NAMES
+    metric = resolve_eval_metric("numerai_max_drawdown", objective_name="squared_error")
+    assert (metric.method, metric.statistic, metric.higher_is_better) == \
+        ("numerai", "max_drawdown", False)
+    assert resolve_eval_metric("pearson_sharpe", objective_name="logistic").higher_is_better
+    assert not resolve_eval_metric("rmse", objective_name="squared_error").higher_is_better
+    with pytest.raises(ValueError, match="eval_metric"):
+        resolve_eval_metric("kendall_mean", objective_name="squared_error")
+    with pytest.raises(ValueError, match="classifier"):
+        resolve_eval_metric("logloss", objective_name="squared_error")

@@ -104,3 +104,30 @@ def test_corrupted_and_foreign_files_are_rejected(tmp_path):
     for name in ("flipped.pbm", "short.pbm", "text.pbm"):
         with pytest.raises(ModelFileError):
             packboost.load_model(tmp_path / name)
+
+
+def test_files_without_round_layer_offsets_still_load(tmp_path):
+    """Files written before round_layer_offsets existed: equal depths per round."""
+    model, X = fitted_regressor()
+
+    def drop_round_offsets(metadata, arrays):
+        del arrays["round_layer_offsets"]
+        del metadata["best_iteration"]
+
+    loaded = packboost.load_model(forge(tmp_path, model, drop_round_offsets))
+    assert loaded.ensemble_.round_layer_offsets is None
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    assert loaded.best_iteration_ is None and loaded.n_iter_ == 6
+    head = loaded.ensemble_.truncate(2)
+    np.testing.assert_array_equal(head.layer_offsets,
+                                  model.ensemble_.truncate(2).layer_offsets)
+
+
+def test_forged_round_layer_offsets_are_rejected(tmp_path):
+    model, _ = fitted_regressor()
+
+    def shift(metadata, arrays):
+        arrays["round_layer_offsets"] = arrays["round_layer_offsets"] + 1
+
+    with pytest.raises(ModelFileError, match="round_layer_offsets"):
+        packboost.load_model(forge(tmp_path, model, shift))

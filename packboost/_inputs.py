@@ -1,0 +1,366 @@
+"""Tables in, arrays out: NumPy, pandas, polars and pyarrow inputs; files for the CLI.
+
+Every public entry point takes its tables through here, so the estimators see
+one thing: a 2-D NumPy array plus, for a table, its column names. None of the
+optional libraries is imported unless the input is one of theirs (a type is
+recognised by its module name), and a file reader that needs one names it.
+
+Numerai's features are int8: a table whose feature columns share one integer
+type becomes an integer matrix of that type (never a float copy), laid out
+column-major so that the binner can use it as bins without another copy.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import os
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "as_matrix",
+    "column_names",
+    "frame_kind",
+    "get_column",
+    "drop_columns",
+    "list_file_columns",
+    "read_columns",
+    "select_columns",
+    "write_columns",
+]
+
+
+class NamedMatrix:
+    """A 2-D array with column names: the smallest table (used by the CLI).
+
+    The estimators treat it like a DataFrame: they keep and check the names.
+    """
+
+    def __init__(self, values: np.ndarray, names):
+        self.values = values
+        self.names = [str(name) for name in names]
+        if values.ndim != 2 or values.shape[1] != len(self.names):
+            raise ValueError(f"{len(self.names)} names for an array of shape {values.shape}")
+
+
+def frame_kind(X) -> str | None:
+    """``"pandas"``, ``"polars"`` or ``"pyarrow"`` for a table of that library, else None."""
+    module = type(X).__module__
+    name = type(X).__name__
+    if module.startswith("pandas") and name == "DataFrame":
+        return "pandas"
+    if module.startswith("polars") and name in ("DataFrame", "LazyFrame"):
+        return "polars"
+    if module.startswith("pyarrow") and name in ("Table", "RecordBatch"):
+        return "pyarrow"
+    return None
+
+
+def column_names(frame) -> list:
+    kind = frame_kind(frame)
+    if kind == "pandas":
+        return list(frame.columns)
+    if kind == "polars":
+        return list(frame.collect_schema().names()) if hasattr(frame, "collect_schema") \
+            else list(frame.columns)
+    return list(frame.schema.names)
+
+
+def get_column(frame, name) -> np.ndarray:
+    """One column of a table as a NumPy array (strings become object or str arrays)."""
+    kind = frame_kind(frame)
+    if kind == "pandas":
+        return frame[name].to_numpy()
+    if kind == "polars":
+        if type(frame).__name__ == "LazyFrame":
+            frame = frame.select(name).collect()
+        return frame.get_column(name).to_numpy()
+    column = frame.column(name)
+    return _arrow_to_numpy(column)
+
+
+def drop_columns(frame, names):
+    kind = frame_kind(frame)
+    if kind == "pandas":
+        return frame.drop(columns=list(names))
+    if kind == "polars":
+        return frame.drop(list(names))
+    keep = [column for column in frame.schema.names if column not in set(names)]
+    return frame.select(keep)
+
+
+def frame_column(X, name, argument: str):
+    """Column ``name`` of a table ``X`` as an array, and X without it."""
+    if frame_kind(X) is None:
+        raise TypeError(
+            f"{argument}={name!r} is a column name, which needs X to be a table (a pandas "
+            f"or polars DataFrame, or a pyarrow Table); got X of type {type(X).__name__}"
+        )
+    if name not in column_names(X):
+        raise ValueError(f"{argument}={name!r} is not a column of X")
+    return get_column(X, name), drop_columns(X, [name])
+
+
+def as_matrix(X, *, argument: str = "X"):
+    """A table or array-like as ``(2-D ndarray, column names or None)``.
+
+    Tables keep their column names when every name is a string. Columns that
+    share one dtype keep it (int8 stays int8, column-major); mixed integer
+    columns take their common integer type, anything else float64. Nullable
+    columns (pandas ``Int8``, arrow nulls) become float64 with NaN for
+    missing values.
+    """
+    if isinstance(X, NamedMatrix):
+        return X.values, np.asarray(X.names, dtype=object)
+    kind = frame_kind(X)
+    if kind is None:
+        if isinstance(X, np.ndarray):
+            return X, None
+        try:
+            return np.asarray(X), None
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{argument} cannot be converted to an array: {error}") from None
+    if kind == "polars" and type(X).__name__ == "LazyFrame":
+        X = X.collect()
+    names = column_names(X)
+    feature_names = (np.asarray(names, dtype=object)
+                     if names and all(isinstance(name, str) for name in names) else None)
+    if kind == "pandas":
+        return _pandas_matrix(X, argument), feature_names
+    columns = [get_column(X, name) for name in names]
+    return columns_to_matrix(columns, names, argument=argument), feature_names
+
+
+def columns_to_matrix(columns: list, names: list, *, argument: str = "X") -> np.ndarray:
+    """Stack 1-D columns into one column-major matrix of their common dtype."""
+    n_rows = len(columns[0]) if columns else 0
+    for name, column in zip(names, columns, strict=True):
+        if column.dtype == object or column.dtype.kind in "USVMm":
+            raise ValueError(
+                f"{argument} has non-numeric column {name!r} (dtype {column.dtype}); encode "
+                "it as numbers first"
+            )
+    dtype = _common_dtype([column.dtype for column in columns])
+    matrix = np.empty((n_rows, len(columns)), dtype=dtype, order="F")
+    for index, column in enumerate(columns):
+        matrix[:, index] = column
+    return matrix
+
+
+def _common_dtype(dtypes):
+    if not dtypes:
+        return np.dtype(np.float64)
+    unique = set(dtypes)
+    if len(unique) == 1:
+        dtype = unique.pop()
+        return np.dtype(np.uint8) if dtype == np.bool_ else dtype
+    if all(dtype.kind in "biu" for dtype in unique):
+        return np.result_type(*[np.uint8 if dtype == np.bool_ else dtype for dtype in unique])
+    return np.dtype(np.float64)
+
+
+def _pandas_matrix(frame, argument):
+    dtypes = list(frame.dtypes)
+    numpy_dtypes = []
+    nullable = False
+    for name, dtype in zip(frame.columns, dtypes, strict=True):
+        if isinstance(dtype, np.dtype):
+            if dtype.kind not in "biuf":
+                raise ValueError(
+                    f"{argument} has non-numeric column {name!r} (dtype {dtype}); encode "
+                    "it as numbers first"
+                )
+            numpy_dtypes.append(dtype)
+            continue
+        # pandas extension dtypes: nullable Int8/Float32/boolean, category, strings.
+        numpy_type = getattr(dtype, "numpy_dtype", None)
+        if numpy_type is None or np.dtype(numpy_type).kind not in "biuf":
+            raise ValueError(
+                f"{argument} has non-numeric column {name!r} (dtype {dtype}); encode it as "
+                "numbers first"
+            )
+        nullable = True
+        numpy_dtypes.append(np.dtype(numpy_type))
+    if nullable:
+        return frame.to_numpy(dtype=np.float64, na_value=np.nan)
+    dtype = _common_dtype(numpy_dtypes)
+    matrix = frame.to_numpy(dtype=dtype)
+    if not matrix.flags.f_contiguous and matrix.shape[1] > 1 and len(set(numpy_dtypes)) > 1:
+        matrix = np.asfortranarray(matrix)
+    return matrix
+
+
+def _arrow_to_numpy(column) -> np.ndarray:
+    """An arrow (chunked) array as NumPy; nulls become NaN in numeric columns."""
+    if column.null_count:
+        import pyarrow as pa
+
+        if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) \
+                or pa.types.is_boolean(column.type):
+            return column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    return column.to_numpy(zero_copy_only=False) if hasattr(column, "to_numpy") \
+        else np.asarray(column)
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def _suffix(path) -> str:
+    name = str(path).lower()
+    for suffix in (".parquet", ".pq", ".csv", ".csv.gz", ".tsv"):
+        if name.endswith(suffix):
+            return suffix
+    raise ValueError(
+        f"cannot tell the format of {str(path)!r}: expected a .parquet or .csv file"
+    )
+
+
+def _is_parquet(path) -> bool:
+    return _suffix(path) in (".parquet", ".pq")
+
+
+def _parquet_library():
+    """The first of pyarrow, polars that is installed (parquet needs one)."""
+    for module in ("pyarrow.parquet", "polars"):
+        try:
+            return __import__(module, fromlist=["_"])
+        except ImportError:
+            continue
+    raise ImportError(
+        "reading or writing parquet files needs the optional package 'pyarrow' "
+        "(or 'polars'): pip install pyarrow"
+    )
+
+
+def list_file_columns(path) -> list:
+    """Column names of a parquet or CSV file, in file order."""
+    path = _existing(path)
+    if _is_parquet(path):
+        library = _parquet_library()
+        if library.__name__ == "pyarrow.parquet":
+            schema = library.read_schema(path)
+            return [name for name in schema.names if not name.startswith("__index_level_")]
+        return list(library.scan_parquet(path).collect_schema().names())
+    with _open_text(path) as handle:
+        reader = csv.reader(handle, delimiter=_delimiter(path))
+        return next(reader, [])
+
+
+def read_columns(path, columns=None) -> dict:
+    """Columns of a parquet or CSV file as ``{name: 1-D ndarray}`` (file order).
+
+    Parquet needs pyarrow or polars. CSV uses pyarrow, polars or pandas when
+    one is installed, else Python's ``csv`` module (numbers are parsed as
+    int64 where every value is an integer, else float64; empty fields are NaN).
+    """
+    path = _existing(path)
+    available = list_file_columns(path)
+    if columns is None:
+        columns = available
+    missing = [name for name in columns if name not in available]
+    if missing:
+        raise ValueError(f"{path}: no column(s) {missing[:5]}; the file has {available[:8]}...")
+    if _is_parquet(path):
+        library = _parquet_library()
+        if library.__name__ == "pyarrow.parquet":
+            table = library.read_table(path, columns=list(columns))
+            return {name: _arrow_to_numpy(table.column(name)) for name in columns}
+        frame = library.read_parquet(path, columns=list(columns))
+        return {name: frame.get_column(name).to_numpy() for name in columns}
+    return _read_csv(path, list(columns))
+
+
+def _read_csv(path, columns):
+    try:
+        import pyarrow.csv as pacsv
+
+        table = pacsv.read_csv(
+            path, parse_options=pacsv.ParseOptions(delimiter=_delimiter(path)),
+            convert_options=pacsv.ConvertOptions(include_columns=columns))
+        return {name: _arrow_to_numpy(table.column(name)) for name in columns}
+    except ImportError:
+        pass
+    with _open_text(path) as handle:
+        reader = csv.reader(handle, delimiter=_delimiter(path))
+        header = next(reader)
+        positions = [header.index(name) for name in columns]
+        cells = [[] for _ in columns]
+        for line_number, row in enumerate(reader, start=2):
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise ValueError(f"{path}:{line_number}: {len(row)} fields, header has "
+                                 f"{len(header)}")
+            for values, position in zip(cells, positions, strict=True):
+                values.append(row[position])
+    return {name: _parse_csv_column(values) for name, values in zip(columns, cells, strict=True)}
+
+
+def _parse_csv_column(values):
+    try:
+        return np.array([int(value) for value in values], dtype=np.int64)
+    except ValueError:
+        pass
+    try:
+        return np.array([float(value) if value.strip() else np.nan for value in values],
+                        dtype=np.float64)
+    except ValueError:
+        return np.array(values, dtype=object)
+
+
+def write_columns(path, columns: dict) -> None:
+    """Write ``{name: 1-D array}`` as parquet (pyarrow or polars) or CSV (no dependency)."""
+    path = Path(path)
+    if _is_parquet(path):
+        library = _parquet_library()
+        if library.__name__ == "pyarrow.parquet":
+            import pyarrow as pa
+
+            table = pa.table({name: np.asarray(values) for name, values in columns.items()})
+            library.write_table(table, path)
+        else:
+            library.DataFrame({name: np.asarray(values) for name, values in columns.items()}
+                              ).write_parquet(path)
+        return
+    names = list(columns)
+    arrays = [np.asarray(columns[name]) for name in names]
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle, delimiter=_delimiter(path))
+        writer.writerow(names)
+        for row in zip(*(array.tolist() for array in arrays), strict=True):
+            writer.writerow([repr(value) if isinstance(value, float) else value
+                             for value in row])
+
+
+def select_columns(available: list, patterns: list) -> list:
+    """Columns matching any of ``patterns`` (exact names or shell globs), in file order."""
+    selected = []
+    for pattern in patterns:
+        matched = [name for name in available if fnmatch.fnmatchcase(name, pattern)]
+        if not matched:
+            raise ValueError(f"no column matches {pattern!r}; the columns are "
+                             f"{available[:8]}{'...' if len(available) > 8 else ''}")
+        selected.extend(name for name in matched if name not in selected)
+    order = {name: index for index, name in enumerate(available)}
+    return sorted(selected, key=order.__getitem__)
+
+
+def _existing(path) -> str:
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    return path
+
+
+def _delimiter(path) -> str:
+    return "\t" if str(path).lower().endswith(".tsv") else ","
+
+
+def _open_text(path):
+    if str(path).lower().endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rt", newline="")
+    return open(path, newline="")
