@@ -12,9 +12,9 @@ import numpy as np
 
 from libc.stdint cimport uint8_t
 
-from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, NODE_IDX_C, OFFSET_C,
-                               hist_entry)
-from packboost._histogram cimport build_pack_histogram
+from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
+                               NODE_IDX_C, OFFSET_C, hist_entry)
+from packboost._histogram cimport MAX_PACK_SIZE, build_pack_histograms
 
 HIST_DTYPE = np.dtype([("sum_gradients", np.float64),
                        ("sum_hessians", np.float64),
@@ -36,11 +36,16 @@ def build_histograms(const X_BINNED_C[:, ::1] X_binned, Py_ssize_t feature_idx,
     cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1
     hist = np.zeros((n_eras, n_slots, width), dtype=HIST_DTYPE)
     cdef hist_entry[:, :, ::1] hist_view = hist
-    if hist.size == 0:
+    cdef FEATURE_IDX_C feature = <FEATURE_IDX_C>feature_idx
+    n_bins = np.full(X_binned.shape[0], width - 1, dtype=np.int32)
+    cdef BIN_IDX_C[::1] n_bins_view = n_bins
+    cdef Py_ssize_t n_cells = hist.size
+    if n_cells == 0:
         return hist
+    if node_of_row.shape[1] > MAX_PACK_SIZE:
+        raise ValueError(f"at most {MAX_PACK_SIZE} trees per pack")
     with nogil:
-        build_pack_histogram(X_binned, feature_idx, gradients, hessians, active_rows,
-                             era_offsets,
-                             node_of_row, &tree_uses_feature[0], 0, n_slots, width,
-                             &hist_view[0, 0, 0])
+        build_pack_histograms(X_binned, &feature, 1, n_bins_view, gradients, hessians,
+                              active_rows, era_offsets, node_of_row, &tree_uses_feature[0],
+                              0, n_slots, n_cells, &hist_view[0, 0, 0])
     return hist

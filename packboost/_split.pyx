@@ -4,20 +4,21 @@
 # Notes:
 The work of one depth of a pack is a grid of (slot, feature): a *slot* is an
 open node of one of the pack's trees (its index in the frontier), a feature is
-one of the depth's shared subset K_d. Work is split over features; a thread
-owns a feature from start to finish:
+one of the depth's shared subset K_d. Work is split over blocks of
+``features_per_pass`` features; a thread owns a block from start to finish:
 
-    one pass over the feature's column     --build_pack_histogram-->
-        hist[era, slot, bin] for every slot of every tree      (DESIGN 3.3)
-    for each slot the tree may split on this feature:
-        hist[:, slot, :]  --score_tile-->  best (threshold, missing side)
+    one pass over the rows              --build_pack_histograms-->
+        hist[feature, era, slot, bin] for every slot of every tree (DESIGN 3.3)
+    for each feature, each slot whose tree may split on it:
+        hist[feature, :, slot, :]  --score_tile-->  best (threshold, missing side)
 
 and only each (slot, feature)'s best candidate is kept. A thread's buffer holds
-n_eras x slots x bins cells; when that exceeds ``histogram_budget_bytes`` the
-slots are taken in groups, one pass over the column per group. Every cell
-sums its rows in ascending row order and every (slot, feature) is scored by one
-thread in a fixed order, so results do not depend on the thread count
-(DESIGN 2: a model is a pure function of data, params and seed).
+features_per_pass x n_eras x slots x bins cells; when that exceeds
+``histogram_budget_bytes`` the slots are taken in groups, one pass per group.
+Every cell sums its rows in ascending row order and every (slot, feature) is
+scored by one thread in a fixed order, so results depend neither on the thread
+count nor on the blocking (DESIGN 2: a model is a pure function of data,
+params and seed).
 
 Scoring a tile (DESIGN 1) sweeps thresholds t = 0 .. n_bins-1 (left = bins
 <= t) and, for each, the missing bin on the left then on the right; a
@@ -42,7 +43,7 @@ from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
                                NODE_IDX_C, OFFSET_C, hist_entry)
-from packboost._histogram cimport build_pack_histogram
+from packboost._histogram cimport MAX_PACK_SIZE, build_pack_histograms
 from packboost._histogram import HIST_DTYPE
 
 
@@ -80,6 +81,8 @@ ERA_WEIGHTING_CODES = {"equal": 0, "count": 1}
 
 # Default cap on one thread's histogram buffer; more slots are done in groups.
 DEFAULT_HISTOGRAM_BUDGET_BYTES = 32 * 1024 * 1024
+# Features histogrammed in one pass over the rows (see build_pack_histograms).
+DEFAULT_FEATURES_PER_PASS = 4
 
 # Per-era scratch arrays of one thread, each of length n_eras, for the eras
 # with rows in the tile, compacted.
@@ -303,6 +306,7 @@ def find_best_splits(
         dict params,
         int n_threads,
         Py_ssize_t histogram_budget_bytes=DEFAULT_HISTOGRAM_BUDGET_BYTES,
+        Py_ssize_t features_per_pass=DEFAULT_FEATURES_PER_PASS,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -340,13 +344,20 @@ def find_best_splits(
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
         return result
 
-    n_threads = max(1, min(n_threads, n_candidates))
+    if node_of_row.shape[1] > MAX_PACK_SIZE:
+        raise ValueError(f"pack_size must be at most {MAX_PACK_SIZE}, "
+                         f"got {node_of_row.shape[1]}")
+    features_per_pass = max(1, min(features_per_pass, n_candidates))
+    cdef Py_ssize_t n_blocks = (n_candidates + features_per_pass - 1) // features_per_pass
+    cdef Py_ssize_t block, first, n_block, member, feature_stride
+    n_threads = max(1, min(n_threads, n_blocks))
     for position in range(n_candidates):
         max_width = max(max_width, n_bins[features[position]] + 1)
-    group_size = max(1, min(n_slots, histogram_budget_bytes
-                                     // (n_eras * max_width * sizeof(hist_entry))))
+    group_size = max(1, min(n_slots, histogram_budget_bytes // (
+        features_per_pass * n_eras * max_width * sizeof(hist_entry))))
+    feature_stride = n_eras * group_size * max_width
     # Per-thread buffers, allocated by NumPy so that a failure is a MemoryError.
-    hist_buffers = np.empty((n_threads, n_eras * group_size * max_width), dtype=HIST_DTYPE)
+    hist_buffers = np.empty((n_threads, features_per_pass * feature_stride), dtype=HIST_DTYPE)
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
     era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
     cdef hist_entry[:, ::1] hist_view = hist_buffers
@@ -354,40 +365,47 @@ def find_best_splits(
     cdef int32_t[:, ::1] era_id_view = era_id_buffers
 
     with nogil, parallel(num_threads=n_threads):
-        for position in prange(n_candidates, schedule='dynamic'):
+        for block in prange(n_blocks, schedule='dynamic'):
             thread = threadid()
-            feature = features[position]
-            width = n_bins[feature] + 1
+            first = block * features_per_pass
+            n_block = min(features_per_pass, n_candidates - first)
             group_start = 0
             while group_start < n_slots:
                 group_end = min(group_start + group_size, n_slots)
                 any_open = False
                 for slot in range(group_start, group_end):
-                    any_open = any_open or (slot_open[slot]
-                                            and tree_uses_feature[position, slot_tree[slot]])
+                    for member in range(n_block):
+                        any_open = any_open or (
+                            slot_open[slot]
+                            and tree_uses_feature[first + member, slot_tree[slot]])
                 if any_open:
-                    build_pack_histogram(X_binned, feature, gradients, hessians,
-                                         active_rows, era_offsets,
-                                         node_of_row, &tree_uses_feature[position, 0],
-                                         group_start, group_end, width,
-                                         &hist_view[thread, 0])
-                    for slot in range(group_start, group_end):
-                        if not (slot_open[slot]
-                                and tree_uses_feature[position, slot_tree[slot]]):
-                            continue
-                        best = score_tile(&hist_view[thread, 0] + (slot - group_start) * width,
-                                          (group_end - group_start) * width, n_eras,
-                                          n_bins[feature], &c_params,
-                                          &era_id_view[thread, 0], &scratch_view[thread, 0])
-                        found_view[slot, position] = best.found
-                        if best.found:
-                            score_view[slot, position] = best.score
-                            gain_view[slot, position] = best.gain
-                            mean_view[slot, position] = best.mean
-                            std_view[slot, position] = best.std
-                            direction_view[slot, position] = best.direction
-                            threshold_view[slot, position] = best.threshold
-                            missing_left_view[slot, position] = best.missing_left
+                    build_pack_histograms(X_binned, &features[first], n_block, n_bins,
+                                          gradients, hessians, active_rows, era_offsets,
+                                          node_of_row, &tree_uses_feature[first, 0],
+                                          group_start, group_end, feature_stride,
+                                          &hist_view[thread, 0])
+                    for member in range(n_block):
+                        position = first + member
+                        feature = features[position]
+                        width = n_bins[feature] + 1
+                        for slot in range(group_start, group_end):
+                            if not (slot_open[slot]
+                                    and tree_uses_feature[position, slot_tree[slot]]):
+                                continue
+                            best = score_tile(
+                                &hist_view[thread, 0] + member * feature_stride
+                                + (slot - group_start) * width,
+                                (group_end - group_start) * width, n_eras, n_bins[feature],
+                                &c_params, &era_id_view[thread, 0], &scratch_view[thread, 0])
+                            found_view[slot, position] = best.found
+                            if best.found:
+                                score_view[slot, position] = best.score
+                                gain_view[slot, position] = best.gain
+                                mean_view[slot, position] = best.mean
+                                std_view[slot, position] = best.std
+                                direction_view[slot, position] = best.direction
+                                threshold_view[slot, position] = best.threshold
+                                missing_left_view[slot, position] = best.missing_left
                 group_start = group_end
     return result
 

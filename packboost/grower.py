@@ -80,6 +80,9 @@ class GrowerParams:
     # Cap on one thread's histogram buffer (n_eras x slots x bins cells); past
     # it the slots of a depth are histogrammed in groups, one column pass each.
     histogram_budget_bytes: int = _split.DEFAULT_HISTOGRAM_BUDGET_BYTES
+    # Features histogrammed per pass over the rows: a row's g, h and slots are
+    # read once per block of features instead of once per feature.
+    features_per_pass: int = _split.DEFAULT_FEATURES_PER_PASS
 
 
 @dataclass
@@ -192,7 +195,7 @@ def _split_level(data, gradients, hessians, node_of_row, slot_tree, counts, feat
     found = _split.find_best_splits(data.X_binned, gradients, hessians, rows, era_offsets,
                                     node_of_row, slot_tree, slot_open, features,
                                     tree_uses_feature, data.n_bins, params.split, n_threads,
-                                    params.histogram_budget_bytes)
+                                    params.histogram_budget_bytes, params.features_per_pass)
     best = _split.best_candidate_per_slot(found["score"], found["found"])
     candidates = np.flatnonzero(best >= 0)
     column = best[candidates]

@@ -183,3 +183,21 @@ def test_histogram_groups_give_the_same_pack():
     assert (packs[0].nodes["feature"] >= 0).sum() > 10
     for name in packs[0].nodes:
         np.testing.assert_array_equal(packs[0].nodes[name], packs[1].nodes[name], err_msg=name)
+
+
+@pytest.mark.parametrize("features_per_pass", [1, 3, 64])
+def test_feature_blocking_gives_the_same_pack(features_per_pass):
+    """Histogramming several features per pass over the rows must not change
+    a single tree (same cells, same summation order)."""
+    data, g, h = make_binned_problem(1, **CASES["many-eras"])
+    params = {**BASE, "max_depth": 5, "lambda_dro": 0.0}
+    draws = draw_round(np.random.default_rng(1), data, params)
+    packs = []
+    for blocking in (4, features_per_pass):
+        settings = grower_params(params)
+        settings.features_per_pass = blocking
+        packs.append(grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
+                               draws.tree_feature_masks, settings, 2))
+    assert (packs[0].nodes["feature"] >= 0).sum() > 10
+    for name in packs[0].nodes:
+        np.testing.assert_array_equal(packs[0].nodes[name], packs[1].nodes[name], err_msg=name)
