@@ -311,23 +311,47 @@ def _parse_csv_column(values):
 
 
 def write_columns(path, columns: dict) -> None:
-    """Write ``{name: 1-D array}`` as parquet (pyarrow or polars) or CSV (no dependency)."""
-    path = Path(path)
-    if _is_parquet(path):
-        library = _parquet_library()
-        if library.__name__ == "pyarrow.parquet":
-            import pyarrow as pa
+    """Write ``{name: 1-D array}`` as parquet (pyarrow or polars) or CSV (no dependency).
 
-            table = pa.table({name: np.asarray(values) for name, values in columns.items()})
-            library.write_table(table, path)
+    Atomically: the file is written next to ``path`` under a temporary name and
+    renamed onto it once complete, so an interrupted or failed write leaves
+    the old file (or none), never half a file that a scheduled upload would
+    pick up.
+    """
+    path = Path(path)
+    parquet = _is_parquet(path)
+    library = _parquet_library() if parquet else None
+    temporary = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+    try:
+        if parquet:
+            _write_parquet(library, temporary, columns)
         else:
-            library.DataFrame({name: np.asarray(values) for name, values in columns.items()}
-                              ).write_parquet(path)
-        return
+            _write_csv(temporary, path, columns)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _write_parquet(library, path, columns):
+    if library.__name__ == "pyarrow.parquet":
+        import pyarrow as pa
+
+        table = pa.table({name: np.asarray(values) for name, values in columns.items()})
+        library.write_table(table, path)
+    else:
+        library.DataFrame({name: np.asarray(values) for name, values in columns.items()}
+                          ).write_parquet(path)
+
+
+def _write_csv(path, target, columns):
     names = list(columns)
     arrays = [np.asarray(columns[name]) for name in names]
     with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle, delimiter=_delimiter(path))
+        writer = csv.writer(handle, delimiter=_delimiter(target))
         writer.writerow(names)
         for row in zip(*(array.tolist() for array in arrays), strict=True):
             writer.writerow([repr(value) if isinstance(value, float) else value

@@ -86,17 +86,21 @@ def check_X(X, *, argument: str = "X"):
     if X.dtype.byteorder not in "=|":
         X = X.astype(X.dtype.newbyteorder("="))
     if X.dtype.kind == "f" and np.isinf(X).any():
+        row, column = (int(index[0]) for index in np.nonzero(np.isinf(X)))
         raise ValueError(
-            f"Input {argument} contains infinity; use NaN for missing values"
+            f"Input {argument} contains infinity ({show(X[row, column])} at row {row}, column "
+            f"{column}); use NaN for missing values"
         )
     return X, feature_names
 
 
 def check_y(y, n_rows: int, *, argument: str = "y") -> np.ndarray:
-    """A finite float64 vector of ``n_rows`` targets."""
+    """A finite float64 vector of ``n_rows`` targets, no larger than :data:`MAX_MAGNITUDE`."""
     if y is None:
         raise ValueError(f"fit requires y to be passed, but the target {argument} is None")
-    y = np.asarray(y)
+    if isinstance(y, (str, bytes)):
+        raise TypeError(f"{argument} must be array-like, got {type(y).__name__} {y!r:.40}")
+    y = _as_1d_array(y, argument)
     if y.ndim == 2 and y.shape[1] == 1:
         warnings.warn(
             f"A column-vector {argument} was passed when a 1d array was expected; "
@@ -108,14 +112,20 @@ def check_y(y, n_rows: int, *, argument: str = "y") -> np.ndarray:
         raise ValueError(f"{argument} has {len(y)} rows but X has {n_rows}")
     if np.iscomplexobj(y):
         raise ValueError(f"Complex data not supported: {argument} has dtype {y.dtype}")
+    if y.dtype == object:
+        missing = _missing_labels(y)
+        if missing.any():
+            row = int(np.argmax(missing))
+            raise ValueError(f"Input {argument} contains NaN or another missing value "
+                             f"({show(y[row])} at row {row})")
+    if y.dtype.kind not in "biuf" and y.dtype != object and y.dtype.kind not in "US":
+        raise ValueError(f"{argument} must be numeric, got dtype {y.dtype}")
     try:
         y = y.astype(np.float64)
     except (ValueError, TypeError):
         raise ValueError(f"{argument} must be numeric, got dtype {y.dtype}") from None
-    if np.isnan(y).any():
-        raise ValueError(f"Input {argument} contains NaN.")
-    if np.isinf(y).any():
-        raise ValueError(f"Input {argument} contains infinity.")
+    _check_finite(y, argument, "Input ")
+    _check_magnitude(y, argument)
     return y
 
 
@@ -123,42 +133,156 @@ def check_sample_weight(sample_weight, n_rows: int) -> np.ndarray | None:
     """None, or a finite non-negative float64 vector with a positive sum."""
     if sample_weight is None:
         return None
-    if isinstance(sample_weight, numbers.Number):
-        sample_weight = np.full(n_rows, sample_weight, dtype=np.float64)
-    weights = np.asarray(sample_weight)
+    if isinstance(sample_weight, (str, bytes)):
+        raise TypeError(f"sample_weight must be array-like or a number, got "
+                        f"{type(sample_weight).__name__} {sample_weight!r:.40}")
+    if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, bool):
+        sample_weight = np.full(n_rows, sample_weight)
+    weights = _as_1d_array(sample_weight, "sample_weight")
     if weights.ndim != 1 or len(weights) != n_rows:
         raise ValueError(
             f"sample_weight must have shape ({n_rows},) like X's rows, got {weights.shape}"
         )
-    try:
-        weights = weights.astype(np.float64)
-    except (ValueError, TypeError):
-        raise ValueError(f"sample_weight must be numeric, got dtype {weights.dtype}") from None
-    if not np.isfinite(weights).all():
-        raise ValueError("sample_weight contains NaN or infinity")
+    if weights.dtype.kind not in "biuf":
+        raise TypeError(f"sample_weight must be numeric, got dtype {weights.dtype}")
+    weights = weights.astype(np.float64)
+    _check_finite(weights, "sample_weight", "")
     if (weights < 0).any():
-        raise ValueError("sample_weight must be non-negative; found negative weights")
+        row = int(np.argmax(weights < 0))
+        raise ValueError(
+            f"sample_weight must be non-negative; found negative weights ({show(weights[row])} "
+            f"at row {row})"
+        )
     if weights.sum() <= 0:
         raise ValueError("sample_weight sums to zero: no row would count")
+    _check_magnitude(weights, "sample_weight")
     return weights
 
 
+# Targets, weights and their product are bounded so that the float64 sums
+# inside split gains cannot overflow: a squared-error gradient is at most
+# 2 |y| weight <= 2e100, so a node's squared gradient sum stays below ~1e220
+# for any row count, far from float64's 1.8e308 (beyond it gains become inf,
+# then NaN, and the model silently stops splitting).
+MAX_MAGNITUDE = 1e100
+
+
+def check_gradient_scale(y: np.ndarray, sample_weight: np.ndarray | None) -> None:
+    """Refuse targets x weights large enough to overflow the gain sums (inf, then NaN)."""
+    if sample_weight is None or not len(y):
+        return
+    scale = float(np.max(np.abs(y))) * float(np.max(sample_weight))
+    if scale > MAX_MAGNITUDE:
+        raise ValueError(
+            f"y times sample_weight reaches {scale:.3g} (max |y| = {np.max(np.abs(y)):.3g}, "
+            f"max sample_weight = {np.max(sample_weight):.3g}), beyond {MAX_MAGNITUDE:g}: the "
+            "squared gradients in split gains would overflow float64; rescale y or the weights"
+        )
+
+
 def encode_eras(era, n_rows: int, *, argument: str = "era"):
-    """Era labels -> (codes int32 0..n_eras-1 in sorted label order, labels)."""
+    """Era labels -> (codes int32 0..n_eras-1 in sorted label order, labels).
+
+    Any sortable labels: ints, floats, strings, bytes, dates, booleans, pandas
+    categoricals. A missing label (NaN, None, NaT, ``pd.NA``) is an error:
+    every row needs an era.
+    """
     if era is None:
         return np.zeros(n_rows, dtype=np.int32), np.zeros(1, dtype=np.int64)
-    era = np.asarray(era)
+    if isinstance(era, (str, bytes)):
+        raise TypeError(
+            f"{argument}={era!r:.40} is a single label; pass one era per row, or the name of a "
+            "column of a table X"
+        )
+    era = _as_1d_array(era, argument)
     if era.ndim != 1 or len(era) != n_rows:
         raise ValueError(f"{argument} must have shape ({n_rows},) like X's rows, got {era.shape}")
-    if era.dtype.kind == "f" and np.isnan(era).any():
-        raise ValueError(f"{argument} contains NaN: every row needs an era")
-    if era.dtype == object and any(value is None for value in era):
-        raise ValueError(f"{argument} contains None: every row needs an era")
+    if era.dtype.kind in "cV" or era.dtype.fields is not None:
+        raise TypeError(f"{argument} labels must be sortable scalars, got dtype {era.dtype}")
+    missing = _missing_labels(era)
+    if missing is not None and missing.any():
+        row = int(np.argmax(missing))
+        raise ValueError(
+            f"{argument} contains NaN or another missing label ({show(era[row])} at row {row}): "
+            "every row needs an era"
+        )
     try:
         labels, codes = np.unique(era, return_inverse=True)
     except TypeError as error:
         raise ValueError(f"{argument} labels cannot be ordered: {error}") from None
     return codes.astype(np.int32).ravel(), labels
+
+
+def _as_1d_array(values, argument: str) -> np.ndarray:
+    """``np.asarray`` of a vector-like (pandas/polars Series, arrow arrays, lists)."""
+    if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):
+        try:
+            if type(values).__module__.startswith("pyarrow"):
+                values = values.to_numpy(zero_copy_only=False)  # nulls need a copy
+            else:
+                values = values.to_numpy()
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{argument} cannot be converted to an array: {error}") from None
+    try:
+        return np.asarray(values)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{argument} cannot be converted to an array: {error}") from None
+
+
+def _missing_labels(era: np.ndarray) -> np.ndarray | None:
+    """Boolean mask of missing era labels, or None when the dtype cannot hold any."""
+    if era.dtype.kind == "f":
+        return np.isnan(era)
+    if era.dtype.kind in "mM":
+        return np.isnat(era)
+    if era.dtype == object:
+        return np.fromiter((_is_missing_scalar(value) for value in era), dtype=bool,
+                           count=len(era))
+    return None
+
+
+def _is_missing_scalar(value) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return value != value
+    if isinstance(value, (np.floating, np.datetime64, np.timedelta64)):
+        return bool(np.isnan(value)) if isinstance(value, np.floating) else bool(np.isnat(value))
+    # pandas.NA, pandas.NaT and friends, recognised without importing pandas.
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _check_finite(values: np.ndarray, argument: str, prefix: str) -> None:
+    """NaN and infinity named with the first offending row (the phrases scikit-learn expects)."""
+    nan = np.isnan(values)
+    if nan.any():
+        raise ValueError(f"{prefix}{argument} contains NaN (first at row {int(np.argmax(nan))})")
+    inf = np.isinf(values)
+    if inf.any():
+        row = int(np.argmax(inf))
+        raise ValueError(f"{prefix}{argument} contains infinity ({show(values[row])} at row {row})")
+
+
+def _check_magnitude(values: np.ndarray, argument: str) -> None:
+    if not len(values):
+        return
+    largest = float(np.max(np.abs(values)))
+    if largest > MAX_MAGNITUDE:
+        row = int(np.argmax(np.abs(values)))
+        raise ValueError(
+            f"{argument} has values up to {show(values[row])} (row {row}), beyond "
+            f"{MAX_MAGNITUDE:g} in magnitude: squared gradients would overflow float64; "
+            f"rescale {argument}"
+        )
+
+
+def show(value) -> str:
+    """``repr`` of a value as Python writes it (NumPy 2 writes ``np.float64(1.0)``)."""
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return str(value)
+    if isinstance(value, np.generic):
+        value = value.item()
+    return repr(value)
 
 
 def _data_conversion_warning():

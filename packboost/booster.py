@@ -205,6 +205,12 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
         pack = grow_pack(data, gradients, hessians, draws.tree_samples,
                          draws.layer_features, draws.tree_feature_masks, settings,
                          n_threads)
+        if not np.isfinite(pack.nodes["value"]).all():
+            # Never keep training on garbage: inputs are bounded at the public
+            # boundary, so this is a safety net, not an expected path.
+            raise FloatingPointError(
+                f"training diverged in round {begin + round_index}: a leaf value is not "
+                "finite; rescale y or sample_weight, or raise reg_lambda")
         packs.append(pack)
         predict_pack_binned(data, pack, raw_prediction, n_threads)
         if eval_sets:

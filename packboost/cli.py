@@ -20,7 +20,8 @@ Subcommands:
 Run ``packboost --help`` or ``python -m packboost --help``. :func:`main`
 returns the exit status: 0 on success, 2 on a usage error (argparse's
 convention), 1 when the run itself fails (a missing file or column, bad
-data, a missing optional package), with the reason on stderr.
+data, a corrupted model file, too little memory, a missing optional
+package), with the reason on stderr, and 130 when interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -75,8 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SystemExit as exc:  # parser.error inside a command
         return int(exc.code or 0) if exc.code is None or isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        # Ctrl-C: nothing half-written is left (models and outputs are written
+        # atomically, once complete); 130 = 128 + SIGINT, as shells report it.
+        print(f"packboost {args.command}: interrupted", file=sys.stderr)
+        return 130
     except (CommandError, ValueError, TypeError, OSError, ImportError, KeyError,
-            ModelFileError) as error:
+            MemoryError, ArithmeticError, ModelFileError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"packboost {args.command}: error: {message}", file=sys.stderr)
         return 1

@@ -403,7 +403,11 @@ def read_model_file(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray
     """
     path = os.fspath(path)
     with open(path, "rb") as file:
-        data = file.read()
+        # Look at the magic first: a large file of another kind (a parquet file
+        # passed by mistake) is refused without being read into memory.
+        data = file.read(len(MAGIC))
+        if data == MAGIC:
+            data += file.read()
     try:
         return loads(data)
     except ModelFileError as exc:

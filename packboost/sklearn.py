@@ -12,6 +12,7 @@ arguments of ``fit``.
 
 from __future__ import annotations
 
+import copy
 import numbers
 import os
 import sys
@@ -21,9 +22,10 @@ import numpy as np
 
 from packboost import _validation
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
+from packboost._memory import check_fit_memory, data_memory_estimate, training_memory_estimate
 from packboost._threads import resolve_n_threads
 from packboost.binning import BinMapper
-from packboost.booster import EvalSet, InitModel, train
+from packboost.booster import EvalSet, InitModel, _fraction_count, train
 from packboost.callback import EarlyStopping, LogEvaluation, ProgressBar
 from packboost.grower import TrainingData
 from packboost.metrics import resolve_eval_metric
@@ -87,13 +89,17 @@ _PARAMETER_DOC = """
         up across eras, DESIGN 1).
 """
 
+# Trees per pack the kernels accept (MAX_PACK_SIZE of packboost/_histogram.pxd:
+# per-tree state lives in fixed-size stack arrays).
+MAX_PACK_SIZE = 64
+
 # name -> (kind, lower, upper, lower inclusive, upper inclusive) for numbers;
 # name -> tuple of choices for strings.
 _INT = "int"
 _REAL = "real"
 _PARAMETER_RULES = {
     "n_estimators": (_INT, 0, None, True, True),
-    "pack_size": (_INT, 1, None, True, True),
+    "pack_size": (_INT, 1, MAX_PACK_SIZE, True, True),
     "max_depth": (_INT, 0, 30, True, True),
     "learning_rate": (_REAL, 0.0, None, False, True),
     "reg_lambda": (_REAL, 0.0, None, True, True),
@@ -121,19 +127,19 @@ def _check_parameter(name, value):
     rule = _PARAMETER_RULES[name]
     if isinstance(rule[0], str) and rule[0] not in (_INT, _REAL):
         if not isinstance(value, str) or value not in rule:
-            raise ValueError(f"{name} must be one of {list(rule)}, got {value!r}")
+            raise ValueError(f"{name} must be one of {list(rule)}, got {_validation.show(value)}")
         return value
     kind, low, high, low_closed, high_closed = rule
     if kind == _INT:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+            raise TypeError(f"{name} must be an int, got {_validation.show(value)}")
         value = int(value)
     else:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{name} must be a real number, got {value!r}")
+            raise TypeError(f"{name} must be a real number, got {_validation.show(value)}")
         value = float(value)
         if not np.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {value!r}")
+            raise ValueError(f"{name} must be finite, got {_validation.show(value)}")
     too_low = low is not None and (value < low or (value == low and not low_closed))
     too_high = high is not None and (value > high or (value == high and not high_closed))
     if too_low or too_high:
@@ -141,8 +147,21 @@ def _check_parameter(name, value):
         right = "]" if high_closed else ")"
         interval = f"{left}{low if low is not None else '-inf'}, " \
                    f"{high if high is not None else 'inf'}{right}"
-        raise ValueError(f"{name} must be in {interval}, got {value!r}")
+        raise ValueError(f"{name} must be in {interval}, got {_validation.show(value)}")
     return value
+
+
+# The kernels take the thread count as a C int.
+_MAX_N_JOBS = 2**31 - 1
+
+
+def _resolve_n_jobs(n_jobs) -> int:
+    """Threads for ``n_jobs`` (None, -1: every CPU this process may use; see _threads)."""
+    if (isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool)
+            and not -_MAX_N_JOBS <= n_jobs <= _MAX_N_JOBS):
+        raise ValueError(f"n_jobs must be an int in [-{_MAX_N_JOBS}, {_MAX_N_JOBS}] or None, "
+                         f"got {n_jobs!r}")
+    return resolve_n_threads(n_jobs)
 
 
 def _resolve_seed(random_state) -> int:
@@ -219,10 +238,53 @@ class _PackBoostEstimator(BaseEstimator):
         params["random_state"] = _resolve_seed(self.random_state)
         return params
 
-    def _fit(self, X, y, *, era, sample_weight, eval_set, eval_names, eval_metric,
-             early_stopping_rounds, callbacks, init_model, progress):
+    def _fitted_state(self) -> dict:
+        """The fitted attributes (scikit-learn's trailing underscore) and private fit state."""
+        return {name: value for name, value in vars(self).items()
+                if (name.endswith("_") and not name.startswith("__"))
+                or name == "_evals_first_round"}
+
+    def _fit(self, X, y, **kwargs):
+        """Fit, all or nothing.
+
+        Any exception -- bad input, a MemoryError, an exception raised by a
+        callback or an eval metric, a KeyboardInterrupt (Ctrl-C is seen between
+        two kernel calls, so within one depth of one round) -- leaves the
+        estimator exactly as it was before ``fit`` (unfitted, or the previous
+        model) and propagates unchanged. A fit that should keep the rounds
+        grown so far is stopped by a callback returning True instead.
+        """
+        before = self._fitted_state()
+        try:
+            return self._fit_all(X, y, **kwargs)
+        except BaseException:
+            for name in self._fitted_state():
+                delattr(self, name)
+            for name, value in before.items():
+                setattr(self, name, value)
+            raise
+
+    def _reset_target_encoding(self):
+        """Forget what the previous fit learnt about the target (the classes)."""
+
+    def _fit_all(self, X, y, *, era, sample_weight, eval_set, eval_names, eval_metric,
+                 early_stopping_rounds, callbacks, init_model, progress):
+        if init_model is self:
+            # Training further from itself: keep the old model (and classes) aside.
+            init_model = copy.copy(self)
+        self._reset_target_encoding()
         params = self._validated_params()
-        n_threads = resolve_n_threads(self.n_jobs)
+        if early_stopping_rounds is not None and (
+                isinstance(early_stopping_rounds, bool)
+                or not isinstance(early_stopping_rounds, numbers.Integral)):
+            raise TypeError(f"early_stopping_rounds must be an int or None, got "
+                            f"{early_stopping_rounds!r}")
+        if early_stopping_rounds is not None and early_stopping_rounds < 1:
+            raise ValueError(f"early_stopping_rounds must be at least 1, got "
+                             f"{early_stopping_rounds!r}")
+        if progress is not None and not isinstance(progress, (bool, np.bool_)):
+            raise TypeError(f"progress must be True, False or None, got {progress!r}")
+        n_threads = _resolve_n_jobs(self.n_jobs)
         init = self._resolve_init_model(init_model)
         if isinstance(era, str):
             era, X = _validation.frame_column(X, era, "era")
@@ -236,12 +298,19 @@ class _PackBoostEstimator(BaseEstimator):
         n_rows = X.shape[0]
         y = self._encode_target(y, n_rows, init=init)
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
+        _validation.check_gradient_scale(y, sample_weight)
         era_codes, _ = _validation.encode_eras(era, n_rows)
 
         # Rows sorted once by era (stable): each era becomes one contiguous span.
         order = np.argsort(era_codes, kind="stable")
         if np.array_equal(order, np.arange(n_rows)):
             order = None
+        # A certain failure to allocate is reported before anything large is.
+        shares_X = (X.dtype in (np.int8, np.uint8) and X.flags.f_contiguous and order is None)
+        check_fit_memory(data_memory_estimate(
+            n_rows=n_rows, n_features=X.shape[1], binned_bytes_per_value=0 if shares_X else 1,
+            weighted=sample_weight is not None, sorted_by_era=order is None),
+            who=f"{type(self).__name__}.fit")
         if init is None:
             mapper = BinMapper(max_bins=params["max_bins"],
                                random_state=params["random_state"])
@@ -264,6 +333,14 @@ class _PackBoostEstimator(BaseEstimator):
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, X.shape[1], feature_names)
         metrics = self._resolve_metrics(eval_metric, eval_sets)
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
+        check_fit_memory(training_memory_estimate(
+            n_rows=n_rows, pack_size=params["pack_size"], n_threads=n_threads,
+            bin_widths=mapper.n_bins_ + 1, n_eras=data.n_eras,
+            n_candidates=_fraction_count(params["layer_feature_fraction"], X.shape[1]),
+            max_depth=params["max_depth"], min_samples_leaf=params["min_samples_leaf"],
+            n_estimators=params["n_estimators"],
+            eval_rows=sum(item.X.shape[0] for item in eval_sets)),
+            who=f"{type(self).__name__}.fit")
         objective = get_objective(self._objective_name)
         ensemble, info = train(data, y, sample_weight, objective, params, n_threads,
                                eval_sets=eval_sets, metrics=metrics, callbacks=callback_list,
@@ -408,7 +485,7 @@ class _PackBoostEstimator(BaseEstimator):
             raise _not_fitted_error(self)
         start, end = self._round_range(iteration_range)
         X = self._check_predict_X(X)
-        return self.ensemble_.predict_raw(X, resolve_n_threads(self.n_jobs), n_rounds=end,
+        return self.ensemble_.predict_raw(X, _resolve_n_jobs(self.n_jobs), n_rounds=end,
                                           start_round=start)
 
     def _round_range(self, iteration_range):
@@ -588,6 +665,24 @@ _FIT_DOC = """
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad input or parameters, naming the argument and the value.
+        MemoryError
+            When the working memory ``fit`` is certain to need exceeds what is
+            available (estimated before allocating; the message says what to
+            reduce).
+
+        Notes
+        -----
+        ``fit`` is all or nothing: whatever stops it (an error, an exception
+        raised by a callback or an eval metric, Ctrl-C) propagates unchanged
+        and leaves the estimator as it was before the call, unfitted or with
+        its previous model. Ctrl-C is seen when the running kernel returns,
+        within one depth of one round. A callback returning True stops
+        training and keeps the rounds grown.
 """
 
 
@@ -661,8 +756,6 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
     def fit(self, X, y, *, era=None, sample_weight=None, eval_set=None, eval_names=None,
             eval_metric=None, early_stopping_rounds=None, callbacks=None, init_model=None,
             progress=None):
-        if hasattr(self, "classes_"):
-            del self.classes_
         return self._fit(X, y, era=era, sample_weight=sample_weight, eval_set=eval_set,
                          eval_names=eval_names, eval_metric=eval_metric,
                          early_stopping_rounds=early_stopping_rounds, callbacks=callbacks,
@@ -670,6 +763,10 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
 
     fit.__doc__ = "Fit on ``X`` and binary labels ``y``.\n" + _FIT_DOC % {
         "default": '``["logloss"]``'}
+
+    def _reset_target_encoding(self):
+        if hasattr(self, "classes_"):
+            del self.classes_
 
     def _encode_target(self, y, n_rows, argument="y", learn=True, init=None):
         if y is None:
@@ -681,7 +778,14 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
         if y.ndim != 1 or len(y) != n_rows:
             raise ValueError(f"{argument} must have shape ({n_rows},), got {y.shape}")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
-            raise ValueError(f"Input {argument} contains NaN or infinity.")
+            row = int(np.argmax(~np.isfinite(y)))
+            raise ValueError(f"Input {argument} contains NaN or infinity "
+                             f"({_validation.show(y[row])} at row {row}).")
+        missing = _validation._missing_labels(y)
+        if missing is not None and missing.any():
+            row = int(np.argmax(missing))
+            raise ValueError(f"Input {argument} contains NaN or another missing label "
+                             f"({_validation.show(y[row])} at row {row})")
         if init is not None:
             self.classes_ = init.classes_
         elif learn:
