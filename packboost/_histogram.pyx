@@ -2,8 +2,8 @@
 """Test-facing entry point of the per-era pack histogram kernel.
 
 # Notes:
-The kernel itself is ``build_pack_histogram`` in ``_histogram.pxd``; the
-split finder inlines it into its per-feature loop. This module only exposes
+The kernel itself is ``build_pack_histograms`` in ``_histogram.pxd``; the
+split finder inlines it into its per-block loop. This module only exposes
 it to Python so tests can compare it with the NumPy oracle in
 ``packboost._reference``.
 """

@@ -51,8 +51,8 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
     other draws of a seed unchanged.
     """
     pack_size = params["pack_size"]
-    n_rows, n_eras, n_features = data.n_rows, data.n_eras, data.n_features
-    all_rows = np.arange(n_rows, dtype=np.int32)
+    n_eras, n_features = data.n_eras, data.n_features
+    all_rows = data.all_rows
     tree_samples = []
     for _ in range(pack_size):
         rows = all_rows

@@ -37,10 +37,11 @@ class TrainingData:
     n_eras: int
     cuts: list               # per feature: float64 cut points (raw thresholds)
 
-    def __post_init__(self):
-        # Rows of era e are era_offsets[e] .. era_offsets[e+1] (rows era-sorted).
-        self.era_offsets = np.searchsorted(
-            self.row_era, np.arange(self.n_eras + 1), side="left").astype(np.int64)
+    @property
+    def era_offsets(self) -> np.ndarray:
+        """Rows of era e are era_offsets[e] .. era_offsets[e+1] (rows era-sorted)."""
+        return np.searchsorted(self.row_era, np.arange(self.n_eras + 1),
+                               side="left").astype(np.int64)
 
     @property
     def all_rows(self) -> np.ndarray:

@@ -167,37 +167,32 @@ def test_trees_in_a_pack_differ():
     assert len(signatures) == 3
 
 
+def assert_same_pack_under(seed, overrides):
+    """Grow one pack with default grower settings and once per settings
+    override; every node array must be identical (same cells, same summation
+    order), and the pack must have real splits."""
+    data, g, h = make_binned_problem(seed, **CASES["many-eras"])
+    params = {**BASE, "max_depth": 5, "lambda_dro": 0.0}
+    draws = draw_round(np.random.default_rng(seed), data, params)
+    packs = []
+    for override in ({}, *overrides):
+        settings = grower_params(params)
+        for name, value in override.items():
+            setattr(settings, name, value)
+        packs.append(grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
+                               draws.tree_feature_masks, settings, 2))
+    assert (packs[0].nodes["feature"] >= 0).sum() > 10
+    for pack in packs[1:]:
+        for name in packs[0].nodes:
+            np.testing.assert_array_equal(packs[0].nodes[name], pack.nodes[name], err_msg=name)
+
+
 def test_histogram_groups_give_the_same_pack():
-    """A tiny histogram budget forces one column pass per slot group; the
-    trees must not change (same cells, same summation order)."""
-    data, g, h = make_binned_problem(0, **CASES["many-eras"])
-    params = {**BASE, "max_depth": 5, "lambda_dro": 0.0}
-    draws = draw_round(np.random.default_rng(0), data, params)
-    packs = []
-    for budget in (None, 1):
-        settings = grower_params(params)
-        if budget is not None:
-            settings.histogram_budget_bytes = budget
-        packs.append(grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
-                               draws.tree_feature_masks, settings, 2))
-    assert (packs[0].nodes["feature"] >= 0).sum() > 10
-    for name in packs[0].nodes:
-        np.testing.assert_array_equal(packs[0].nodes[name], packs[1].nodes[name], err_msg=name)
+    """A tiny histogram budget forces one pass per slot group."""
+    assert_same_pack_under(0, [{"histogram_budget_bytes": 1}])
 
 
-@pytest.mark.parametrize("features_per_pass", [1, 3, 64])
-def test_feature_blocking_gives_the_same_pack(features_per_pass):
-    """Histogramming several features per pass over the rows must not change
-    a single tree (same cells, same summation order)."""
-    data, g, h = make_binned_problem(1, **CASES["many-eras"])
-    params = {**BASE, "max_depth": 5, "lambda_dro": 0.0}
-    draws = draw_round(np.random.default_rng(1), data, params)
-    packs = []
-    for blocking in (4, features_per_pass):
-        settings = grower_params(params)
-        settings.features_per_pass = blocking
-        packs.append(grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
-                               draws.tree_feature_masks, settings, 2))
-    assert (packs[0].nodes["feature"] >= 0).sum() > 10
-    for name in packs[0].nodes:
-        np.testing.assert_array_equal(packs[0].nodes[name], packs[1].nodes[name], err_msg=name)
+def test_feature_blocking_gives_the_same_pack():
+    """Several features per pass over the rows (default 4) vs 1, 3 and more
+    than there are features."""
+    assert_same_pack_under(1, [{"features_per_pass": k} for k in (1, 3, 64)])
