@@ -20,14 +20,35 @@
  *                             weighted pooled sums (the gains are linear in the
  *                             era sums); newton: a pass of des_era_gain()
  *   des_candidate_set_mean()
+ *   des_candidate_set_noise() optional (era_std = "between"): the per-row
+ *                             gradient variance of the node
  *   des_candidate_push()      once per era with rows in the node: the centred
- *                             square (gain_e - mean)^2 and the direction vote
+ *                             square (gain_e - mean)^2, the era's sampling
+ *                             noise and the direction vote
  *   des_candidate_finish()    DES score, mean, std, direction
  *
  * The variance is the centred two-pass form sum w (x - mean)^2 / W: it stays
  * exact when the gains share a large common offset, where the naive
  * E[x^2] - E[x]^2 cancels catastrophically, and the realized mean costs no
  * pass of its own.
+ *
+ * Between-era std (era_std = "between", the default). The spread of the era
+ * gains has two sources: eras that really disagree, and sampling noise -- an
+ * era's gain is a sum over its few rows in the node, so it scatters even when
+ * every era has the same true effect. The noise part grows as nodes shrink
+ * and would make DES reject nearly every split below the first levels (a
+ * t-test at |E|^(1/2) lambda_dro). DES penalises disagreement, not noise: as
+ * in a random-effects meta-analysis,
+ *
+ *     sigma_between^2 = max(0, sigma^2 - (1 - sum w^2 / W^2) sum_e w_e nu_e / W)
+ *
+ * with nu_e the sampling variance of gain_e: realized gains are linear in the
+ * era's sums, gain_e = (v - v_L) G_eL + (v - v_R) G_eR + (hessian terms), so
+ * nu_e = s_g^2 ((v - v_L)^2 n_eL + (v - v_R)^2 n_eR) with s_g^2 the per-row
+ * variance of the (weighted) gradients in the node; hessian noise is ignored
+ * (zero for squared error). The factor (1 - sum w^2 / W^2) is the expected
+ * shrinkage of a variance around the estimated mean. With era_gain = "newton"
+ * the per-era gains are not linear and no correction is made.
  */
 #ifndef PACKBOOST_DES_H
 #define PACKBOOST_DES_H
@@ -88,6 +109,9 @@ typedef struct {
     double direction_sign, direction_inv_scale;
     /* the pass over eras */
     double mean, weight_total, sum_squares, direction;
+    /* sampling noise of the era gains (des_candidate_set_noise): s_g^2, the
+       noise coefficients (v - v_L)^2 and (v - v_R)^2, sum w nu_e, sum w^2 */
+    double gradient_variance, noise_left, noise_right, noise_sum, weight_squares;
 } des_candidate_t;
 
 /* Result of one candidate. */
@@ -148,6 +172,13 @@ DES_FN void des_candidate_begin(des_candidate_t *state,
     state->weight_total = 0.0;
     state->sum_squares = 0.0;
     state->direction = 0.0;
+    state->gradient_variance = 0.0;
+    state->noise_left = (state->value_node - state->value_left)
+                      * (state->value_node - state->value_left);
+    state->noise_right = (state->value_node - state->value_right)
+                       * (state->value_node - state->value_right);
+    state->noise_sum = 0.0;
+    state->weight_squares = 0.0;
 }
 
 /* Per-era gain of the candidate (DESIGN 1, era_gain). */
@@ -188,6 +219,19 @@ DES_FN void des_candidate_set_mean(des_candidate_t *state, double mean)
 }
 
 /*
+ * Subtract the eras' sampling noise from the variance (era_std = "between",
+ * see the top of this file): gradient_variance is the per-row variance s_g^2
+ * of the node's gradients. Not calling this (or passing 0) keeps the total
+ * std of DESIGN 1. Realized gains only.
+ */
+DES_FN void des_candidate_set_noise(des_candidate_t *state, double gradient_variance)
+{
+    state->gradient_variance =
+        (state->era_gain == DES_ERA_GAIN_REALIZED && gradient_variance > 0.0)
+        ? gradient_variance : 0.0;
+}
+
+/*
  * Add one era with rows in the node, of weight w_e > 0. The era votes on the
  * direction only if it has rows on both sides (its own v_eL - v_eR exists).
  */
@@ -199,6 +243,12 @@ DES_FN void des_candidate_push(des_candidate_t *state, double era_weight,
     double deviation = des_era_gain(state, era_g, era_h, era_left_g, era_left_h) - state->mean;
     state->weight_total += era_weight;
     state->sum_squares += era_weight * deviation * deviation;
+    if (state->gradient_variance > 0.0) {
+        state->noise_sum += era_weight * state->gradient_variance
+                          * (state->noise_left * era_left_count
+                             + state->noise_right * era_right_count);
+        state->weight_squares += era_weight * era_weight;
+    }
     if (state->with_direction && state->direction_sign != 0.0
             && era_left_count > 0.0 && era_right_count > 0.0) {
         double lambda = state->reg_lambda;
@@ -222,8 +272,13 @@ DES_FN des_result_t des_candidate_finish(const des_candidate_t *state,
     double variance = 0.0;
     result.direction = 0.0;
     if (state->weight_total > 0.0) {
-        variance = state->sum_squares / state->weight_total;
-        result.direction = state->direction / state->weight_total;
+        double total = state->weight_total;
+        variance = state->sum_squares / total;
+        if (state->gradient_variance > 0.0) {
+            double shrinkage = 1.0 - state->weight_squares / (total * total);
+            variance -= shrinkage * state->noise_sum / total;
+        }
+        result.direction = state->direction / total;
     }
     result.mean = state->mean;
     result.std = variance > 0.0 ? sqrt(variance) : 0.0;

@@ -1,5 +1,25 @@
-# Public Cython surface of packboost (``cimport packboost``).
+# Public Cython surface of packboost: ``cimport packboost``.
 #
-# Deliberately empty for now: the tree struct-of-arrays layout and a nogil
-# prediction kernel for downstream Cython code are exposed with the packaging
-# work. Everything under packboost/_*.pxd is private and free to change.
+#     cimport packboost
+#     cdef packboost.TreeNodes nodes
+#     nodes.feature = &feature[0]            # ... one pointer per node array
+#     packboost.predict_rows_raw(&nodes, &roots[0], n_trees, &X[0, 0], n_rows,
+#                                n_features, 1, &out[0])      # nogil
+#
+# Compile with Cython's include path set to ``packboost.get_include()``. The
+# layout, the kernels and their contracts are documented in packboost/tree.pxd;
+# README "Use from Cython" has a complete downstream package. Only the names
+# below are public; packboost/_*.pxd are private and free to change.
+
+from packboost.tree cimport (
+    TreeNodes,
+    bin_code_t,
+    bin_index_t,
+    feature_index_t,
+    leaf_of_binned_row,
+    leaf_of_raw_row,
+    node_index_t,
+    predict_rows_binned,
+    predict_rows_raw,
+    raw_value_t,
+)

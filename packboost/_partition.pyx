@@ -68,15 +68,17 @@ def slot_sums(
         const NODE_IDX_C[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
         Py_ssize_t n_slots,
 ):
-    """Pooled gradient and hessian sums and row counts of every slot.
+    """Pooled gradient, squared-gradient and hessian sums and row counts of every slot.
 
     One serial pass in row order: cheap next to the histogram passes, and its
-    sums do not depend on the thread count.
+    sums do not depend on the thread count. The squared gradients give the
+    node's gradient variance (DES's between-era std, csrc/des.h).
     """
     sum_g = np.zeros(n_slots)
+    sum_g2 = np.zeros(n_slots)
     sum_h = np.zeros(n_slots)
     count = np.zeros(n_slots, dtype=np.int64)
-    cdef double[::1] sum_g_view = sum_g, sum_h_view = sum_h
+    cdef double[::1] sum_g_view = sum_g, sum_g2_view = sum_g2, sum_h_view = sum_h
     cdef int64_t[::1] count_view = count
     cdef Py_ssize_t row, tree
     cdef NODE_IDX_C slot
@@ -86,9 +88,10 @@ def slot_sums(
                 slot = node_of_row[row, tree]
                 if slot >= 0:
                     sum_g_view[slot] += gradients[row]
+                    sum_g2_view[slot] += <double>gradients[row] * gradients[row]
                     sum_h_view[slot] += hessians[row]
                     count_view[slot] += 1
-    return sum_g, sum_h, count
+    return sum_g, sum_h, count, sum_g2
 
 
 def active_rows(

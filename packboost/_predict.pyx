@@ -8,9 +8,13 @@ threshold goes left), ``missing_left``, ``left_child``/``right_child``
 (absolute node indices) and ``value`` (the leaf's contribution, shrinkage
 already applied). A tree is named by the index of its root.
 
-Work is split over blocks of rows; inside a block trees are the outer loop so
-one tree's nodes stay in cache while the block's rows walk it. Each row sums
-its trees in model order, so the result does not depend on the thread count.
+The tree walk itself is the public kernel of packboost/tree.pxd
+(``predict_rows_raw`` / ``predict_rows_binned``, what ``cimport packboost``
+gives downstream code): this module only validates strides and splits the
+rows into blocks of ROW_BLOCK, one ``prange`` iteration each. Inside a block
+trees are the outer loop so one tree's nodes stay in cache while the block's
+rows walk it. Each row sums its trees in model order, so the result does not
+depend on the thread count.
 """
 
 import numpy as np
@@ -20,6 +24,7 @@ from libc.stdint cimport uint8_t, int64_t
 
 from packboost._types cimport (X_BINNED_C, X_RAW_C, Y_C, FEATURE_IDX_C,
                                BIN_IDX_C, NODE_IDX_C)
+from packboost.tree cimport TreeNodes, predict_rows_binned, predict_rows_raw
 
 cdef enum:
     ROW_BLOCK = 128
@@ -38,28 +43,31 @@ def predict_raw(
         int n_threads,
 ):
     """Add the trees' outputs for raw rows to ``out``. NaN takes the missing side."""
+    cdef Py_ssize_t itemsize = sizeof(X_RAW_C)
+    if X.strides[0] % itemsize or X.strides[1] % itemsize:
+        # The kernel strides in elements; a misaligned view (rare) is copied.
+        X = np.ascontiguousarray(X)
     cdef Py_ssize_t n_rows = X.shape[0]
     cdef Py_ssize_t n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
-    cdef Py_ssize_t block, row, row_end, tree
-    cdef NODE_IDX_C node
-    cdef double x
+    cdef Py_ssize_t row_stride = X.strides[0] // itemsize
+    cdef Py_ssize_t feature_stride = X.strides[1] // itemsize
+    cdef Py_ssize_t block, row_start
+    cdef TreeNodes nodes
     if n_rows == 0 or tree_roots.shape[0] == 0:
         return
+    nodes.feature = &feature[0]
+    nodes.threshold = &threshold[0]
+    nodes.threshold_bin = NULL
+    nodes.missing_left = &missing_left[0]
+    nodes.left_child = &left_child[0]
+    nodes.right_child = &right_child[0]
+    nodes.value = &value[0]
     for block in prange(n_blocks, nogil=True, schedule='static',
                         num_threads=max(1, min(n_threads, n_blocks))):
-        row_end = min((block + 1) * ROW_BLOCK, n_rows)
-        for tree in range(tree_roots.shape[0]):
-            for row in range(block * ROW_BLOCK, row_end):
-                node = <NODE_IDX_C>tree_roots[tree]
-                while feature[node] >= 0:
-                    x = <double>X[row, feature[node]]
-                    if x != x:  # NaN; compiled away for integer inputs
-                        node = left_child[node] if missing_left[node] else right_child[node]
-                    elif x <= threshold[node]:
-                        node = left_child[node]
-                    else:
-                        node = right_child[node]
-                out[row] += value[node]
+        row_start = block * ROW_BLOCK
+        predict_rows_raw(&nodes, &tree_roots[0], tree_roots.shape[0],
+                         &X[row_start, 0], min(ROW_BLOCK, n_rows - row_start),
+                         row_stride, feature_stride, &out[row_start])
 
 
 def predict_binned(
@@ -78,23 +86,21 @@ def predict_binned(
     """Add the trees' outputs for binned rows (feature-major) to ``out``."""
     cdef Py_ssize_t n_rows = X_binned.shape[1]
     cdef Py_ssize_t n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
-    cdef Py_ssize_t block, row, row_end, tree
-    cdef NODE_IDX_C node
-    cdef Py_ssize_t bin_value
+    cdef Py_ssize_t block, row_start
+    cdef TreeNodes nodes
     if n_rows == 0 or tree_roots.shape[0] == 0:
         return
+    nodes.feature = &feature[0]
+    nodes.threshold = NULL
+    nodes.threshold_bin = &threshold_bin[0]
+    nodes.missing_left = &missing_left[0]
+    nodes.left_child = &left_child[0]
+    nodes.right_child = &right_child[0]
+    nodes.value = &value[0]
     for block in prange(n_blocks, nogil=True, schedule='static',
                         num_threads=max(1, min(n_threads, n_blocks))):
-        row_end = min((block + 1) * ROW_BLOCK, n_rows)
-        for tree in range(tree_roots.shape[0]):
-            for row in range(block * ROW_BLOCK, row_end):
-                node = <NODE_IDX_C>tree_roots[tree]
-                while feature[node] >= 0:
-                    bin_value = X_binned[feature[node], row]
-                    if bin_value == n_bins[feature[node]]:
-                        node = left_child[node] if missing_left[node] else right_child[node]
-                    elif bin_value <= threshold_bin[node]:
-                        node = left_child[node]
-                    else:
-                        node = right_child[node]
-                out[row] += value[node]
+        row_start = block * ROW_BLOCK
+        # Feature-major: a row's next feature is n_rows elements further.
+        predict_rows_binned(&nodes, &tree_roots[0], tree_roots.shape[0],
+                            &X_binned[0, row_start], min(ROW_BLOCK, n_rows - row_start),
+                            1, n_rows, &n_bins[0], &out[row_start])

@@ -59,8 +59,14 @@ def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain):
     return gains
 
 
-def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, params):
-    """DES of one candidate over the eras present in the node (rows > 0)."""
+def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, params,
+                    gradient_variance=0.0):
+    """DES of one candidate over the eras present in the node (rows > 0).
+
+    With ``params["era_std"] == "between"`` (realized gains) the eras'
+    sampling variance ``nu_e = s^2 ((v - v_L)^2 n_eL + (v - v_R)^2 n_eR)``,
+    ``s^2 = gradient_variance``, is taken out of the variance (csrc/des.h).
+    """
     reg_lambda = params["reg_lambda"]
     if params["era_weighting"] == "count":
         weights = params["era_alpha"] + era_c
@@ -69,12 +75,19 @@ def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, par
     weights = weights / weights.sum()
     gains = era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, params["era_gain"])
     mean = float(np.sum(weights * gains))
-    std = float(np.sqrt(np.sum(weights * (gains - mean) ** 2)))
+    variance = float(np.sum(weights * (gains - mean) ** 2))
 
     sum_g, sum_h = era_g.sum(), era_h.sum()
     left_g, left_h = era_left_g.sum(), era_left_h.sum()
     value_left = newton_value(left_g, left_h, reg_lambda)
     value_right = newton_value(sum_g - left_g, sum_h - left_h, reg_lambda)
+    if (params.get("era_std", "total") == "between" and params["era_gain"] == "realized"
+            and gradient_variance > 0):
+        value_node = newton_value(sum_g, sum_h, reg_lambda)
+        noise = gradient_variance * ((value_node - value_left) ** 2 * era_left_c
+                                     + (value_node - value_right) ** 2 * (era_c - era_left_c))
+        variance -= (1.0 - np.sum(weights**2)) * float(np.sum(weights * noise))
+    std = float(np.sqrt(variance)) if variance > 0 else 0.0
     spread = value_left - value_right
     d = np.sign(spread)
     direction = 0.0
@@ -92,7 +105,8 @@ def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, par
     return dict(score=score, gain=gain, mean=mean, std=std, direction=direction)
 
 
-def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False):
+def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False,
+               gradient_variance=0.0):
     """Every allowed (threshold, missing side) of one tile, in scan order.
 
     ``pooled_gain_only`` scores by the plain pooled Newton gain (a classic
@@ -125,7 +139,8 @@ def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False):
                         - phi(era_g.sum(), era_h.sum(), reg_lambda))
                 result = dict(score=gain, gain=gain)
             else:
-                result = score_candidate(era_g, era_h, era_c, left_g, left_h, left_c, params)
+                result = score_candidate(era_g, era_h, era_c, left_g, left_h, left_c, params,
+                                         gradient_variance)
             result.update(threshold=threshold, missing_left=missing_left)
             found.append(result)
     return found
@@ -172,6 +187,8 @@ def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
             if len(node_rows) < 2 * max(1, params["min_samples_leaf"]):
                 continue
             per_feature = []
+            node_g = gradients[node_rows]
+            variance = max(float(np.mean(node_g * node_g)) - float(np.mean(node_g)) ** 2, 0.0)
             features = layer_features[depth]
             mask = feature_masks[depth]
             for position, feature in enumerate(features):
@@ -181,7 +198,7 @@ def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
                 hist = histogram(X_binned, feature, node_rows, gradients, hessians,
                                  row_era, n_eras, width)
                 best = first_best(candidates(*hist, n_bins[feature], params,
-                                             pooled_gain_only))
+                                             pooled_gain_only, variance))
                 if best is not None:
                     best["feature"] = int(feature)
                     per_feature.append(best)

@@ -38,7 +38,7 @@ pass for their mean.
 import numpy as np
 
 from cython.parallel cimport prange, parallel, threadid
-from libc.math cimport INFINITY
+from libc.math cimport INFINITY, fabs
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
@@ -66,6 +66,7 @@ cdef extern from "des.h" nogil:
                              double weighted_h, double weighted_left_g,
                              double weighted_left_h, double weight_total)
     void des_candidate_set_mean(des_candidate_t *state, double mean)
+    void des_candidate_set_noise(des_candidate_t *state, double gradient_variance)
     void des_candidate_push(des_candidate_t *state, double era_weight,
                             double era_g, double era_h, double era_left_g,
                             double era_left_h, double era_left_count,
@@ -78,6 +79,7 @@ cdef extern from "des.h" nogil:
 
 ERA_GAIN_CODES = {"realized": DES_ERA_GAIN_REALIZED, "newton": DES_ERA_GAIN_NEWTON}
 ERA_WEIGHTING_CODES = {"equal": 0, "count": 1}
+ERA_STD_CODES = {"total": 0, "between": 1}
 
 # Default cap on one thread's histogram buffer; more slots are done in groups.
 DEFAULT_HISTOGRAM_BUDGET_BYTES = 32 * 1024 * 1024
@@ -108,6 +110,7 @@ cdef struct split_params:
     double lambda_dro
     double lambda_dir
     double dir_tanh_scale
+    int era_std_between      # subtract the eras' sampling noise (des.h)
     double min_samples_leaf
     double min_child_weight
 
@@ -132,6 +135,9 @@ cdef split_params make_params(dict params) except *:
     result.lambda_dro = params["lambda_dro"]
     result.lambda_dir = params["lambda_dir"]
     result.dir_tanh_scale = params["dir_tanh_scale"]
+    # Kernel-level default is DESIGN 1's literal total std; the estimators
+    # pass their era_std ("between" by default).
+    result.era_std_between = ERA_STD_CODES[params.get("era_std", "total")]
     # A child needs at least one row whatever the user asked.
     result.min_samples_leaf = max(1, params["min_samples_leaf"])
     result.min_child_weight = params["min_child_weight"]
@@ -144,6 +150,7 @@ cdef tile_best score_tile(
         Py_ssize_t n_eras,
         Py_ssize_t n_bins,               # non-missing bins; missing bin = n_bins
         const split_params* params,
+        double gradient_variance,        # per-row variance of the node's gradients
         int32_t* era_ids,                # scratch (n_eras,)
         double* scratch,                 # scratch (N_SCRATCH, n_eras)
 ) noexcept nogil:
@@ -171,7 +178,7 @@ cdef tile_best score_tile(
     cdef double p_left_g = 0.0, p_left_h = 0.0, p_left_count = 0.0
     cdef double w_left_g = 0.0, w_left_h = 0.0
     cdef double cand_g, cand_h, cand_count, cand_w_g, cand_w_h, g, h, c, w, mean
-    cdef double era_left_g, era_left_h, era_left_count
+    cdef double era_left_g, era_left_h, era_left_count, bin_count
     cdef int side, missing_goes_left
     cdef bint with_direction = params.lambda_dir != 0.0
     cdef bint needs_pass = (params.lambda_dro != 0.0 or with_direction
@@ -222,16 +229,23 @@ cdef tile_best score_tile(
 
     for bin_idx in range(n_bins):
         # Move bin `bin_idx` to the left side, era by era, pooled and weighted.
+        bin_count = 0.0
         for i in range(n_present):
             cell = hist + era_ids[i] * era_stride + bin_idx
             left_g[i] += cell.sum_gradients
             left_h[i] += cell.sum_hessians
             left_count[i] += cell.count
-            p_left_g += cell.sum_gradients
-            p_left_h += cell.sum_hessians
-            p_left_count += cell.count
+            bin_count += cell.count
             w_left_g += era_weight[i] * cell.sum_gradients
             w_left_h += era_weight[i] * cell.sum_hessians
+            p_left_g += cell.sum_gradients
+            p_left_h += cell.sum_hessians
+        p_left_count += bin_count
+        if bin_count == 0.0:
+            # An empty bin leaves the partition (and every sum) of the previous
+            # threshold unchanged: its candidates would tie it and lose. Small
+            # nodes of many-bin features skip most thresholds here.
+            continue
         for side in range(2):
             missing_goes_left = side == 0
             if not missing_goes_left and p_missing_count == 0.0:
@@ -265,6 +279,13 @@ cdef tile_best score_tile(
                 mean = des_realized_mean(&state, w_sum_g, w_sum_h, cand_w_g, cand_w_h,
                                          weight_total)
             des_candidate_set_mean(&state, mean)
+            # Early exit: DES = mu - lambda_dro sigma + lambda_dir |mu| D is at most
+            # mu + lambda_dir |mu| (sigma >= 0, |D| <= 1). A candidate that cannot
+            # beat the best so far (ties keep the earlier one) skips its era pass.
+            if best.found and mean + params.lambda_dir * fabs(mean) <= best.score:
+                continue
+            if params.era_std_between:
+                des_candidate_set_noise(&state, gradient_variance)
             if needs_pass:
                 for i in range(n_present):
                     era_left_g = left_g[i]
@@ -307,8 +328,13 @@ def find_best_splits(
         int n_threads,
         Py_ssize_t histogram_budget_bytes=DEFAULT_HISTOGRAM_BUDGET_BYTES,
         Py_ssize_t features_per_pass=DEFAULT_FEATURES_PER_PASS,
+        slot_gradient_variance=None,
 ):
     """Best DES candidate of every (slot, candidate feature).
+
+    ``slot_gradient_variance`` (n_slots,) is the per-row variance of each
+    slot's gradients, used by ``era_std="between"`` (None: zeros, the total
+    std).
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -343,6 +369,13 @@ def find_best_splits(
     cdef uint8_t[:, ::1] missing_left_view = missing_left, found_view = found
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
         return result
+    if slot_gradient_variance is None:
+        slot_gradient_variance = np.zeros(n_slots)
+    cdef const double[::1] slot_noise = np.ascontiguousarray(slot_gradient_variance,
+                                                              dtype=np.float64)
+    if slot_noise.shape[0] != n_slots:
+        raise ValueError(f"slot_gradient_variance must have {n_slots} entries, "
+                         f"got {slot_noise.shape[0]}")
 
     if node_of_row.shape[1] > MAX_PACK_SIZE:
         raise ValueError(f"pack_size must be at most {MAX_PACK_SIZE}, "
@@ -396,7 +429,8 @@ def find_best_splits(
                                 &hist_view[thread, 0] + member * feature_stride
                                 + (slot - group_start) * width,
                                 (group_end - group_start) * width, n_eras, n_bins[feature],
-                                &c_params, &era_id_view[thread, 0], &scratch_view[thread, 0])
+                                &c_params, slot_noise[slot], &era_id_view[thread, 0],
+                                &scratch_view[thread, 0])
                             found_view[slot, position] = best.found
                             if best.found:
                                 score_view[slot, position] = best.score
@@ -428,11 +462,11 @@ def best_candidate_per_slot(const double[:, ::1] score, const uint8_t[:, ::1] fo
     return best
 
 
-def score_histogram(hist, Py_ssize_t n_bins, dict params):
+def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_variance=0.0):
     """Best candidate of one per-era histogram (test entry point of score_tile).
 
     ``hist`` is a structured array (n_eras, n_bins + 1) of HIST_DTYPE, the
-    missing bin last. Returns a dict (score, gain, mean, std, direction,
+    missing bin last; ``gradient_variance`` as in find_best_splits. Returns a dict (score, gain, mean, std, direction,
     threshold, missing_left) or None when no candidate meets the constraints.
     """
     hist = np.ascontiguousarray(hist, dtype=HIST_DTYPE)
@@ -448,8 +482,8 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params):
     scratch = np.empty(N_SCRATCH * n_eras)
     cdef int32_t[::1] era_view = era_ids
     cdef double[::1] scratch_view = scratch
-    best = score_tile(&hist_view[0, 0], n_bins + 1, n_eras, n_bins, &c_params, &era_view[0],
-                      &scratch_view[0])
+    best = score_tile(&hist_view[0, 0], n_bins + 1, n_eras, n_bins, &c_params,
+                      gradient_variance, &era_view[0], &scratch_view[0])
     if not best.found:
         return None
     return dict(score=best.score, gain=best.gain, mean=best.mean, std=best.std,

@@ -98,7 +98,8 @@ def grower_params(params: dict) -> GrowerParams:
         shrinkage=params["learning_rate"] / params["pack_size"],
         split={name: params[name] for name in (
             "reg_lambda", "era_gain", "era_weighting", "era_alpha", "lambda_dro",
-            "lambda_dir", "dir_tanh_scale", "min_samples_leaf", "min_child_weight")},
+            "lambda_dir", "dir_tanh_scale", "era_std", "min_samples_leaf",
+            "min_child_weight")},
     )
 
 
@@ -159,7 +160,7 @@ class InitModel:
 def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
           objective, params: dict, n_threads: int, *, eval_sets: list | None = None,
           metrics: list | None = None, callbacks=None, init: InitModel | None = None,
-          model=None) -> tuple[TreeEnsemble, TrainingInfo]:
+          model=None, backend=None) -> tuple[TreeEnsemble, TrainingInfo]:
     """Fit ``params["n_estimators"]`` rounds on era-sorted training data.
 
     ``y`` and ``sample_weight`` are in the row order of ``data``. After every
@@ -169,8 +170,14 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     for the best rounds to be kept. With ``init``, rounds are grown on top of
     its raw predictions and appended to its trees.
 
+    With ``backend`` (``packboost._cuda_grower.DeviceBackend``), its
+    ``grow_pack`` and ``predict_pack_binned`` replace the CPU engine's; the
+    round's draws are the same, so the model is the same function of the seed.
+
     Returns the ensemble and the final :class:`~packboost.callback.TrainingInfo`.
     """
+    grow = grow_pack if backend is None else backend.grow_pack
+    update = predict_pack_binned if backend is None else backend.predict_pack_binned
     eval_sets = list(eval_sets or ())
     metrics = list(metrics or ())
     rng = np.random.default_rng(params["random_state"])
@@ -202,9 +209,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     for round_index in range(params["n_estimators"]):
         objective.gradients(y, raw_prediction, sample_weight, gradients, hessians)
         draws = draw_round(rng, data, params)
-        pack = grow_pack(data, gradients, hessians, draws.tree_samples,
-                         draws.layer_features, draws.tree_feature_masks, settings,
-                         n_threads)
+        pack = grow(data, gradients, hessians, draws.tree_samples,
+                    draws.layer_features, draws.tree_feature_masks, settings, n_threads)
         if not np.isfinite(pack.nodes["value"]).all():
             # Never keep training on garbage: inputs are bounded at the public
             # boundary, so this is a safety net, not an expected path.
@@ -212,7 +218,7 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                 f"training diverged in round {begin + round_index}: a leaf value is not "
                 "finite; rescale y or sample_weight, or raise reg_lambda")
         packs.append(pack)
-        predict_pack_binned(data, pack, raw_prediction, n_threads)
+        update(data, pack, raw_prediction, n_threads)
         if eval_sets:
             pack_only = TreeEnsemble.from_packs([pack], params["pack_size"], 0.0)
         for eval_set in eval_sets:

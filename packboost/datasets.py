@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["EraDataset", "make_numerai_like"]
+__all__ = ["EraDataset", "make_numerai_like", "make_sign_flip", "make_smooth_drift"]
 
 # Number of ordered levels of the features and of the target (Numerai: 0..4).
 N_LEVELS = 5
@@ -214,11 +214,7 @@ def make_numerai_like(
     >>> data.X.shape, train.n_eras, test.n_eras
     ((2000, 20), 8, 2)
     """
-    n_rows = _check_int(n_rows, "n_rows", minimum=1)
-    n_features = _check_int(n_features, "n_features", minimum=1)
-    n_eras = _check_int(n_eras, "n_eras", minimum=1)
-    if n_rows < n_eras:
-        raise ValueError(f"n_rows must be >= n_eras ({n_eras}), got {n_rows}")
+    n_rows, n_features, n_eras = _check_panel(n_rows, n_features, n_eras)
     if n_informative is None:
         n_informative = max(1, n_features // 10)
     n_informative = _check_int(n_informative, "n_informative", minimum=1)
@@ -251,6 +247,214 @@ def make_numerai_like(
     pair_a, pair_b, curved = (informative[i % n_informative] for i in range(3))
     gamma = NONLINEAR_SCALE * float(np.sqrt(np.mean(base_coef**2)))
     normaliser = float(np.sqrt(np.sum(base_coef**2) + 2.0 * gamma**2))
+    def nonlinear(latent):
+        terms = gamma * latent[pair_a].astype(np.float64) * latent[pair_b]
+        terms += gamma * (latent[curved].astype(np.float64) ** 2 - 1.0) / np.sqrt(2.0)
+        return terms
+
+    return _draw_panel(
+        rng, n_rows, n_features, n_eras, feature_group, informative, coefficients,
+        scale=signal / normaliser, nonlinear=nonlinear,
+    )
+
+
+def make_sign_flip(
+    n_rows: int = 100_000,
+    n_features: int = 100,
+    n_eras: int = 100,
+    *,
+    n_strong: int | None = None,
+    n_stable: int | None = None,
+    strong_signal: float = 0.2,
+    stable_signal: float = 0.1,
+    flip_start: float = 0.1,
+    flip_end: float = 0.45,
+    random_state=0,
+) -> EraDataset:
+    """Era-shift data: strong features that flip sign in some eras, weak stable ones.
+
+    The case DES exists for (DESIGN.md section 1): a learner that ranks splits
+    by pooled gain leans on the strong features, which pay in most eras and
+    cost in the others; the weaker stable features pay in every era.
+
+    Generating process (era ``e`` at time ``t_e = e / (n_eras - 1)``; rows,
+    latent factors, quintile features and the quintile target exactly as in
+    :func:`make_numerai_like`, steps 1-3 and 6):
+
+    1. ``n_strong`` *strong* and ``n_stable`` *stable* features (disjoint
+       random subsets); the others carry nothing.
+    2. **Regimes.** Era ``e`` is *flipped* with probability
+       ``p(t_e) = flip_start + (flip_end - flip_start) * t_e``, independently
+       across eras: flips are a minority, and more frequent late (with the
+       defaults, about 23% of the first three quarters of eras and 41% of the
+       last quarter, the usual held-out part).
+    3. **Coefficients.** Strong: ``c_ke = s_e * strong_signal * u_k / ||u||``
+       with ``u_k ~ N(0, 1)`` and ``s_e = -1`` in flipped eras, ``+1``
+       otherwise (all strong features flip together). Stable:
+       ``c_ke = stable_signal * (v_k + 0.25 |v_k| N(0, 1)) / ||v||`` with
+       ``v_k ~ N(0, 1)``: the sign almost never changes.
+    4. **Latent target.** ``t_i = sum_k c_ke z_ik + N(0, 1)``: the strong
+       part has standard deviation about ``strong_signal``, the stable part
+       about ``stable_signal``.
+
+    Parameters
+    ----------
+    n_rows, n_features, n_eras : int
+        As in :func:`make_numerai_like`.
+    n_strong : int or None, default=None
+        Number of strong, flipping features; ``None`` means
+        ``max(1, n_features // 50)``.
+    n_stable : int or None, default=None
+        Number of weak, stable features; ``None`` means
+        ``max(1, n_features // 10)``.
+    strong_signal, stable_signal : float
+        Signal-to-noise scale of the strong and of the stable part.
+    flip_start, flip_end : float
+        Probability that an era is flipped at the first and at the last era,
+        each in ``[0, 1]``.
+    random_state : int, numpy.random.Generator or None, default=0
+        Seed of :func:`numpy.random.default_rng`.
+
+    Returns
+    -------
+    EraDataset
+        ``informative_features`` lists the strong features, then the stable
+        ones; ``coefficients`` is ``(n_eras, n_strong + n_stable)`` in the
+        same order.
+
+    Examples
+    --------
+    >>> data = make_sign_flip(n_rows=2_000, n_features=50, n_eras=20)
+    >>> data.coefficients.shape
+    (20, 6)
+    """
+    n_rows, n_features, n_eras = _check_panel(n_rows, n_features, n_eras)
+    n_strong = _check_int(max(1, n_features // 50) if n_strong is None else n_strong,
+                          "n_strong", minimum=1)
+    n_stable = _check_int(max(1, n_features // 10) if n_stable is None else n_stable,
+                          "n_stable", minimum=0)
+    if n_strong + n_stable > n_features:
+        raise ValueError(
+            f"n_strong + n_stable must be <= n_features ({n_features}), "
+            f"got {n_strong} + {n_stable}"
+        )
+    strong_signal = _check_nonnegative(strong_signal, "strong_signal")
+    stable_signal = _check_nonnegative(stable_signal, "stable_signal")
+    for name, value in (("flip_start", flip_start), ("flip_end", flip_end)):
+        if not 0.0 <= _check_nonnegative(value, name) <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    rng = np.random.default_rng(random_state)
+
+    feature_group = rng.integers(max(1, round(n_features / FEATURES_PER_GROUP)), size=n_features)
+    chosen = rng.choice(n_features, size=n_strong + n_stable, replace=False)
+    strong, stable = np.sort(chosen[:n_strong]), np.sort(chosen[n_strong:])
+    era_time = np.arange(n_eras) / max(n_eras - 1, 1)
+    flip_probability = flip_start + (float(flip_end) - float(flip_start)) * era_time
+    era_sign = np.where(rng.random(n_eras) < flip_probability, -1.0, 1.0)
+
+    strong_base = rng.standard_normal(n_strong)
+    strong_base *= strong_signal / np.linalg.norm(strong_base)
+    stable_base = rng.standard_normal(n_stable)
+    stable_coef = stable_base + 0.25 * np.abs(stable_base) * rng.standard_normal((n_eras, n_stable))
+    if n_stable:
+        stable_coef *= stable_signal / np.linalg.norm(stable_base)
+    coefficients = np.hstack([np.outer(era_sign, strong_base), stable_coef])
+    return _draw_panel(rng, n_rows, n_features, n_eras, feature_group,
+                       np.concatenate([strong, stable]), coefficients, scale=1.0)
+
+
+def make_smooth_drift(
+    n_rows: int = 100_000,
+    n_features: int = 100,
+    n_eras: int = 100,
+    *,
+    n_informative: int | None = None,
+    signal: float = 0.15,
+    drift: float = 1.0,
+    random_state=0,
+) -> EraDataset:
+    """Era data whose feature effects drift smoothly over time.
+
+    Generating process (era ``e`` at time ``t_e = e / (n_eras - 1)``; rows,
+    latent factors, quintile features and the quintile target as in
+    :func:`make_numerai_like`, steps 1-3 and 6):
+
+    1. ``n_informative`` features (a random subset); half of them (rounded
+       down) *drift*, the others are *stable*.
+    2. **Coefficients.** ``b_k ~ N(0, 1)``; a drifting feature moves along
+       a straight line from ``b_k - drift * d_k`` at the first era to
+       ``b_k + drift * d_k`` at the last, ``d_k ~ N(0, 1)``; a stable one
+       keeps ``b_k``. Each era adds ``0.25 |b_k| N(0, 1)``. The paths are
+       smooth, so the last quarter of eras (held out) continues a trend the
+       training eras only partly show.
+    3. **Latent target.** ``t_i = signal * sum_k c_ke z_ik / ||b|| + N(0, 1)``.
+
+    Parameters
+    ----------
+    n_rows, n_features, n_eras : int
+        As in :func:`make_numerai_like`.
+    n_informative : int or None, default=None
+        ``None`` means ``max(1, n_features // 10)``.
+    signal : float, default=0.15
+        Signal-to-noise scale of the latent target.
+    drift : float, default=1.0
+        Size of the drift relative to the base coefficients (``0``: none).
+    random_state : int, numpy.random.Generator or None, default=0
+        Seed of :func:`numpy.random.default_rng`.
+
+    Returns
+    -------
+    EraDataset
+
+    Examples
+    --------
+    >>> data = make_smooth_drift(n_rows=2_000, n_features=20, n_eras=10)
+    >>> data.coefficients.shape
+    (10, 2)
+    """
+    n_rows, n_features, n_eras = _check_panel(n_rows, n_features, n_eras)
+    n_informative = _check_int(max(1, n_features // 10) if n_informative is None
+                               else n_informative, "n_informative", minimum=1)
+    if n_informative > n_features:
+        raise ValueError(
+            f"n_informative must be <= n_features ({n_features}), got {n_informative}"
+        )
+    signal = _check_nonnegative(signal, "signal")
+    drift = _check_nonnegative(drift, "drift")
+    rng = np.random.default_rng(random_state)
+
+    feature_group = rng.integers(max(1, round(n_features / FEATURES_PER_GROUP)), size=n_features)
+    informative = np.sort(rng.choice(n_features, size=n_informative, replace=False))
+    base_coef = rng.standard_normal(n_informative)
+    slope = rng.standard_normal(n_informative)
+    slope[rng.permutation(n_informative)[n_informative // 2 :]] = 0.0  # the stable half
+    era_time = np.arange(n_eras) / max(n_eras - 1, 1)
+    coefficients = base_coef + drift * np.outer(2.0 * era_time - 1.0, slope)
+    coefficients += 0.25 * np.abs(base_coef) * rng.standard_normal((n_eras, n_informative))
+    return _draw_panel(rng, n_rows, n_features, n_eras, feature_group, informative,
+                       coefficients, scale=signal / float(np.linalg.norm(base_coef)))
+
+
+def _check_panel(n_rows, n_features, n_eras) -> tuple[int, int, int]:
+    n_rows = _check_int(n_rows, "n_rows", minimum=1)
+    n_features = _check_int(n_features, "n_features", minimum=1)
+    n_eras = _check_int(n_eras, "n_eras", minimum=1)
+    if n_rows < n_eras:
+        raise ValueError(f"n_rows must be >= n_eras ({n_eras}), got {n_rows}")
+    return n_rows, n_features, n_eras
+
+
+def _draw_panel(rng, n_rows, n_features, n_eras, feature_group, informative,
+                coefficients, *, scale, nonlinear=None) -> EraDataset:
+    """Draw features and target era by era (steps 1-3, 5, 6 of make_numerai_like).
+
+    ``coefficients[e]`` are the linear coefficients of the informative
+    latent factors in era ``e``; the latent target of a row is
+    ``scale * (coefficients[e] @ z_informative + nonlinear(z)) + N(0, 1)``.
+    The random stream (latent, group factors, target noise, per era) is the
+    same for every generator, so they share one documented process.
+    """
+    n_groups = int(feature_group.max()) + 1
     group_weight = np.float32(np.sqrt(GROUP_CORRELATION))
     noise_weight = np.float32(np.sqrt(1.0 - GROUP_CORRELATION))
 
@@ -273,9 +477,9 @@ def make_numerai_like(
 
         factors = latent[informative].astype(np.float64)
         target = coefficients[era_idx] @ factors
-        target += gamma * latent[pair_a].astype(np.float64) * latent[pair_b]
-        target += gamma * (latent[curved].astype(np.float64) ** 2 - 1.0) / np.sqrt(2.0)
-        target *= signal / normaliser
+        if nonlinear is not None:
+            target += nonlinear(latent)
+        target *= scale
         target += rng.standard_normal(size)
         y[start:stop] = _quintiles(target[np.newaxis, :])[0]
 
@@ -289,6 +493,7 @@ def make_numerai_like(
         informative_features=informative,
         coefficients=coefficients,
     )
+
 
 
 def _quintiles(values: np.ndarray) -> np.ndarray:

@@ -133,7 +133,8 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
         n_slots = len(slot_tree)
         if n_slots == 0:
             break
-        sum_g, sum_h, counts = _partition.slot_sums(gradients, hessians, node_of_row, n_slots)
+        sum_g, sum_h, counts, sum_g2 = _partition.slot_sums(gradients, hessians, node_of_row,
+                                                            n_slots)
         level = empty_nodes(n_slots)
         level["value"][:] = params.shrinkage * leaf_values(
             sum_g, sum_h, params.reg_lambda, params.max_delta_step)
@@ -143,7 +144,8 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
         split_slots = np.zeros(0, dtype=np.int64)
         if depth < params.max_depth:
             split_slots = _split_level(data, gradients, hessians, node_of_row, slot_tree,
-                                       counts, layer_features[depth],
+                                       counts, gradient_variance(sum_g, sum_g2, counts),
+                                       layer_features[depth],
                                        tree_feature_masks[depth], params, level, n_threads)
         # Children get the next free local ids of their tree, left then right.
         split_trees = slot_tree[split_slots]
@@ -180,8 +182,15 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
     return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
 
 
-def _split_level(data, gradients, hessians, node_of_row, slot_tree, counts, features,
-                 feature_mask, params, level, n_threads):
+def gradient_variance(sum_g: np.ndarray, sum_g2: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per-row variance of each slot's gradients (0 for an empty slot)."""
+    n = np.maximum(counts, 1)
+    mean = sum_g / n
+    return np.maximum(sum_g2 / n - mean * mean, 0.0)
+
+
+def _split_level(data, gradients, hessians, node_of_row, slot_tree, counts, slot_variance,
+                 features, feature_mask, params, level, n_threads):
     """Find the best split of every frontier slot, fill ``level`` with the
     accepted ones and return their slot indices."""
     pack_size = node_of_row.shape[1]
@@ -196,7 +205,8 @@ def _split_level(data, gradients, hessians, node_of_row, slot_tree, counts, feat
     found = _split.find_best_splits(data.X_binned, gradients, hessians, rows, era_offsets,
                                     node_of_row, slot_tree, slot_open, features,
                                     tree_uses_feature, data.n_bins, params.split, n_threads,
-                                    params.histogram_budget_bytes, params.features_per_pass)
+                                    params.histogram_budget_bytes, params.features_per_pass,
+                                    slot_variance)
     best = _split.best_candidate_per_slot(found["score"], found["found"])
     candidates = np.flatnonzero(best >= 0)
     column = best[candidates]

@@ -127,11 +127,19 @@ def _array(arrays: dict, name: str, dtype, ndim: int = 1) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=dtype)
 
 
+# Parameters added after format v1 files were first written, with the value
+# that reproduces the training of a file that predates them (so that
+# ``init_model=`` continues a model the way it was grown).
+PARAMETERS_BEFORE_THEY_EXISTED = {"era_std": "total"}
+
+
 def _checked_params(estimator, params: dict) -> dict:
     """The estimator parameters of a file, each checked as ``fit`` checks it.
 
     A file may come from anyone: a forged ``n_jobs`` or ``max_bins`` must not
-    reach a kernel. Unknown keys (parameters of another version) are ignored.
+    reach a kernel. Unknown keys (parameters of another version) are ignored;
+    parameters newer than the file get the value that reproduces how it was
+    trained (``PARAMETERS_BEFORE_THEY_EXISTED``), not today's default.
     """
     from packboost.sklearn import _PARAMETER_RULES, _check_parameter, _resolve_n_jobs
 
@@ -152,6 +160,9 @@ def _checked_params(estimator, params: dict) -> dict:
         except (TypeError, ValueError) as error:
             raise ModelFileError(f"invalid parameter in model file: {error}") from None
         checked[key] = value
+    for key, value in PARAMETERS_BEFORE_THEY_EXISTED.items():
+        if key in valid:
+            checked.setdefault(key, value)
     return checked
 
 

@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from packboost import _validation
+from packboost import _device, _validation
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._memory import check_fit_memory, data_memory_estimate, training_memory_estimate
 from packboost._threads import resolve_n_threads
@@ -66,8 +66,9 @@ _PARAMETER_DOC = """
         Fraction of eras each tree of a round is grown on.
     era_gain : {"realized", "newton"}, default="realized"
         Per-era gain definition (DESIGN 1).
-    lambda_dro : float, default=0.25
-        Weight of the per-era gain standard deviation (risk) in DES.
+    lambda_dro : float, default=1.0
+        Weight of the per-era gain standard deviation (risk) in DES; see
+        ``era_std`` for which standard deviation.
     lambda_dir : float, default=0.0
         Weight of the directional-agreement term in DES.
     era_weighting : {"equal", "count"}, default="equal"
@@ -76,13 +77,24 @@ _PARAMETER_DOC = """
         Additive smoothing of count era weights.
     dir_tanh_scale : float, default=1.0
         Softness of the direction vote; 0 counts signs.
+    era_std : {"between", "total"}, default="between"
+        The risk term of DES. ``"between"``: the standard deviation of the
+        per-era gains beyond what sampling noise within eras explains (eras
+        that disagree are penalised, small nodes are not), see ``csrc/des.h``.
+        ``"total"``: the plain weighted standard deviation of DESIGN 1, which
+        also penalises noise and so stops trees early on weak signal. Only
+        ``era_gain="realized"`` is corrected; ``"newton"`` always uses the total.
     n_jobs : int or None, default=None
         Threads; None or -1 uses every CPU this process may use.
     random_state : int, numpy Generator/RandomState or None, default=None
         Seed of every random draw. The model is a pure function of data,
         parameters and an int seed, whatever ``n_jobs``.
-    device : {"cpu"}, default="cpu"
-        Backend. ("cuda" comes with the CUDA backend.)
+    device : {"cpu", "cuda"}, default="cpu"
+        Backend. ``"cuda"`` trains and predicts on the first NVIDIA GPU with
+        libpackboost_cuda (builds with nvcc only; see
+        ``packboost.cuda_available()``): the same trees as the CPU for the
+        same seed. Without a usable GPU, fit and predict raise
+        ``packboost.CudaError`` with CUDA's message.
     importance_type : {"gain", "split", "des"}, default="gain"
         What ``feature_importances_`` adds up over a feature's splits: their
         pooled Newton gain, their number, or their DES score (gain that held
@@ -118,7 +130,8 @@ _PARAMETER_RULES = {
     "dir_tanh_scale": (_REAL, 0.0, None, True, True),
     "era_gain": ("realized", "newton"),
     "era_weighting": ("equal", "count"),
-    "device": ("cpu",),
+    "era_std": ("between", "total"),
+    "device": ("cpu", "cuda"),
     "importance_type": ("gain", "split", "des"),
 }
 
@@ -192,8 +205,9 @@ class _PackBoostEstimator(BaseEstimator):
                  min_split_gain=0.0, max_delta_step=0.0, max_bins=255,
                  layer_feature_fraction=1.0, tree_feature_fraction=0.75,
                  row_subsample=1.0, era_subsample=0.75, era_gain="realized",
-                 lambda_dro=0.25, lambda_dir=0.0, era_weighting="equal", era_alpha=0.0,
-                 dir_tanh_scale=1.0, n_jobs=None, random_state=None, device="cpu",
+                 lambda_dro=1.0, lambda_dir=0.0, era_weighting="equal", era_alpha=0.0,
+                 dir_tanh_scale=1.0, era_std="between", n_jobs=None, random_state=None,
+                 device="cpu",
                  importance_type="gain"):
         self.n_estimators = n_estimators
         self.pack_size = pack_size
@@ -215,6 +229,7 @@ class _PackBoostEstimator(BaseEstimator):
         self.era_weighting = era_weighting
         self.era_alpha = era_alpha
         self.dir_tanh_scale = dir_tanh_scale
+        self.era_std = era_std
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.device = device
@@ -274,6 +289,7 @@ class _PackBoostEstimator(BaseEstimator):
             init_model = copy.copy(self)
         self._reset_target_encoding()
         params = self._validated_params()
+        _device.check_device(params["device"])
         if early_stopping_rounds is not None and (
                 isinstance(early_stopping_rounds, bool)
                 or not isinstance(early_stopping_rounds, numbers.Integral)):
@@ -342,9 +358,12 @@ class _PackBoostEstimator(BaseEstimator):
             eval_rows=sum(item.X.shape[0] for item in eval_sets)),
             who=f"{type(self).__name__}.fit")
         objective = get_objective(self._objective_name)
-        ensemble, info = train(data, y, sample_weight, objective, params, n_threads,
-                               eval_sets=eval_sets, metrics=metrics, callbacks=callback_list,
-                               init=start, model=self)
+        with _device.training_backend(params["device"], data,
+                                      params["pack_size"]) as backend:
+            ensemble, info = train(data, y, sample_weight, objective, params, n_threads,
+                                   eval_sets=eval_sets, metrics=metrics,
+                                   callbacks=callback_list, init=start, model=self,
+                                   backend=backend)
         self.ensemble_ = ensemble
         self.bin_mapper_ = mapper
         self.n_features_in_ = X.shape[1]
@@ -485,6 +504,8 @@ class _PackBoostEstimator(BaseEstimator):
             raise _not_fitted_error(self)
         start, end = self._round_range(iteration_range)
         X = self._check_predict_X(X)
+        if _check_parameter("device", self.device) == "cuda":
+            return _device.predict_raw(self.ensemble_, X, n_rounds=end, start_round=start)
         return self.ensemble_.predict_raw(X, _resolve_n_jobs(self.n_jobs), n_rounds=end,
                                           start_round=start)
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from packboost.datasets import EraDataset, make_numerai_like
+from packboost.datasets import EraDataset, make_numerai_like, make_sign_flip, make_smooth_drift
 from packboost.metrics import per_era_correlation
 
 # Awkward sizes: eras of unequal size (6_003 = 20 * 300 + 3), odd feature count.
@@ -175,3 +175,74 @@ def test_invalid_arguments(kwargs, error, match):
     params.update(kwargs)
     with pytest.raises(error, match=match):
         make_numerai_like(**params)
+
+
+# ----------------------------------------------------------- era-shift cases
+
+ERA_SHIFT = [make_sign_flip, make_smooth_drift]
+
+
+@pytest.mark.parametrize("make", ERA_SHIFT)
+def test_era_shift_layout_and_determinism(make):
+    data = make(N_ROWS, N_FEATURES, N_ERAS, random_state=5)
+    assert data.X.shape == (N_ROWS, N_FEATURES) and data.X.dtype == np.uint8
+    assert data.X.flags.f_contiguous
+    assert set(np.unique(data.y).tolist()) == {0.0, 0.25, 0.5, 0.75, 1.0}
+    assert np.bincount(data.era).tolist() == np.bincount(
+        make_numerai_like(N_ROWS, N_FEATURES, N_ERAS).era).tolist()
+    assert data.coefficients.shape == (N_ERAS, data.informative_features.size)
+    again = make(N_ROWS, N_FEATURES, N_ERAS, random_state=5)
+    np.testing.assert_array_equal(again.X, data.X)
+    np.testing.assert_array_equal(again.y, data.y)
+    assert not np.array_equal(make(N_ROWS, N_FEATURES, N_ERAS, random_state=6).y, data.y)
+
+
+def test_sign_flip_process():
+    n_eras = 400
+    data = make_sign_flip(n_eras * 20, 100, n_eras, n_strong=3, n_stable=10, random_state=1)
+    strong, stable = data.coefficients[:, :3], data.coefficients[:, 3:]
+    # All strong features flip together; the flipped eras are a minority,
+    # more frequent late (p rises from 0.1 to 0.45).
+    signs = np.sign(strong)
+    assert np.all(signs == signs[:, :1])
+    flipped = signs[:, 0] != np.sign(np.median(strong[:, 0]))
+    early, late = flipped[: n_eras // 2].mean(), flipped[n_eras // 2 :].mean()
+    assert 0.05 < early < late < 0.5
+    np.testing.assert_allclose(np.linalg.norm(strong, axis=1), 0.2)
+    # Stable features keep their sign in (almost) every era.
+    assert np.mean(np.sign(stable) == np.sign(np.median(stable, axis=0))) > 0.99
+    assert len(set(data.informative_features.tolist())) == 13
+
+
+def test_sign_flip_strong_features_mislead_pooled_fit():
+    """A pooled least-squares fit leans on the strong features and so does
+    worse in flipped eras than in unflipped ones."""
+    data = make_sign_flip(40_000, 30, 80, n_strong=2, n_stable=6, strong_signal=0.4,
+                          random_state=2)
+    design = np.c_[data.X.astype(np.float64), np.ones(data.n_rows)]
+    coef = np.linalg.lstsq(design, data.y.astype(np.float64), rcond=None)[0]
+    _, correlation = per_era_correlation(data.y, design @ coef, data.era)[:2]
+    flipped = np.sign(data.coefficients[:, 0]) != np.sign(np.median(data.coefficients[:, 0]))
+    assert correlation[~flipped].mean() > 0.1 > correlation[flipped].mean()
+
+
+def test_smooth_drift_process():
+    data = make_smooth_drift(4_000, 40, 200, n_informative=8, random_state=3)
+    # Half the informative features drift along a line, the others stay put
+    # (up to the per-era jitter): compare first and last tenth of eras.
+    head, tail = data.coefficients[:20].mean(axis=0), data.coefficients[-20:].mean(axis=0)
+    moved = np.abs(tail - head) / np.abs(data.coefficients).mean()
+    assert np.sum(moved > 0.5) >= 3 and np.sum(moved < 0.3) >= 3
+
+
+@pytest.mark.parametrize("make, kwargs, match", [
+    (make_sign_flip, dict(n_strong=0), "n_strong"),
+    (make_sign_flip, dict(n_strong=20, n_stable=10), "n_strong \\+ n_stable"),
+    (make_sign_flip, dict(flip_end=1.5), "flip_end"),
+    (make_sign_flip, dict(strong_signal=-1.0), "strong_signal"),
+    (make_smooth_drift, dict(n_informative=50), "n_informative"),
+    (make_smooth_drift, dict(drift=float("nan")), "drift"),
+])
+def test_era_shift_invalid_arguments(make, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make(1_000, 23, 10, **kwargs)

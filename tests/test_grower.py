@@ -13,7 +13,7 @@ BASE = dict(
     n_estimators=1, pack_size=3, max_depth=4, learning_rate=0.3, reg_lambda=1.0,
     min_samples_leaf=2, min_child_weight=0.0, min_split_gain=0.0, max_delta_step=0.0,
     era_gain="realized", era_weighting="equal", era_alpha=0.0, lambda_dro=0.25,
-    lambda_dir=0.5, dir_tanh_scale=1.0, era_subsample=0.7, row_subsample=0.8,
+    lambda_dir=0.5, dir_tanh_scale=1.0, era_std="between", era_subsample=0.7, row_subsample=0.8,
     layer_feature_fraction=0.8, tree_feature_fraction=0.7, random_state=0,
 )
 
@@ -32,6 +32,7 @@ CASES = {
 PARAMS = {
     "realized": {},
     "newton": dict(era_gain="newton"),
+    "total-std": dict(era_std="total", lambda_dro=1.0),
     "count-weights": dict(era_weighting="count", era_alpha=2.0, dir_tanh_scale=0.0),
     "max-delta-step": dict(max_delta_step=0.05, lambda_dro=1.0),
     "min-split-gain": dict(min_split_gain=5.0, min_samples_leaf=7),

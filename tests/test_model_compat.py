@@ -73,6 +73,17 @@ def test_old_files_can_be_trained_further_and_saved_in_the_newest_version(versio
                                   more.predict(X))
 
 
+def test_parameters_newer_than_a_file_load_as_it_was_trained(tmp_path):
+    """A file written before era_std existed was grown with the total std."""
+    assert packboost.load_model(DATA / "model_v1_regressor.pbm").era_std == "total"
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(100, 3))
+    model = PackBoostRegressor(n_estimators=1, random_state=0).fit(X, X[:, 0])
+    assert model.era_std == "between"
+    model.save_model(tmp_path / "m.pbm")
+    assert packboost.load_model(tmp_path / "m.pbm").era_std == "between"
+
+
 def test_loading_executes_no_code(monkeypatch):
     """No unpickling, eval/exec or import while a model file is read and built."""
     path = DATA / f"model_v{FORMAT_VERSION}_classifier.pbm"

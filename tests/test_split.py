@@ -182,3 +182,73 @@ def test_ties_break_by_lower_threshold_then_missing_left(split_params):
     params = {**split_params, "lambda_dro": 0.0, "lambda_dir": 0.0}
     got = _split.score_histogram(hist, 3, params)
     assert got["threshold"] == 0 and got["missing_left"] is True
+
+
+@pytest.mark.parametrize("era_weighting", ["equal", "count"])
+@pytest.mark.parametrize("shape", [(1, 1), (60, 7), (3000, 120)])
+def test_between_era_std_matches_reference(shape, era_weighting, split_params):
+    """era_std="between": engine and oracle agree for a positive gradient variance."""
+    n_rows, n_eras = shape
+    params = {**split_params, "era_std": "between", "lambda_dro": 1.0,
+              "era_weighting": era_weighting, "era_alpha": 3.0}
+    data, g, h = make_binned_problem(n_rows + 11, n_rows, 3, n_eras, one_sided_eras=True)
+    variance = float(np.var(g)) if n_rows > 1 else 0.5
+    for feature in range(3):
+        hist = tile_histogram(data, g, h, feature)
+        n_bins = int(data.n_bins[feature])
+        got = _split.score_histogram(hist, n_bins, params, variance)
+        want = _reference.first_best(_reference.candidates(
+            hist["sum_gradients"], hist["sum_hessians"], hist["count"].astype(float), n_bins,
+            params, gradient_variance=variance))
+        if want is None:
+            assert got is None
+            continue
+        assert (got["threshold"], got["missing_left"]) == (want["threshold"],
+                                                           want["missing_left"])
+        for key in ("score", "mean", "std"):
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-9, atol=1e-12,
+                                       err_msg=key)
+
+
+def _pure_noise_histogram(seed, n_eras=200, rows_per_era=400, effect=0.0, flip=False):
+    """Two bins, unit-variance gradients; the left bin's mean gradient is -effect,
+    +effect in every fourth era when ``flip``."""
+    rng = np.random.default_rng(seed)
+    hist = np.zeros((n_eras, 3), dtype=_histogram.HIST_DTYPE)
+    for era in range(n_eras):
+        side = rng.integers(0, 2, size=rows_per_era)
+        sign = -1.0 if flip and era % 4 == 0 else 1.0
+        g = rng.standard_normal(rows_per_era) - sign * effect * (side == 0)
+        for b in range(2):
+            hist[era, b] = (g[side == b].sum(), float((side == b).sum()), int((side == b).sum()))
+    return hist
+
+
+def test_between_era_std_removes_sampling_noise(split_params):
+    """Same true effect in every era: the total std is mostly sampling noise,
+    the between-era std is close to zero; eras that truly disagree keep it."""
+    params = {**split_params, "lambda_dro": 1.0, "lambda_dir": 0.0}
+    stable = _pure_noise_histogram(0, effect=0.1)
+    total = _split.score_histogram(stable, 2, {**params, "era_std": "total"}, 1.0)
+    between = _split.score_histogram(stable, 2, {**params, "era_std": "between"}, 1.0)
+    assert total["mean"] == pytest.approx(between["mean"], rel=1e-12)
+    assert between["std"] < 0.35 * total["std"]
+    assert total["score"] < 0 < between["score"]  # noise alone no longer vetoes the split
+
+    flipping = _pure_noise_histogram(1, effect=0.1, flip=True)
+    flip_total = _split.score_histogram(flipping, 2, {**params, "era_std": "total"}, 1.0)
+    flip_between = _split.score_histogram(flipping, 2, {**params, "era_std": "between"}, 1.0)
+    assert flip_between["std"] > 0.5 * flip_total["std"]
+    assert flip_between["std"] > 2.0 * between["std"]
+
+
+def test_between_era_std_without_variance_is_total(split_params):
+    params = {**split_params, "lambda_dro": 1.0}
+    data, g, h = make_binned_problem(9, 900, 1, 30)
+    hist = tile_histogram(data, g, h, 0)
+    n_bins = int(data.n_bins[0])
+    assert (_split.score_histogram(hist, n_bins, {**params, "era_std": "between"}, 0.0)
+            == _split.score_histogram(hist, n_bins, {**params, "era_std": "total"}, 1.0))
+    newton = {**params, "era_gain": "newton"}
+    assert (_split.score_histogram(hist, n_bins, {**newton, "era_std": "between"}, 1.0)
+            == _split.score_histogram(hist, n_bins, {**newton, "era_std": "total"}, 1.0))

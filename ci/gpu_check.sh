@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# GPU check of the CUDA backend (issue 8), in one call on a machine with an
+# NVIDIA GPU and the CUDA toolkit, without internet:
+#
+#   ci/gpu_check.sh            # build + tests + benchmark (Numerai scale)
+#   ci/gpu_check.sh build test # only some stages; BENCH_ARGS="..." for the benchmark
+#
+# Build: Meson directly (no pip, nothing downloaded) with -Dcuda=enabled, for
+# the GPU's own architecture, into build-gpu/ (kept between calls), then
+# `meson install --destdir` into build-gpu/stage: the installed layout, so the
+# $ORIGIN rpath of packboost/_cuda*.so -> libpackboost_cuda.so is what is
+# tested. Needs python3 with numpy, meson>=1.12, ninja, Cython>=3.0.10, pytest
+# (and scikit-learn for the estimator tests); it says which one is missing.
+# Logs and the benchmark's JSON go to $OUT (the device tool's output folder)
+# or ci-gpu-out/. GPU_CHECK_NO_GPU=1 rehearses the script without a GPU
+# (GPU tests skip; use BENCH_ARGS="--emulate ..." for the benchmark).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+OUT_DIR=${OUT:-$ROOT/ci-gpu-out}
+BUILD=${BUILD_DIR:-$ROOT/build-gpu}
+STAGES=${*:-build test bench}
+mkdir -p "$OUT_DIR"
+log() { echo "[gpu_check $(date -u +%H:%M:%S)] $*"; }
+# python3 -P (never the source tree) with an editable packboost install, if
+# any, out of the way: `pyrun -m pytest ...` or `pyrun script.py ...`.
+pyrun() {
+    python3 -P -c '
+import runpy, sys
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "MesonpyMetaFinder"]
+if sys.argv[1] == "-m":
+    sys.argv = sys.argv[2:]
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+else:
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+' "$@"
+}
+
+if ! command -v nvcc >/dev/null 2>&1; then
+    for dir in /usr/local/cuda/bin /usr/local/cuda-*/bin /opt/cuda/bin; do
+        if [ -x "$dir/nvcc" ]; then export PATH="$dir:$PATH"; break; fi
+    done
+fi
+command -v nvcc >/dev/null || { echo "nvcc not found (CUDA toolkit)"; exit 2; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv \
+    | tee "$OUT_DIR/gpu.txt" || true
+nvcc --version | tail -2
+python3 - <<'EOF'
+import importlib, sys
+missing = [name for name in ("numpy", "mesonbuild", "Cython", "pytest")
+           if importlib.util.find_spec(name) is None]
+if missing:
+    sys.exit(f"missing Python packages: {missing} (carry a venv or install them)")
+EOF
+command -v ninja >/dev/null || python3 -c "import ninja" || { echo "ninja missing"; exit 2; }
+MESON="python3 -m mesonbuild.mesonmain"
+
+# The GPU's compute capability, e.g. 9.0 -> gpu_arch 9.0 (fast build, native code).
+ARCH=${GPU_ARCH:-$( (nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null \
+                     || true) | head -1 | tr -d ' ')}
+ARCH=${ARCH:-9.0}
+
+if [[ " $STAGES " == *" build "* ]]; then
+    log "build: -Dcuda=enabled -Dgpu_arch=$ARCH into $BUILD"
+    start=$(date +%s)
+    if [ -f "$BUILD/build.ninja" ]; then
+        $MESON configure "$BUILD" -Dcuda=enabled "-Dgpu_arch=$ARCH"
+    else
+        $MESON setup "$BUILD" -Dcuda=enabled "-Dgpu_arch=$ARCH" --prefix=/usr \
+            -Dpython.install_env=auto
+    fi
+    $MESON compile -C "$BUILD" 2>&1 | tail -5
+    rm -rf "$BUILD/stage"
+    $MESON install -C "$BUILD" --destdir "$BUILD/stage" --quiet
+    log "build took $(( $(date +%s) - start )) s"
+fi
+
+PKG_INIT=$(find "$BUILD/stage" -path '*/packboost/__init__.py' | head -1)
+[ -n "$PKG_INIT" ] || { echo "no staged install in $BUILD/stage: run the build stage"; exit 2; }
+SITE=$(dirname "$(dirname "$PKG_INIT")")
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+log "packboost from $SITE"
+readelf -d "$SITE"/packboost/_cuda*.so | grep -E 'RUNPATH|RPATH' || true
+cat > "$BUILD/sanity.py" <<'EOF'
+import os
+import packboost
+import packboost._device as device
+assert "stage" in packboost.__file__, packboost.__file__
+info = device.cuda_build_info()
+print(packboost.__file__, info)
+assert info["built"], info["error"]
+# GPU_CHECK_NO_GPU=1: rehearse this script on a machine without a GPU.
+assert info["available"] or os.environ.get("GPU_CHECK_NO_GPU"), info["error"]
+EOF
+pyrun "$BUILD/sanity.py"
+
+if [[ " $STAGES " == *" test "* ]]; then
+    log "tests: tests/test_cuda.py (all, GPU parity included) + estimator tests on the build"
+    set +e
+    pyrun -m pytest -q -p no:cacheprovider -ra tests/test_cuda.py 2>&1 \
+        | tee "$OUT_DIR/test_cuda.log" | tail -25
+    status=${PIPESTATUS[0]}
+    set -e
+    if [ "$status" -ne 0 ]; then log "CUDA tests FAILED"; exit "$status"; fi
+    if [ -z "${GPU_CHECK_NO_GPU:-}" ] && grep -q "needs a usable CUDA GPU" \
+            "$OUT_DIR/test_cuda.log"; then
+        log "GPU tests were skipped: the GPU is not usable"; exit 3
+    fi
+    pyrun -m pytest -q -p no:cacheprovider -x tests/test_sklearn.py tests/test_grower.py \
+        2>&1 | tail -3
+fi
+
+if [[ " $STAGES " == *" bench "* ]]; then
+    log "benchmark: benchmarks/bench_gpu.py ${BENCH_ARGS:-}"
+    # shellcheck disable=SC2086
+    pyrun benchmarks/bench_gpu.py --json "$OUT_DIR/bench_gpu.json" ${BENCH_ARGS:-} \
+        2>&1 | tee "$OUT_DIR/bench_gpu.log"
+fi
+log "done"

@@ -1,0 +1,169 @@
+/*
+ * packboost_cuda.h -- the C ABI of libpackboost_cuda.so, PackBoost's CUDA
+ * backend (DESIGN.md section 4).
+ *
+ * Plain C: integer error codes, opaque handles, pointers and fixed-width
+ * integers only, so that Cython (packboost/_cuda.pyx) or any other language
+ * can call it. Every function returns PBC_OK (0) or an error code:
+ *   > 0   a cudaError_t value (pbc_error_string gives CUDA's own message)
+ *   < 0   one of the PBC_ERROR_* codes below
+ *
+ * The library grows the trees of a pack depth by depth, exactly like the CPU
+ * engine (packboost/grower.py): rows never move; node_of_row[row, tree] is the
+ * open node (slot) a row is in. The training data, gradients and node_of_row
+ * stay on the device for the whole fit; per depth only a few small per-slot
+ * arrays cross the bus. All randomness is drawn by the caller (the host), so
+ * a model is a pure function of (data, params, seed) on both backends.
+ *
+ * Gradient sums are integer fixed point: the device quantises gradients and
+ * hessians to int64 (value * scale, rounded half to even, scale a power of two
+ * chosen by the caller), and every sum on the device is an exact integer sum, so results do not depend on the
+ * order of atomic additions. Sums are turned back to reals (x / scale) only to
+ * score candidates (csrc/pbc_split.h, which uses csrc/des.h like the CPU).
+ */
+#ifndef PACKBOOST_CUDA_H
+#define PACKBOOST_CUDA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PBC_API_VERSION 1
+
+#define PBC_OK 0
+#define PBC_ERROR_INVALID_ARGUMENT (-1)
+#define PBC_ERROR_HOST_MEMORY (-2)
+#define PBC_ERROR_TOO_MANY_TREES (-3)
+
+/* Trees per pack the kernels accept (same cap as the CPU engine). */
+#define PBC_MAX_PACK_SIZE 64
+
+/* Kernel timers (milliseconds, accumulated while timing is on). */
+#define PBC_TIMER_INIT 0      /* node_of_row from the round's samples */
+#define PBC_TIMER_SUMS 1      /* per-slot pooled sums */
+#define PBC_TIMER_HISTOGRAM 2 /* per-era histograms (shared memory) */
+#define PBC_TIMER_SCORE 3     /* prefix scan + DES scoring of (slot, feature) tiles */
+#define PBC_TIMER_SELECT 4    /* best feature per slot */
+#define PBC_TIMER_ROUTE 5     /* rows to child slots */
+#define PBC_TIMER_PREDICT 6   /* pack update on the training rows */
+#define PBC_TIMER_TRANSFER 7  /* host <-> device copies of the round and depth inputs */
+#define PBC_N_TIMERS 8
+
+/* DES parameters (DESIGN 1); mirrors split_params of packboost/_split.pyx. */
+typedef struct {
+    double reg_lambda;
+    int32_t era_gain;        /* DES_ERA_GAIN_REALIZED / DES_ERA_GAIN_NEWTON (des.h) */
+    int32_t era_weighting;   /* 0 equal, 1 count */
+    double era_alpha;
+    double lambda_dro;
+    double lambda_dir;
+    double dir_tanh_scale;
+    double min_samples_leaf; /* at least 1 */
+    double min_child_weight;
+    int32_t era_std_between; /* subtract the eras' sampling noise (des_candidate_set_noise) */
+} pbc_split_params;
+
+typedef struct pbc_context pbc_context;
+
+/* CUDA's message for a cudaError_t, or the library's for a PBC_ERROR_* code. */
+const char *pbc_error_string(int code);
+int pbc_api_version(void);
+/* The nvcc architecture flags the library was compiled with. */
+const char *pbc_build_arch(void);
+int pbc_runtime_version(int *version);
+int pbc_driver_version(int *version);
+/* cudaGetDeviceCount: fails (e.g. 35, 100) where no driver or GPU exists. */
+int pbc_device_count(int *count);
+int pbc_device_name(int device, char *name, int length);
+
+/*
+ * A fit's device state. X_binned is feature-major (n_features, n_rows), uint8
+ * (bytes_per_bin = 1) or uint16 (2); rows sorted by era (row_era
+ * non-decreasing, 0 .. n_eras-1); n_bins[f] non-missing bins of feature f
+ * (the missing code). histogram_budget_bytes caps the device histogram
+ * buffer of a depth (features are taken in chunks under it).
+ */
+int pbc_context_create(int device, const void *X_binned, int bytes_per_bin,
+                       int64_t n_features, int64_t n_rows, const int32_t *n_bins,
+                       const int32_t *row_era, int32_t n_eras, int32_t pack_size,
+                       int64_t histogram_budget_bytes, pbc_context **context);
+int pbc_context_destroy(pbc_context *context);
+int pbc_set_timing(pbc_context *context, int enabled);
+/* Copy the timers into times[PBC_N_TIMERS]; reset them if reset != 0. */
+int pbc_read_timers(pbc_context *context, double *times, int reset);
+
+/*
+ * Start a round: gradients and hessians (n_rows,) and the fixed-point scales
+ * (powers of two): the device keeps round-half-even(x * scale) as int64, and
+ * sums / scale are real sums. tree_rows[t] (tree_n_rows[t] distinct rows in
+ * 0 .. n_rows-1; others are ignored) is tree t's sample, uploaded as is (no
+ * host-side mask); tree_n_rows[t] == n_rows means every row (tree_rows[t] is
+ * then not read). The root of tree t is slot t.
+ */
+int pbc_begin_round(pbc_context *context, const double *gradients, const double *hessians,
+                    const int32_t *const *tree_rows, const int64_t *tree_n_rows,
+                    double scale_gradients, double scale_hessians,
+                    double scale_gradients_squared);
+
+/*
+ * Exact pooled sums (fixed point) and row counts of slots 0 .. n_slots-1; the
+ * squared gradients (quantised with scale_gradients_squared) give a node's
+ * gradient variance, for era_std_between.
+ */
+int pbc_slot_sums(pbc_context *context, int32_t n_slots, int64_t *sum_gradients,
+                  int64_t *sum_hessians, int64_t *count, int64_t *sum_gradients_squared);
+
+/*
+ * Best DES split of every slot over the candidate features (DESIGN 1, 3.3):
+ * slot_tree (n_slots,), slot_open (n_slots,), features (n_candidates,)
+ * ascending, tree_uses_feature (n_candidates, pack_size) row-major,
+ * slot_gradient_variance (n_slots,) per-row gradient variance of each slot
+ * (used when params->era_std_between; NULL: zeros). Outputs
+ * per slot: best_column (index into features, -1 when no candidate meets the
+ * constraints), its DES score, pooled gain, bin threshold and missing side.
+ * Ties: lower feature, lower threshold, missing-left first (as on the CPU).
+ */
+int pbc_find_splits(pbc_context *context, int32_t n_slots, const int32_t *slot_tree,
+                    const uint8_t *slot_open, int32_t n_candidates, const int32_t *features,
+                    const uint8_t *tree_uses_feature, const double *slot_gradient_variance,
+                    const pbc_split_params *params, int32_t *best_column, double *best_score, double *best_gain,
+                    int32_t *best_threshold, uint8_t *best_missing_left);
+
+/*
+ * Move every row to its child slot: slot k with split_feature[k] >= 0 sends a
+ * row to left_child_slot[k] (bin <= threshold, or missing and missing_left)
+ * or left_child_slot[k] + 1; a slot with split_feature[k] < 0 closes (-1).
+ */
+int pbc_route_rows(pbc_context *context, int32_t n_slots, const int32_t *split_feature,
+                   const int32_t *split_threshold, const uint8_t *split_missing_left,
+                   const int32_t *left_child_slot);
+
+/*
+ * Add the pack's trees evaluated on the training bins to out (n_rows,):
+ * node arrays (n_nodes,) with absolute child indices, trees rooted at
+ * tree_roots (n_trees,). Each row sums its trees in order, then out += sum.
+ */
+int pbc_predict_binned(pbc_context *context, int64_t n_nodes, const int32_t *feature,
+                       const int32_t *threshold_bin, const uint8_t *missing_left,
+                       const int32_t *left_child, const int32_t *right_child,
+                       const double *value, int32_t n_trees, const int64_t *tree_roots,
+                       double *out);
+
+/* Raw-value prediction (no context). X is row-major (n_rows, n_features). */
+#define PBC_DTYPE_FLOAT64 0
+#define PBC_DTYPE_FLOAT32 1
+#define PBC_DTYPE_INT8 2
+#define PBC_DTYPE_UINT8 3
+int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_rows, int64_t n_features,
+                    int64_t n_nodes, const int32_t *feature, const double *threshold,
+                    const uint8_t *missing_left, const int32_t *left_child,
+                    const int32_t *right_child, const double *value, int64_t n_trees,
+                    const int64_t *tree_roots, double *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PACKBOOST_CUDA_H */

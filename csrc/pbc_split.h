@@ -1,0 +1,458 @@
+/*
+ * pbc_split.h -- scoring one (slot, feature) tile of the CUDA backend from its
+ * fixed-point per-era histogram (DESIGN 1 and 3.3), in pieces that compile as
+ * C (host) and CUDA (__host__ __device__).
+ *
+ * On the GPU one warp scores one tile: lane l owns eras l, l + 32, l + 64, ...
+ * and every quantity summed over eras is a per-lane partial followed by a
+ * butterfly all-reduce (__shfl_xor_sync with offsets 16, 8, 4, 2, 1). The
+ * butterfly leaves bit-identical values on every lane (x + y == y + x), so all
+ * lanes take the same branches and lane 0 writes the result.
+ *
+ * The per-lane pieces live here once; cuda/split.cu runs them with shuffles,
+ * and pbc_score_tile_host() below runs them lane by lane with the same
+ * butterfly order, so the host gives the GPU's numbers (up to tanh's last bit;
+ * the library is built with --fmad=false so no multiply-add is contracted).
+ * packboost/_cuda_emulate.pyx exposes that host version: the tests of a
+ * machine without a GPU check the GPU's scoring against the CPU engine with
+ * it.
+ *
+ * A tile's histogram: cell (era, bin) at cells[era * era_stride + bin], bins
+ * 0 .. n_bins-1 then the missing bin n_bins; sums of g * scale_g, h * scale_h
+ * (int64) and row counts. pbc_lane_totals() first turns the non-missing bins
+ * of the lane's eras into prefix sums in place, so the left side of threshold
+ * t in era e is the single cell (e, t).
+ *
+ * The candidate sweep, the constraints, the tie breaks and the DES math are
+ * those of score_tile in packboost/_split.pyx (and des.h does the math): t =
+ * 0 .. n_bins-1, missing left then right; missing-right is skipped without
+ * missing rows, missing-left with nothing else on the left; a candidate
+ * replaces the best only with a strictly larger score.
+ */
+#ifndef PACKBOOST_PBC_SPLIT_H
+#define PACKBOOST_PBC_SPLIT_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "des.h"
+#include "packboost_cuda.h"
+
+#ifdef __CUDACC__
+#define PBC_FN static __host__ __device__ __forceinline__
+#else
+#define PBC_FN static inline
+#endif
+
+#define PBC_WARP_LANES 32
+
+/* One histogram cell: fixed-point sums and a row count. */
+typedef struct {
+    long long sum_g;
+    long long sum_h;
+    long long count;
+} pbc_cell;
+
+/* Sums over a tile's eras (pooled: exact integers; era-weighted: reals). */
+typedef struct {
+    long long g, h, count, missing_g, missing_h, missing_count;
+    double weight, w_g, w_h, w_missing_g, w_missing_h;
+} pbc_totals;
+
+/* Sums of the non-missing bins <= t over a tile's eras. */
+typedef struct {
+    long long g, h, count;
+    double w_g, w_h;
+} pbc_left;
+
+/* The era pass of one candidate: des_candidate_t's accumulators. */
+typedef struct {
+    double weight, sum_squares, direction, noise_sum, weight_squares;
+} pbc_pass;
+
+/* Best candidate of a tile. */
+typedef struct {
+    double score;
+    double gain;
+    int32_t threshold;
+    int32_t missing_left;
+    int32_t found;
+} pbc_best;
+
+/* Real-valued sums of one era, its left side, for a candidate. */
+typedef struct {
+    double g, h, count, left_g, left_h, left_count;
+} pbc_era_sums;
+
+PBC_FN double pbc_era_weight(const pbc_split_params *params, long long count)
+{
+    return params->era_weighting ? params->era_alpha + (double)count : 1.0;
+}
+
+PBC_FN void pbc_totals_zero(pbc_totals *t)
+{
+    t->g = t->h = t->count = t->missing_g = t->missing_h = t->missing_count = 0;
+    t->weight = t->w_g = t->w_h = t->w_missing_g = t->w_missing_h = 0.0;
+}
+
+PBC_FN pbc_totals pbc_totals_add(pbc_totals a, pbc_totals b)
+{
+    a.g += b.g; a.h += b.h; a.count += b.count;
+    a.missing_g += b.missing_g; a.missing_h += b.missing_h;
+    a.missing_count += b.missing_count;
+    a.weight += b.weight; a.w_g += b.w_g; a.w_h += b.w_h;
+    a.w_missing_g += b.w_missing_g; a.w_missing_h += b.w_missing_h;
+    return a;
+}
+
+PBC_FN pbc_left pbc_left_add(pbc_left a, pbc_left b)
+{
+    a.g += b.g; a.h += b.h; a.count += b.count;
+    a.w_g += b.w_g; a.w_h += b.w_h;
+    return a;
+}
+
+PBC_FN pbc_pass pbc_pass_add(pbc_pass a, pbc_pass b)
+{
+    a.weight += b.weight; a.sum_squares += b.sum_squares; a.direction += b.direction;
+    a.noise_sum += b.noise_sum; a.weight_squares += b.weight_squares;
+    return a;
+}
+
+PBC_FN double pbc_double_add(double a, double b)
+{
+    return a + b;
+}
+
+/*
+ * Lane's share of the tile totals; turns its eras' non-missing bins into
+ * prefix sums in place (call once per tile).
+ */
+PBC_FN pbc_totals pbc_lane_totals(pbc_cell *cells, long long era_stride, int n_eras,
+                                  int n_bins, const pbc_split_params *params,
+                                  double inv_scale_g, double inv_scale_h,
+                                  int lane, int n_lanes)
+{
+    pbc_totals totals;
+    int era, bin;
+    pbc_totals_zero(&totals);
+    for (era = lane; era < n_eras; era += n_lanes) {
+        pbc_cell *row = cells + era * era_stride;
+        long long g = 0, h = 0, c = 0;
+        double w;
+        for (bin = 0; bin < n_bins; ++bin) {
+            g += row[bin].sum_g;
+            h += row[bin].sum_h;
+            c += row[bin].count;
+            row[bin].sum_g = g;
+            row[bin].sum_h = h;
+            row[bin].count = c;
+        }
+        c += row[n_bins].count;
+        if (c == 0)
+            continue;
+        g += row[n_bins].sum_g;
+        h += row[n_bins].sum_h;
+        w = pbc_era_weight(params, c);
+        totals.g += g;
+        totals.h += h;
+        totals.count += c;
+        totals.missing_g += row[n_bins].sum_g;
+        totals.missing_h += row[n_bins].sum_h;
+        totals.missing_count += row[n_bins].count;
+        totals.weight += w;
+        totals.w_g += w * ((double)g * inv_scale_g);
+        totals.w_h += w * ((double)h * inv_scale_h);
+        totals.w_missing_g += w * ((double)row[n_bins].sum_g * inv_scale_g);
+        totals.w_missing_h += w * ((double)row[n_bins].sum_h * inv_scale_h);
+    }
+    return totals;
+}
+
+/* Era total count of a prefix-scanned era row. */
+PBC_FN long long pbc_era_count(const pbc_cell *row, int n_bins)
+{
+    return row[n_bins - 1].count + row[n_bins].count;
+}
+
+/* Lane's share of the left sums (non-missing bins <= threshold). */
+PBC_FN pbc_left pbc_lane_left(const pbc_cell *cells, long long era_stride, int n_eras,
+                              int n_bins, int threshold, const pbc_split_params *params,
+                              double inv_scale_g, double inv_scale_h, int lane, int n_lanes)
+{
+    pbc_left left;
+    int era;
+    left.g = left.h = left.count = 0;
+    left.w_g = left.w_h = 0.0;
+    for (era = lane; era < n_eras; era += n_lanes) {
+        const pbc_cell *row = cells + era * era_stride;
+        long long c = pbc_era_count(row, n_bins);
+        double w;
+        if (c == 0)
+            continue;
+        w = pbc_era_weight(params, c);
+        left.g += row[threshold].sum_g;
+        left.h += row[threshold].sum_h;
+        left.count += row[threshold].count;
+        left.w_g += w * ((double)row[threshold].sum_g * inv_scale_g);
+        left.w_h += w * ((double)row[threshold].sum_h * inv_scale_h);
+    }
+    return left;
+}
+
+/* Era e's sums for candidate (threshold, missing side), in real units. */
+PBC_FN pbc_era_sums pbc_era_candidate(const pbc_cell *row, int n_bins, int threshold,
+                                      int missing_left, double inv_scale_g,
+                                      double inv_scale_h)
+{
+    pbc_era_sums s;
+    const pbc_cell *last = row + (n_bins - 1), *missing = row + n_bins, *cut = row + threshold;
+    long long left_g = cut->sum_g, left_h = cut->sum_h, left_c = cut->count;
+    if (missing_left) {
+        left_g += missing->sum_g;
+        left_h += missing->sum_h;
+        left_c += missing->count;
+    }
+    s.g = (double)(last->sum_g + missing->sum_g) * inv_scale_g;
+    s.h = (double)(last->sum_h + missing->sum_h) * inv_scale_h;
+    s.count = (double)(last->count + missing->count);
+    s.left_g = (double)left_g * inv_scale_g;
+    s.left_h = (double)left_h * inv_scale_h;
+    s.left_count = (double)left_c;
+    return s;
+}
+
+/* Lane's share of sum_e w_e gain_e (newton era gains need it for their mean). */
+PBC_FN double pbc_lane_gain_sum(const des_candidate_t *state, const pbc_cell *cells,
+                                long long era_stride, int n_eras, int n_bins, int threshold,
+                                int missing_left, const pbc_split_params *params,
+                                double inv_scale_g, double inv_scale_h, int lane, int n_lanes)
+{
+    double total = 0.0;
+    int era;
+    for (era = lane; era < n_eras; era += n_lanes) {
+        const pbc_cell *row = cells + era * era_stride;
+        long long c = pbc_era_count(row, n_bins);
+        pbc_era_sums s;
+        if (c == 0)
+            continue;
+        s = pbc_era_candidate(row, n_bins, threshold, missing_left, inv_scale_g, inv_scale_h);
+        total += pbc_era_weight(params, c) * des_era_gain(state, s.g, s.h, s.left_g, s.left_h);
+    }
+    return total;
+}
+
+/* Lane's share of the era pass (spread and direction) of a begun candidate. */
+PBC_FN pbc_pass pbc_lane_pass(const des_candidate_t *state, const pbc_cell *cells,
+                              long long era_stride, int n_eras, int n_bins, int threshold,
+                              int missing_left, const pbc_split_params *params,
+                              double inv_scale_g, double inv_scale_h, int lane, int n_lanes)
+{
+    des_candidate_t local = *state;
+    pbc_pass pass;
+    int era;
+    for (era = lane; era < n_eras; era += n_lanes) {
+        const pbc_cell *row = cells + era * era_stride;
+        long long c = pbc_era_count(row, n_bins);
+        pbc_era_sums s;
+        if (c == 0)
+            continue;
+        s = pbc_era_candidate(row, n_bins, threshold, missing_left, inv_scale_g, inv_scale_h);
+        des_candidate_push(&local, pbc_era_weight(params, c), s.g, s.h, s.left_g, s.left_h,
+                           s.left_count, s.count - s.left_count);
+    }
+    pass.weight = local.weight_total;
+    pass.sum_squares = local.sum_squares;
+    pass.direction = local.direction;
+    pass.noise_sum = local.noise_sum;
+    pass.weight_squares = local.weight_squares;
+    return pass;
+}
+
+/* Does the tile's era pass run at all (DES needs it for std, direction, newton)? */
+PBC_FN int pbc_needs_pass(const pbc_split_params *params)
+{
+    return params->lambda_dro != 0.0 || params->lambda_dir != 0.0
+        || params->era_gain == DES_ERA_GAIN_NEWTON;
+}
+
+/* Real-valued pooled sums of a candidate and whether it is scored at all. */
+typedef struct {
+    double sum_g, sum_h, left_g, left_h, left_w_g, left_w_h;
+    int scored;
+} pbc_candidate;
+
+PBC_FN pbc_candidate pbc_candidate_sums(const pbc_totals *totals, const pbc_left *left,
+                                        int missing_left, const pbc_split_params *params,
+                                        double inv_scale_g, double inv_scale_h)
+{
+    pbc_candidate cand;
+    long long left_g = left->g, left_h = left->h, left_count = left->count;
+    double w_g = left->w_g, w_h = left->w_h;
+    cand.scored = 0;
+    cand.sum_g = (double)totals->g * inv_scale_g;
+    cand.sum_h = (double)totals->h * inv_scale_h;
+    cand.left_g = cand.left_h = cand.left_w_g = cand.left_w_h = 0.0;
+    if (!missing_left && totals->missing_count == 0)
+        return cand;  /* same partition as missing-left, which wins the tie */
+    if (missing_left && left->count == 0)
+        return cand;  /* {missing} | {values}: scored as missing-right at the last t */
+    if (missing_left) {
+        left_g += totals->missing_g;
+        left_h += totals->missing_h;
+        left_count += totals->missing_count;
+        w_g += totals->w_missing_g;
+        w_h += totals->w_missing_h;
+    }
+    cand.left_g = (double)left_g * inv_scale_g;
+    cand.left_h = (double)left_h * inv_scale_h;
+    cand.left_w_g = w_g;
+    cand.left_w_h = w_h;
+    if ((double)left_count < params->min_samples_leaf
+            || (double)(totals->count - left_count) < params->min_samples_leaf
+            || cand.left_h < params->min_child_weight
+            || cand.sum_h - cand.left_h < params->min_child_weight)
+        return cand;
+    cand.scored = 1;
+    return cand;
+}
+
+PBC_FN void pbc_candidate_start(des_candidate_t *state, const pbc_candidate *cand,
+                                const pbc_split_params *params)
+{
+    des_candidate_begin(state, cand->sum_g, cand->sum_h, cand->left_g, cand->left_h,
+                        params->reg_lambda, params->era_gain, params->dir_tanh_scale,
+                        params->lambda_dir != 0.0);
+}
+
+/* After the mean, as score_tile does: the node's noise for era_std = "between". */
+PBC_FN void pbc_candidate_noise(des_candidate_t *state, const pbc_split_params *params,
+                                double gradient_variance)
+{
+    if (params->era_std_between)
+        des_candidate_set_noise(state, gradient_variance);
+}
+
+/* Close a candidate and keep it if strictly better (first maximum wins ties). */
+PBC_FN void pbc_candidate_close(pbc_best *best, des_candidate_t *state,
+                                const pbc_candidate *cand, const pbc_pass *pass,
+                                const pbc_split_params *params, int threshold,
+                                int missing_left)
+{
+    des_result_t result;
+    state->weight_total = pass->weight;
+    state->sum_squares = pass->sum_squares;
+    state->direction = pass->direction;
+    state->noise_sum = pass->noise_sum;
+    state->weight_squares = pass->weight_squares;
+    result = des_candidate_finish(state, params->lambda_dro, params->lambda_dir);
+    if (result.score > best->score) {
+        best->found = 1;
+        best->score = result.score;
+        best->gain = des_pooled_gain(cand->sum_g, cand->sum_h, cand->left_g, cand->left_h,
+                                     params->reg_lambda);
+        best->threshold = threshold;
+        best->missing_left = missing_left;
+    }
+}
+
+PBC_FN pbc_best pbc_best_none(void)
+{
+    pbc_best best;
+    best.score = -INFINITY;
+    best.gain = 0.0;
+    best.threshold = 0;
+    best.missing_left = 0;
+    best.found = 0;
+    return best;
+}
+
+#ifndef __CUDACC__
+/*
+ * The warp's algorithm run on the host, lane by lane, with the same butterfly
+ * order as __shfl_xor_sync (offsets 16 .. 1). Reference for the GPU kernel.
+ */
+#define PBC_BUTTERFLY(TYPE, ADD, values)                                     \
+    do {                                                                     \
+        TYPE butterfly_tmp_[PBC_WARP_LANES];                                 \
+        int butterfly_offset_, butterfly_lane_;                              \
+        for (butterfly_offset_ = PBC_WARP_LANES / 2; butterfly_offset_ >= 1; \
+             butterfly_offset_ >>= 1) {                                      \
+            for (butterfly_lane_ = 0; butterfly_lane_ < PBC_WARP_LANES;      \
+                 ++butterfly_lane_)                                          \
+                butterfly_tmp_[butterfly_lane_] = ADD(                       \
+                    (values)[butterfly_lane_],                               \
+                    (values)[butterfly_lane_ ^ butterfly_offset_]);          \
+            for (butterfly_lane_ = 0; butterfly_lane_ < PBC_WARP_LANES;      \
+                 ++butterfly_lane_)                                          \
+                (values)[butterfly_lane_] = butterfly_tmp_[butterfly_lane_]; \
+        }                                                                    \
+    } while (0)
+
+static pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n_eras,
+                                    int n_bins, const pbc_split_params *params,
+                                    double gradient_variance, double inv_scale_g,
+                                    double inv_scale_h)
+{
+    pbc_best best = pbc_best_none();
+    pbc_totals totals[PBC_WARP_LANES];
+    pbc_left left[PBC_WARP_LANES];
+    pbc_pass pass[PBC_WARP_LANES];
+    double gains[PBC_WARP_LANES];
+    int lane, threshold, side, needs_pass = pbc_needs_pass(params);
+    if (n_bins < 1 || n_eras < 1)
+        return best;
+    for (lane = 0; lane < PBC_WARP_LANES; ++lane)
+        totals[lane] = pbc_lane_totals(cells, era_stride, n_eras, n_bins, params,
+                                       inv_scale_g, inv_scale_h, lane, PBC_WARP_LANES);
+    PBC_BUTTERFLY(pbc_totals, pbc_totals_add, totals);
+    if (totals[0].count == 0)
+        return best;
+    for (threshold = 0; threshold < n_bins; ++threshold) {
+        for (lane = 0; lane < PBC_WARP_LANES; ++lane)
+            left[lane] = pbc_lane_left(cells, era_stride, n_eras, n_bins, threshold, params,
+                                       inv_scale_g, inv_scale_h, lane, PBC_WARP_LANES);
+        PBC_BUTTERFLY(pbc_left, pbc_left_add, left);
+        for (side = 0; side < 2; ++side) {
+            int missing_left = side == 0;
+            des_candidate_t state;
+            pbc_pass none = {0.0, 0.0, 0.0, 0.0, 0.0};
+            double mean;
+            pbc_candidate cand = pbc_candidate_sums(&totals[0], &left[0], missing_left,
+                                                    params, inv_scale_g, inv_scale_h);
+            if (!cand.scored)
+                continue;
+            pbc_candidate_start(&state, &cand, params);
+            if (params->era_gain == DES_ERA_GAIN_NEWTON) {
+                for (lane = 0; lane < PBC_WARP_LANES; ++lane)
+                    gains[lane] = pbc_lane_gain_sum(&state, cells, era_stride, n_eras, n_bins,
+                                                    threshold, missing_left, params,
+                                                    inv_scale_g, inv_scale_h, lane,
+                                                    PBC_WARP_LANES);
+                PBC_BUTTERFLY(double, pbc_double_add, gains);
+                mean = gains[0] / totals[0].weight;
+            } else {
+                mean = des_realized_mean(&state, totals[0].w_g, totals[0].w_h, cand.left_w_g,
+                                         cand.left_w_h, totals[0].weight);
+            }
+            des_candidate_set_mean(&state, mean);
+            pbc_candidate_noise(&state, params, gradient_variance);
+            if (needs_pass) {
+                for (lane = 0; lane < PBC_WARP_LANES; ++lane)
+                    pass[lane] = pbc_lane_pass(&state, cells, era_stride, n_eras, n_bins,
+                                               threshold, missing_left, params, inv_scale_g,
+                                               inv_scale_h, lane, PBC_WARP_LANES);
+                PBC_BUTTERFLY(pbc_pass, pbc_pass_add, pass);
+                pbc_candidate_close(&best, &state, &cand, &pass[0], params, threshold,
+                                    missing_left);
+            } else {
+                pbc_candidate_close(&best, &state, &cand, &none, params, threshold,
+                                    missing_left);
+            }
+        }
+    }
+    return best;
+}
+#endif /* !__CUDACC__ */
+
+#endif /* PACKBOOST_PBC_SPLIT_H */

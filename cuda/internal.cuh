@@ -1,0 +1,134 @@
+/*
+ * internal.cuh -- what the .cu files of libpackboost_cuda.so share: the
+ * context of a fit, error plumbing and the kernel launchers.
+ *
+ * One concept per file, mirroring the CPU kernels (STYLE.md 2):
+ *   context.cu    the C API: device memory, copies, timers, errors
+ *   histogram.cu  per-era histograms in shared memory    (_histogram.pxd)
+ *   split.cu      prefix scan + DES scoring + best split (_split.pyx, des.h)
+ *   partition.cu  round init, slot sums, routing rows    (_partition.pyx)
+ *   predict.cu    pack update and raw prediction         (_predict.pyx)
+ */
+#ifndef PACKBOOST_CUDA_INTERNAL_CUH
+#define PACKBOOST_CUDA_INTERNAL_CUH
+
+#include <stdint.h>
+
+#ifdef PBC_FAKE_CUDA
+/* The kernels on host threads, for checks without a GPU (ci/cuda_on_cpu.sh). */
+#include "fake_cuda.h"
+#else
+#include <cuda_runtime.h>
+/* kernel<<<grid, block, shared bytes, stream>>>(args), spelled so that the
+ * fake runtime can launch it too. */
+#define PBC_LAUNCH(kernel, grid, block, shared, stream) kernel<<<grid, block, shared, stream>>>
+#define PBC_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
+#include "packboost_cuda.h"
+#include "pbc_split.h"
+
+/* Return the first CUDA error of an expression as the function's result. */
+#define PBC_CHECK(expr)                        \
+    do {                                       \
+        cudaError_t pbc_status_ = (expr);      \
+        if (pbc_status_ != cudaSuccess)        \
+            return (int)pbc_status_;           \
+    } while (0)
+
+/* A launch's configuration or asynchronous error. */
+#define PBC_CHECK_LAUNCH() PBC_CHECK(cudaGetLastError())
+
+/* Threads of the row-parallel kernels. */
+#define PBC_ROW_THREADS 256
+/* Rows of one histogram tile (a tile never crosses an era boundary). */
+#define PBC_TILE_ROWS 4096
+/* Shared memory for a block's histogram cells: the device's opt-in limit, at
+ * most PBC_HIST_SHARED_MAX_BYTES (two blocks per SM on an H100), at least the
+ * 48 KiB every device gives (PBC_HIST_SHARED_BYTES, also the slot-sums cap). */
+#define PBC_HIST_SHARED_BYTES (48 * 1024)
+#define PBC_HIST_SHARED_MAX_BYTES (96 * 1024)
+/* Features one histogram block serves from one read of a row's slots. */
+#define PBC_MAX_FEATURES_PER_BLOCK 16
+/* Warps per block of the scoring kernel (one warp per tile). */
+#define PBC_SCORE_WARPS 4
+
+struct pbc_context {
+    int device;
+    cudaStream_t stream;
+    int64_t n_features, n_rows;
+    int32_t n_eras, pack_size, bytes_per_bin, max_width;
+    int64_t histogram_budget_bytes;
+    /* data of the fit */
+    void *X_binned;             /* (n_features, n_rows) uint8 / uint16 */
+    int32_t *n_bins;            /* (n_features,) */
+    int64_t n_tiles;            /* era-aligned row tiles */
+    int64_t *tile_begin, *tile_end;
+    int32_t *tile_era;
+    /* round state */
+    long long *gradients, *hessians;  /* fixed point (n_rows,) */
+    long long *gradients_squared;     /* fixed point g * g (n_rows,) */
+    double *staging;                  /* (n_rows,) a real-valued upload */
+    int32_t *tree_rows;               /* (pack_size, n_rows): tree t's sample at t * n_rows */
+    int32_t *node_of_row;             /* (n_rows, pack_size) */
+    double inv_scale_g, inv_scale_h;
+    /* depth scratch, grown on demand */
+    void *scratch;
+    size_t scratch_bytes;
+    pbc_cell *hist;
+    size_t hist_bytes;
+    double *predict_out;              /* (n_rows,) */
+    /* timers */
+    int timing;
+    cudaEvent_t start, stop;
+    double times[PBC_N_TIMERS];
+    int copy_error;
+    int hist_shared_cells;            /* pbc_cell capacity of a histogram block */  /* the last copy's cudaError_t (see pbc_copies) */
+};
+
+/* Launchers (each in the .cu of its kernel); all on context->stream. */
+int pbc_histogram_setup(pbc_context *ctx);
+int pbc_launch_quantize(pbc_context *ctx, long long *fixed, double scale, int square);
+int pbc_launch_init_round(pbc_context *ctx, const int64_t *tree_n_rows);
+int pbc_launch_slot_sums(pbc_context *ctx, int32_t n_slots, long long *sums /* (4, n_slots) */);
+int pbc_launch_histograms(pbc_context *ctx, int32_t n_slots, const uint8_t *slot_open,
+                          int32_t chunk_first, int32_t chunk_size, const int32_t *features,
+                          const uint8_t *tree_uses_feature);
+int pbc_launch_score(pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree,
+                     const uint8_t *slot_open, const double *slot_gradient_variance,
+                     int32_t n_candidates, int32_t chunk_first,
+                     int32_t chunk_size, const int32_t *features,
+                     const uint8_t *tree_uses_feature, const pbc_split_params *params,
+                     double *tile_score, double *tile_gain, int32_t *tile_threshold,
+                     uint8_t *tile_missing_left, uint8_t *tile_found);
+int pbc_launch_select(pbc_context *ctx, int32_t n_slots, int32_t n_candidates,
+                      const double *tile_score, const double *tile_gain,
+                      const int32_t *tile_threshold, const uint8_t *tile_missing_left,
+                      const uint8_t *tile_found, int32_t *best_column, double *best_score,
+                      double *best_gain, int32_t *best_threshold,
+                      uint8_t *best_missing_left);
+int pbc_launch_route(pbc_context *ctx, const int32_t *split_feature,
+                     const int32_t *split_threshold, const uint8_t *split_missing_left,
+                     const int32_t *left_child_slot);
+int pbc_launch_predict_binned(pbc_context *ctx, const int32_t *feature,
+                              const int32_t *threshold_bin, const uint8_t *missing_left,
+                              const int32_t *left_child, const int32_t *right_child,
+                              const double *value, int32_t n_trees, const int64_t *tree_roots,
+                              double *out);
+int pbc_launch_predict_raw(cudaStream_t stream, const void *X, int dtype, int64_t n_rows,
+                           int64_t n_features, const int32_t *feature, const double *threshold,
+                           const uint8_t *missing_left, const int32_t *left_child,
+                           const int32_t *right_child, const double *value, int64_t n_trees,
+                           const int64_t *tree_roots, double *out);
+
+static inline unsigned int pbc_blocks(int64_t n, int threads)
+{
+    int64_t blocks = (n + threads - 1) / threads;
+    if (blocks < 1)
+        blocks = 1;
+    if (blocks > 65535LL * 32)
+        blocks = 65535LL * 32;  /* grid-stride loops cover the rest */
+    return (unsigned int)blocks;
+}
+
+#endif /* PACKBOOST_CUDA_INTERNAL_CUH */

@@ -1,0 +1,214 @@
+/*
+ * split.cu -- DES scoring of (slot, feature) tiles and the best split per
+ * slot. Mirrors score_tile / best_candidate_per_slot of packboost/_split.pyx;
+ * the math is csrc/pbc_split.h + csrc/des.h, shared with the host.
+ *
+ * One warp per tile (DESIGN 4): lane l owns eras l, l + 32, ...; it first
+ * prefix-scans its eras' bins in place (the histogram is scratch), then for
+ * each threshold the warp sums the left side over eras with a butterfly of
+ * __shfl_xor_sync, and for each missing side the era pass (spread, direction)
+ * likewise. Every lane ends each reduction with the same bits, so all lanes
+ * follow the same branches; lane 0 writes the tile's best candidate.
+ */
+#include "internal.cuh"
+
+#define PBC_FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ long long pbc_warp_sum(long long value)
+{
+    for (int offset = PBC_WARP_LANES / 2; offset >= 1; offset >>= 1)
+        value = value + __shfl_xor_sync(PBC_FULL_MASK, value, offset);
+    return value;
+}
+
+__device__ __forceinline__ double pbc_warp_sum(double value)
+{
+    for (int offset = PBC_WARP_LANES / 2; offset >= 1; offset >>= 1)
+        value = pbc_double_add(value, __shfl_xor_sync(PBC_FULL_MASK, value, offset));
+    return value;
+}
+
+__device__ __forceinline__ pbc_totals pbc_warp_sum(pbc_totals t)
+{
+    t.g = pbc_warp_sum(t.g);
+    t.h = pbc_warp_sum(t.h);
+    t.count = pbc_warp_sum(t.count);
+    t.missing_g = pbc_warp_sum(t.missing_g);
+    t.missing_h = pbc_warp_sum(t.missing_h);
+    t.missing_count = pbc_warp_sum(t.missing_count);
+    t.weight = pbc_warp_sum(t.weight);
+    t.w_g = pbc_warp_sum(t.w_g);
+    t.w_h = pbc_warp_sum(t.w_h);
+    t.w_missing_g = pbc_warp_sum(t.w_missing_g);
+    t.w_missing_h = pbc_warp_sum(t.w_missing_h);
+    return t;
+}
+
+__device__ __forceinline__ pbc_left pbc_warp_sum(pbc_left l)
+{
+    l.g = pbc_warp_sum(l.g);
+    l.h = pbc_warp_sum(l.h);
+    l.count = pbc_warp_sum(l.count);
+    l.w_g = pbc_warp_sum(l.w_g);
+    l.w_h = pbc_warp_sum(l.w_h);
+    return l;
+}
+
+__device__ __forceinline__ pbc_pass pbc_warp_sum(pbc_pass p)
+{
+    p.weight = pbc_warp_sum(p.weight);
+    p.sum_squares = pbc_warp_sum(p.sum_squares);
+    p.direction = pbc_warp_sum(p.direction);
+    p.noise_sum = pbc_warp_sum(p.noise_sum);
+    p.weight_squares = pbc_warp_sum(p.weight_squares);
+    return p;
+}
+
+/* The warp version of pbc_score_tile_host (csrc/pbc_split.h); keep them in step. */
+__device__ pbc_best pbc_score_tile_warp(pbc_cell *cells, long long era_stride, int n_eras,
+                                        int n_bins, const pbc_split_params *params,
+                                        double gradient_variance, double inv_scale_g,
+                                        double inv_scale_h, int lane)
+{
+    pbc_best best = pbc_best_none();
+    const int needs_pass = pbc_needs_pass(params);
+    if (n_bins < 1 || n_eras < 1)
+        return best;
+    pbc_totals totals = pbc_warp_sum(pbc_lane_totals(cells, era_stride, n_eras, n_bins, params,
+                                                     inv_scale_g, inv_scale_h, lane,
+                                                     PBC_WARP_LANES));
+    if (totals.count == 0)
+        return best;
+    __syncwarp();  /* every lane's prefix scan is visible to the others */
+    for (int threshold = 0; threshold < n_bins; ++threshold) {
+        pbc_left left = pbc_warp_sum(pbc_lane_left(cells, era_stride, n_eras, n_bins, threshold,
+                                                   params, inv_scale_g, inv_scale_h, lane,
+                                                   PBC_WARP_LANES));
+        for (int side = 0; side < 2; ++side) {
+            const int missing_left = side == 0;
+            des_candidate_t state;
+            pbc_pass pass = {0.0, 0.0, 0.0, 0.0, 0.0};
+            double mean;
+            pbc_candidate cand = pbc_candidate_sums(&totals, &left, missing_left, params,
+                                                    inv_scale_g, inv_scale_h);
+            if (!cand.scored)
+                continue;
+            pbc_candidate_start(&state, &cand, params);
+            if (params->era_gain == DES_ERA_GAIN_NEWTON) {
+                double gain_sum = pbc_warp_sum(pbc_lane_gain_sum(
+                    &state, cells, era_stride, n_eras, n_bins, threshold, missing_left, params,
+                    inv_scale_g, inv_scale_h, lane, PBC_WARP_LANES));
+                mean = gain_sum / totals.weight;
+            } else {
+                mean = des_realized_mean(&state, totals.w_g, totals.w_h, cand.left_w_g,
+                                         cand.left_w_h, totals.weight);
+            }
+            des_candidate_set_mean(&state, mean);
+            pbc_candidate_noise(&state, params, gradient_variance);
+            if (needs_pass)
+                pass = pbc_warp_sum(pbc_lane_pass(&state, cells, era_stride, n_eras, n_bins,
+                                                  threshold, missing_left, params, inv_scale_g,
+                                                  inv_scale_h, lane, PBC_WARP_LANES));
+            pbc_candidate_close(&best, &state, &cand, &pass, params, threshold, missing_left);
+        }
+    }
+    return best;
+}
+
+__global__ void pbc_score_kernel(pbc_cell *__restrict__ hist, int32_t n_slots, int32_t n_eras,
+                                 int32_t max_width, const int32_t *__restrict__ n_bins,
+                                 const int32_t *__restrict__ slot_tree,
+                                 const uint8_t *__restrict__ slot_open,
+                                 const double *__restrict__ slot_gradient_variance,
+                                 const int32_t *__restrict__ features,          /* chunk's */
+                                 const uint8_t *__restrict__ tree_uses_feature, /* chunk's */
+                                 int32_t chunk_size, int32_t chunk_first, int32_t n_candidates,
+                                 int32_t pack_size, pbc_split_params params,
+                                 double inv_scale_g, double inv_scale_h,
+                                 double *__restrict__ tile_score, double *__restrict__ tile_gain,
+                                 int32_t *__restrict__ tile_threshold,
+                                 uint8_t *__restrict__ tile_missing_left,
+                                 uint8_t *__restrict__ tile_found)
+{
+    const int64_t warp = (int64_t)blockIdx.x * PBC_SCORE_WARPS + threadIdx.x / PBC_WARP_LANES;
+    const int lane = threadIdx.x % PBC_WARP_LANES;
+    if (warp >= (int64_t)chunk_size * n_slots)
+        return;  /* whole warps only: the branch is uniform within a warp */
+    const int32_t member = (int32_t)(warp / n_slots), slot = (int32_t)(warp % n_slots);
+    if (!slot_open[slot] || !tree_uses_feature[member * pack_size + slot_tree[slot]])
+        return;
+    pbc_cell *cells = hist + ((int64_t)member * n_slots + slot) * n_eras * max_width;
+    pbc_best best = pbc_score_tile_warp(cells, max_width, n_eras, n_bins[features[member]],
+                                        &params, slot_gradient_variance[slot], inv_scale_g,
+                                        inv_scale_h, lane);
+    if (lane == 0) {
+        int64_t out = (int64_t)slot * n_candidates + chunk_first + member;
+        tile_found[out] = (uint8_t)best.found;
+        tile_score[out] = best.score;
+        tile_gain[out] = best.gain;
+        tile_threshold[out] = best.threshold;
+        tile_missing_left[out] = (uint8_t)best.missing_left;
+    }
+}
+
+int pbc_launch_score(pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree,
+                     const uint8_t *slot_open, const double *slot_gradient_variance,
+                     int32_t n_candidates, int32_t chunk_first,
+                     int32_t chunk_size, const int32_t *features,
+                     const uint8_t *tree_uses_feature, const pbc_split_params *params,
+                     double *tile_score, double *tile_gain, int32_t *tile_threshold,
+                     uint8_t *tile_missing_left, uint8_t *tile_found)
+{
+    int64_t n_warps = (int64_t)chunk_size * n_slots;
+    unsigned int blocks = (unsigned int)((n_warps + PBC_SCORE_WARPS - 1) / PBC_SCORE_WARPS);
+    PBC_LAUNCH(pbc_score_kernel, blocks, PBC_SCORE_WARPS * PBC_WARP_LANES, 0, ctx->stream)(
+        ctx->hist, n_slots, ctx->n_eras, ctx->max_width, ctx->n_bins, slot_tree, slot_open,
+        slot_gradient_variance, features + chunk_first, tree_uses_feature + (int64_t)chunk_first * ctx->pack_size,
+        chunk_size, chunk_first, n_candidates, ctx->pack_size, *params, ctx->inv_scale_g,
+        ctx->inv_scale_h, tile_score, tile_gain, tile_threshold, tile_missing_left,
+        tile_found);
+    PBC_CHECK_LAUNCH();
+    return PBC_OK;
+}
+
+/* Best column per slot: the first maximum over ascending features (lower feature wins ties). */
+__global__ void pbc_select_kernel(int32_t n_slots, int32_t n_candidates,
+                                  const double *__restrict__ tile_score,
+                                  const double *__restrict__ tile_gain,
+                                  const int32_t *__restrict__ tile_threshold,
+                                  const uint8_t *__restrict__ tile_missing_left,
+                                  const uint8_t *__restrict__ tile_found,
+                                  int32_t *__restrict__ best_column,
+                                  double *__restrict__ best_score,
+                                  double *__restrict__ best_gain,
+                                  int32_t *__restrict__ best_threshold,
+                                  uint8_t *__restrict__ best_missing_left)
+{
+    int32_t slot = blockIdx.x * blockDim.x + threadIdx.x;
+    if (slot >= n_slots)
+        return;
+    const int64_t base = (int64_t)slot * n_candidates;
+    int32_t column = -1;
+    for (int32_t position = 0; position < n_candidates; ++position)
+        if (tile_found[base + position]
+                && (column < 0 || tile_score[base + position] > tile_score[base + column]))
+            column = position;
+    best_column[slot] = column;
+    best_score[slot] = column >= 0 ? tile_score[base + column] : -INFINITY;
+    best_gain[slot] = column >= 0 ? tile_gain[base + column] : 0.0;
+    best_threshold[slot] = column >= 0 ? tile_threshold[base + column] : 0;
+    best_missing_left[slot] = column >= 0 ? tile_missing_left[base + column] : 0;
+}
+
+int pbc_launch_select(pbc_context *ctx, int32_t n_slots, int32_t n_candidates,
+                      const double *tile_score, const double *tile_gain,
+                      const int32_t *tile_threshold, const uint8_t *tile_missing_left,
+                      const uint8_t *tile_found, int32_t *best_column, double *best_score,
+                      double *best_gain, int32_t *best_threshold, uint8_t *best_missing_left)
+{
+    PBC_LAUNCH(pbc_select_kernel, pbc_blocks(n_slots, 128), 128, 0, ctx->stream)(
+        n_slots, n_candidates, tile_score, tile_gain, tile_threshold, tile_missing_left,
+        tile_found, best_column, best_score, best_gain, best_threshold, best_missing_left);
+    PBC_CHECK_LAUNCH();
+    return PBC_OK;
+}

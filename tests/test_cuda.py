@@ -1,0 +1,489 @@
+"""CUDA backend: host-side pieces everywhere, CPU/GPU parity where a GPU is usable.
+
+Without a GPU (or without nvcc at build time) the tests marked ``cuda`` skip;
+what runs everywhere:
+
+* the GPU's algorithm on the host -- fixed-point sums, the warp's scoring
+  code run lane by lane (csrc/pbc_split.h via packboost._cuda_emulate), the
+  grower driver of packboost._cuda_grower -- against the CPU engine: same
+  splits, same predictions;
+* the device parameter and the error a user gets without a GPU (CUDA's own
+  message), and the build facts show_config reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import packboost
+from packboost import _cuda_emulate, _device, _split
+from packboost._cuda_grower import (
+    DeviceBackend,
+    HostKernels,
+    fixed_point_scale,
+    grow_pack_device,
+    quantize,
+)
+from packboost.grower import GrowerParams, grow_pack, predict_pack_binned
+
+from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
+
+CUDA = _device.cuda_available()
+
+SPLIT_KEYS = ("feature", "threshold_bin", "missing_left", "left_child", "right_child")
+
+
+def grower_params(max_depth=4, min_samples_leaf=1, **split):
+    settings = dict(DEFAULT_SPLIT_PARAMS, min_samples_leaf=min_samples_leaf, **split)
+    return GrowerParams(max_depth=max_depth, reg_lambda=settings["reg_lambda"],
+                        min_samples_leaf=min_samples_leaf,
+                        min_child_weight=settings["min_child_weight"], min_split_gain=0.0,
+                        max_delta_step=0.0, shrinkage=0.1, split=settings)
+
+
+def pack_draws(data, pack_size, seed, max_depth, feature_fraction=0.7):
+    """Per-tree row samples and per-depth features, as booster.draw_round makes them."""
+    rng = np.random.default_rng(seed)
+    samples = [np.flatnonzero(rng.random(data.n_rows) < 0.8).astype(np.int32)
+               for _ in range(pack_size)]
+    layers, masks = [], []
+    for _ in range(max_depth):
+        n_layer = max(1, round(feature_fraction * data.n_features))
+        layers.append(np.sort(rng.choice(data.n_features, n_layer, replace=False))
+                      .astype(np.int32))
+        masks.append(rng.random((pack_size, n_layer)) < 0.8 if n_layer > 1 else None)
+    return samples, layers, masks
+
+
+def assert_same_splits(cpu_nodes, device_nodes):
+    """Same split features, thresholds and missing sides, node for node.
+
+    One exception, where the backends may legitimately part: an exact tie
+    between two candidates that cut the node's rows the same way (in a node of
+    a few rows, feature 2 <= 0 and feature 3 <= 1 may hold the same rows).
+    DESIGN 1 breaks it by the lower feature; the GPU's integer sums make both
+    scores bit-identical, so it does, while the CPU's float sums, added in a
+    different order per feature, differ in the last bit and pick either. The
+    first differing node must then be such a tie: same DES score to 1e-12,
+    same child sizes; what grows below may differ, and so may predictions
+    (the tied cuts agree on the node's sampled rows only).
+
+    Returns True when the splits are identical, False when they parted at
+    such a tie.
+    """
+    if len(cpu_nodes["feature"]) == len(device_nodes["feature"]):
+        differ = np.zeros(len(cpu_nodes["feature"]), dtype=bool)
+        for key in SPLIT_KEYS:
+            differ |= cpu_nodes[key] != device_nodes[key]
+        if not differ.any():
+            return True
+        first = int(np.argmax(differ))
+    else:
+        size = min(len(cpu_nodes["feature"]), len(device_nodes["feature"]))
+        differ = np.zeros(size, dtype=bool)
+        for key in SPLIT_KEYS:
+            differ |= cpu_nodes[key][:size] != device_nodes[key][:size]
+        assert differ.any(), "trees of different sizes with no differing split"
+        first = int(np.argmax(differ))
+    cpu_score, device_score = cpu_nodes["des_score"][first], device_nodes["des_score"][first]
+    assert abs(cpu_score - device_score) <= 1e-12 * max(abs(cpu_score), abs(device_score)), (
+        f"node {first}: the backends chose different splits that are not tied "
+        f"(scores {cpu_score!r} and {device_score!r})")
+
+    def child_sizes(nodes):
+        return sorted(int(nodes["n_samples"][nodes[side][first]])
+                      for side in ("left_child", "right_child"))
+
+    assert child_sizes(cpu_nodes) == child_sizes(device_nodes), f"node {first}"
+    return False
+
+
+def pack_prediction(data, pack):
+    out = np.zeros(data.n_rows)
+    predict_pack_binned(data, pack, out, n_threads=1)
+    return out
+
+
+def assert_same_pack(cpu, device, data, rtol=1e-9):
+    if not assert_same_splits(cpu.nodes, device.nodes):
+        return  # parted at an exact tie
+    np.testing.assert_allclose(pack_prediction(data, device), pack_prediction(data, cpu),
+                               rtol=rtol, atol=1e-12)
+    np.testing.assert_array_equal(cpu.tree_offsets, device.tree_offsets)
+    np.testing.assert_array_equal(cpu.nodes["n_samples"], device.nodes["n_samples"])
+    for key in ("value", "gain", "des_score", "sum_hessian"):
+        np.testing.assert_allclose(device.nodes[key], cpu.nodes[key], rtol=rtol, atol=1e-12,
+                                   err_msg=key)
+
+
+# -- fixed point ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("peak", [1e-200, 1e-6, 1.0, 3.7e5, 1e300])
+def test_fixed_point_sums_cannot_overflow(peak):
+    values = np.linspace(-peak, peak, 1001)
+    scale = fixed_point_scale(values)
+    assert np.log2(scale) == np.round(np.log2(scale))  # a power of two
+    fixed = quantize(values, scale)
+    assert np.abs(fixed).astype(float).sum() < 2.0**63
+    assert np.abs(fixed).max() > 2**40  # and precise
+
+
+def test_fixed_point_is_exact_for_integer_valued_sums():
+    values = np.array([1.0, 2.0, 5.0, 1.0, 0.0])
+    scale = fixed_point_scale(values)
+    assert quantize(values, scale).sum() / scale == values.sum()
+    assert fixed_point_scale(np.zeros(3)) == 1.0
+    with pytest.raises(FloatingPointError):
+        fixed_point_scale(np.array([1.0, np.inf]))
+
+
+# -- the warp's scoring, run on the host --------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("era_gain", ["realized", "newton"])
+@pytest.mark.parametrize("era_std", ["total", "between"])
+def test_emulated_tile_scoring_matches_cpu_score_tile(seed, era_gain, era_std):
+    """One tile: the GPU's fixed-point scoring picks the CPU's candidate."""
+    rng = np.random.default_rng(seed)
+    n_eras, n_bins = int(rng.integers(1, 70)), int(rng.integers(1, 9))
+    counts = rng.integers(0, 6, size=(n_eras, n_bins + 1))
+    counts[rng.random(n_eras) < 0.2] = 0  # absent eras
+    gradients = rng.normal(size=counts.shape) * counts
+    hessians = rng.uniform(0.5, 1.5, size=counts.shape) * counts
+    params = dict(DEFAULT_SPLIT_PARAMS, era_gain=era_gain, era_std=era_std,
+                  era_weighting=["equal", "count"][seed % 2], era_alpha=1.0,
+                  dir_tanh_scale=[1.0, 0.0][seed % 2])
+    variance = float(rng.uniform(0.1, 2.0))
+    scale_g = fixed_point_scale(gradients.ravel())
+    scale_h = fixed_point_scale(hessians.ravel())
+    fixed = np.stack([quantize(gradients, scale_g), quantize(hessians, scale_h),
+                      counts.astype(np.int64)], axis=-1)
+    # The CPU scores the same (quantised) sums, so only rounding order differs.
+    hist = np.zeros((n_eras, n_bins + 1), dtype=_split.HIST_DTYPE)
+    hist["sum_gradients"] = fixed[..., 0] / scale_g
+    hist["sum_hessians"] = fixed[..., 1] / scale_h
+    hist["count"] = counts
+    expected = _split.score_histogram(hist, n_bins, params, variance)
+    got = _cuda_emulate.score_tiles(np.ascontiguousarray(fixed[np.newaxis]),
+                                    np.array([n_bins], dtype=np.int32),
+                                    np.ones(1, dtype=np.uint8), params, scale_g, scale_h,
+                                    gradient_variance=np.array([variance]))
+    if expected is None:
+        assert not got["found"][0]
+        return
+    assert got["found"][0]
+    assert got["threshold"][0] == expected["threshold"]
+    assert bool(got["missing_left"][0]) == expected["missing_left"]
+    np.testing.assert_allclose(got["score"][0], expected["score"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got["gain"][0], expected["gain"], rtol=1e-9, atol=1e-12)
+
+
+def test_emulated_tile_scoring_skips_closed_tiles_and_checks_shapes():
+    fixed = np.zeros((2, 3, 4, 3), dtype=np.int64)
+    fixed[..., 2] = 1
+    got = _cuda_emulate.score_tiles(fixed, np.array([3, 3], dtype=np.int32),
+                                    np.array([0, 0], dtype=np.uint8), DEFAULT_SPLIT_PARAMS,
+                                    1.0, 1.0)
+    assert not got["found"].any()
+    with pytest.raises(ValueError, match="width"):
+        _cuda_emulate.score_tiles(fixed, np.array([4, 3], dtype=np.int32),
+                                  np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
+    with pytest.raises(ValueError, match="int64"):
+        _cuda_emulate.score_tiles(fixed.astype(np.float64), np.array([3, 3], dtype=np.int32),
+                                  np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
+
+
+# -- the GPU driver with host kernels vs the CPU engine -------------------------------
+
+PACK_CASES = [
+    # seed, n_rows, n_features, n_eras, n_bins, pack_size, extra
+    (0, 300, 5, 7, 5, {}),
+    (1, 257, 3, 1, 4, {"lambda_dro": 0.0, "lambda_dir": 0.0}),
+    (2, 500, 6, 40, 9, {"era_gain": "newton"}),
+    (3, 130, 4, 3, 2, {"era_weighting": "count", "era_alpha": 3.0, "dir_tanh_scale": 0.0}),
+    (4, 400, 5, 11, 17, {"duplicate_feature": True}),
+    (5, 350, 4, 8, 6, {"one_sided_eras": True, "min_samples_leaf": 7}),
+    (6, 64, 2, 33, 3, {"min_child_weight": 2.0}),
+    (7, 450, 5, 12, 5, {"era_std": "between"}),
+    (8, 300, 4, 30, 8, {"era_std": "between", "lambda_dro": 1.0, "lambda_dir": 0.0}),
+]
+
+
+@pytest.mark.parametrize("seed, n_rows, n_features, n_eras, n_bins, extra", PACK_CASES)
+@pytest.mark.parametrize("pack_size", [1, 3])
+def test_host_kernels_grow_the_cpu_pack(seed, n_rows, n_features, n_eras, n_bins, extra,
+                                        pack_size):
+    extra = dict(extra)
+    problem = {key: extra.pop(key) for key in ("duplicate_feature", "one_sided_eras")
+               if key in extra}
+    data, gradients, hessians = make_binned_problem(seed, n_rows, n_features, n_eras,
+                                                    n_bins=n_bins, **problem)
+    min_samples_leaf = extra.pop("min_samples_leaf", 1)
+    params = grower_params(max_depth=4, min_samples_leaf=min_samples_leaf, **extra)
+    samples, layers, masks = pack_draws(data, pack_size, seed, params.max_depth)
+    cpu = grow_pack(data, gradients, hessians, samples, layers, masks, params, n_threads=1)
+    device = grow_pack_device(HostKernels(data, pack_size), data, gradients, hessians,
+                              samples, layers, masks, params)
+    assert_same_pack(cpu, device, data)
+
+
+@contextlib.contextmanager
+def host_kernels_for_fit(monkeypatch):
+    """Route estimator fits through the GPU driver with host kernels."""
+    monkeypatch.setattr(_device, "training_backend", lambda device, data, pack_size:
+                        contextlib.closing(DeviceBackend(HostKernels(data, pack_size))))
+    yield
+
+
+def random_problem(seed, n_rows, n_features, n_eras, nan_rate=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n_rows, n_features))
+    X[rng.random(X.shape) < nan_rate] = np.nan
+    era = rng.integers(0, n_eras, n_rows)
+    y = (np.nan_to_num(X[:, 0]) * np.where(era % 3 == 0, -1.0, 1.0)
+         + np.nan_to_num(X[:, 1]) ** 2 + rng.normal(size=n_rows))
+    weight = rng.uniform(0.5, 2.0, n_rows)
+    return X, y, era, weight
+
+
+FIT_CASES = [
+    (0, 400, 6, 9, dict(), True),
+    (1, 333, 4, 1, dict(era_gain="newton", lambda_dir=0.5), False),
+    (2, 500, 5, 25, dict(era_weighting="count", era_alpha=2.0, lambda_dro=1.0), True),
+    (3, 300, 7, 5, dict(max_bins=12, lambda_dir=1.0, dir_tanh_scale=0.0,
+                        layer_feature_fraction=0.5, row_subsample=0.7), True),
+    (4, 280, 3, 4, dict(max_bins=300), False),  # uint16 bins
+    (5, 360, 4, 10, dict(era_std="total", lambda_dro=0.5), True),
+]
+
+
+@pytest.mark.parametrize("seed, n_rows, n_features, n_eras, extra, weighted", FIT_CASES)
+def test_fit_through_the_gpu_driver_matches_cpu(monkeypatch, seed, n_rows, n_features,
+                                                n_eras, extra, weighted):
+    X, y, era, weight = random_problem(seed, n_rows, n_features, n_eras)
+    weight = weight if weighted else None
+    params = dict(n_estimators=4, pack_size=3, max_depth=4, min_samples_leaf=5,
+                  random_state=seed, n_jobs=1, **extra)
+    cpu = packboost.PackBoostRegressor(**params).fit(X, y, era=era, sample_weight=weight)
+    with host_kernels_for_fit(monkeypatch):
+        emulated = packboost.PackBoostRegressor(**params).fit(X, y, era=era,
+                                                              sample_weight=weight)
+    if assert_same_splits(cpu.ensemble_.nodes, emulated.ensemble_.nodes):
+        np.testing.assert_allclose(emulated.predict(X), cpu.predict(X), rtol=1e-5, atol=1e-12)
+
+
+def test_classifier_through_the_gpu_driver_matches_cpu(monkeypatch):
+    X, y, era, _ = random_problem(7, 300, 4, 6)
+    labels = (y > np.median(y)).astype(int)
+    params = dict(n_estimators=3, pack_size=2, max_depth=3, random_state=1, n_jobs=1)
+    cpu = packboost.PackBoostClassifier(**params).fit(X, labels, era=era)
+    with host_kernels_for_fit(monkeypatch):
+        emulated = packboost.PackBoostClassifier(**params).fit(X, labels, era=era)
+    if assert_same_splits(cpu.ensemble_.nodes, emulated.ensemble_.nodes):
+        np.testing.assert_allclose(emulated.predict_proba(X), cpu.predict_proba(X), rtol=1e-5)
+
+
+# -- device parameter, availability, errors without a GPU --------------------------------
+
+
+def test_cuda_available_is_a_bool_and_build_info_says_why():
+    assert isinstance(packboost.cuda_available(), bool)
+    info = _device.cuda_build_info()
+    assert set(info) >= {"built", "available", "arch", "runtime_version", "driver_version",
+                         "devices", "error"}
+    assert info["available"] == packboost.cuda_available()
+    assert info["built"] == _device.cuda_built()
+    if not info["available"]:
+        assert info["error"]
+
+
+@pytest.mark.skipif(CUDA, reason="checks the error raised without a usable GPU")
+def test_fit_on_cuda_without_gpu_raises_cuda_error_with_cudas_message():
+    X, y, era, _ = random_problem(0, 120, 3, 4)
+    model = packboost.PackBoostRegressor(device="cuda", n_estimators=2)
+    with pytest.raises(packboost.CudaError) as raised:
+        model.fit(X, y, era=era)
+    message = str(raised.value)
+    assert "device='cuda'" in message or "CUDA backend" in message
+    if _device.cuda_built():
+        from packboost import _cuda
+
+        # CUDA's own text for its code, e.g. 35 "CUDA driver version is
+        # insufficient for CUDA runtime version" or 100 "no CUDA-capable device".
+        assert raised.value.code is not None and raised.value.code > 0
+        assert _cuda.error_string(raised.value.code) in message
+    assert not hasattr(model, "ensemble_")  # all or nothing
+
+
+@pytest.mark.skipif(CUDA, reason="checks the error raised without a usable GPU")
+def test_predict_on_cuda_without_gpu_raises_cuda_error():
+    X, y, era, _ = random_problem(1, 120, 3, 4)
+    model = packboost.PackBoostRegressor(n_estimators=2, random_state=0).fit(X, y, era=era)
+    expected = model.predict(X)
+    model.set_params(device="cuda")
+    with pytest.raises(packboost.CudaError, match="CUDA"):
+        model.predict(X)
+    model.set_params(device="cpu")
+    np.testing.assert_array_equal(model.predict(X), expected)
+
+
+def test_device_must_be_cpu_or_cuda():
+    X, y, _, _ = random_problem(2, 50, 2, 2)
+    with pytest.raises(ValueError, match="device"):
+        packboost.PackBoostRegressor(device="gpu").fit(X, y)
+    assert isinstance(packboost.CudaError("x"), RuntimeError)
+
+
+@pytest.mark.skipif(not _device.cuda_built(), reason="CUDA backend not built")
+def test_c_api_error_strings_and_build_facts():
+    from packboost import _cuda
+
+    assert _cuda.api_version() == 1
+    assert "sm_" in _cuda.build_arch() or "compute_" in _cuda.build_arch()
+    assert "invalid argument" in _cuda.error_string(-1)
+    assert _cuda.error_string(2) == "out of memory"
+    assert _cuda.runtime_version() >= 12000
+    assert _cuda.MAX_PACK_SIZE == 64
+
+
+@pytest.mark.skipif(CUDA or not _device.cuda_built(), reason="needs the backend, no GPU")
+def test_context_creation_without_gpu_raises():
+    from packboost import _cuda
+
+    data, _, _ = make_binned_problem(0, 50, 2, 3)
+    with pytest.raises(packboost.CudaError, match="CUDA error"):
+        _cuda.CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras, 2)
+    with pytest.raises(ValueError, match="uint8 or uint16"):
+        _cuda.CudaContext(data.X_binned.astype(np.float32), data.n_bins, data.row_era,
+                          data.n_eras, 2)
+    with pytest.raises(ValueError, match="match"):
+        _cuda.CudaContext(data.X_binned, data.n_bins[:1], data.row_era, data.n_eras, 2)
+    tree = dict(feature=np.array([-1], dtype=np.int32), threshold=np.zeros(1),
+                missing_left=np.zeros(1, dtype=np.uint8),
+                left_child=np.array([-1], dtype=np.int32),
+                right_child=np.array([-1], dtype=np.int32), value=np.ones(1))
+    out = np.zeros(4)
+    with pytest.raises(packboost.CudaError, match="CUDA error"):
+        _cuda.predict_raw(np.zeros((4, 2)), *tree.values(), np.zeros(1, dtype=np.int64), out)
+    with pytest.raises(ValueError, match="2-D"):
+        _cuda.predict_raw(np.zeros((4, 2), dtype=np.int64), *tree.values(),
+                          np.zeros(1, dtype=np.int64), out)
+
+
+# -- on a GPU -------------------------------------------------------------------------------
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+@pytest.mark.parametrize("seed, n_rows, n_features, n_eras, n_bins, extra", PACK_CASES)
+@pytest.mark.parametrize("pack_size", [1, 4])
+def test_gpu_grows_the_cpu_pack(seed, n_rows, n_features, n_eras, n_bins, extra, pack_size):
+    from packboost._cuda import CudaContext
+
+    extra = dict(extra)
+    problem = {key: extra.pop(key) for key in ("duplicate_feature", "one_sided_eras")
+               if key in extra}
+    data, gradients, hessians = make_binned_problem(seed, n_rows, n_features, n_eras,
+                                                    n_bins=n_bins, **problem)
+    min_samples_leaf = extra.pop("min_samples_leaf", 1)
+    params = grower_params(max_depth=5, min_samples_leaf=min_samples_leaf, **extra)
+    samples, layers, masks = pack_draws(data, pack_size, seed, params.max_depth)
+    cpu = grow_pack(data, gradients, hessians, samples, layers, masks, params, n_threads=1)
+    host = grow_pack_device(HostKernels(data, pack_size), data, gradients, hessians, samples,
+                            layers, masks, params)
+    context = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras, pack_size)
+    try:
+        gpu = grow_pack_device(context, data, gradients, hessians, samples, layers, masks,
+                               params)
+    finally:
+        context.close()
+    assert_same_pack(cpu, gpu, data)
+    # The host run of the warp algorithm is the GPU's arithmetic (tanh aside):
+    # same trees, exact ties included, and the same scores.
+    for key in SPLIT_KEYS:
+        np.testing.assert_array_equal(gpu.nodes[key], host.nodes[key], err_msg=key)
+    np.testing.assert_allclose(gpu.nodes["des_score"], host.nodes["des_score"], rtol=1e-13)
+    np.testing.assert_array_equal(gpu.nodes["value"], host.nodes["value"])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+@pytest.mark.parametrize("seed, n_rows, n_features, n_eras, extra, weighted", FIT_CASES)
+def test_gpu_fit_matches_cpu(seed, n_rows, n_features, n_eras, extra, weighted):
+    X, y, era, weight = random_problem(seed, n_rows, n_features, n_eras)
+    weight = weight if weighted else None
+    params = dict(n_estimators=5, pack_size=4, max_depth=5, min_samples_leaf=5,
+                  random_state=seed, n_jobs=1, **extra)
+    cpu = packboost.PackBoostRegressor(**params).fit(X, y, era=era, sample_weight=weight)
+    gpu = packboost.PackBoostRegressor(device="cuda", **params).fit(X, y, era=era,
+                                                                    sample_weight=weight)
+    if assert_same_splits(cpu.ensemble_.nodes, gpu.ensemble_.nodes):
+        np.testing.assert_allclose(gpu.predict(X), cpu.predict(X), rtol=1e-5, atol=1e-12)
+    again = packboost.PackBoostRegressor(device="cuda", **params).fit(X, y, era=era,
+                                                                      sample_weight=weight)
+    np.testing.assert_array_equal(again.ensemble_.nodes["value"], gpu.ensemble_.nodes["value"])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8, np.uint8, np.int32])
+def test_gpu_predict_matches_cpu(dtype):
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 5, size=(700, 6)).astype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        X[rng.random(X.shape) < 0.1] = np.nan
+    y = rng.normal(size=700) + np.nan_to_num(X[:, 0].astype(float))
+    model = packboost.PackBoostRegressor(n_estimators=4, random_state=0).fit(X, y)
+    expected = model.predict(X)
+    model.set_params(device="cuda")
+    np.testing.assert_allclose(model.predict(X), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model.predict(np.asfortranarray(X)[:3]), expected[:3],
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_classifier_matches_cpu():
+    X, y, era, _ = random_problem(7, 600, 5, 12)
+    labels = (y > np.median(y)).astype(int)
+    params = dict(n_estimators=4, pack_size=4, max_depth=4, random_state=1)
+    cpu = packboost.PackBoostClassifier(**params).fit(X, labels, era=era)
+    gpu = packboost.PackBoostClassifier(device="cuda", **params).fit(X, labels, era=era)
+    if assert_same_splits(cpu.ensemble_.nodes, gpu.ensemble_.nodes):
+        np.testing.assert_allclose(gpu.predict_proba(X), cpu.predict_proba(X), rtol=1e-5)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_context_kernels_match_host_kernels():
+    from packboost._cuda import CudaContext
+
+    data, gradients, hessians = make_binned_problem(3, 2000, 4, 9, n_bins=7)
+    pack_size = 3
+    samples, _, _ = pack_draws(data, pack_size, 0, 1)
+    scale_g, scale_h = fixed_point_scale(gradients), fixed_point_scale(hessians)
+    scale_g2 = fixed_point_scale(gradients * gradients)
+    args = (gradients, hessians, samples, scale_g, scale_h, scale_g2)
+    host = HostKernels(data, pack_size)
+    gpu = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras, pack_size)
+    gpu.set_timing(True)
+    host.begin_round(*args)
+    gpu.begin_round(*args)
+    for got, expected in zip(gpu.slot_sums(pack_size), host.slot_sums(pack_size), strict=True):
+        np.testing.assert_array_equal(got, expected)
+    times = gpu.read_timers()
+    assert set(times) >= {"histogram", "score", "route"} and times["slot_sums"] >= 0
+    gpu.close()
+    with pytest.raises(ValueError, match="closed"):
+        gpu.slot_sums(1)
+
+
+def test_cpu_device_has_no_backend():
+    with _device.training_backend("cpu", None, 4) as backend:
+        assert backend is None
+    _device.check_device("cpu")  # never raises

@@ -1,0 +1,93 @@
+"""What a build says about itself: version (one source), show_config, get_include, variants."""
+
+from __future__ import annotations
+
+import re
+import runpy
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import packboost
+from packboost._config import DISTRIBUTIONS, installed_distributions
+
+ROOT = Path(__file__).resolve().parents[1]
+# PEP 440 public versions (no local part: PyPI refuses those).
+PEP440 = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+
+
+def test_version_is_pep440_and_matches_the_metadata():
+    assert PEP440.match(packboost.__version__), packboost.__version__
+    installed = installed_distributions()
+    if not installed:
+        pytest.skip("packboost is not installed (running the source tree)")
+    for name in installed:
+        assert metadata.version(name) == packboost.__version__
+
+
+def test_version_has_one_source():
+    version_file = ROOT / "packboost" / "_version.py"
+    meson_build = ROOT / "meson.build"
+    if not (version_file.is_file() and meson_build.is_file()):
+        pytest.skip("source tree not at hand (testing an installed wheel)")
+    assert runpy.run_path(str(version_file))["__version__"] == packboost.__version__
+    # meson.build's project(version: ...) runs packboost/_version.py, no literal.
+    text = meson_build.read_text()
+    assert re.search(r"version: run_command\([^\n]*files\('packboost/_version\.py'\)", text)
+    assert not re.search(r"^\s*version:\s*'\d", text, re.M)
+
+
+def test_show_config_reports_the_build(capsys):
+    config = packboost.show_config()
+    out = capsys.readouterr().out
+    for key in ("version", "distribution", "python", "numpy", "compiler", "arch", "buildtype",
+                "openmp", "omp_max_threads", "available_cpus", "cuda", "cuda_build",
+                "cuda_device"):
+        assert key in config
+        assert f"{key}: " in out
+    assert config["version"] == packboost.__version__
+    assert config["openmp"] is packboost.openmp_enabled()
+    assert config["compiler"] != "unknown"      # the generated _build_config.py is there
+    assert config["arch"].split("-")[0] in ("x86_64", "aarch64", "ppc64", "s390x", "arm")
+    assert config["omp_max_threads"] >= 1 and config["available_cpus"] >= 1
+    assert isinstance(config["cuda"], bool)
+    if config["cuda"]:
+        assert config["cuda_build"]["built"] and isinstance(config["cuda_device"], bool)
+    else:
+        assert config["cuda_build"] is None and config["cuda_device"] is None
+
+
+def test_show_config_agrees_with_the_cuda_backend():
+    device = pytest.importorskip("packboost._device")
+    assert packboost.show_config()["cuda"] is device.cuda_built()
+
+
+def test_one_distribution_installed():
+    installed = installed_distributions()
+    assert set(installed) <= set(DISTRIBUTIONS)
+    assert len(installed) <= 1, f"{installed} all install packboost: they overwrite each other"
+
+
+def test_get_include_holds_the_public_pxd_files():
+    include = Path(packboost.get_include())
+    assert (include / "packboost" / "__init__.pxd").is_file()
+    text = (include / "packboost" / "__init__.pxd").read_text()
+    for name in ("TreeNodes", "predict_rows_raw", "predict_rows_binned", "leaf_of_raw_row",
+                 "leaf_of_binned_row", "raw_value_t", "bin_code_t"):
+        assert name in text
+        assert re.search(rf"\b{name}\b", (include / "packboost" / "tree.pxd").read_text())
+
+
+def test_variant_script_renames_the_distribution(tmp_path):
+    script = ROOT / "ci" / "variant.py"
+    if not script.is_file():
+        pytest.skip("ci/variant.py not at hand (testing an installed wheel)")
+    variant = runpy.run_path(str(script))
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    assert variant["apply_variant"](tmp_path, "cu13") == "packboost-cu13"
+    text = (tmp_path / "pyproject.toml").read_text()
+    assert re.search(r'^name = "packboost-cu13"$', text, re.M)
+    assert '[tool.meson-python.args]\nsetup = ["-Dcuda=enabled"]' in text
+    with pytest.raises(SystemExit, match="already has"):
+        variant["apply_variant"](tmp_path, "cu13")
