@@ -44,6 +44,7 @@ from packboost.metrics import era_summary, per_era_correlation
 
 SIZES = {
     "tiny": (20_000, 50, 40),
+    "ablation": (100_000, 100, 200),
     "small": (200_000, 200, 200),
     "medium": (1_000_000, 400, 400),
 }
@@ -161,9 +162,10 @@ class RoundClock:
 def fit_packboost(train: EraDataset, params: dict, max_rounds: int,
                   stop_after: float | None, args) -> tuple[PackBoostRegressor, list[float]]:
     """One PackBoost fit, timed per round; stops at max_rounds or past stop_after seconds."""
-    model = PackBoostRegressor(n_estimators=max_rounds, max_depth=args.max_depth,
-                               layer_feature_fraction=args.feature_fraction,
-                               n_jobs=args.n_jobs, random_state=args.seed, **params)
+    settings = dict(max_depth=args.max_depth, layer_feature_fraction=args.feature_fraction,
+                    n_jobs=args.n_jobs, random_state=args.seed)
+    settings.update(params)  # a configuration may override the shared settings
+    model = PackBoostRegressor(n_estimators=max_rounds, **settings)
     start = time.perf_counter()
     clock = RoundClock(start, stop_after)
     model.fit(train.X, train.y, era=train.era, callbacks=[clock])
@@ -272,7 +274,7 @@ def parse_args(argv=None):
     parser.add_argument("--ridge-alpha", type=float, default=1e3)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--des-off", action="store_true", default=True,
+    parser.add_argument("--des-off", action=argparse.BooleanOptionalAction, default=True,
                         help="also fit PackBoost with DES off (lambda_dro = lambda_dir = 0)")
     parser.add_argument("--packboost-params", type=json.loads, action="append", default=None,
                         metavar="JSON", help="extra PackBoost configuration(s), e.g. "

@@ -58,7 +58,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--pack-size", type=int, default=4)
     parser.add_argument("--depth", type=int, default=6)
-    parser.add_argument("--lambda-dro", type=float, default=0.25)
+    parser.add_argument("--lambda-dro", type=float, default=1.0)
     args = parser.parse_args()
 
     data = make_numerai_like(**SIZES[args.size], random_state=0)

@@ -6,19 +6,19 @@
 #   ci/gpu_check.sh build test # only some stages; BENCH_ARGS="..." for the benchmark
 #
 # Build: Meson directly (no pip, nothing downloaded) with -Dcuda=enabled, for
-# the GPU's own architecture, into build-gpu/ (kept between calls), then
-# `meson install --destdir` into build-gpu/stage: the installed layout, so the
+# the GPU's own architecture, into build/gpu-check/ (git-ignored, kept between
+# calls), then `meson install --destdir` into its stage/: the installed layout, so the
 # $ORIGIN rpath of packboost/_cuda*.so -> libpackboost_cuda.so is what is
 # tested. Needs python3 with numpy, meson>=1.12, ninja, Cython>=3.0.10, pytest
 # (and scikit-learn for the estimator tests); it says which one is missing.
 # Logs and the benchmark's JSON go to $OUT (the device tool's output folder)
-# or ci-gpu-out/. GPU_CHECK_NO_GPU=1 rehearses the script without a GPU
+# or build/gpu-check-out/. GPU_CHECK_NO_GPU=1 rehearses the script without a GPU
 # (GPU tests skip; use BENCH_ARGS="--emulate ..." for the benchmark).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-OUT_DIR=${OUT:-$ROOT/ci-gpu-out}
-BUILD=${BUILD_DIR:-$ROOT/build-gpu}
+OUT_DIR=${OUT:-$ROOT/build/gpu-check-out}
+BUILD=${BUILD_DIR:-$ROOT/build/gpu-check}
 STAGES=${*:-build test bench}
 mkdir -p "$OUT_DIR"
 log() { echo "[gpu_check $(date -u +%H:%M:%S)] $*"; }

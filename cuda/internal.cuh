@@ -8,6 +8,7 @@
  *   split.cu      prefix scan + DES scoring + best split (_split.pyx, des.h)
  *   partition.cu  round init, slot sums, routing rows    (_partition.pyx)
  *   predict.cu    pack update and raw prediction         (_predict.pyx)
+ *   fake_cuda.h   the runtime on host threads, for tests without a GPU
  */
 #ifndef PACKBOOST_CUDA_INTERNAL_CUH
 #define PACKBOOST_CUDA_INTERNAL_CUH
@@ -39,8 +40,13 @@
 /* A launch's configuration or asynchronous error. */
 #define PBC_CHECK_LAUNCH() PBC_CHECK(cudaGetLastError())
 
-/* Threads of the row-parallel kernels. */
+/* Threads of the row-parallel kernels (one warp per block in the fake runtime,
+ * where each CUDA thread is an OS thread: every kernel loops over blockDim). */
+#ifdef PBC_FAKE_CUDA
+#define PBC_ROW_THREADS 32
+#else
 #define PBC_ROW_THREADS 256
+#endif
 /* Rows of one histogram tile (a tile never crosses an era boundary). */
 #define PBC_TILE_ROWS 4096
 /* Shared memory for a block's histogram cells: the device's opt-in limit, at
@@ -51,7 +57,11 @@
 /* Features one histogram block serves from one read of a row's slots. */
 #define PBC_MAX_FEATURES_PER_BLOCK 16
 /* Warps per block of the scoring kernel (one warp per tile). */
+#ifdef PBC_FAKE_CUDA
+#define PBC_SCORE_WARPS 1
+#else
 #define PBC_SCORE_WARPS 4
+#endif
 
 struct pbc_context {
     int device;
