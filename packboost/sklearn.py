@@ -58,7 +58,7 @@ _PARAMETER_DOC = """
         used as bins directly.
     layer_feature_fraction : float, default=1.0
         Fraction of features drawn per depth, shared by the whole pack.
-    tree_feature_fraction : float, default=0.75
+    tree_feature_fraction : float, default=0.5
         Fraction of the depth's features each tree of a pack may use.
     row_subsample : float, default=1.0
         Probability that a row is used by a tree (drawn per tree and round).
@@ -203,7 +203,7 @@ class _PackBoostEstimator(BaseEstimator):
     def __init__(self, *, n_estimators=100, pack_size=4, max_depth=6, learning_rate=0.1,
                  reg_lambda=1.0, min_samples_leaf=20, min_child_weight=1e-3,
                  min_split_gain=0.0, max_delta_step=0.0, max_bins=255,
-                 layer_feature_fraction=1.0, tree_feature_fraction=0.75,
+                 layer_feature_fraction=1.0, tree_feature_fraction=0.5,
                  row_subsample=1.0, era_subsample=0.75, era_gain="realized",
                  lambda_dro=1.0, lambda_dir=0.0, era_weighting="equal", era_alpha=0.0,
                  dir_tanh_scale=1.0, era_std="between", n_jobs=None, random_state=None,
