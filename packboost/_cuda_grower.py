@@ -30,7 +30,13 @@ import numpy as np
 
 from packboost import _predict
 from packboost.ensemble import empty_nodes
-from packboost.grower import Pack, gradient_variance, leaf_values
+from packboost.grower import (
+    Pack,
+    assemble_pack,
+    gradient_variance,
+    leaf_values,
+    tree_uses_feature_table,
+)
 
 # |any sum of a round's quantised values| < 2**FIXED_POINT_BITS (+ rounding).
 FIXED_POINT_BITS = 62
@@ -132,15 +138,7 @@ def grow_pack_device(kernels, data, gradients: np.ndarray, hessians: np.ndarray,
         slot_tree = np.repeat(split_trees, 2).astype(np.int32)
         slot_local = np.column_stack([left_local, left_local + 1]).ravel().astype(np.int32)
 
-    tree_offsets = np.concatenate([[0], np.cumsum(next_local)]).astype(np.int64)
-    nodes = empty_nodes(int(tree_offsets[-1]))
-    for level_tree, level_local, level in levels:
-        position = tree_offsets[level_tree] + level_local
-        for name, values in level.items():
-            if name in ("left_child", "right_child"):
-                values = np.where(values >= 0, values + tree_offsets[level_tree], -1)
-            nodes[name][position] = values
-    return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
+    return assemble_pack(levels, next_local, layer_features)
 
 
 def _split_level(kernels, data, slot_tree, counts, slot_variance, pack_size, features,
@@ -149,10 +147,7 @@ def _split_level(kernels, data, slot_tree, counts, slot_variance, pack_size, fea
     slot_open = (counts >= 2 * max(1, params.min_samples_leaf)).astype(np.uint8)
     if not slot_open.any():
         return np.zeros(0, dtype=np.int64)
-    if feature_mask is None:
-        tree_uses_feature = np.ones((len(features), pack_size), dtype=np.uint8)
-    else:
-        tree_uses_feature = np.ascontiguousarray(feature_mask.T, dtype=np.uint8)
+    tree_uses_feature = tree_uses_feature_table(feature_mask, len(features), pack_size)
     features = np.ascontiguousarray(features, dtype=np.int32)
     best = kernels.find_splits(np.ascontiguousarray(slot_tree, dtype=np.int32), slot_open,
                                features, tree_uses_feature,

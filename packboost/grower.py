@@ -169,8 +169,13 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
         slot_tree = np.repeat(split_trees, 2).astype(np.int32)
         slot_local = np.column_stack([left_local, left_local + 1]).ravel().astype(np.int32)
 
-    # Scatter the levels into per-pack arrays: tree t owns
-    # [tree_offsets[t], tree_offsets[t+1]); children become pack-absolute.
+    return assemble_pack(levels, next_local, layer_features)
+
+
+def assemble_pack(levels: list, next_local: np.ndarray, layer_features) -> Pack:
+    """Scatter per-depth ``(slot_tree, slot_local, fields)`` levels into one
+    pack: tree t owns nodes ``[tree_offsets[t], tree_offsets[t+1])`` and
+    children become pack-absolute. Shared by the CPU and GPU growers."""
     tree_offsets = np.concatenate([[0], np.cumsum(next_local)]).astype(np.int64)
     nodes = empty_nodes(int(tree_offsets[-1]))
     for level_tree, level_local, level in levels:
@@ -180,6 +185,13 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
                 values = np.where(values >= 0, values + tree_offsets[level_tree], -1)
             nodes[name][position] = values
     return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
+
+
+def tree_uses_feature_table(feature_mask, n_features: int, pack_size: int) -> np.ndarray:
+    """(n_features, pack_size) uint8: may tree t split on the depth's feature k?"""
+    if feature_mask is None:
+        return np.ones((n_features, pack_size), dtype=np.uint8)
+    return np.ascontiguousarray(feature_mask.T, dtype=np.uint8)
 
 
 def gradient_variance(sum_g: np.ndarray, sum_g2: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -196,10 +208,7 @@ def _split_level(data, gradients, hessians, node_of_row, slot_tree, counts, slot
     pack_size = node_of_row.shape[1]
     # A slot too small for two children of min_samples_leaf rows is not scored.
     slot_open = (counts >= 2 * max(1, params.min_samples_leaf)).astype(np.uint8)
-    if feature_mask is None:
-        tree_uses_feature = np.ones((len(features), pack_size), dtype=np.uint8)
-    else:
-        tree_uses_feature = np.ascontiguousarray(feature_mask.T, dtype=np.uint8)
+    tree_uses_feature = tree_uses_feature_table(feature_mask, len(features), pack_size)
     features = np.ascontiguousarray(features, dtype=np.int32)
     rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era, data.n_eras)
     found = _split.find_best_splits(data.X_binned, gradients, hessians, rows, era_offsets,
