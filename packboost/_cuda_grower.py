@@ -35,6 +35,7 @@ from packboost.grower import (
     assemble_pack,
     gradient_variance,
     leaf_values,
+    number_children,
     tree_uses_feature_table,
 )
 
@@ -114,13 +115,7 @@ def grow_pack_device(kernels, data, gradients: np.ndarray, hessians: np.ndarray,
                                        gradient_variance(sum_g, sum_g2, counts), pack_size,
                                        layer_features[depth], tree_feature_masks[depth],
                                        params, level)
-        split_trees = slot_tree[split_slots]
-        first_of_tree = np.searchsorted(split_trees, split_trees, side="left")
-        rank_in_tree = np.arange(len(split_slots)) - first_of_tree
-        left_local = (next_local[split_trees] + 2 * rank_in_tree).astype(np.int32)
-        level["left_child"][split_slots] = left_local
-        level["right_child"][split_slots] = left_local + 1
-        next_local += 2 * np.bincount(split_trees, minlength=pack_size)
+        split_trees, left_local = number_children(level, split_slots, slot_tree, next_local)
         levels.append((slot_tree, slot_local, level))
         if len(split_slots) == 0:
             if timings is not None:

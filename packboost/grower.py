@@ -147,14 +147,7 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
                                        counts, gradient_variance(sum_g, sum_g2, counts),
                                        layer_features[depth],
                                        tree_feature_masks[depth], params, level, n_threads)
-        # Children get the next free local ids of their tree, left then right.
-        split_trees = slot_tree[split_slots]
-        first_of_tree = np.searchsorted(split_trees, split_trees, side="left")
-        rank_in_tree = np.arange(len(split_slots)) - first_of_tree
-        left_local = (next_local[split_trees] + 2 * rank_in_tree).astype(np.int32)
-        level["left_child"][split_slots] = left_local
-        level["right_child"][split_slots] = left_local + 1
-        next_local += 2 * np.bincount(split_trees, minlength=pack_size)
+        split_trees, left_local = number_children(level, split_slots, slot_tree, next_local)
         levels.append((slot_tree, slot_local, level))
         if len(split_slots) == 0:
             break
@@ -170,6 +163,22 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
         slot_local = np.column_stack([left_local, left_local + 1]).ravel().astype(np.int32)
 
     return assemble_pack(levels, next_local, layer_features)
+
+
+def number_children(level: dict, split_slots: np.ndarray, slot_tree: np.ndarray,
+                    next_local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Give the children of the split slots the next free local ids of their
+    tree, left then right, in slot order; fill ``level``'s child fields and
+    advance ``next_local`` (per tree) in place. Returns (tree of each split
+    slot, left child's local id). Shared by the CPU and GPU growers."""
+    split_trees = slot_tree[split_slots]
+    first_of_tree = np.searchsorted(split_trees, split_trees, side="left")
+    rank_in_tree = np.arange(len(split_slots)) - first_of_tree
+    left_local = (next_local[split_trees] + 2 * rank_in_tree).astype(np.int32)
+    level["left_child"][split_slots] = left_local
+    level["right_child"][split_slots] = left_local + 1
+    next_local += 2 * np.bincount(split_trees, minlength=len(next_local))
+    return split_trees, left_local
 
 
 def assemble_pack(levels: list, next_local: np.ndarray, layer_features) -> Pack:
