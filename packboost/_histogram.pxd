@@ -1,18 +1,19 @@
 # Per-era histograms of a block of features for every open node of a pack
-# (DESIGN 3.3).
+# (DESIGN 3.3), accumulated in fixed point (packboost/_fixed_point.py).
 #
 # Declared inline here so that the split finder (_split.pyx) compiles it into
 # its per-block loop: a block's histograms are built and scored back to back
 # by one thread, on a buffer that stays in that thread's cache.
 
 from libc.string cimport memset
-from libc.stdint cimport uint8_t
+from libc.stdint cimport uint8_t, int64_t
 
-from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
+from packboost._types cimport (X_BINNED_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
                                NODE_IDX_C, OFFSET_C, hist_entry)
 
 cdef enum:
-    MAX_PACK_SIZE = 64  # trees per pack the kernels accept (stack arrays)
+    MAX_PACK_SIZE = 64        # trees per pack the kernels accept (stack arrays)
+    MAX_FEATURES_PER_PASS = 64
 
 
 cdef inline void build_pack_histograms(
@@ -20,8 +21,8 @@ cdef inline void build_pack_histograms(
         const FEATURE_IDX_C* block_features,    # IN  (n_block,) features of the block
         Py_ssize_t n_block,
         const BIN_IDX_C[::1] n_bins,            # IN  (n_features,) width = n_bins + 1
-        const G_H_C[::1] gradients,             # IN  (n_rows,)
-        const G_H_C[::1] hessians,              # IN  (n_rows,)
+        const int64_t* packed,                  # IN  (n_rows,) g_q << count_bits | 1
+        const int64_t* hessian_fixed,           # IN  (n_rows,) h_q, or NULL: constant hessian
         const ROW_IDX_C[::1] active_rows,       # IN  rows in some open slot, ascending
         const OFFSET_C[::1] era_offsets,        # IN  (n_eras + 1,) era e's active rows
         const NODE_IDX_C[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or -1
@@ -29,58 +30,105 @@ cdef inline void build_pack_histograms(
         Py_ssize_t slot_start,                  # IN  slots [slot_start, slot_end)
         Py_ssize_t slot_end,                    #     are histogrammed here
         Py_ssize_t feature_stride,              # IN  cells between two features' blocks
-        hist_entry* hist,                       # OUT per feature j, at hist + j * feature_stride:
-                                                #     (n_eras, slot_end - slot_start, width_j)
+        int64_t* hist,                          # OUT per feature j, at hist + j * feature_stride
+                                                #     * words: (n_eras, n_group, width_j, words)
 ) noexcept nogil:
-    """Sum (g, h, count) per (feature, era, slot, bin) in ONE pass over the rows.
+    """Sum (gradient, row count[, hessian]) per (feature, era, slot, bin).
 
-    Rows are era-sorted and ``active_rows`` ascending, so the pass walks the
-    feature columns, the gradients and the hessians forwards in memory (rows
-    of closed nodes are skipped), and the cells it touches while in era e --
-    (slot, bin) of that era, era-major layout -- sit together in cache.
+    A cell is ``words`` int64: the packed gradient sum and count, then the
+    fixed-point hessian sum when hessians differ between rows.
 
-    Each row adds to the slot (open node) it is in, in every tree of the pack
-    that may split on the feature: one read of a column serves the whole pack
-    (g and h are shared by the pack, DESIGN 2). A row's g, h and slots are
-    read once for the whole block of features, not once per feature: those
-    reads are 30+ bytes per row against 1 byte of the column.
+    Loop order, era -> tree -> row -> feature (why, measured in
+    benchmarks/RESULTS.md): within one tree the features a tree may split on
+    are a fixed list, so the innermost loop has a fixed trip count and no
+    data-dependent branch, and the row's slot and packed value are read once
+    for all of them. The row-major order it replaces (one row, every tree)
+    branched per (row, tree, feature) on "is the row in this tree, may the
+    tree use this feature", which mispredicted at ~2 updates per row. An era's
+    rows, columns and cells (era-major layout) stay in cache while the pack's
+    trees take turns over them; rows are read forwards within the era.
     """
     cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1
     cdef Py_ssize_t pack_size = node_of_row.shape[1]
     cdef Py_ssize_t n_group = slot_end - slot_start
-    cdef Py_ssize_t era, position, row, tree, index, n_hits, block
-    cdef Py_ssize_t width, bin_value
-    cdef Py_ssize_t[MAX_PACK_SIZE] hit_tree
-    cdef Py_ssize_t[MAX_PACK_SIZE] hit_slot
-    cdef NODE_IDX_C slot
-    cdef hist_entry* base
-    cdef hist_entry* cell
-    cdef const uint8_t* uses
-    cdef G_H_C gradient, hessian
-    memset(hist, 0, n_block * feature_stride * sizeof(hist_entry))
+    cdef Py_ssize_t words = 1 if hessian_fixed == NULL else 2
+    cdef Py_ssize_t era, position, row, tree, block, index, n_used, offset
+    cdef size_t slot
+    cdef const X_BINNED_C* column[MAX_FEATURES_PER_PASS]
+    cdef int64_t* era_cells[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t width[MAX_FEATURES_PER_PASS]
+    cdef int64_t value, hessian
+    cdef int64_t* cell
+    memset(hist, 0, n_block * feature_stride * words * sizeof(int64_t))
     for era in range(n_eras):
-        for position in range(era_offsets[era], era_offsets[era + 1]):
-            row = active_rows[position]
-            n_hits = 0
-            for tree in range(pack_size):
-                slot = node_of_row[row, tree]
-                if slot_start <= slot < slot_end:
-                    hit_tree[n_hits] = tree
-                    hit_slot[n_hits] = slot - slot_start
-                    n_hits += 1
-            if n_hits == 0:
-                continue
-            gradient = gradients[row]
-            hessian = hessians[row]
+        if era_offsets[era] == era_offsets[era + 1]:
+            continue
+        for tree in range(pack_size):
+            n_used = 0
             for block in range(n_block):
-                width = n_bins[block_features[block]] + 1
-                bin_value = X_binned[block_features[block], row]
-                base = hist + block * feature_stride + era * n_group * width + bin_value
-                uses = tree_uses_feature + block * pack_size
-                for index in range(n_hits):
-                    if not uses[hit_tree[index]]:
+                if tree_uses_feature[block * pack_size + tree]:
+                    width[n_used] = n_bins[block_features[block]] + 1
+                    column[n_used] = &X_binned[block_features[block], 0]
+                    era_cells[n_used] = hist + (block * feature_stride
+                                                + era * n_group * width[n_used]) * words
+                    n_used += 1
+            if n_used == 0:
+                continue
+            if words == 1:
+                for position in range(era_offsets[era], era_offsets[era + 1]):
+                    row = active_rows[position]
+                    # Unsigned: slot -1 (row not in the tree) and slots of
+                    # other groups both fall outside [0, n_group).
+                    slot = <size_t>(node_of_row[row, tree] - slot_start)
+                    if slot >= <size_t>n_group:
                         continue
-                    cell = base + hit_slot[index] * width
-                    cell.sum_gradients += gradient
-                    cell.sum_hessians += hessian
-                    cell.count += 1
+                    value = packed[row]
+                    for index in range(n_used):
+                        era_cells[index][slot * width[index] + column[index][row]] += value
+            else:
+                for position in range(era_offsets[era], era_offsets[era + 1]):
+                    row = active_rows[position]
+                    slot = <size_t>(node_of_row[row, tree] - slot_start)
+                    if slot >= <size_t>n_group:
+                        continue
+                    value = packed[row]
+                    hessian = hessian_fixed[row]
+                    for index in range(n_used):
+                        cell = era_cells[index] + 2 * (slot * width[index]
+                                                       + column[index][row])
+                        cell[0] += value
+                        cell[1] += hessian
+
+
+cdef inline void unpack_tile(
+        const int64_t* cells,           # IN  cell (era, bin) at cells[(era * era_stride + bin) * words]
+        Py_ssize_t era_stride,
+        Py_ssize_t n_eras,
+        Py_ssize_t width,
+        Py_ssize_t words,
+        int count_bits,
+        double inverse_gradient_scale,  # 1 / gradient_scale (a power of two: exact)
+        double inverse_hessian_scale,
+        double constant_hessian,        # used when words == 1
+        hist_entry* tile,               # OUT cell (era, bin) at tile[era * tile_era_stride + bin]
+        Py_ssize_t tile_era_stride,
+) noexcept nogil:
+    """One (slot, feature)'s cells as float (g, h, count) sums, for scoring.
+
+    Exact: every sum is an integer below 2**53 times a power of two."""
+    cdef Py_ssize_t era, bin_idx
+    cdef int64_t cell, mask = ((<int64_t>1) << count_bits) - 1
+    cdef const int64_t* source
+    cdef hist_entry* target
+    for era in range(n_eras):
+        source = cells + era * era_stride * words
+        target = tile + era * tile_era_stride
+        for bin_idx in range(width):
+            cell = source[bin_idx * words]
+            target[bin_idx].count = cell & mask
+            target[bin_idx].sum_gradients = (cell >> count_bits) * inverse_gradient_scale
+            if words == 1:
+                target[bin_idx].sum_hessians = target[bin_idx].count * constant_hessian
+            else:
+                target[bin_idx].sum_hessians = (source[bin_idx * words + 1]
+                                                * inverse_hessian_scale)

@@ -10,11 +10,12 @@ it to Python so tests can compare it with the NumPy oracle in
 
 import numpy as np
 
-from libc.stdint cimport uint8_t
+from libc.stdint cimport uint8_t, int64_t
 
-from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
+from packboost._types cimport (X_BINNED_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
                                NODE_IDX_C, OFFSET_C, hist_entry)
-from packboost._histogram cimport MAX_PACK_SIZE, build_pack_histograms
+from packboost._histogram cimport MAX_PACK_SIZE, build_pack_histograms, unpack_tile
+from packboost._fixed_point import to_fixed_point
 
 HIST_DTYPE = np.dtype([("sum_gradients", np.float64),
                        ("sum_hessians", np.float64),
@@ -22,13 +23,17 @@ HIST_DTYPE = np.dtype([("sum_gradients", np.float64),
 
 
 def build_histograms(const X_BINNED_C[:, ::1] X_binned, Py_ssize_t feature_idx,
-                     const G_H_C[::1] gradients, const G_H_C[::1] hessians,
+                     gradients, hessians,
                      const ROW_IDX_C[::1] active_rows, const OFFSET_C[::1] era_offsets,
                      const NODE_IDX_C[:, ::1] node_of_row,
                      const uint8_t[::1] tree_uses_feature, Py_ssize_t n_slots,
-                     Py_ssize_t width):
+                     Py_ssize_t width, row_era_offsets=None):
     """Per-era histograms of ``feature_idx`` for slots ``0 .. n_slots-1``,
     over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``).
+
+    ``gradients``/``hessians`` are rounded to fixed point first
+    (``_fixed_point.to_fixed_point`` over the eras ``row_era_offsets`` of all
+    rows; default: ``era_offsets``, right when ``active_rows`` is every row).
 
     Returns a structured array (n_eras, n_slots, width) with fields
     ``sum_gradients``, ``sum_hessians``, ``count``.
@@ -39,13 +44,28 @@ def build_histograms(const X_BINNED_C[:, ::1] X_binned, Py_ssize_t feature_idx,
     cdef FEATURE_IDX_C feature = <FEATURE_IDX_C>feature_idx
     n_bins = np.full(X_binned.shape[0], width - 1, dtype=np.int32)
     cdef BIN_IDX_C[::1] n_bins_view = n_bins
-    cdef Py_ssize_t n_cells = hist.size
-    if n_cells == 0:
+    if hist.size == 0:
         return hist
     if node_of_row.shape[1] > MAX_PACK_SIZE:
         raise ValueError(f"at most {MAX_PACK_SIZE} trees per pack")
+    fixed = to_fixed_point(gradients, hessians, np.asarray(
+        era_offsets if row_era_offsets is None else row_era_offsets))
+    cdef const int64_t[::1] packed = fixed.packed
+    cdef const int64_t[::1] hessian_fixed = fixed.hessian_fixed
+    cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2
+    cells = np.empty(hist.size * words, dtype=np.int64)
+    cdef int64_t[::1] cells_view = cells
+    cdef int count_bits = fixed.count_bits
+    cdef double inverse_g = 1.0 / fixed.gradient_scale, inverse_h = 1.0 / fixed.hessian_scale
+    cdef double constant_hessian = fixed.constant_hessian
+    cdef Py_ssize_t slot
     with nogil:
-        build_pack_histograms(X_binned, &feature, 1, n_bins_view, gradients, hessians,
+        build_pack_histograms(X_binned, &feature, 1, n_bins_view, &packed[0],
+                              &hessian_fixed[0] if words == 2 else NULL,
                               active_rows, era_offsets, node_of_row, &tree_uses_feature[0],
-                              0, n_slots, n_cells, &hist_view[0, 0, 0])
+                              0, n_slots, n_eras * n_slots * width, &cells_view[0])
+        for slot in range(n_slots):
+            unpack_tile(&cells_view[0] + slot * width * words, n_slots * width, n_eras, width,
+                        words, count_bits, inverse_g, inverse_h, constant_hessian,
+                        &hist_view[0, slot, 0], n_slots * width)
     return hist

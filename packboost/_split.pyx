@@ -4,21 +4,23 @@
 # Notes:
 The work of one depth of a pack is a grid of (slot, feature): a *slot* is an
 open node of one of the pack's trees (its index in the frontier), a feature is
-one of the depth's shared subset K_d. Work is split over blocks of
-``features_per_pass`` features; a thread owns a block from start to finish:
+one of the depth's shared subset K_d. Work is split over blocks of up to
+``features_per_pass`` features, as many blocks per thread; a thread owns a
+block from start to finish:
 
     one pass over the rows              --build_pack_histograms-->
-        hist[feature, era, slot, bin] for every slot of every tree (DESIGN 3.3)
+        cells[feature, era, slot, bin] for every slot of every tree (DESIGN 3.3),
+        fixed-point int64 sums (packboost/_fixed_point.py)
     for each feature, each slot whose tree may split on it:
-        hist[feature, :, slot, :]  --score_tile-->  best (threshold, missing side)
+        cells[feature, :, slot, :]  --unpack_tile-->  float (g, h, count) per (era, bin)
+                                    --score_tile-->   best (threshold, missing side)
 
 and only each (slot, feature)'s best candidate is kept. A thread's buffer holds
 features_per_pass x n_eras x slots x bins cells; when that exceeds
 ``histogram_budget_bytes`` the slots are taken in groups, one pass per group.
-Every cell sums its rows in ascending row order and every (slot, feature) is
-scored by one thread in a fixed order, so results depend neither on the thread
-count nor on the blocking (DESIGN 2: a model is a pure function of data,
-params and seed).
+Cell sums are exact integer sums and every (slot, feature) is scored by one
+thread in a fixed order, so results depend neither on the thread count nor on
+the blocking (DESIGN 2: a model is a pure function of data, params and seed).
 
 Scoring a tile (DESIGN 1) sweeps thresholds t = 0 .. n_bins-1 (left = bins
 <= t) and, for each, the missing bin on the left then on the right; a
@@ -43,7 +45,8 @@ from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
                                NODE_IDX_C, OFFSET_C, hist_entry)
-from packboost._histogram cimport MAX_PACK_SIZE, build_pack_histograms
+from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS,
+                                   build_pack_histograms, unpack_tile)
 from packboost._histogram import HIST_DTYPE
 
 
@@ -84,7 +87,7 @@ ERA_STD_CODES = {"total": 0, "between": 1}
 # Default cap on one thread's histogram buffer; more slots are done in groups.
 DEFAULT_HISTOGRAM_BUDGET_BYTES = 32 * 1024 * 1024
 # Features histogrammed in one pass over the rows (see build_pack_histograms).
-DEFAULT_FEATURES_PER_PASS = 4
+DEFAULT_FEATURES_PER_PASS = 32
 
 # Per-era scratch arrays of one thread, each of length n_eras, for the eras
 # with rows in the tile, compacted.
@@ -314,8 +317,7 @@ cdef tile_best score_tile(
 
 def find_best_splits(
         const X_BINNED_C[:, ::1] X_binned,       # IN  (n_features, n_rows), rows era-sorted
-        const G_H_C[::1] gradients,               # IN  (n_rows,)
-        const G_H_C[::1] hessians,                # IN  (n_rows,)
+        fixed,                                    # IN  _fixed_point.FixedPointGradients
         const ROW_IDX_C[::1] active_rows,         # IN  rows in an open slot, ascending
         const OFFSET_C[::1] era_offsets,          # IN  (n_eras + 1,) into active_rows
         const NODE_IDX_C[:, ::1] node_of_row,     # IN  (n_rows, pack_size) slot or -1
@@ -332,6 +334,8 @@ def find_best_splits(
 ):
     """Best DES candidate of every (slot, candidate feature).
 
+    ``fixed`` holds the round's gradients and hessians in fixed point (see
+    packboost/_fixed_point.py); the histograms are their exact sums.
     ``slot_gradient_variance`` (n_slots,) is the per-row variance of each
     slot's gradients, used by ``era_std="between"`` (None: zeros, the total
     std).
@@ -380,20 +384,43 @@ def find_best_splits(
     if node_of_row.shape[1] > MAX_PACK_SIZE:
         raise ValueError(f"pack_size must be at most {MAX_PACK_SIZE}, "
                          f"got {node_of_row.shape[1]}")
-    features_per_pass = max(1, min(features_per_pass, n_candidates))
+    cdef const int64_t[::1] packed = fixed.packed
+    cdef const int64_t[::1] hessian_fixed = fixed.hessian_fixed
+    cdef const int64_t* hessian_pointer = NULL
+    cdef Py_ssize_t words = 1
+    if not fixed.hessian_is_constant:
+        words = 2
+        hessian_pointer = &hessian_fixed[0]
+    if packed.shape[0] != node_of_row.shape[0]:
+        raise ValueError(f"fixed-point gradients have {packed.shape[0]} rows, "
+                         f"node_of_row {node_of_row.shape[0]}")
+    cdef int count_bits = fixed.count_bits
+    cdef double inverse_g = 1.0 / fixed.gradient_scale
+    cdef double inverse_h = 1.0 / fixed.hessian_scale
+    cdef double constant_hessian = fixed.constant_hessian
+    # Blocks of at most features_per_pass features, as many per thread (the
+    # last round of a prange over few blocks would leave a thread idle).
+    features_per_pass = max(1, min(features_per_pass, MAX_FEATURES_PER_PASS, n_candidates))
+    n_threads = max(1, min(n_threads, n_candidates))
     cdef Py_ssize_t n_blocks = (n_candidates + features_per_pass - 1) // features_per_pass
-    cdef Py_ssize_t block, first, n_block, member, feature_stride
+    n_blocks = min(n_candidates, (n_blocks + n_threads - 1) // n_threads * n_threads)
+    features_per_pass = (n_candidates + n_blocks - 1) // n_blocks
+    n_blocks = (n_candidates + features_per_pass - 1) // features_per_pass
+    cdef Py_ssize_t block, first, n_block, member, feature_stride, n_group
     n_threads = max(1, min(n_threads, n_blocks))
     for position in range(n_candidates):
         max_width = max(max_width, n_bins[features[position]] + 1)
     group_size = max(1, min(n_slots, histogram_budget_bytes // (
-        features_per_pass * n_eras * max_width * sizeof(hist_entry))))
+        features_per_pass * n_eras * max_width * words * sizeof(int64_t))))
     feature_stride = n_eras * group_size * max_width
     # Per-thread buffers, allocated by NumPy so that a failure is a MemoryError.
-    hist_buffers = np.empty((n_threads, features_per_pass * feature_stride), dtype=HIST_DTYPE)
+    cell_buffers = np.empty((n_threads, features_per_pass * feature_stride * words),
+                            dtype=np.int64)
+    tile_buffers = np.empty((n_threads, n_eras * max_width), dtype=HIST_DTYPE)
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
     era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
-    cdef hist_entry[:, ::1] hist_view = hist_buffers
+    cdef int64_t[:, ::1] cell_view = cell_buffers
+    cdef hist_entry[:, ::1] tile_view = tile_buffers
     cdef double[:, ::1] scratch_view = scratch_buffers
     cdef int32_t[:, ::1] era_id_view = era_id_buffers
 
@@ -405,6 +432,7 @@ def find_best_splits(
             group_start = 0
             while group_start < n_slots:
                 group_end = min(group_start + group_size, n_slots)
+                n_group = group_end - group_start
                 any_open = False
                 for slot in range(group_start, group_end):
                     for member in range(n_block):
@@ -413,10 +441,10 @@ def find_best_splits(
                             and tree_uses_feature[first + member, slot_tree[slot]])
                 if any_open:
                     build_pack_histograms(X_binned, &features[first], n_block, n_bins,
-                                          gradients, hessians, active_rows, era_offsets,
-                                          node_of_row, &tree_uses_feature[first, 0],
-                                          group_start, group_end, feature_stride,
-                                          &hist_view[thread, 0])
+                                          &packed[0], hessian_pointer, active_rows,
+                                          era_offsets, node_of_row,
+                                          &tree_uses_feature[first, 0], group_start,
+                                          group_end, feature_stride, &cell_view[thread, 0])
                     for member in range(n_block):
                         position = first + member
                         feature = features[position]
@@ -425,10 +453,14 @@ def find_best_splits(
                             if not (slot_open[slot]
                                     and tree_uses_feature[position, slot_tree[slot]]):
                                 continue
+                            unpack_tile(&cell_view[thread, 0]
+                                        + (member * feature_stride
+                                           + (slot - group_start) * width) * words,
+                                        n_group * width, n_eras, width, words, count_bits,
+                                        inverse_g, inverse_h, constant_hessian,
+                                        &tile_view[thread, 0], width)
                             best = score_tile(
-                                &hist_view[thread, 0] + member * feature_stride
-                                + (slot - group_start) * width,
-                                (group_end - group_start) * width, n_eras, n_bins[feature],
+                                &tile_view[thread, 0], width, n_eras, n_bins[feature],
                                 &c_params, slot_noise[slot], &era_id_view[thread, 0],
                                 &scratch_view[thread, 0])
                             found_view[slot, position] = best.found

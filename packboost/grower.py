@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from packboost import _partition, _predict, _split
+from packboost._fixed_point import to_fixed_point
 from packboost.ensemble import empty_nodes
 
 
@@ -120,6 +121,9 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
         Per tree, which features of K_d it may split on at that depth.
     """
     pack_size = len(tree_samples)
+    # Rounded once for the whole pack; every sum below uses the rounded values.
+    fixed = to_fixed_point(gradients, hessians, data.era_offsets)
+    gradients, hessians = fixed.gradients, fixed.hessians
     node_of_row = np.full((data.n_rows, pack_size), -1, dtype=np.int32)
     for tree, rows in enumerate(tree_samples):
         node_of_row[rows, tree] = tree  # slot `tree` is the root of tree `tree`
@@ -143,7 +147,7 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
 
         split_slots = np.zeros(0, dtype=np.int64)
         if depth < params.max_depth:
-            split_slots = _split_level(data, gradients, hessians, node_of_row, slot_tree,
+            split_slots = _split_level(data, fixed, node_of_row, slot_tree,
                                        counts, gradient_variance(sum_g, sum_g2, counts),
                                        layer_features[depth],
                                        tree_feature_masks[depth], params, level, n_threads)
@@ -210,7 +214,7 @@ def gradient_variance(sum_g: np.ndarray, sum_g2: np.ndarray, counts: np.ndarray)
     return np.maximum(sum_g2 / n - mean * mean, 0.0)
 
 
-def _split_level(data, gradients, hessians, node_of_row, slot_tree, counts, slot_variance,
+def _split_level(data, fixed, node_of_row, slot_tree, counts, slot_variance,
                  features, feature_mask, params, level, n_threads):
     """Find the best split of every frontier slot, fill ``level`` with the
     accepted ones and return their slot indices."""
@@ -220,7 +224,7 @@ def _split_level(data, gradients, hessians, node_of_row, slot_tree, counts, slot
     tree_uses_feature = tree_uses_feature_table(feature_mask, len(features), pack_size)
     features = np.ascontiguousarray(features, dtype=np.int32)
     rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era, data.n_eras)
-    found = _split.find_best_splits(data.X_binned, gradients, hessians, rows, era_offsets,
+    found = _split.find_best_splits(data.X_binned, fixed, rows, era_offsets,
                                     node_of_row, slot_tree, slot_open, features,
                                     tree_uses_feature, data.n_bins, params.split, n_threads,
                                     params.histogram_budget_bytes, params.features_per_pass,

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from packboost import _histogram, _partition, _reference
+from packboost._fixed_point import to_fixed_point
 
 from conftest import make_binned_problem
 
@@ -20,8 +21,14 @@ def random_slots(rng, n_rows, pack_size, n_slots_per_tree):
 
 @pytest.mark.parametrize("n_rows, n_eras", [(1, 1), (7, 3), (500, 40), (2000, 1)])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
-def test_pack_histogram_matches_reference(n_rows, n_eras, dtype):
+@pytest.mark.parametrize("hessian", ["varying", "constant"])
+def test_pack_histogram_matches_reference(n_rows, n_eras, dtype, hessian):
     data, g, h = make_binned_problem(n_rows + n_eras, n_rows, 4, n_eras)
+    if hessian == "constant":
+        h = np.full_like(h, 2.0)
+    # The kernel sums the round's fixed-point values exactly; so does the
+    # oracle's float sum of the same rounded values (see _fixed_point).
+    fixed = to_fixed_point(g, h, data.era_offsets)
     X = data.X_binned.astype(dtype)
     rng = np.random.default_rng(n_rows)
     pack_size, per_tree = 3, 4
@@ -37,13 +44,17 @@ def test_pack_histogram_matches_reference(n_rows, n_eras, dtype):
             tree = slot // per_tree
             rows = np.flatnonzero(node_of_row[:, tree] == slot) if uses[tree] else \
                 np.zeros(0, dtype=np.int64)
-            ref_g, ref_h, ref_c = _reference.histogram(X, feature, rows, g, h, data.row_era,
+            ref_g, ref_h, ref_c = _reference.histogram(X, feature, rows, fixed.gradients,
+                                                       fixed.hessians, data.row_era,
                                                        n_eras, width)
-            np.testing.assert_allclose(hist["sum_gradients"][:, slot], ref_g, rtol=1e-12,
-                                       atol=1e-12)
-            np.testing.assert_allclose(hist["sum_hessians"][:, slot], ref_h, rtol=1e-12,
-                                       atol=1e-12)
+            np.testing.assert_array_equal(hist["sum_gradients"][:, slot], ref_g)
+            np.testing.assert_array_equal(hist["sum_hessians"][:, slot], ref_h)
             np.testing.assert_array_equal(hist["count"][:, slot], ref_c)
+            # and the rounding moved no sum by more than half a unit per row
+            raw_g = _reference.histogram(X, feature, rows, g, h, data.row_era, n_eras,
+                                         width)[0]
+            np.testing.assert_allclose(ref_g, raw_g, rtol=0,
+                                       atol=0.5 * max(1, len(rows)) / fixed.gradient_scale)
 
 
 def test_rows_outside_every_slot_are_ignored():
@@ -73,7 +84,8 @@ def test_active_rows_are_the_rows_of_open_slots():
         width = int(data.n_bins[feature]) + 1
         uses = np.ones(3, np.uint8)
         a = _histogram.build_histograms(data.X_binned, feature, g, h, rows, era_offsets,
-                                        node_of_row, uses, 12, width)
+                                        node_of_row, uses, 12, width,
+                                        row_era_offsets=data.era_offsets)
         b = _histogram.build_histograms(data.X_binned, feature, g, h, data.all_rows,
                                         data.era_offsets, masked, uses, 12, width)
         open_slots = slot_open.astype(bool)
