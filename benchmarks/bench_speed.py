@@ -60,7 +60,8 @@ def _make_model(library, config):
         return PackBoostRegressor(
             n_estimators=trees // config["pack_size"], pack_size=config["pack_size"],
             max_depth=depth, learning_rate=rate, layer_feature_fraction=fraction,
-            lambda_dro=config["lambda_dro"], n_jobs=threads, random_state=0)
+            n_jobs=threads, random_state=0,
+            **({} if config["lambda_dro"] is None else {"lambda_dro": config["lambda_dro"]}))
     if library == "lightgbm":
         import lightgbm
 
@@ -130,8 +131,8 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=6)
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--lambda-dro", type=float, default=0.25,
-                        help="PackBoost's DES risk weight (0: plain gain, full-depth trees)")
+    parser.add_argument("--lambda-dro", type=float, default=None,
+                        help="PackBoost's DES risk weight (default: the library's)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write every run to this JSON file")
     parser.add_argument("--child", help=argparse.SUPPRESS)

@@ -4,15 +4,24 @@
 # Notes:
 Instead of keeping each node's rows in a segment of an index array, a pack
 keeps one small table, ``node_of_row[row, tree]``: the *slot* (index in the
-frontier of open nodes) that the row reaches in that tree, or -1 when the
-tree does not use the row (not sampled) or the row's node is closed (a
-leaf). Rows stay in their era-sorted order for good, so histogram passes read
-every column in memory order, and "partitioning" after a depth is one pass
-that rewrites the table:
+frontier of open nodes) that the row reaches in that tree. Rows stay in their
+era-sorted order for good, so histogram passes read every column in memory
+order, and "partitioning" after a depth is one pass that rewrites the table.
+Codes:
+
+    slot >= 0          a row of the tree's sample, in open node ``slot``
+    -2 - slot (<= -2)  a row the tree did not sample, routed along anyway
+    -1                 the row's node became a leaf (see ``leaf_of_row``)
+
+Every kernel that sums or histograms rows skips negative codes, so unsampled
+rows cost only their routing; they are routed so that, when the pack is
+grown, ``leaf_of_row[row, tree]`` holds every training row's leaf and the
+prediction update is a table lookup instead of a walk down every tree.
 
     slot k splits on (feature, threshold, missing side)  ->  row goes to slot
         left_child_slot[k] or left_child_slot[k] + 1 of the next frontier
-    slot k does not split (it became a leaf)              ->  -1
+    slot k does not split (it became a leaf)              ->  -1, and the
+        leaf's node id in its tree goes to leaf_of_row
 
 Rows are independent, so the pass is parallel and deterministic.
 """
@@ -28,18 +37,21 @@ from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, ERA_IDX_C, FEATURE_
 
 def route_rows(
         const X_BINNED_C[:, ::1] X_binned,        # IN  (n_features, n_rows)
-        NODE_IDX_C[:, ::1] node_of_row,            # IN/OUT (n_rows, pack_size)
+        NODE_IDX_C[:, ::1] node_of_row,            # IN/OUT (n_rows, pack_size) codes above
         const FEATURE_IDX_C[::1] split_feature,    # IN  (n_slots,) -1: no split
         const BIN_IDX_C[::1] split_threshold,      # IN  (n_slots,)
         const uint8_t[::1] split_missing_left,     # IN  (n_slots,)
         const NODE_IDX_C[::1] left_child_slot,     # IN  (n_slots,) right = left + 1
         const BIN_IDX_C[::1] n_bins,               # IN  (n_features,) = missing code
+        const NODE_IDX_C[::1] slot_node,           # IN  (n_slots,) node id of the slot in its tree
+        NODE_IDX_C[:, ::1] leaf_of_row,            # OUT (n_rows, pack_size) leaf node ids
         int n_threads,
 ):
-    """Move every row to its child slot in the next frontier (or to -1)."""
+    """Move every row to its child slot in the next frontier; rows of slots
+    that do not split get code -1 and their leaf in ``leaf_of_row``."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
     cdef Py_ssize_t row, tree, bin_value
-    cdef NODE_IDX_C slot
+    cdef NODE_IDX_C code, slot, child
     cdef FEATURE_IDX_C feature
     cdef bint left
     if n_rows == 0:
@@ -47,11 +59,13 @@ def route_rows(
     for row in prange(n_rows, nogil=True, schedule='static',
                       num_threads=max(1, min(n_threads, n_rows))):
         for tree in range(pack_size):
-            slot = node_of_row[row, tree]
-            if slot < 0:
+            code = node_of_row[row, tree]
+            if code == -1:
                 continue
+            slot = code if code >= 0 else -2 - code
             feature = split_feature[slot]
             if feature < 0:
+                leaf_of_row[row, tree] = slot_node[slot]
                 node_of_row[row, tree] = -1
                 continue
             bin_value = X_binned[feature, row]
@@ -59,7 +73,8 @@ def route_rows(
                 left = split_missing_left[slot]
             else:
                 left = bin_value <= split_threshold[slot]
-            node_of_row[row, tree] = left_child_slot[slot] + (0 if left else 1)
+            child = left_child_slot[slot] + (0 if left else 1)
+            node_of_row[row, tree] = child if code >= 0 else -2 - child
 
 
 def slot_sums(

@@ -104,3 +104,24 @@ def predict_binned(
         predict_rows_binned(&nodes, &tree_roots[0], tree_roots.shape[0],
                             &X_binned[0, row_start], min(ROW_BLOCK, n_rows - row_start),
                             1, n_rows, &n_bins[0], &out[row_start])
+
+
+def add_leaf_values(
+        const NODE_IDX_C[:, ::1] leaf_of_row,     # IN  (n_rows, n_trees) node id in its tree
+        const Y_C[::1] value,                     # IN  node values, tree t's from tree_roots[t]
+        const int64_t[::1] tree_roots,            # IN  (n_trees,)
+        Y_C[::1] out,                             # IN/OUT (n_rows,) += sum of the trees
+        int n_threads,
+):
+    """Add each row's leaf values to ``out``, trees in order (the additions
+    of ``predict_binned``, so the sums are bit-identical to a tree walk)."""
+    cdef Py_ssize_t n_rows = leaf_of_row.shape[0], n_trees = leaf_of_row.shape[1]
+    cdef Py_ssize_t row, tree
+    if n_rows == 0 or n_trees == 0:
+        return
+    if tree_roots.shape[0] != n_trees or out.shape[0] != n_rows:
+        raise ValueError("leaf_of_row, tree_roots and out do not match")
+    for row in prange(n_rows, nogil=True, schedule='static',
+                      num_threads=max(1, min(n_threads, n_rows))):
+        for tree in range(n_trees):
+            out[row] += value[tree_roots[tree] + leaf_of_row[row, tree]]

@@ -94,6 +94,10 @@ class Pack:
     nodes: dict
     tree_offsets: np.ndarray  # (pack_size + 1,)
     layer_features: list      # K_d for d = 0 .. max_depth-1
+    # (n_rows, pack_size) leaf of every training row in each tree (node id
+    # in its tree), when the grower knows it; used once by the prediction
+    # update, which then drops it (a fit keeps every pack).
+    training_leaves: np.ndarray | None = None
 
 
 def leaf_values(sum_g: np.ndarray, sum_h: np.ndarray, reg_lambda: float,
@@ -124,9 +128,14 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
     # Rounded once for the whole pack; every sum below uses the rounded values.
     fixed = to_fixed_point(gradients, hessians, data.era_offsets)
     gradients, hessians = fixed.gradients, fixed.hessians
-    node_of_row = np.full((data.n_rows, pack_size), -1, dtype=np.int32)
+    # Slot `tree` is the root of tree `tree`; rows outside its sample are
+    # routed along as -2 - slot (see _partition) so that every training row
+    # ends with its leaf in leaf_of_row.
+    node_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
+    node_of_row[:] = -2 - np.arange(pack_size, dtype=np.int32)
     for tree, rows in enumerate(tree_samples):
-        node_of_row[rows, tree] = tree  # slot `tree` is the root of tree `tree`
+        node_of_row[rows, tree] = tree
+    leaf_of_row = np.full((data.n_rows, pack_size), -1, dtype=np.int32)
 
     slot_tree = np.arange(pack_size, dtype=np.int32)
     slot_local = np.zeros(pack_size, dtype=np.int32)
@@ -153,20 +162,21 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
                                        tree_feature_masks[depth], params, level, n_threads)
         split_trees, left_local = number_children(level, split_slots, slot_tree, next_local)
         levels.append((slot_tree, slot_local, level))
-        if len(split_slots) == 0:
-            break
 
         # The next frontier: children interleaved (L0, R0, L1, R1, ...) so
-        # that slots stay grouped by tree; rows follow their node.
+        # that slots stay grouped by tree; rows follow their node, and rows
+        # of slots that did not split record their leaf.
         left_child_slot = np.full(n_slots, -1, dtype=np.int32)
         left_child_slot[split_slots] = 2 * np.arange(len(split_slots), dtype=np.int32)
         _partition.route_rows(data.X_binned, node_of_row, level["feature"],
                               level["threshold_bin"], level["missing_left"],
-                              left_child_slot, data.n_bins, n_threads)
+                              left_child_slot, data.n_bins, slot_local, leaf_of_row, n_threads)
+        if len(split_slots) == 0:
+            break
         slot_tree = np.repeat(split_trees, 2).astype(np.int32)
         slot_local = np.column_stack([left_local, left_local + 1]).ravel().astype(np.int32)
 
-    return assemble_pack(levels, next_local, layer_features)
+    return assemble_pack(levels, next_local, layer_features, training_leaves=leaf_of_row)
 
 
 def number_children(level: dict, split_slots: np.ndarray, slot_tree: np.ndarray,
@@ -185,7 +195,8 @@ def number_children(level: dict, split_slots: np.ndarray, slot_tree: np.ndarray,
     return split_trees, left_local
 
 
-def assemble_pack(levels: list, next_local: np.ndarray, layer_features) -> Pack:
+def assemble_pack(levels: list, next_local: np.ndarray, layer_features,
+                  training_leaves: np.ndarray | None = None) -> Pack:
     """Scatter per-depth ``(slot_tree, slot_local, fields)`` levels into one
     pack: tree t owns nodes ``[tree_offsets[t], tree_offsets[t+1])`` and
     children become pack-absolute. Shared by the CPU and GPU growers."""
@@ -197,7 +208,8 @@ def assemble_pack(levels: list, next_local: np.ndarray, layer_features) -> Pack:
             if name in ("left_child", "right_child"):
                 values = np.where(values >= 0, values + tree_offsets[level_tree], -1)
             nodes[name][position] = values
-    return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
+    return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features),
+                training_leaves=training_leaves)
 
 
 def tree_uses_feature_table(feature_mask, n_features: int, pack_size: int) -> np.ndarray:
@@ -252,8 +264,17 @@ def _split_level(data, fixed, node_of_row, slot_tree, counts, slot_variance,
 
 def predict_pack_binned(data: TrainingData, pack: Pack, out: np.ndarray,
                         n_threads: int) -> None:
-    """Add the pack's trees evaluated on the training bins to ``out``."""
+    """Add the pack's trees evaluated on the training bins to ``out``.
+
+    When the grower recorded every training row's leaf, that is a lookup
+    (and the table is released); otherwise each row walks each tree."""
     nodes = pack.nodes
+    leaves = pack.training_leaves
+    if leaves is not None and leaves.shape[0] == len(out):
+        pack.training_leaves = None
+        _predict.add_leaf_values(leaves, nodes["value"],
+                                 np.ascontiguousarray(pack.tree_offsets[:-1]), out, n_threads)
+        return
     _predict.predict_binned(data.X_binned, data.n_bins, nodes["feature"],
                             nodes["threshold_bin"], nodes["missing_left"],
                             nodes["left_child"], nodes["right_child"], nodes["value"],

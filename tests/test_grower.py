@@ -6,7 +6,7 @@ import pytest
 from packboost import _reference
 from packboost._fixed_point import to_fixed_point
 from packboost.booster import draw_round, grower_params
-from packboost.grower import grow_pack
+from packboost.grower import grow_pack, predict_pack_binned
 
 from conftest import make_binned_problem
 
@@ -257,3 +257,21 @@ def test_feature_blocking_gives_the_same_pack():
     """Several features per pass over the rows (default 4) vs 1, 3 and more
     than there are features."""
     assert_same_pack_under(1, [{"features_per_pass": k} for k in (1, 3, 64)])
+
+
+@pytest.mark.parametrize("case", ["many-eras", "few-rows-absent-eras", "one-row"])
+def test_training_leaves_equal_a_walk_down_every_tree(case):
+    """The grower's leaf of every training row -- sampled or not -- is the
+    leaf a walk finds, so the prediction update by lookup is bit-identical."""
+    pack, _, _, data, samples = grow_both(case, {"row_subsample": 0.6}, with_data=True)
+    leaves = pack.training_leaves
+    assert leaves.shape == (data.n_rows, len(samples)) and (leaves >= 0).all()
+    if data.n_rows > 1:  # the case really has rows no tree sampled
+        assert min(len(rows) for rows in samples) < data.n_rows
+    start = np.linspace(-1.0, 1.0, data.n_rows)
+    by_lookup, by_walk = start.copy(), start.copy()
+    predict_pack_binned(data, pack, by_lookup, n_threads=2)
+    assert pack.training_leaves is None  # used once, released
+    predict_pack_binned(data, pack, by_walk, n_threads=2)
+    np.testing.assert_array_equal(by_lookup, by_walk)
+    assert not np.array_equal(by_walk, start) or not (pack.nodes["value"] != 0).any()
