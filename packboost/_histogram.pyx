@@ -14,58 +14,81 @@ from libc.stdint cimport uint8_t, int64_t
 
 from packboost._types cimport (X_BINNED_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
                                NODE_IDX_C, OFFSET_C, hist_entry)
-from packboost._histogram cimport MAX_PACK_SIZE, build_pack_histograms, unpack_tile
-from packboost._fixed_point import to_fixed_point
+from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS,
+                                   build_pack_histograms, unpack_tile)
+from packboost._fixed_point import FixedPointGradients, to_fixed_point
 
 HIST_DTYPE = np.dtype([("sum_gradients", np.float64),
                        ("sum_hessians", np.float64),
                        ("count", np.int64)])
 
 
-def build_histograms(const X_BINNED_C[:, ::1] X_binned, Py_ssize_t feature_idx,
+def build_histograms(const X_BINNED_C[:, ::1] X_binned, features,
                      gradients, hessians,
                      const ROW_IDX_C[::1] active_rows, const OFFSET_C[::1] era_offsets,
                      const NODE_IDX_C[:, ::1] node_of_row,
-                     const uint8_t[::1] tree_uses_feature, Py_ssize_t n_slots,
+                     tree_uses_feature, Py_ssize_t n_slots,
                      Py_ssize_t width, row_era_offsets=None):
-    """Per-era histograms of ``feature_idx`` for slots ``0 .. n_slots-1``,
-    over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``).
+    """Per-era histograms of ``features`` for slots ``0 .. n_slots-1``,
+    over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``),
+    in one pass over the rows, as the split finder builds them.
 
-    ``gradients``/``hessians`` are rounded to fixed point first
-    (``_fixed_point.to_fixed_point`` over the eras ``row_era_offsets`` of all
-    rows; default: ``era_offsets``, right when ``active_rows`` is every row).
+    ``features`` is one feature (``tree_uses_feature``: (pack_size,)) or a
+    block of them (``tree_uses_feature``: (n_block, pack_size)); every
+    feature is taken to have ``width - 1`` bins plus the missing bin.
+    ``gradients`` is a ``_fixed_point.FixedPointGradients`` (``hessians``
+    None), or raw gradients and hessians, rounded to fixed point here over
+    the eras ``row_era_offsets`` of all rows (default ``era_offsets``, right
+    when ``active_rows`` is every row).
 
-    Returns a structured array (n_eras, n_slots, width) with fields
-    ``sum_gradients``, ``sum_hessians``, ``count``.
+    Returns a structured array (n_eras, n_slots, width) -- (n_block, n_eras,
+    n_slots, width) for a block -- with fields ``sum_gradients``,
+    ``sum_hessians``, ``count``.
     """
+    single = np.ndim(features) == 0
+    block_features = np.atleast_1d(np.asarray(features, dtype=np.int32))
+    uses = np.ascontiguousarray(np.atleast_2d(tree_uses_feature), dtype=np.uint8)
+    cdef Py_ssize_t n_block = block_features.shape[0]
     cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1
-    hist = np.zeros((n_eras, n_slots, width), dtype=HIST_DTYPE)
-    cdef hist_entry[:, :, ::1] hist_view = hist
-    cdef FEATURE_IDX_C feature = <FEATURE_IDX_C>feature_idx
-    n_bins = np.full(X_binned.shape[0], width - 1, dtype=np.int32)
-    cdef BIN_IDX_C[::1] n_bins_view = n_bins
-    if hist.size == 0:
-        return hist
+    if uses.shape != (n_block, node_of_row.shape[1]):
+        raise ValueError(f"tree_uses_feature must be ({n_block}, {node_of_row.shape[1]}), "
+                         f"got {uses.shape}")
+    if n_block > MAX_FEATURES_PER_PASS:
+        raise ValueError(f"at most {MAX_FEATURES_PER_PASS} features per pass")
     if node_of_row.shape[1] > MAX_PACK_SIZE:
         raise ValueError(f"at most {MAX_PACK_SIZE} trees per pack")
-    fixed = to_fixed_point(gradients, hessians, np.asarray(
-        era_offsets if row_era_offsets is None else row_era_offsets))
+    hist = np.zeros((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)
+    if hist.size == 0:
+        return hist[0] if single else hist
+    if isinstance(gradients, FixedPointGradients):
+        fixed = gradients
+    else:
+        fixed = to_fixed_point(gradients, hessians, np.asarray(
+            era_offsets if row_era_offsets is None else row_era_offsets))
+    cdef hist_entry[:, :, :, ::1] hist_view = hist
+    cdef const FEATURE_IDX_C[::1] features_view = block_features
+    cdef const uint8_t[:, ::1] uses_view = uses
+    n_bins = np.full(X_binned.shape[0], width - 1, dtype=np.int32)
+    cdef BIN_IDX_C[::1] n_bins_view = n_bins
     cdef const int64_t[::1] packed = fixed.packed
     cdef const int64_t[::1] hessian_fixed = fixed.hessian_fixed
     cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2
+    cdef Py_ssize_t feature_stride = n_eras * n_slots * width
     cells = np.empty(hist.size * words, dtype=np.int64)
     cdef int64_t[::1] cells_view = cells
     cdef int count_bits = fixed.count_bits
     cdef double inverse_g = 1.0 / fixed.gradient_scale, inverse_h = 1.0 / fixed.hessian_scale
     cdef double constant_hessian = fixed.constant_hessian
-    cdef Py_ssize_t slot
+    cdef Py_ssize_t slot, member
     with nogil:
-        build_pack_histograms(X_binned, &feature, 1, n_bins_view, &packed[0],
+        build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &packed[0],
                               &hessian_fixed[0] if words == 2 else NULL,
-                              active_rows, era_offsets, node_of_row, &tree_uses_feature[0],
-                              0, n_slots, n_eras * n_slots * width, &cells_view[0])
-        for slot in range(n_slots):
-            unpack_tile(&cells_view[0] + slot * width * words, n_slots * width, n_eras, width,
-                        words, count_bits, inverse_g, inverse_h, constant_hessian,
-                        &hist_view[0, slot, 0], n_slots * width)
-    return hist
+                              active_rows, era_offsets, node_of_row, &uses_view[0, 0],
+                              0, n_slots, feature_stride, &cells_view[0])
+        for member in range(n_block):
+            for slot in range(n_slots):
+                unpack_tile(&cells_view[0] + (member * feature_stride + slot * width) * words,
+                            n_slots * width, n_eras, width, words, count_bits, inverse_g,
+                            inverse_h, constant_hessian, &hist_view[member, 0, slot, 0],
+                            n_slots * width)
+    return hist[0] if single else hist
