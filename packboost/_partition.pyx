@@ -77,36 +77,51 @@ def route_rows(
             node_of_row[row, tree] = child if code >= 0 else -2 - child
 
 
+# Row chunks of slot_sums: a fixed number, whatever the thread count, so the
+# float sums (chunk partials added in chunk order) do not depend on it.
+cdef enum:
+    SUM_CHUNKS = 16
+
+
 def slot_sums(
         const G_H_C[::1] gradients,               # IN  (n_rows,)
         const G_H_C[::1] hessians,                # IN  (n_rows,)
         const NODE_IDX_C[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
         Py_ssize_t n_slots,
+        int n_threads=1,
 ):
     """Pooled gradient, squared-gradient and hessian sums and row counts of every slot.
 
-    One serial pass in row order: cheap next to the histogram passes, and its
-    sums do not depend on the thread count. The squared gradients give the
-    node's gradient variance (DES's between-era std, csrc/des.h).
+    Rows are cut into SUM_CHUNKS fixed chunks summed in parallel, then the
+    chunks' partial sums are added in chunk order: the result does not
+    depend on the thread count. The squared gradients give the node's
+    gradient variance (DES's between-era std, csrc/des.h).
     """
-    sum_g = np.zeros(n_slots)
-    sum_g2 = np.zeros(n_slots)
-    sum_h = np.zeros(n_slots)
-    count = np.zeros(n_slots, dtype=np.int64)
-    cdef double[::1] sum_g_view = sum_g, sum_g2_view = sum_g2, sum_h_view = sum_h
-    cdef int64_t[::1] count_view = count
-    cdef Py_ssize_t row, tree
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
+    partial = np.zeros((SUM_CHUNKS, 4, max(n_slots, 1)))
+    cdef double[:, :, ::1] partial_view = partial
+    cdef Py_ssize_t chunk, row, tree, row_end
+    cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
     cdef NODE_IDX_C slot
-    with nogil:
-        for row in range(node_of_row.shape[0]):
-            for tree in range(node_of_row.shape[1]):
-                slot = node_of_row[row, tree]
-                if slot >= 0:
-                    sum_g_view[slot] += gradients[row]
-                    sum_g2_view[slot] += <double>gradients[row] * gradients[row]
-                    sum_h_view[slot] += hessians[row]
-                    count_view[slot] += 1
-    return sum_g, sum_h, count, sum_g2
+    cdef double gradient
+    if n_rows > 0 and n_slots > 0:
+        for chunk in prange(SUM_CHUNKS, nogil=True, schedule='static',
+                            num_threads=max(1, min(n_threads, SUM_CHUNKS))):
+            row_end = min(n_rows, (chunk + 1) * chunk_rows)
+            for row in range(chunk * chunk_rows, row_end):
+                gradient = gradients[row]
+                for tree in range(pack_size):
+                    slot = node_of_row[row, tree]
+                    if slot >= 0:
+                        partial_view[chunk, 0, slot] += gradient
+                        partial_view[chunk, 1, slot] += hessians[row]
+                        partial_view[chunk, 2, slot] += 1.0
+                        partial_view[chunk, 3, slot] += gradient * gradient
+    totals = partial[0].copy()
+    for chunk in range(1, SUM_CHUNKS):
+        totals += partial[chunk]
+    totals = totals[:, :n_slots]
+    return totals[0], totals[1], totals[2].astype(np.int64), totals[3]
 
 
 def active_rows(

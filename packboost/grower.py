@@ -147,7 +147,7 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
         if n_slots == 0:
             break
         sum_g, sum_h, counts, sum_g2 = _partition.slot_sums(gradients, hessians, node_of_row,
-                                                            n_slots)
+                                                            n_slots, n_threads)
         level = empty_nodes(n_slots)
         level["value"][:] = params.shrinkage * leaf_values(
             sum_g, sum_h, params.reg_lambda, params.max_delta_step)
