@@ -26,17 +26,22 @@ import numpy as np
 __all__ = ["available_memory_bytes", "check_fit_memory", "data_memory_estimate",
            "training_memory_estimate"]
 
-# Bytes of one histogram cell (sum g, sum h, count): _split.HIST_DTYPE.itemsize.
-_HIST_CELL_BYTES = 24
+# Bytes of one fixed-point histogram cell: one int64 (gradient sum | count),
+# a second one for the hessian sum when hessians differ between rows
+# (_fixed_point.py); the lower bound counts one.
+_HIST_CELL_BYTES = 8
+# Bytes of one cell of a thread's unpacked (g, h, count) tile: HIST_DTYPE.itemsize.
+_TILE_CELL_BYTES = 24
 # Per-row arrays alive while X is binned (bytes per row): y as float64 and the
 # era codes as int32; the era sort order (int64) unless the rows are already
 # era-sorted; the sample weights (float64) when given.
 _DATA_BYTES_PER_ROW = 8 + 4
 # Per-row arrays of the boosting loop: gradients, hessians, raw predictions
-# (float64) and the row indices every tree samples from (int32).
-_TRAINING_BYTES_PER_ROW = 3 * 8 + 4
-# Per row and tree of a pack: node_of_row (int32).
-_BYTES_PER_ROW_AND_TREE = 4
+# (float64), the row indices every tree samples from (int32), and the
+# round's fixed-point copies (rounded gradients and hessians, packed cells).
+_TRAINING_BYTES_PER_ROW = 3 * 8 + 4 + 3 * 8
+# Per row and tree of a pack: node_of_row and the training rows' leaves (int32).
+_BYTES_PER_ROW_AND_TREE = 4 + 4
 _GIB = 1024 ** 3
 
 
@@ -156,8 +161,13 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
         per_pass = (_split.DEFAULT_FEATURES_PER_PASS if features_per_pass is None
                     else features_per_pass)
         n_candidates = max(1, min(n_candidates, len(bin_widths)))
+        # _split.find_best_splits' blocking: as many blocks per thread.
         per_pass = max(1, min(per_pass, n_candidates))
-        threads = max(1, min(n_threads, math.ceil(n_candidates / per_pass)))
+        threads = max(1, min(n_threads, n_candidates))
+        n_blocks = math.ceil(n_candidates / per_pass)
+        n_blocks = min(n_candidates, math.ceil(n_blocks / threads) * threads)
+        per_pass = math.ceil(n_candidates / n_blocks)
+        threads = max(1, min(threads, math.ceil(n_candidates / per_pass)))
         # Whatever subset K_d is drawn, its widest feature is at least the
         # n_candidates-th narrowest of all features.
         width = int(np.sort(np.asarray(bin_widths, dtype=np.int64))[n_candidates - 1])
@@ -166,9 +176,10 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
         # as many slots as the budget allows (at least one).
         group = max(1, min(pack_size, budget // unit))
         components["histogram buffers"] = (
-            threads * unit * group,
-            f"{threads} threads x {per_pass} features per pass x {n_eras} eras x "
-            f"{width} bins x {group} slots x {_HIST_CELL_BYTES} B")
+            threads * (unit * group + n_eras * width * _TILE_CELL_BYTES),
+            f"{threads} threads x ({per_pass} features per pass x {n_eras} eras x "
+            f"{width} bins x {group} slots x {_HIST_CELL_BYTES} B + one {n_eras} x {width} "
+            f"tile of {_TILE_CELL_BYTES} B cells)")
     return components
 
 

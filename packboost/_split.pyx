@@ -85,7 +85,7 @@ ERA_WEIGHTING_CODES = {"equal": 0, "count": 1}
 ERA_STD_CODES = {"total": 0, "between": 1}
 
 # Default cap on one thread's histogram buffer; more slots are done in groups.
-DEFAULT_HISTOGRAM_BUDGET_BYTES = 32 * 1024 * 1024
+DEFAULT_HISTOGRAM_BUDGET_BYTES = 64 * 1024 * 1024
 # Features histogrammed in one pass over the rows (see build_pack_histograms).
 DEFAULT_FEATURES_PER_PASS = 32
 
