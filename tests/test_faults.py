@@ -11,6 +11,7 @@ rounds grown.
 from __future__ import annotations
 
 import _thread
+import signal
 import tracemalloc
 
 import numpy as np
@@ -155,8 +156,14 @@ def test_a_real_interrupt_signal_is_seen_within_the_round():
         return False
 
     model = PackBoostRegressor(**PARAMS)
-    with pytest.raises(KeyboardInterrupt):
-        model.fit(X, Y, era=ERA, callbacks=[press_ctrl_c])
+    # A shell starts background jobs with SIGINT ignored, and then
+    # interrupt_main does nothing: give SIGINT Python's own handler here.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X, Y, era=ERA, callbacks=[press_ctrl_c])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert rounds == [0, 1]
     assert_unfitted(model)
 
