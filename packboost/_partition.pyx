@@ -35,6 +35,26 @@ from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, ERA_IDX_C, FEATURE_
                                BIN_IDX_C, NODE_IDX_C, OFFSET_C)
 
 
+def start_tree(
+        NODE_IDX_C[:, ::1] node_of_row,            # OUT column `tree` (n_rows, pack_size)
+        const ROW_IDX_C[::1] sample,               # IN  the tree's rows
+        Py_ssize_t tree,
+        int n_threads,
+):
+    """Put every row in the root of ``tree`` (slot ``tree``): the sampled
+    rows as ``tree``, the others as ``-2 - tree`` (routed, never summed)."""
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], row, position
+    cdef NODE_IDX_C unsampled = <NODE_IDX_C>(-2 - tree), sampled = <NODE_IDX_C>tree
+    if not 0 <= tree < node_of_row.shape[1]:
+        raise ValueError(f"tree {tree} is not in a pack of {node_of_row.shape[1]}")
+    for row in prange(n_rows, nogil=True, schedule='static',
+                      num_threads=max(1, min(n_threads, n_rows))):
+        node_of_row[row, tree] = unsampled
+    for position in prange(sample.shape[0], nogil=True, schedule='static',
+                           num_threads=max(1, min(n_threads, sample.shape[0]))):
+        node_of_row[sample[position], tree] = sampled
+
+
 def route_rows(
         const X_BINNED_C[:, ::1] X_binned,        # IN  (n_features, n_rows)
         NODE_IDX_C[:, ::1] node_of_row,            # IN/OUT (n_rows, pack_size) codes above

@@ -132,9 +132,8 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
     # routed along as -2 - slot (see _partition) so that every training row
     # ends with its leaf in leaf_of_row.
     node_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
-    node_of_row[:] = -2 - np.arange(pack_size, dtype=np.int32)
     for tree, rows in enumerate(tree_samples):
-        node_of_row[rows, tree] = tree
+        _partition.start_tree(node_of_row, rows, tree, n_threads)
     leaf_of_row = np.full((data.n_rows, pack_size), -1, dtype=np.int32)
 
     slot_tree = np.arange(pack_size, dtype=np.int32)

@@ -275,3 +275,15 @@ def test_training_leaves_equal_a_walk_down_every_tree(case):
     predict_pack_binned(data, pack, by_walk, n_threads=2)
     np.testing.assert_array_equal(by_lookup, by_walk)
     assert not np.array_equal(by_walk, start) or not (pack.nodes["value"] != 0).any()
+
+
+def test_era_subsample_keeps_every_row_of_the_kept_eras_and_no_other():
+    data, _, _ = make_binned_problem(4, 700, 3, 25)
+    params = {**BASE, "era_subsample": 0.6, "row_subsample": 1.0, "pack_size": 5}
+    draws = draw_round(np.random.default_rng(4), data, params)
+    for rows in draws.tree_samples:
+        kept = np.unique(data.row_era[rows])
+        assert len(kept) <= round(0.6 * 25)  # drawn eras may have no rows
+        np.testing.assert_array_equal(rows, np.flatnonzero(np.isin(data.row_era, kept)))
+        assert rows.dtype == np.int32
+    assert len({tuple(rows) for rows in draws.tree_samples}) > 1
