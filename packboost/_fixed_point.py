@@ -83,14 +83,14 @@ def _power_of_two_scale(bound_bits: int, magnitude: float) -> float:
 
 
 def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
-                   era_offsets: np.ndarray) -> FixedPointGradients:
+                   era_offsets: np.ndarray, n_threads: int = 1) -> FixedPointGradients:
     """Round a round's gradients and hessians and pack them for the kernel.
 
     ``era_offsets`` (n_eras + 1) delimit the eras of the era-sorted rows.
     """
-    gradients = np.asarray(gradients, dtype=np.float64)
-    hessians = np.asarray(hessians, dtype=np.float64)
-    era_offsets = np.asarray(era_offsets, dtype=np.int64)
+    gradients = np.ascontiguousarray(gradients, dtype=np.float64)
+    hessians = np.ascontiguousarray(hessians, dtype=np.float64)
+    era_offsets = np.ascontiguousarray(era_offsets, dtype=np.int64)
     if gradients.shape != hessians.shape or gradients.ndim != 1:
         raise ValueError("gradients and hessians must be 1-d arrays of one length, got "
                          f"{gradients.shape} and {hessians.shape}")
@@ -101,29 +101,31 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
         raise ValueError(f"an era of {2 ** (count_bits - 1)}+ rows is too large for the "
                          "fixed-point histograms (at most 2**31 - 1 rows per era)")
 
-    magnitude = np.abs(gradients)
-    running = np.concatenate([[0.0], np.cumsum(magnitude)])
-    per_era = running[era_offsets[1:]] - running[era_offsets[:-1]]
-    largest_era = float(per_era.max()) if len(per_era) else 0.0
+    from packboost import _histogram  # the kernels (Cython) of this format
+
+    largest_era, total = _histogram.magnitude_sums(gradients, era_offsets)
     # One spare bit each for the rounding (at most half a unit per row).
     gradient_scale = min(
         _power_of_two_scale(PACKED_VALUE_BITS - count_bits - 1, largest_era),
-        _power_of_two_scale(EXACT_SUM_BITS - 1, float(magnitude.sum())))
-    gradient_units = np.rint(gradients * gradient_scale)
-    packed = (gradient_units.astype(np.int64) << count_bits) | 1
-    rounded_gradients = gradient_units / gradient_scale
+        _power_of_two_scale(EXACT_SUM_BITS - 1, total))
+    rounded_gradients = np.empty_like(gradients)
+    packed = np.empty(len(gradients), dtype=np.int64)
+    _histogram.round_to_grid(gradients, gradient_scale, rounded_gradients, packed, count_bits,
+                             n_threads)
 
     constant = len(hessians) > 0 and bool(np.all(hessians == hessians[0]))
     if constant:
         hessian_scale = 1.0
-        rounded_hessians = hessians.copy()
+        rounded_hessians = hessians
         hessian_fixed = np.zeros(0, dtype=np.int64)
         constant_hessian = float(hessians[0])
     else:
-        hessian_scale = _power_of_two_scale(EXACT_SUM_BITS - 1, float(np.abs(hessians).sum()))
-        hessian_units = np.rint(hessians * hessian_scale)
-        hessian_fixed = hessian_units.astype(np.int64)
-        rounded_hessians = hessian_units / hessian_scale
+        hessian_scale = _power_of_two_scale(EXACT_SUM_BITS - 1,
+                                            _histogram.magnitude_sums(hessians, era_offsets)[1])
+        rounded_hessians = np.empty_like(hessians)
+        hessian_fixed = np.empty(len(hessians), dtype=np.int64)
+        _histogram.round_to_grid(hessians, hessian_scale, rounded_hessians, hessian_fixed, 0,
+                                 n_threads)
         constant_hessian = math.nan
     return FixedPointGradients(
         gradients=rounded_gradients, hessians=rounded_hessians, packed=packed,

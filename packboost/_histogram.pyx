@@ -10,6 +10,8 @@ it to Python so tests can compare it with the NumPy oracle in
 
 import numpy as np
 
+from cython.parallel cimport prange
+from libc.math cimport fabs, rint
 from libc.stdint cimport uint8_t, int64_t
 
 from packboost._types cimport (X_BINNED_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
@@ -92,3 +94,34 @@ def build_histograms(const X_BINNED_C[:, ::1] X_binned, features,
                             inverse_h, constant_hessian, &hist_view[member, 0, slot, 0],
                             n_slots * width)
     return hist[0] if single else hist
+
+
+def magnitude_sums(const double[::1] values, const OFFSET_C[::1] era_offsets):
+    """(largest per-era sum of |values|, sum of |values|): the bounds that
+    choose a fixed-point scale (_fixed_point.to_fixed_point), in one pass."""
+    cdef Py_ssize_t era, row
+    cdef double era_sum, largest = 0.0, total = 0.0
+    with nogil:
+        for era in range(era_offsets.shape[0] - 1):
+            era_sum = 0.0
+            for row in range(era_offsets[era], era_offsets[era + 1]):
+                era_sum += fabs(values[row])
+            largest = max(largest, era_sum)
+            total += era_sum
+    return largest, total
+
+
+def round_to_grid(const double[::1] values, double scale, double[::1] rounded,
+                  int64_t[::1] units, int count_bits, int n_threads=1):
+    """``units = rint(values * scale)`` (half to even, as NumPy's rint) and
+    ``rounded = units / scale``; with ``count_bits`` > 0 ``units`` is packed
+    for the histogram cells: ``units << count_bits | 1``."""
+    cdef Py_ssize_t n = values.shape[0], row
+    cdef double unit
+    cdef int64_t one = 1 if count_bits > 0 else 0
+    if rounded.shape[0] != n or units.shape[0] != n:
+        raise ValueError("values, rounded and units must have one length")
+    for row in prange(n, nogil=True, schedule='static', num_threads=max(1, min(n_threads, n))):
+        unit = rint(values[row] * scale)
+        rounded[row] = unit / scale
+        units[row] = ((<int64_t>unit) << count_bits) | one

@@ -126,7 +126,7 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
     """
     pack_size = len(tree_samples)
     # Rounded once for the whole pack; every sum below uses the rounded values.
-    fixed = to_fixed_point(gradients, hessians, data.era_offsets)
+    fixed = to_fixed_point(gradients, hessians, data.era_offsets, n_threads)
     gradients, hessians = fixed.gradients, fixed.hessians
     # Slot `tree` is the root of tree `tree`; rows outside its sample are
     # routed along as -2 - slot (see _partition) so that every training row
