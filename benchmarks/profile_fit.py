@@ -47,9 +47,8 @@ def histogram_only(X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
     (same blocks of features, every slot; no scoring)."""
     start = time.perf_counter()
     width = int(n_bins[features].max()) + 1 if len(features) else 1
-    # find_best_splits' blocking with one thread: equal blocks of <= features_per_pass
-    n_blocks = -(-len(features) // features_per_pass)
-    features_per_pass = -(-len(features) // max(1, n_blocks))
+    # find_best_splits' blocks (this profile runs one thread)
+    features_per_pass, _, _ = _split.feature_blocks(len(features), features_per_pass, 1)
     for first in range(0, len(features), features_per_pass):
         block = slice(first, first + features_per_pass)
         _histogram.build_histograms(X_binned, features[block], fixed, None, rows,

@@ -16,13 +16,45 @@ cdef enum:
     MAX_FEATURES_PER_PASS = 64
 
 
+# A round's _fixed_point.FixedPointGradients as the kernels read it. The
+# pointers borrow the object's arrays: keep the object alive while in use.
+cdef struct fixed_point_rows:
+    const int64_t* packed              # (n_rows,) g_q << count_bits | 1
+    const int64_t* hessian_fixed       # (n_rows,) h_q, or NULL: constant hessian
+    Py_ssize_t words                   # int64 per cell: 1, or 2 with hessian_fixed
+    int count_bits
+    double inverse_gradient_scale      # 1 / scale (powers of two: exact)
+    double inverse_hessian_scale
+    double constant_hessian            # used when words == 1
+
+
+cdef inline fixed_point_rows view_fixed_point(fixed, Py_ssize_t n_rows) except *:
+    """The kernels' view of ``fixed`` for ``n_rows`` rows."""
+    cdef const int64_t[::1] packed = fixed.packed
+    cdef const int64_t[::1] hessian_fixed = fixed.hessian_fixed
+    cdef fixed_point_rows rows
+    if packed.shape[0] != n_rows:
+        raise ValueError(f"fixed-point gradients have {packed.shape[0]} rows, "
+                         f"the data {n_rows}")
+    rows.packed = &packed[0]
+    rows.hessian_fixed = NULL
+    rows.words = 1
+    if not fixed.hessian_is_constant:
+        rows.hessian_fixed = &hessian_fixed[0]
+        rows.words = 2
+    rows.count_bits = fixed.count_bits
+    rows.inverse_gradient_scale = 1.0 / fixed.gradient_scale
+    rows.inverse_hessian_scale = 1.0 / fixed.hessian_scale
+    rows.constant_hessian = fixed.constant_hessian
+    return rows
+
+
 cdef inline void build_pack_histograms(
         const X_BINNED_C[:, ::1] X_binned,     # IN  (n_features, n_rows)
         const FEATURE_IDX_C* block_features,    # IN  (n_block,) features of the block
         Py_ssize_t n_block,
         const BIN_IDX_C[::1] n_bins,            # IN  (n_features,) width = n_bins + 1
-        const int64_t* packed,                  # IN  (n_rows,) g_q << count_bits | 1
-        const int64_t* hessian_fixed,           # IN  (n_rows,) h_q, or NULL: constant hessian
+        const fixed_point_rows* rows,           # IN  the round's gradients (view_fixed_point)
         const ROW_IDX_C[::1] active_rows,       # IN  rows in some open slot, ascending
         const OFFSET_C[::1] era_offsets,        # IN  (n_eras + 1,) era e's active rows
         const NODE_IDX_C[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or -1
@@ -51,7 +83,9 @@ cdef inline void build_pack_histograms(
     cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1
     cdef Py_ssize_t pack_size = node_of_row.shape[1]
     cdef Py_ssize_t n_group = slot_end - slot_start
-    cdef Py_ssize_t words = 1 if hessian_fixed == NULL else 2
+    cdef Py_ssize_t words = rows.words
+    cdef const int64_t* packed = rows.packed
+    cdef const int64_t* hessian_fixed = rows.hessian_fixed
     cdef Py_ssize_t era, position, row, tree, block, index, n_used, offset
     cdef size_t slot
     cdef const X_BINNED_C* column[MAX_FEATURES_PER_PASS]
@@ -105,18 +139,18 @@ cdef inline void unpack_tile(
         Py_ssize_t era_stride,
         Py_ssize_t n_eras,
         Py_ssize_t width,
-        Py_ssize_t words,
-        int count_bits,
-        double inverse_gradient_scale,  # 1 / gradient_scale (a power of two: exact)
-        double inverse_hessian_scale,
-        double constant_hessian,        # used when words == 1
+        const fixed_point_rows* rows,   # IN  cell format and scales
         hist_entry* tile,               # OUT cell (era, bin) at tile[era * tile_era_stride + bin]
         Py_ssize_t tile_era_stride,
 ) noexcept nogil:
     """One (slot, feature)'s cells as float (g, h, count) sums, for scoring.
 
     Exact: every sum is an integer below 2**53 times a power of two."""
-    cdef Py_ssize_t era, bin_idx
+    cdef Py_ssize_t era, bin_idx, words = rows.words
+    cdef int count_bits = rows.count_bits
+    cdef double inverse_gradient_scale = rows.inverse_gradient_scale
+    cdef double inverse_hessian_scale = rows.inverse_hessian_scale
+    cdef double constant_hessian = rows.constant_hessian
     cdef int64_t cell, mask = ((<int64_t>1) << count_bits) - 1
     cdef const int64_t* source
     cdef hist_entry* target

@@ -16,8 +16,8 @@ from libc.stdint cimport uint8_t, int64_t
 
 from packboost._types cimport (X_BINNED_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
                                NODE_IDX_C, OFFSET_C, hist_entry)
-from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS,
-                                   build_pack_histograms, unpack_tile)
+from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
+                                   view_fixed_point, build_pack_histograms, unpack_tile)
 from packboost._fixed_point import FixedPointGradients, to_fixed_point
 
 HIST_DTYPE = np.dtype([("sum_gradients", np.float64),
@@ -72,27 +72,21 @@ def build_histograms(const X_BINNED_C[:, ::1] X_binned, features,
     cdef const uint8_t[:, ::1] uses_view = uses
     n_bins = np.full(X_binned.shape[0], width - 1, dtype=np.int32)
     cdef BIN_IDX_C[::1] n_bins_view = n_bins
-    cdef const int64_t[::1] packed = fixed.packed
-    cdef const int64_t[::1] hessian_fixed = fixed.hessian_fixed
-    cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2
+    cdef fixed_point_rows rows = view_fixed_point(fixed, X_binned.shape[1])
+    cdef Py_ssize_t words = rows.words
     cdef Py_ssize_t feature_stride = n_eras * n_slots * width
     cells = np.empty(hist.size * words, dtype=np.int64)
     cdef int64_t[::1] cells_view = cells
-    cdef int count_bits = fixed.count_bits
-    cdef double inverse_g = 1.0 / fixed.gradient_scale, inverse_h = 1.0 / fixed.hessian_scale
-    cdef double constant_hessian = fixed.constant_hessian
     cdef Py_ssize_t slot, member
     with nogil:
-        build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &packed[0],
-                              &hessian_fixed[0] if words == 2 else NULL,
+        build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
                               active_rows, era_offsets, node_of_row, &uses_view[0, 0],
                               0, n_slots, feature_stride, &cells_view[0])
         for member in range(n_block):
             for slot in range(n_slots):
                 unpack_tile(&cells_view[0] + (member * feature_stride + slot * width) * words,
-                            n_slots * width, n_eras, width, words, count_bits, inverse_g,
-                            inverse_h, constant_hessian, &hist_view[member, 0, slot, 0],
-                            n_slots * width)
+                            n_slots * width, n_eras, width, &rows,
+                            &hist_view[member, 0, slot, 0], n_slots * width)
     return hist[0] if single else hist
 
 

@@ -18,7 +18,6 @@ turns a certain failure into a clear, early one.
 
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
@@ -161,13 +160,7 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
         per_pass = (_split.DEFAULT_FEATURES_PER_PASS if features_per_pass is None
                     else features_per_pass)
         n_candidates = max(1, min(n_candidates, len(bin_widths)))
-        # _split.find_best_splits' blocking: as many blocks per thread.
-        per_pass = max(1, min(per_pass, n_candidates))
-        threads = max(1, min(n_threads, n_candidates))
-        n_blocks = math.ceil(n_candidates / per_pass)
-        n_blocks = min(n_candidates, math.ceil(n_blocks / threads) * threads)
-        per_pass = math.ceil(n_candidates / n_blocks)
-        threads = max(1, min(threads, math.ceil(n_candidates / per_pass)))
+        per_pass, _, threads = _split.feature_blocks(n_candidates, per_pass, n_threads)
         # Whatever subset K_d is drawn, its widest feature is at least the
         # n_candidates-th narrowest of all features.
         width = int(np.sort(np.asarray(bin_widths, dtype=np.int64))[n_candidates - 1])

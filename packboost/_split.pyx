@@ -45,8 +45,8 @@ from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
                                NODE_IDX_C, OFFSET_C, hist_entry)
-from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS,
-                                   build_pack_histograms, unpack_tile)
+from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
+                                   view_fixed_point, build_pack_histograms, unpack_tile)
 from packboost._histogram import HIST_DTYPE
 
 
@@ -315,6 +315,27 @@ cdef tile_best score_tile(
     return best
 
 
+
+def feature_blocks(Py_ssize_t n_candidates, Py_ssize_t features_per_pass, int n_threads):
+    """How find_best_splits cuts ``n_candidates`` features into blocks.
+
+    Blocks of at most ``features_per_pass`` features (and MAX_FEATURES_PER_PASS),
+    as many per thread (the last round of a prange over few blocks would leave
+    a thread idle), all but the last of equal size. Returns
+    ``(features_per_pass, n_blocks, n_threads)`` as used; also read by the
+    memory estimate and the profiler.
+    """
+    if n_candidates <= 0:
+        return 1, 0, 1
+    features_per_pass = max(1, min(features_per_pass, MAX_FEATURES_PER_PASS, n_candidates))
+    n_threads = max(1, min(n_threads, n_candidates))
+    cdef Py_ssize_t n_blocks = (n_candidates + features_per_pass - 1) // features_per_pass
+    n_blocks = min(n_candidates, (n_blocks + n_threads - 1) // n_threads * n_threads)
+    features_per_pass = (n_candidates + n_blocks - 1) // n_blocks
+    n_blocks = (n_candidates + features_per_pass - 1) // features_per_pass
+    return features_per_pass, n_blocks, max(1, min(n_threads, n_blocks))
+
+
 def find_best_splits(
         const X_BINNED_C[:, ::1] X_binned,       # IN  (n_features, n_rows), rows era-sorted
         fixed,                                    # IN  _fixed_point.FixedPointGradients
@@ -384,30 +405,12 @@ def find_best_splits(
     if node_of_row.shape[1] > MAX_PACK_SIZE:
         raise ValueError(f"pack_size must be at most {MAX_PACK_SIZE}, "
                          f"got {node_of_row.shape[1]}")
-    cdef const int64_t[::1] packed = fixed.packed
-    cdef const int64_t[::1] hessian_fixed = fixed.hessian_fixed
-    cdef const int64_t* hessian_pointer = NULL
-    cdef Py_ssize_t words = 1
-    if not fixed.hessian_is_constant:
-        words = 2
-        hessian_pointer = &hessian_fixed[0]
-    if packed.shape[0] != node_of_row.shape[0]:
-        raise ValueError(f"fixed-point gradients have {packed.shape[0]} rows, "
-                         f"node_of_row {node_of_row.shape[0]}")
-    cdef int count_bits = fixed.count_bits
-    cdef double inverse_g = 1.0 / fixed.gradient_scale
-    cdef double inverse_h = 1.0 / fixed.hessian_scale
-    cdef double constant_hessian = fixed.constant_hessian
-    # Blocks of at most features_per_pass features, as many per thread (the
-    # last round of a prange over few blocks would leave a thread idle).
-    features_per_pass = max(1, min(features_per_pass, MAX_FEATURES_PER_PASS, n_candidates))
-    n_threads = max(1, min(n_threads, n_candidates))
-    cdef Py_ssize_t n_blocks = (n_candidates + features_per_pass - 1) // features_per_pass
-    n_blocks = min(n_candidates, (n_blocks + n_threads - 1) // n_threads * n_threads)
-    features_per_pass = (n_candidates + n_blocks - 1) // n_blocks
-    n_blocks = (n_candidates + features_per_pass - 1) // features_per_pass
+    cdef fixed_point_rows rows = view_fixed_point(fixed, node_of_row.shape[0])
+    cdef Py_ssize_t words = rows.words
+    cdef Py_ssize_t n_blocks
+    features_per_pass, n_blocks, n_threads = feature_blocks(n_candidates, features_per_pass,
+                                                            n_threads)
     cdef Py_ssize_t block, first, n_block, member, feature_stride, n_group
-    n_threads = max(1, min(n_threads, n_blocks))
     for position in range(n_candidates):
         max_width = max(max_width, n_bins[features[position]] + 1)
     group_size = max(1, min(n_slots, histogram_budget_bytes // (
@@ -441,8 +444,7 @@ def find_best_splits(
                             and tree_uses_feature[first + member, slot_tree[slot]])
                 if any_open:
                     build_pack_histograms(X_binned, &features[first], n_block, n_bins,
-                                          &packed[0], hessian_pointer, active_rows,
-                                          era_offsets, node_of_row,
+                                          &rows, active_rows, era_offsets, node_of_row,
                                           &tree_uses_feature[first, 0], group_start,
                                           group_end, feature_stride, &cell_view[thread, 0])
                     for member in range(n_block):
@@ -456,8 +458,7 @@ def find_best_splits(
                             unpack_tile(&cell_view[thread, 0]
                                         + (member * feature_stride
                                            + (slot - group_start) * width) * words,
-                                        n_group * width, n_eras, width, words, count_bits,
-                                        inverse_g, inverse_h, constant_hessian,
+                                        n_group * width, n_eras, width, &rows,
                                         &tile_view[thread, 0], width)
                             best = score_tile(
                                 &tile_view[thread, 0], width, n_eras, n_bins[feature],
