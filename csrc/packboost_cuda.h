@@ -26,11 +26,13 @@
 
 #include <stdint.h>
 
+#include "split_params.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define PBC_API_VERSION 1
+#define PBC_API_VERSION 2
 
 #define PBC_OK 0
 #define PBC_ERROR_INVALID_ARGUMENT (-1)
@@ -47,23 +49,11 @@ extern "C" {
 #define PBC_TIMER_SCORE 3     /* prefix scan + DES scoring of (slot, feature) tiles */
 #define PBC_TIMER_SELECT 4    /* best feature per slot */
 #define PBC_TIMER_ROUTE 5     /* rows to child slots */
-#define PBC_TIMER_PREDICT 6   /* pack update on the training rows */
+#define PBC_TIMER_PREDICT 6   /* pack update on the training rows (leaf lookup) */
 #define PBC_TIMER_TRANSFER 7  /* host <-> device copies of the round and depth inputs */
 #define PBC_N_TIMERS 8
 
-/* DES parameters (DESIGN 1); mirrors split_params of packboost/_split.pyx. */
-typedef struct {
-    double reg_lambda;
-    int32_t era_gain;        /* DES_ERA_GAIN_REALIZED / DES_ERA_GAIN_NEWTON (des.h) */
-    int32_t era_weighting;   /* 0 equal, 1 count */
-    double era_alpha;
-    double lambda_dro;
-    double lambda_dir;
-    double dir_tanh_scale;
-    double min_samples_leaf; /* at least 1 */
-    double min_child_weight;
-    int32_t era_std_between; /* subtract the eras' sampling noise (des_candidate_set_noise) */
-} pbc_split_params;
+/* The DES parameters of pbc_find_splits: csrc/split_params.h (one struct for both backends). */
 
 typedef struct pbc_context pbc_context;
 
@@ -95,12 +85,16 @@ int pbc_set_timing(pbc_context *context, int enabled);
 int pbc_read_timers(pbc_context *context, double *times, int reset);
 
 /*
- * Start a round: gradients and hessians (n_rows,) and the fixed-point scales
- * (powers of two): the device keeps round-half-even(x * scale) as int64, and
- * sums / scale are real sums. tree_rows[t] (tree_n_rows[t] distinct rows in
- * 0 .. n_rows-1; others are ignored) is tree t's sample, uploaded as is (no
- * host-side mask); tree_n_rows[t] == n_rows means every row (tree_rows[t] is
- * then not read). The root of tree t is slot t.
+ * Start a round (a pack): gradients and hessians (n_rows,) already on the
+ * fixed-point grid of docs/fixed-point.md (packboost/_fixed_point.py) and that
+ * grid's scales (powers of two), so the device's int64 x * scale is exact and
+ * its sums equal the CPU's; g * g is rounded to scale_gradients_squared (it
+ * only enters a node's gradient variance). tree_rows[t] (tree_n_rows[t]
+ * distinct rows in 0 .. n_rows-1; others are ignored) is tree t's sample,
+ * uploaded as is; tree_n_rows[t] == n_rows means every row (tree_rows[t] is
+ * then not read). The root of tree t is slot t: node_of_row[row, t] = t for
+ * a sampled row, -2 - t for the others (routed along, never summed, so that
+ * every training row ends in a leaf).
  */
 int pbc_begin_round(pbc_context *context, const double *gradients, const double *hessians,
                     const int32_t *const *tree_rows, const int64_t *tree_n_rows,
@@ -128,28 +122,28 @@ int pbc_slot_sums(pbc_context *context, int32_t n_slots, int64_t *sum_gradients,
 int pbc_find_splits(pbc_context *context, int32_t n_slots, const int32_t *slot_tree,
                     const uint8_t *slot_open, int32_t n_candidates, const int32_t *features,
                     const uint8_t *tree_uses_feature, const double *slot_gradient_variance,
-                    const pbc_split_params *params, int32_t *best_column, double *best_score, double *best_gain,
+                    const pb_split_params *params, int32_t *best_column, double *best_score, double *best_gain,
                     int32_t *best_threshold, uint8_t *best_missing_left);
 
 /*
  * Move every row to its child slot: slot k with split_feature[k] >= 0 sends a
  * row to left_child_slot[k] (bin <= threshold, or missing and missing_left)
- * or left_child_slot[k] + 1; a slot with split_feature[k] < 0 closes (-1).
+ * or left_child_slot[k] + 1 (an unsampled row keeps its -2 - slot code); a
+ * slot with split_feature[k] < 0 becomes a leaf: its rows record slot_node[k]
+ * (the node's id in its tree) as their leaf and close (-1).
  */
 int pbc_route_rows(pbc_context *context, int32_t n_slots, const int32_t *split_feature,
                    const int32_t *split_threshold, const uint8_t *split_missing_left,
-                   const int32_t *left_child_slot);
+                   const int32_t *left_child_slot, const int32_t *slot_node);
 
 /*
- * Add the pack's trees evaluated on the training bins to out (n_rows,):
- * node arrays (n_nodes,) with absolute child indices, trees rooted at
- * tree_roots (n_trees,). Each row sums its trees in order, then out += sum.
+ * The pack update by lookup: out[row] += value[tree_roots[t] + leaf(row, t)]
+ * for t = 0 .. pack_size-1 in order (the leaves recorded by pbc_route_rows),
+ * the same additions in the same order as the CPU (bit-identical). value has
+ * n_nodes entries; out (n_rows,) is read and written.
  */
-int pbc_predict_binned(pbc_context *context, int64_t n_nodes, const int32_t *feature,
-                       const int32_t *threshold_bin, const uint8_t *missing_left,
-                       const int32_t *left_child, const int32_t *right_child,
-                       const double *value, int32_t n_trees, const int64_t *tree_roots,
-                       double *out);
+int pbc_add_leaf_values(pbc_context *context, int64_t n_nodes, const double *value,
+                        const int64_t *tree_roots, double *out);
 
 /* Raw-value prediction (no context). X is row-major (n_rows, n_features). */
 #define PBC_DTYPE_FLOAT64 0

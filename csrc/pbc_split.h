@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #include "des.h"
-#include "packboost_cuda.h"
+#include "split_params.h"
 
 #ifdef __CUDACC__
 #define PBC_FN static __host__ __device__ __forceinline__
@@ -84,9 +84,9 @@ typedef struct {
     double g, h, count, left_g, left_h, left_count;
 } pbc_era_sums;
 
-PBC_FN double pbc_era_weight(const pbc_split_params *params, long long count)
+PBC_FN double pbc_era_weight(const pb_split_params *params, long long count)
 {
-    return params->era_weighting ? params->era_alpha + (double)count : 1.0;
+    return params->era_weighting == PB_ERA_WEIGHTING_COUNT ? params->era_alpha + (double)count : 1.0;
 }
 
 PBC_FN void pbc_totals_zero(pbc_totals *t)
@@ -129,7 +129,7 @@ PBC_FN double pbc_double_add(double a, double b)
  * prefix sums in place (call once per tile).
  */
 PBC_FN pbc_totals pbc_lane_totals(pbc_cell *cells, long long era_stride, int n_eras,
-                                  int n_bins, const pbc_split_params *params,
+                                  int n_bins, const pb_split_params *params,
                                   double inv_scale_g, double inv_scale_h,
                                   int lane, int n_lanes)
 {
@@ -177,7 +177,7 @@ PBC_FN long long pbc_era_count(const pbc_cell *row, int n_bins)
 
 /* Lane's share of the left sums (non-missing bins <= threshold). */
 PBC_FN pbc_left pbc_lane_left(const pbc_cell *cells, long long era_stride, int n_eras,
-                              int n_bins, int threshold, const pbc_split_params *params,
+                              int n_bins, int threshold, const pb_split_params *params,
                               double inv_scale_g, double inv_scale_h, int lane, int n_lanes)
 {
     pbc_left left;
@@ -225,7 +225,7 @@ PBC_FN pbc_era_sums pbc_era_candidate(const pbc_cell *row, int n_bins, int thres
 /* Lane's share of sum_e w_e gain_e (newton era gains need it for their mean). */
 PBC_FN double pbc_lane_gain_sum(const des_candidate_t *state, const pbc_cell *cells,
                                 long long era_stride, int n_eras, int n_bins, int threshold,
-                                int missing_left, const pbc_split_params *params,
+                                int missing_left, const pb_split_params *params,
                                 double inv_scale_g, double inv_scale_h, int lane, int n_lanes)
 {
     double total = 0.0;
@@ -245,7 +245,7 @@ PBC_FN double pbc_lane_gain_sum(const des_candidate_t *state, const pbc_cell *ce
 /* Lane's share of the era pass (spread and direction) of a begun candidate. */
 PBC_FN pbc_pass pbc_lane_pass(const des_candidate_t *state, const pbc_cell *cells,
                               long long era_stride, int n_eras, int n_bins, int threshold,
-                              int missing_left, const pbc_split_params *params,
+                              int missing_left, const pb_split_params *params,
                               double inv_scale_g, double inv_scale_h, int lane, int n_lanes)
 {
     des_candidate_t local = *state;
@@ -270,7 +270,7 @@ PBC_FN pbc_pass pbc_lane_pass(const des_candidate_t *state, const pbc_cell *cell
 }
 
 /* Does the tile's era pass run at all (DES needs it for std, direction, newton)? */
-PBC_FN int pbc_needs_pass(const pbc_split_params *params)
+PBC_FN int pbc_needs_pass(const pb_split_params *params)
 {
     return params->lambda_dro != 0.0 || params->lambda_dir != 0.0
         || params->era_gain == DES_ERA_GAIN_NEWTON;
@@ -283,7 +283,7 @@ typedef struct {
 } pbc_candidate;
 
 PBC_FN pbc_candidate pbc_candidate_sums(const pbc_totals *totals, const pbc_left *left,
-                                        int missing_left, const pbc_split_params *params,
+                                        int missing_left, const pb_split_params *params,
                                         double inv_scale_g, double inv_scale_h)
 {
     pbc_candidate cand;
@@ -318,7 +318,7 @@ PBC_FN pbc_candidate pbc_candidate_sums(const pbc_totals *totals, const pbc_left
 }
 
 PBC_FN void pbc_candidate_start(des_candidate_t *state, const pbc_candidate *cand,
-                                const pbc_split_params *params)
+                                const pb_split_params *params)
 {
     des_candidate_begin(state, cand->sum_g, cand->sum_h, cand->left_g, cand->left_h,
                         params->reg_lambda, params->era_gain, params->dir_tanh_scale,
@@ -326,7 +326,7 @@ PBC_FN void pbc_candidate_start(des_candidate_t *state, const pbc_candidate *can
 }
 
 /* After the mean, as score_tile does: the node's noise for era_std = "between". */
-PBC_FN void pbc_candidate_noise(des_candidate_t *state, const pbc_split_params *params,
+PBC_FN void pbc_candidate_noise(des_candidate_t *state, const pb_split_params *params,
                                 double gradient_variance)
 {
     if (params->era_std_between)
@@ -336,7 +336,7 @@ PBC_FN void pbc_candidate_noise(des_candidate_t *state, const pbc_split_params *
 /* Close a candidate and keep it if strictly better (first maximum wins ties). */
 PBC_FN void pbc_candidate_close(pbc_best *best, des_candidate_t *state,
                                 const pbc_candidate *cand, const pbc_pass *pass,
-                                const pbc_split_params *params, int threshold,
+                                const pb_split_params *params, int threshold,
                                 int missing_left)
 {
     des_result_t result;
@@ -390,7 +390,7 @@ PBC_FN pbc_best pbc_best_none(void)
     } while (0)
 
 static pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n_eras,
-                                    int n_bins, const pbc_split_params *params,
+                                    int n_bins, const pb_split_params *params,
                                     double gradient_variance, double inv_scale_g,
                                     double inv_scale_h)
 {

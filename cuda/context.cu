@@ -188,7 +188,8 @@ extern "C" int pbc_context_destroy(pbc_context *ctx)
                        ctx->tile_era, ctx->gradients, ctx->hessians,
                        ctx->gradients_squared, ctx->staging,
                        ctx->tree_rows,
-                       ctx->node_of_row, ctx->scratch, ctx->hist, ctx->predict_out};
+                       ctx->node_of_row, ctx->leaf_of_row, ctx->scratch, ctx->hist,
+                       ctx->predict_out};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); ++i)
         if (buffers[i])
             cudaFree(buffers[i]);
@@ -264,6 +265,7 @@ static int pbc_context_fill(pbc_context *ctx, const void *X_binned, const int32_
     PBC_ALLOC(ctx->staging, n_rows * sizeof(double));
     PBC_ALLOC(ctx->tree_rows, n_rows * pack * sizeof(int32_t));
     PBC_ALLOC(ctx->node_of_row, n_rows * pack * sizeof(int32_t));
+    PBC_ALLOC(ctx->leaf_of_row, n_rows * pack * sizeof(int32_t));
     PBC_ALLOC(ctx->predict_out, n_rows * sizeof(double));
 #undef PBC_ALLOC
     if (rc == PBC_OK) rc = pbc_copies(ctx, pbc_upload(ctx, ctx->tile_begin, tile_begin, n_tiles * sizeof(int64_t)));
@@ -411,7 +413,7 @@ extern "C" int pbc_find_splits(pbc_context *ctx, int32_t n_slots, const int32_t 
                                const uint8_t *slot_open, int32_t n_candidates,
                                const int32_t *features, const uint8_t *tree_uses_feature,
                                const double *slot_gradient_variance,
-                               const pbc_split_params *params, int32_t *best_column,
+                               const pb_split_params *params, int32_t *best_column,
                                double *best_score, double *best_gain, int32_t *best_threshold,
                                uint8_t *best_missing_left)
 {
@@ -512,10 +514,10 @@ extern "C" int pbc_find_splits(pbc_context *ctx, int32_t n_slots, const int32_t 
 
 extern "C" int pbc_route_rows(pbc_context *ctx, int32_t n_slots, const int32_t *split_feature,
                               const int32_t *split_threshold, const uint8_t *split_missing_left,
-                              const int32_t *left_child_slot)
+                              const int32_t *left_child_slot, const int32_t *slot_node)
 {
     if (!ctx || n_slots < 1 || !split_feature || !split_threshold || !split_missing_left
-            || !left_child_slot)
+            || !left_child_slot || !slot_node)
         return PBC_ERROR_INVALID_ARGUMENT;
     for (int32_t i = 0; i < n_slots; ++i)
         if (split_feature[i] >= ctx->n_features)
@@ -527,6 +529,7 @@ extern "C" int pbc_route_rows(pbc_context *ctx, int32_t n_slots, const int32_t *
         int32_t *d_threshold = (int32_t *)pbc_take(&arena, n_slots * sizeof(int32_t));
         uint8_t *d_missing_left = (uint8_t *)pbc_take(&arena, n_slots);
         int32_t *d_left_child = (int32_t *)pbc_take(&arena, n_slots * sizeof(int32_t));
+        int32_t *d_slot_node = (int32_t *)pbc_take(&arena, n_slots * sizeof(int32_t));
         if (pass == 0) {
             int rc = pbc_reserve(&ctx->scratch, &ctx->scratch_bytes, arena.offset);
             if (rc != PBC_OK)
@@ -539,38 +542,28 @@ extern "C" int pbc_route_rows(pbc_context *ctx, int32_t n_slots, const int32_t *
                   pbc_copies(ctx, pbc_upload(ctx, d_feature, split_feature, n_slots * sizeof(int32_t))
                   || pbc_upload(ctx, d_threshold, split_threshold, n_slots * sizeof(int32_t))
                   || pbc_upload(ctx, d_missing_left, split_missing_left, n_slots)
-                  || pbc_upload(ctx, d_left_child, left_child_slot, n_slots * sizeof(int32_t))));
+                  || pbc_upload(ctx, d_left_child, left_child_slot, n_slots * sizeof(int32_t))
+                  || pbc_upload(ctx, d_slot_node, slot_node, n_slots * sizeof(int32_t))));
         PBC_TIMED(PBC_TIMER_ROUTE,
-                  pbc_launch_route(ctx, d_feature, d_threshold, d_missing_left, d_left_child));
+                  pbc_launch_route(ctx, d_feature, d_threshold, d_missing_left, d_left_child,
+                                   d_slot_node));
     }
+    /* The host may reuse its arrays once this returns. */
+    PBC_CHECK(cudaStreamSynchronize(ctx->stream));
     return PBC_OK;
 }
 
-extern "C" int pbc_predict_binned(pbc_context *ctx, int64_t n_nodes, const int32_t *feature,
-                                  const int32_t *threshold_bin, const uint8_t *missing_left,
-                                  const int32_t *left_child, const int32_t *right_child,
-                                  const double *value, int32_t n_trees,
-                                  const int64_t *tree_roots, double *out)
+extern "C" int pbc_add_leaf_values(pbc_context *ctx, int64_t n_nodes, const double *value,
+                                   const int64_t *tree_roots, double *out)
 {
-    if (!ctx || n_nodes < 1 || n_trees < 0 || !feature || !threshold_bin || !missing_left
-            || !left_child || !right_child || !value || !out || (n_trees > 0 && !tree_roots))
+    if (!ctx || n_nodes < 1 || !value || !tree_roots || !out)
         return PBC_ERROR_INVALID_ARGUMENT;
-    if (n_trees == 0)
-        return PBC_OK;
     PBC_CHECK(cudaSetDevice(ctx->device));
-    double *host = (double *)malloc(ctx->n_rows * sizeof(double));
-    if (!host)
-        return PBC_ERROR_HOST_MEMORY;
     int rc = PBC_OK;
     pbc_arena arena = {NULL, 0};
     for (int pass = 0; pass < 2 && rc == PBC_OK; ++pass) {
-        int32_t *d_feature = (int32_t *)pbc_take(&arena, n_nodes * sizeof(int32_t));
-        int32_t *d_threshold = (int32_t *)pbc_take(&arena, n_nodes * sizeof(int32_t));
-        uint8_t *d_missing_left = (uint8_t *)pbc_take(&arena, n_nodes);
-        int32_t *d_left = (int32_t *)pbc_take(&arena, n_nodes * sizeof(int32_t));
-        int32_t *d_right = (int32_t *)pbc_take(&arena, n_nodes * sizeof(int32_t));
         double *d_value = (double *)pbc_take(&arena, n_nodes * sizeof(double));
-        int64_t *d_roots = (int64_t *)pbc_take(&arena, n_trees * sizeof(int64_t));
+        int64_t *d_roots = (int64_t *)pbc_take(&arena, ctx->pack_size * sizeof(int64_t));
         if (pass == 0) {
             rc = pbc_reserve(&ctx->scratch, &ctx->scratch_bytes, arena.offset);
             arena.base = (char *)ctx->scratch;
@@ -580,29 +573,19 @@ extern "C" int pbc_predict_binned(pbc_context *ctx, int64_t n_nodes, const int32
         rc = pbc_timer_begin(ctx);
         if (rc == PBC_OK)
             rc = pbc_copies(ctx,
-                pbc_upload(ctx, d_feature, feature, n_nodes * sizeof(int32_t))
-                || pbc_upload(ctx, d_threshold, threshold_bin, n_nodes * sizeof(int32_t))
-                || pbc_upload(ctx, d_missing_left, missing_left, n_nodes)
-                || pbc_upload(ctx, d_left, left_child, n_nodes * sizeof(int32_t))
-                || pbc_upload(ctx, d_right, right_child, n_nodes * sizeof(int32_t))
-                || pbc_upload(ctx, d_value, value, n_nodes * sizeof(double))
-                || pbc_upload(ctx, d_roots, tree_roots, n_trees * sizeof(int64_t)));
+                pbc_upload(ctx, d_value, value, n_nodes * sizeof(double))
+                || pbc_upload(ctx, d_roots, tree_roots, ctx->pack_size * sizeof(int64_t))
+                || pbc_upload(ctx, ctx->predict_out, out, ctx->n_rows * sizeof(double)));
         if (rc == PBC_OK)
-            rc = pbc_launch_predict_binned(ctx, d_feature, d_threshold, d_missing_left, d_left,
-                                           d_right, d_value, n_trees, d_roots,
-                                           ctx->predict_out);
+            rc = pbc_launch_add_leaf_values(ctx, d_value, d_roots, ctx->predict_out);
         if (rc == PBC_OK)
-            rc = pbc_copies(ctx, pbc_download(ctx, host, ctx->predict_out,
+            rc = pbc_copies(ctx, pbc_download(ctx, out, ctx->predict_out,
                                               ctx->n_rows * sizeof(double)));
         if (rc == PBC_OK)
             rc = (int)cudaStreamSynchronize(ctx->stream);
         if (rc == PBC_OK)
             rc = pbc_timer_end(ctx, PBC_TIMER_PREDICT);
     }
-    if (rc == PBC_OK)
-        for (int64_t row = 0; row < ctx->n_rows; ++row)
-            out[row] += host[row];
-    free(host);
     return rc;
 }
 

@@ -80,14 +80,15 @@ struct pbc_context {
     long long *gradients_squared;     /* fixed point g * g (n_rows,) */
     double *staging;                  /* (n_rows,) a real-valued upload */
     int32_t *tree_rows;               /* (pack_size, n_rows): tree t's sample at t * n_rows */
-    int32_t *node_of_row;             /* (n_rows, pack_size) */
+    int32_t *node_of_row;             /* (n_rows, pack_size) slot codes (docs/data-layout.md) */
+    int32_t *leaf_of_row;             /* (n_rows, pack_size) leaf node id in its tree */
     double inv_scale_g, inv_scale_h;
     /* depth scratch, grown on demand */
     void *scratch;
     size_t scratch_bytes;
     pbc_cell *hist;
     size_t hist_bytes;
-    double *predict_out;              /* (n_rows,) */
+    double *predict_out;              /* (n_rows,) the pack update's device copy of out */
     /* timers */
     int timing;
     cudaEvent_t start, stop;
@@ -108,7 +109,7 @@ int pbc_launch_score(pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree
                      const uint8_t *slot_open, const double *slot_gradient_variance,
                      int32_t n_candidates, int32_t chunk_first,
                      int32_t chunk_size, const int32_t *features,
-                     const uint8_t *tree_uses_feature, const pbc_split_params *params,
+                     const uint8_t *tree_uses_feature, const pb_split_params *params,
                      double *tile_score, double *tile_gain, int32_t *tile_threshold,
                      uint8_t *tile_missing_left, uint8_t *tile_found);
 int pbc_launch_select(pbc_context *ctx, int32_t n_slots, int32_t n_candidates,
@@ -119,12 +120,9 @@ int pbc_launch_select(pbc_context *ctx, int32_t n_slots, int32_t n_candidates,
                       uint8_t *best_missing_left);
 int pbc_launch_route(pbc_context *ctx, const int32_t *split_feature,
                      const int32_t *split_threshold, const uint8_t *split_missing_left,
-                     const int32_t *left_child_slot);
-int pbc_launch_predict_binned(pbc_context *ctx, const int32_t *feature,
-                              const int32_t *threshold_bin, const uint8_t *missing_left,
-                              const int32_t *left_child, const int32_t *right_child,
-                              const double *value, int32_t n_trees, const int64_t *tree_roots,
-                              double *out);
+                     const int32_t *left_child_slot, const int32_t *slot_node);
+int pbc_launch_add_leaf_values(pbc_context *ctx, const double *value, const int64_t *tree_roots,
+                               double *out);
 int pbc_launch_predict_raw(cudaStream_t stream, const void *X, int dtype, int64_t n_rows,
                            int64_t n_features, const int32_t *feature, const double *threshold,
                            const uint8_t *missing_left, const int32_t *left_child,

@@ -35,6 +35,16 @@ int pbc_launch_quantize(pbc_context *ctx, long long *fixed, double scale, int sq
     return PBC_OK;
 }
 
+/* node_of_row[row, tree] = -2 - tree for every row: in the tree's root, not sampled. */
+__global__ void pbc_unsampled_kernel(int64_t n_rows, int32_t pack_size,
+                                     int32_t *__restrict__ node_of_row)
+{
+    int64_t n = n_rows * pack_size;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        node_of_row[i] = -2 - (int32_t)(i % pack_size);
+}
+
 /*
  * node_of_row[row, tree] = tree for the rows the tree samples (root of tree t
  * = slot t): sample[i] for i < n_sample, or every row when sample is NULL.
@@ -53,10 +63,11 @@ __global__ void pbc_init_round_kernel(const int32_t *__restrict__ sample,
 
 int pbc_launch_init_round(pbc_context *ctx, const int64_t *tree_n_rows)
 {
-    /* All bytes 0xff: every int32 is -1 (no tree uses the row yet). */
-    PBC_CHECK(cudaMemsetAsync(ctx->node_of_row, 0xff,
-                              (size_t)ctx->n_rows * ctx->pack_size * sizeof(int32_t),
-                              ctx->stream));
+    /* Every row starts in its tree's root unsampled (routed along, never
+     * summed; docs/data-layout.md), then each tree's sample is marked. */
+    PBC_LAUNCH(pbc_unsampled_kernel, pbc_blocks(ctx->n_rows * ctx->pack_size, PBC_ROW_THREADS),
+               PBC_ROW_THREADS, 0, ctx->stream)(ctx->n_rows, ctx->pack_size, ctx->node_of_row);
+    PBC_CHECK_LAUNCH();
     for (int32_t tree = 0; tree < ctx->pack_size; ++tree) {
         if (tree_n_rows[tree] == 0)
             continue;
@@ -124,7 +135,11 @@ int pbc_launch_slot_sums(pbc_context *ctx, int32_t n_slots, long long *sums)
     return PBC_OK;
 }
 
-/* route_rows of _partition.pyx, one thread per row. */
+/*
+ * route_rows of _partition.pyx, one thread per row. Codes: slot >= 0 a
+ * sampled row in an open slot, -2 - slot an unsampled row routed along, -1 a
+ * row whose node became a leaf (its leaf is in leaf_of_row).
+ */
 template <typename BinT>
 __global__ void pbc_route_kernel(const BinT *__restrict__ X_binned, int64_t n_rows,
                                  int32_t pack_size, const int32_t *__restrict__ n_bins,
@@ -132,42 +147,47 @@ __global__ void pbc_route_kernel(const BinT *__restrict__ X_binned, int64_t n_ro
                                  const int32_t *__restrict__ split_threshold,
                                  const uint8_t *__restrict__ split_missing_left,
                                  const int32_t *__restrict__ left_child_slot,
-                                 int32_t *__restrict__ node_of_row)
+                                 const int32_t *__restrict__ slot_node,
+                                 int32_t *__restrict__ node_of_row,
+                                 int32_t *__restrict__ leaf_of_row)
 {
     for (int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; row < n_rows;
          row += (int64_t)gridDim.x * blockDim.x) {
         for (int32_t tree = 0; tree < pack_size; ++tree) {
-            int32_t slot = node_of_row[row * pack_size + tree];
-            if (slot < 0)
+            int32_t code = node_of_row[row * pack_size + tree];
+            if (code == -1)
                 continue;
+            int32_t slot = code >= 0 ? code : -2 - code;
             int32_t feature = split_feature[slot];
             if (feature < 0) {
+                leaf_of_row[row * pack_size + tree] = slot_node[slot];
                 node_of_row[row * pack_size + tree] = -1;
                 continue;
             }
             int32_t bin = (int32_t)X_binned[feature * n_rows + row];
             bool left = bin == n_bins[feature] ? split_missing_left[slot] != 0
                                                : bin <= split_threshold[slot];
-            node_of_row[row * pack_size + tree] = left_child_slot[slot] + (left ? 0 : 1);
+            int32_t child = left_child_slot[slot] + (left ? 0 : 1);
+            node_of_row[row * pack_size + tree] = code >= 0 ? child : -2 - child;
         }
     }
 }
 
 int pbc_launch_route(pbc_context *ctx, const int32_t *split_feature,
                      const int32_t *split_threshold, const uint8_t *split_missing_left,
-                     const int32_t *left_child_slot)
+                     const int32_t *left_child_slot, const int32_t *slot_node)
 {
     unsigned int blocks = pbc_blocks(ctx->n_rows, PBC_ROW_THREADS);
     if (ctx->bytes_per_bin == 1)
         PBC_LAUNCH(pbc_route_kernel<uint8_t>, blocks, PBC_ROW_THREADS, 0, ctx->stream)(
             (const uint8_t *)ctx->X_binned, ctx->n_rows, ctx->pack_size, ctx->n_bins,
-            split_feature, split_threshold, split_missing_left, left_child_slot,
-            ctx->node_of_row);
+            split_feature, split_threshold, split_missing_left, left_child_slot, slot_node,
+            ctx->node_of_row, ctx->leaf_of_row);
     else
         PBC_LAUNCH(pbc_route_kernel<uint16_t>, blocks, PBC_ROW_THREADS, 0, ctx->stream)(
             (const uint16_t *)ctx->X_binned, ctx->n_rows, ctx->pack_size, ctx->n_bins,
-            split_feature, split_threshold, split_missing_left, left_child_slot,
-            ctx->node_of_row);
+            split_feature, split_threshold, split_missing_left, left_child_slot, slot_node,
+            ctx->node_of_row, ctx->leaf_of_row);
     PBC_CHECK_LAUNCH();
     return PBC_OK;
 }

@@ -7,51 +7,32 @@
 
 #include "internal.cuh"
 
-template <typename BinT>
-__global__ void pbc_predict_binned_kernel(const BinT *__restrict__ X_binned, int64_t n_rows,
-                                          const int32_t *__restrict__ n_bins,
-                                          const int32_t *__restrict__ feature,
-                                          const int32_t *__restrict__ threshold_bin,
-                                          const uint8_t *__restrict__ missing_left,
-                                          const int32_t *__restrict__ left_child,
-                                          const int32_t *__restrict__ right_child,
-                                          const double *__restrict__ value, int32_t n_trees,
-                                          const int64_t *__restrict__ tree_roots,
-                                          double *__restrict__ out)
+/*
+ * The pack update on the training rows by lookup (_predict.pyx
+ * add_leaf_values): each row adds its trees' leaf values to out in tree
+ * order, the CPU's additions in the CPU's order.
+ */
+__global__ void pbc_add_leaf_values_kernel(const int32_t *__restrict__ leaf_of_row,
+                                           int64_t n_rows, int32_t pack_size,
+                                           const double *__restrict__ value,
+                                           const int64_t *__restrict__ tree_roots,
+                                           double *__restrict__ out)
 {
     for (int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; row < n_rows;
          row += (int64_t)gridDim.x * blockDim.x) {
-        double total = 0.0;
-        for (int32_t tree = 0; tree < n_trees; ++tree) {
-            int64_t node = tree_roots[tree];
-            while (feature[node] >= 0) {
-                int32_t f = feature[node];
-                int32_t bin = (int32_t)X_binned[f * n_rows + row];
-                bool left = bin == n_bins[f] ? missing_left[node] != 0
-                                             : bin <= threshold_bin[node];
-                node = left ? left_child[node] : right_child[node];
-            }
-            total += value[node];
-        }
+        double total = out[row];
+        for (int32_t tree = 0; tree < pack_size; ++tree)
+            total += value[tree_roots[tree] + leaf_of_row[row * pack_size + tree]];
         out[row] = total;
     }
 }
 
-int pbc_launch_predict_binned(pbc_context *ctx, const int32_t *feature,
-                              const int32_t *threshold_bin, const uint8_t *missing_left,
-                              const int32_t *left_child, const int32_t *right_child,
-                              const double *value, int32_t n_trees, const int64_t *tree_roots,
-                              double *out)
+int pbc_launch_add_leaf_values(pbc_context *ctx, const double *value, const int64_t *tree_roots,
+                               double *out)
 {
-    unsigned int blocks = pbc_blocks(ctx->n_rows, PBC_ROW_THREADS);
-    if (ctx->bytes_per_bin == 1)
-        PBC_LAUNCH(pbc_predict_binned_kernel<uint8_t>, blocks, PBC_ROW_THREADS, 0, ctx->stream)(
-            (const uint8_t *)ctx->X_binned, ctx->n_rows, ctx->n_bins, feature, threshold_bin,
-            missing_left, left_child, right_child, value, n_trees, tree_roots, out);
-    else
-        PBC_LAUNCH(pbc_predict_binned_kernel<uint16_t>, blocks, PBC_ROW_THREADS, 0, ctx->stream)(
-            (const uint16_t *)ctx->X_binned, ctx->n_rows, ctx->n_bins, feature, threshold_bin,
-            missing_left, left_child, right_child, value, n_trees, tree_roots, out);
+    PBC_LAUNCH(pbc_add_leaf_values_kernel, pbc_blocks(ctx->n_rows, PBC_ROW_THREADS),
+               PBC_ROW_THREADS, 0, ctx->stream)(ctx->leaf_of_row, ctx->n_rows, ctx->pack_size,
+                                                value, tree_roots, out);
     PBC_CHECK_LAUNCH();
     return PBC_OK;
 }

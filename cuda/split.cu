@@ -66,7 +66,7 @@ __device__ __forceinline__ pbc_pass pbc_warp_sum(pbc_pass p)
 
 /* The warp version of pbc_score_tile_host (csrc/pbc_split.h); keep them in step. */
 __device__ pbc_best pbc_score_tile_warp(pbc_cell *cells, long long era_stride, int n_eras,
-                                        int n_bins, const pbc_split_params *params,
+                                        int n_bins, const pb_split_params *params,
                                         double gradient_variance, double inv_scale_g,
                                         double inv_scale_h, int lane)
 {
@@ -123,7 +123,7 @@ __global__ void pbc_score_kernel(pbc_cell *__restrict__ hist, int32_t n_slots, i
                                  const int32_t *__restrict__ features,          /* chunk's */
                                  const uint8_t *__restrict__ tree_uses_feature, /* chunk's */
                                  int32_t chunk_size, int32_t chunk_first, int32_t n_candidates,
-                                 int32_t pack_size, pbc_split_params params,
+                                 int32_t pack_size, pb_split_params params,
                                  double inv_scale_g, double inv_scale_h,
                                  double *__restrict__ tile_score, double *__restrict__ tile_gain,
                                  int32_t *__restrict__ tile_threshold,
@@ -155,7 +155,7 @@ int pbc_launch_score(pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree
                      const uint8_t *slot_open, const double *slot_gradient_variance,
                      int32_t n_candidates, int32_t chunk_first,
                      int32_t chunk_size, const int32_t *features,
-                     const uint8_t *tree_uses_feature, const pbc_split_params *params,
+                     const uint8_t *tree_uses_feature, const pb_split_params *params,
                      double *tile_score, double *tile_gain, int32_t *tile_threshold,
                      uint8_t *tile_missing_left, uint8_t *tile_found)
 {

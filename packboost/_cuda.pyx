@@ -8,8 +8,9 @@ Importing it never touches the GPU: every CUDA error surfaces at a call, as a
 ``packboost._device.CudaError`` carrying CUDA's own message and code.
 
 ``CudaContext`` holds a fit's device state and exposes one method per kernel
-step of a depth (the contract ``packboost._cuda_grower`` drives, and that
-``packboost._cuda_grower.HostKernels`` implements on the host as its oracle).
+step of a depth (the contract :class:`packboost.backends.cuda.CudaBackend`
+drives, and that the test oracle ``tests/oracles/host_kernels.py`` implements
+on the host).
 """
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from libc.stdint cimport uint8_t, uint16_t, int8_t, int32_t, int64_t
 
 from packboost._device import CudaError
-from packboost._pbc_params cimport make_params, pbc_split_params
+from packboost._split_params cimport make_split_params, pb_split_params
 
 
 cdef extern from "packboost_cuda.h" nogil:
@@ -53,17 +54,14 @@ cdef extern from "packboost_cuda.h" nogil:
                         const uint8_t *slot_open, int32_t n_candidates,
                         const int32_t *features, const uint8_t *tree_uses_feature,
                         const double *slot_gradient_variance,
-                        const pbc_split_params *params, int32_t *best_column,
+                        const pb_split_params *params, int32_t *best_column,
                         double *best_score, double *best_gain, int32_t *best_threshold,
                         uint8_t *best_missing_left)
     int pbc_route_rows(pbc_context *context, int32_t n_slots, const int32_t *split_feature,
                        const int32_t *split_threshold, const uint8_t *split_missing_left,
-                       const int32_t *left_child_slot)
-    int pbc_predict_binned(pbc_context *context, int64_t n_nodes, const int32_t *feature,
-                           const int32_t *threshold_bin, const uint8_t *missing_left,
-                           const int32_t *left_child, const int32_t *right_child,
-                           const double *value, int32_t n_trees, const int64_t *tree_roots,
-                           double *out)
+                       const int32_t *left_child_slot, const int32_t *slot_node)
+    int pbc_add_leaf_values(pbc_context *context, int64_t n_nodes, const double *value,
+                            const int64_t *tree_roots, double *out)
     int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_rows,
                         int64_t n_features, int64_t n_nodes, const int32_t *feature,
                         const double *threshold, const uint8_t *missing_left,
@@ -257,7 +255,7 @@ cdef class CudaContext:
         cdef int32_t[::1] column_view = column, threshold_view = threshold
         cdef double[::1] score_view = score, gain_view = gain
         cdef uint8_t[::1] missing_view = missing_left
-        cdef pbc_split_params c_params = make_params(params)
+        cdef pb_split_params c_params = make_split_params(params)
         cdef pbc_context *context = self.live()
         cdef int code
         with nogil:
@@ -271,10 +269,13 @@ cdef class CudaContext:
         return result
 
     def route_rows(self, const int32_t[::1] split_feature, const int32_t[::1] split_threshold,
-                   const uint8_t[::1] split_missing_left, const int32_t[::1] left_child_slot):
+                   const uint8_t[::1] split_missing_left, const int32_t[::1] left_child_slot,
+                   const int32_t[::1] slot_node):
+        """Rows to their child slots; rows of slots that do not split record
+        ``slot_node`` as their leaf (pbc_route_rows)."""
         cdef Py_ssize_t n_slots = split_feature.shape[0]
         if (split_threshold.shape[0] != n_slots or split_missing_left.shape[0] != n_slots
-                or left_child_slot.shape[0] != n_slots):
+                or left_child_slot.shape[0] != n_slots or slot_node.shape[0] != n_slots):
             raise ValueError("route_rows inputs do not match")
         if n_slots == 0:
             return
@@ -283,26 +284,23 @@ cdef class CudaContext:
         with nogil:
             code = pbc_route_rows(context, <int32_t>n_slots, &split_feature[0],
                                   &split_threshold[0], &split_missing_left[0],
-                                  &left_child_slot[0])
+                                  &left_child_slot[0], &slot_node[0])
         check(code, "routing rows on the GPU")
 
-    def predict_binned(self, const int32_t[::1] feature, const int32_t[::1] threshold_bin,
-                       const uint8_t[::1] missing_left, const int32_t[::1] left_child,
-                       const int32_t[::1] right_child, const double[::1] value,
-                       const int64_t[::1] tree_roots, double[::1] out):
-        """out += the trees (rooted at tree_roots) on the training bins."""
-        cdef Py_ssize_t n_nodes = feature.shape[0]
+    def add_leaf_values(self, const double[::1] value, const int64_t[::1] tree_roots,
+                        double[::1] out):
+        """out += each training row's recorded leaf values, trees in order."""
         if out.shape[0] != self.n_rows:
             raise ValueError("out must have one entry per training row")
-        if n_nodes == 0 or tree_roots.shape[0] == 0:
+        if tree_roots.shape[0] != self.pack_size:
+            raise ValueError(f"tree_roots must have {self.pack_size} entries")
+        if value.shape[0] == 0 or self.n_rows == 0:
             return
         cdef pbc_context *context = self.live()
         cdef int code
         with nogil:
-            code = pbc_predict_binned(context, n_nodes, &feature[0], &threshold_bin[0],
-                                      &missing_left[0], &left_child[0], &right_child[0],
-                                      &value[0], <int32_t>tree_roots.shape[0], &tree_roots[0],
-                                      &out[0])
+            code = pbc_add_leaf_values(context, value.shape[0], &value[0], &tree_roots[0],
+                                       &out[0])
         check(code, "the pack update on the GPU")
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
-from packboost._pbc_params cimport make_params, pbc_split_params
+from packboost._split_params cimport make_split_params, pb_split_params
 
 
 cdef extern from "pbc_split.h" nogil:
@@ -29,7 +29,7 @@ cdef extern from "pbc_split.h" nogil:
         int32_t missing_left
         int32_t found
     pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n_eras,
-                                 int n_bins, const pbc_split_params *params,
+                                 int n_bins, const pb_split_params *params,
                                  double gradient_variance, double inv_scale_g,
                                  double inv_scale_h)
 
@@ -70,7 +70,7 @@ def score_tiles(hist, const int32_t[::1] n_bins, const uint8_t[::1] tile_open, d
     cdef double[::1] score_view = score, gain_view = gain
     cdef int32_t[::1] threshold_view = threshold
     cdef uint8_t[::1] missing_view = missing_left, found_view = found
-    cdef pbc_split_params c_params = make_params(params)
+    cdef pb_split_params c_params = make_split_params(params)
     cdef double inv_g = 1.0 / scale_gradients, inv_h = 1.0 / scale_hessians
     cdef pbc_best best
     cdef Py_ssize_t index

@@ -1,6 +1,7 @@
-"""Which backend trains and predicts: ``device="cpu"`` or ``device="cuda"``.
+"""Is the CUDA backend here, and can it run: build facts, GPU, CudaError.
 
-The CUDA backend is the shared library ``libpackboost_cuda.so`` and its
+(Which backend a fit or a prediction uses is decided in one place,
+:mod:`packboost.backends`.) The CUDA backend is the shared library ``libpackboost_cuda.so`` and its
 Cython face ``packboost._cuda``; both exist only when the package was built
 with nvcc (``-Csetup-args=-Dcuda=enabled``, or ``auto`` where nvcc is on
 PATH). Whether a GPU and a driver are usable is known only at run time: every
@@ -8,11 +9,6 @@ failure becomes a :class:`CudaError` with CUDA's own message and code.
 """
 
 from __future__ import annotations
-
-import contextlib
-
-import numpy as np
-
 
 class CudaError(RuntimeError):
     """The CUDA backend is missing or a CUDA call failed.
@@ -99,54 +95,3 @@ def cuda_build_info() -> dict:
     except CudaError as error:
         info["error"] = str(error)
     return info
-
-
-def check_device(device: str) -> None:
-    """Fail fast, before any work, when ``device`` cannot run here."""
-    if device == "cuda":
-        require_cuda()
-
-
-def training_backend(device: str, data, pack_size: int):
-    """Context manager giving ``booster.train``'s ``backend`` for ``device``.
-
-    None for the CPU (the Cython engine); for CUDA, a backend holding the
-    fit's device memory, freed on exit.
-    """
-    if device != "cuda":
-        return contextlib.nullcontext(None)
-    require_cuda()
-    from packboost._cuda_grower import DeviceBackend
-
-    return contextlib.closing(DeviceBackend.on_gpu(data, pack_size))
-
-
-# Rows per GPU prediction call: bounds the device copy of X (rows x features).
-PREDICT_CHUNK_BYTES = 1 << 30
-_RAW_DTYPES = (np.float64, np.float32, np.int8, np.uint8)
-
-
-def predict_raw(ensemble, X, n_rounds=None, start_round=0) -> np.ndarray:
-    """``ensemble.predict_raw`` on the GPU: base score plus the selected rounds."""
-    require_cuda()
-    module = _cuda_module()
-    out = np.full(X.shape[0], ensemble.base_score, dtype=np.float64)
-    roots = ensemble.tree_roots(n_rounds, start_round)
-    if X.shape[0] == 0 or len(roots) == 0:
-        return out
-    if X.dtype not in _RAW_DTYPES:
-        # Integers wider than a byte: float64 holds them exactly (|x| < 2**53).
-        X = X.astype(np.float64)
-    nodes = ensemble.nodes
-    arrays = [np.ascontiguousarray(nodes[name], dtype=dtype) for name, dtype in (
-        ("feature", np.int32), ("threshold", np.float64), ("missing_left", np.uint8),
-        ("left_child", np.int32), ("right_child", np.int32), ("value", np.float64))]
-    row_bytes = max(1, X.shape[1] * X.dtype.itemsize)
-    step = max(1, PREDICT_CHUNK_BYTES // row_bytes)
-    for start in range(0, X.shape[0], step):
-        stop = min(start + step, X.shape[0])
-        block = np.ascontiguousarray(X[start:stop])
-        part = out[start:stop].copy()
-        module.predict_raw(block, *arrays, roots, part)
-        out[start:stop] = part
-    return out

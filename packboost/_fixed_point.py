@@ -113,15 +113,17 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     _histogram.round_to_grid(gradients, gradient_scale, rounded_gradients, packed, count_bits,
                              n_threads)
 
+    # Hessians get their own grid, constant or not, so that both backends
+    # (docs/fixed-point.md) sum the same integers; a constant hessian is
+    # still one value (the CPU kernel then needs no hessian word per cell).
+    hessian_scale = _power_of_two_scale(EXACT_SUM_BITS - 1,
+                                        _histogram.magnitude_sums(hessians, era_offsets)[1])
     constant = len(hessians) > 0 and bool(np.all(hessians == hessians[0]))
     if constant:
-        hessian_scale = 1.0
-        rounded_hessians = hessians
+        constant_hessian = float(np.rint(hessians[0] * hessian_scale) / hessian_scale)
+        rounded_hessians = np.full_like(hessians, constant_hessian)
         hessian_fixed = np.zeros(0, dtype=np.int64)
-        constant_hessian = float(hessians[0])
     else:
-        hessian_scale = _power_of_two_scale(EXACT_SUM_BITS - 1,
-                                            _histogram.magnitude_sums(hessians, era_offsets)[1])
         rounded_hessians = np.empty_like(hessians)
         hessian_fixed = np.empty(len(hessians), dtype=np.int64)
         _histogram.round_to_grid(hessians, hessian_scale, rounded_hessians, hessian_fixed, 0,
@@ -131,3 +133,22 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
         gradients=rounded_gradients, hessians=rounded_hessians, packed=packed,
         hessian_fixed=hessian_fixed, count_bits=count_bits, gradient_scale=gradient_scale,
         hessian_scale=hessian_scale, constant_hessian=constant_hessian)
+
+
+# The CUDA backend's int64 sums of g * g stay below 2**SQUARED_SUM_BITS.
+SQUARED_SUM_BITS = 62
+
+
+def squared_gradient_scale(gradients: np.ndarray) -> float:
+    """Largest power of two ``s`` with ``n * max(g * g) * s <= 2**62``: the grid
+    of the squared gradients the CUDA backend sums in int64.
+
+    Squared gradients only enter a node's gradient variance (the sampling
+    noise of era_std="between", docs/des.md), never a histogram, so they are
+    not on the gradients' exact grid: the CPU sums them as floats.
+    """
+    if len(gradients) == 0:
+        return 1.0
+    peak = max(float(np.max(gradients)), -float(np.min(gradients)))
+    return _power_of_two_scale(SQUARED_SUM_BITS - math.ceil(math.log2(len(gradients))),
+                               peak * peak)

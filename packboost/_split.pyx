@@ -48,6 +48,8 @@ from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
                                    view_fixed_point, build_pack_histograms, unpack_tile)
 from packboost._histogram import HIST_DTYPE
+from packboost._split_params cimport (pb_split_params, make_split_params, DES_ERA_GAIN_NEWTON,
+                                      PB_ERA_WEIGHTING_COUNT)
 
 
 cdef extern from "des.h" nogil:
@@ -76,13 +78,8 @@ cdef extern from "des.h" nogil:
                             double era_right_count)
     des_result_t des_candidate_finish(const des_candidate_t *state,
                                       double lambda_dro, double lambda_dir)
-    int DES_ERA_GAIN_REALIZED
-    int DES_ERA_GAIN_NEWTON
 
 
-ERA_GAIN_CODES = {"realized": DES_ERA_GAIN_REALIZED, "newton": DES_ERA_GAIN_NEWTON}
-ERA_WEIGHTING_CODES = {"equal": 0, "count": 1}
-ERA_STD_CODES = {"total": 0, "between": 1}
 
 # Default cap on one thread's histogram buffer; more slots are done in groups.
 DEFAULT_HISTOGRAM_BUDGET_BYTES = 64 * 1024 * 1024
@@ -105,19 +102,6 @@ cdef enum:
     N_SCRATCH
 
 
-cdef struct split_params:
-    double reg_lambda
-    int era_gain
-    int era_weighting        # 0 equal, 1 count
-    double era_alpha
-    double lambda_dro
-    double lambda_dir
-    double dir_tanh_scale
-    int era_std_between      # subtract the eras' sampling noise (des.h)
-    double min_samples_leaf
-    double min_child_weight
-
-
 cdef struct tile_best:
     double score
     double gain
@@ -129,22 +113,10 @@ cdef struct tile_best:
     uint8_t found
 
 
-cdef split_params make_params(dict params) except *:
-    cdef split_params result
-    result.reg_lambda = params["reg_lambda"]
-    result.era_gain = ERA_GAIN_CODES[params["era_gain"]]
-    result.era_weighting = ERA_WEIGHTING_CODES[params["era_weighting"]]
-    result.era_alpha = params["era_alpha"]
-    result.lambda_dro = params["lambda_dro"]
-    result.lambda_dir = params["lambda_dir"]
-    result.dir_tanh_scale = params["dir_tanh_scale"]
-    # Kernel-level default is DESIGN 1's literal total std; the estimators
-    # pass their era_std ("between" by default).
-    result.era_std_between = ERA_STD_CODES[params.get("era_std", "total")]
-    # A child needs at least one row whatever the user asked.
-    result.min_samples_leaf = max(1, params["min_samples_leaf"])
-    result.min_child_weight = params["min_child_weight"]
-    return result
+def split_params_as_dict(dict params):
+    """The split kernels' struct (csrc/split_params.h) filled from ``params``,
+    read back as a dict: what the kernels actually receive (tests)."""
+    return make_split_params(params)
 
 
 cdef tile_best score_tile(
@@ -152,7 +124,7 @@ cdef tile_best score_tile(
         Py_ssize_t era_stride,
         Py_ssize_t n_eras,
         Py_ssize_t n_bins,               # non-missing bins; missing bin = n_bins
-        const split_params* params,
+        const pb_split_params* params,
         double gradient_variance,        # per-row variance of the node's gradients
         int32_t* era_ids,                # scratch (n_eras,)
         double* scratch,                 # scratch (N_SCRATCH, n_eras)
@@ -205,7 +177,7 @@ cdef tile_best score_tile(
             c += row[bin_idx].count
         if c == 0.0:
             continue
-        w = params.era_alpha + c if params.era_weighting else 1.0
+        w = params.era_alpha + c if params.era_weighting == PB_ERA_WEIGHTING_COUNT else 1.0
         era_ids[n_present] = <int32_t>era
         era_g[n_present] = g
         era_h[n_present] = h
@@ -372,7 +344,7 @@ def find_best_splits(
     cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1
     cdef Py_ssize_t max_width = 1, position, thread, group_start, group_end, slot
     cdef Py_ssize_t group_size, width
-    cdef split_params c_params = make_params(params)
+    cdef pb_split_params c_params = make_split_params(params)
     cdef tile_best best
     cdef FEATURE_IDX_C feature
     cdef bint any_open
@@ -509,7 +481,7 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
     if n_eras == 0:
         return None
     cdef hist_entry[:, ::1] hist_view = hist
-    cdef split_params c_params = make_params(params)
+    cdef pb_split_params c_params = make_split_params(params)
     cdef tile_best best
     era_ids = np.empty(n_eras, dtype=np.int32)
     scratch = np.empty(N_SCRATCH * n_eras)

@@ -22,7 +22,7 @@ import numpy as np
 
 from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
-from packboost.grower import GrowerParams, TrainingData, grow_pack, predict_pack_binned
+from packboost.grower import GrowerParams, TrainingData, grow_pack
 from packboost.metrics import EraScorer, era_summary, pooled_metric
 
 
@@ -162,7 +162,7 @@ class InitModel:
 def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
           objective, params: dict, n_threads: int, *, eval_sets: list | None = None,
           metrics: list | None = None, callbacks=None, init: InitModel | None = None,
-          model=None, backend=None) -> tuple[TreeEnsemble, TrainingInfo]:
+          model=None, backend) -> tuple[TreeEnsemble, TrainingInfo]:
     """Fit ``params["n_estimators"]`` rounds on era-sorted training data.
 
     ``y`` and ``sample_weight`` are in the row order of ``data``. After every
@@ -172,14 +172,12 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     for the best rounds to be kept. With ``init``, rounds are grown on top of
     its raw predictions and appended to its trees.
 
-    With ``backend`` (``packboost._cuda_grower.DeviceBackend``), its
-    ``grow_pack`` and ``predict_pack_binned`` replace the CPU engine's; the
-    round's draws are the same, so the model is the same function of the seed.
+    ``backend`` (:func:`packboost.backends.open_backend`) runs the passes
+    over the rows; the round's draws are made here whatever the backend, so
+    the model is the same function of the seed on every backend.
 
     Returns the ensemble and the final :class:`~packboost.callback.TrainingInfo`.
     """
-    grow = grow_pack if backend is None else backend.grow_pack
-    update = predict_pack_binned if backend is None else backend.predict_pack_binned
     eval_sets = list(eval_sets or ())
     metrics = list(metrics or ())
     rng = np.random.default_rng(params["random_state"])
@@ -211,8 +209,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     for round_index in range(params["n_estimators"]):
         objective.gradients(y, raw_prediction, sample_weight, gradients, hessians)
         draws = draw_round(rng, data, params)
-        pack = grow(data, gradients, hessians, draws.tree_samples,
-                    draws.layer_features, draws.tree_feature_masks, settings, n_threads)
+        pack = grow_pack(backend, data, gradients, hessians, draws.tree_samples,
+                         draws.layer_features, draws.tree_feature_masks, settings, n_threads)
         if not np.isfinite(pack.nodes["value"]).all():
             # Never keep training on garbage: inputs are bounded at the public
             # boundary, so this is a safety net, not an expected path.
@@ -220,7 +218,7 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                 f"training diverged in round {begin + round_index}: a leaf value is not "
                 "finite; rescale y or sample_weight, or raise reg_lambda")
         packs.append(pack)
-        update(data, pack, raw_prediction, n_threads)
+        backend.add_pack(pack, raw_prediction)
         if eval_sets:
             pack_only = TreeEnsemble.from_packs([pack], params["pack_size"], 0.0)
         for eval_set in eval_sets:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packboost import _partition, _predict, _split
+from packboost import _split
 from packboost._fixed_point import to_fixed_point
 from packboost.ensemble import empty_nodes
 
@@ -94,10 +94,6 @@ class Pack:
     nodes: dict
     tree_offsets: np.ndarray  # (pack_size + 1,)
     layer_features: list      # K_d for d = 0 .. max_depth-1
-    # (n_rows, pack_size) leaf of every training row in each tree (node id
-    # in its tree), when the grower knows it; used once by the prediction
-    # update, which then drops it (a fit keeps every pack).
-    training_leaves: np.ndarray | None = None
 
 
 def leaf_values(sum_g: np.ndarray, sum_h: np.ndarray, reg_lambda: float,
@@ -110,13 +106,20 @@ def leaf_values(sum_g: np.ndarray, sum_h: np.ndarray, reg_lambda: float,
     return values
 
 
-def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
+def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
               tree_samples: list, layer_features: list, tree_feature_masks: list,
               params: GrowerParams, n_threads: int) -> Pack:
-    """Grow ``len(tree_samples)`` trees in lockstep.
+    """Grow ``len(tree_samples)`` trees in lockstep on ``backend``.
+
+    This is the package's one depth loop: the frontier bookkeeping (slots,
+    child numbering, which splits are accepted, the node arrays) is done here
+    once, and every pass over the rows is a call of the backend
+    (:mod:`packboost.backends`, docs/engine.md).
 
     Parameters
     ----------
+    backend : packboost.backends.Backend
+        Where the rows live and the kernels run (CPU or CUDA).
     tree_samples : list of int32 arrays
         Rows (ascending) each tree is grown on.
     layer_features : list of int32 arrays, one per depth
@@ -125,57 +128,50 @@ def grow_pack(data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
         Per tree, which features of K_d it may split on at that depth.
     """
     pack_size = len(tree_samples)
-    # Rounded once for the whole pack; every sum below uses the rounded values.
+    # Rounded once for the whole pack (docs/fixed-point.md); both backends sum
+    # these values exactly, so the trees do not depend on the backend.
     fixed = to_fixed_point(gradients, hessians, data.era_offsets, n_threads)
-    gradients, hessians = fixed.gradients, fixed.hessians
-    # Slot `tree` is the root of tree `tree`; rows outside its sample are
-    # routed along as -2 - slot (see _partition) so that every training row
-    # ends with its leaf in leaf_of_row.
-    node_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
-    for tree, rows in enumerate(tree_samples):
-        _partition.start_tree(node_of_row, rows, tree, n_threads)
-    leaf_of_row = np.full((data.n_rows, pack_size), -1, dtype=np.int32)
+    backend.begin_pack(fixed, tree_samples)
 
-    slot_tree = np.arange(pack_size, dtype=np.int32)
+    slot_tree = np.arange(pack_size, dtype=np.int32)   # slot t is the root of tree t
     slot_local = np.zeros(pack_size, dtype=np.int32)
     next_local = np.ones(pack_size, dtype=np.int64)
     levels = []  # per depth: (slot_tree, slot_local, field arrays)
 
     for depth in range(params.max_depth + 1):
         n_slots = len(slot_tree)
-        if n_slots == 0:
-            break
-        sum_g, sum_h, counts, sum_g2 = _partition.slot_sums(gradients, hessians, node_of_row,
-                                                            n_slots, n_threads)
+        sums = backend.slot_sums(n_slots)
+        counts = sums.count
         level = empty_nodes(n_slots)
         level["value"][:] = params.shrinkage * leaf_values(
-            sum_g, sum_h, params.reg_lambda, params.max_delta_step)
+            sums.gradients, sums.hessians, params.reg_lambda, params.max_delta_step)
         level["n_samples"][:] = counts
-        level["sum_hessian"][:] = sum_h
+        level["sum_hessian"][:] = sums.hessians
 
         split_slots = np.zeros(0, dtype=np.int64)
         if depth < params.max_depth:
-            split_slots = _split_level(data, fixed, node_of_row, slot_tree,
-                                       counts, gradient_variance(sum_g, sum_g2, counts),
-                                       layer_features[depth],
-                                       tree_feature_masks[depth], params, level, n_threads)
+            split_slots = _split_level(backend, data, slot_tree, pack_size, counts,
+                                       gradient_variance(sums.gradients,
+                                                         sums.gradients_squared, counts),
+                                       layer_features[depth], tree_feature_masks[depth],
+                                       params, level)
         split_trees, left_local = number_children(level, split_slots, slot_tree, next_local)
         levels.append((slot_tree, slot_local, level))
 
         # The next frontier: children interleaved (L0, R0, L1, R1, ...) so
         # that slots stay grouped by tree; rows follow their node, and rows
-        # of slots that did not split record their leaf.
+        # of slots that did not split record their leaf (the prediction
+        # update is then a lookup, backend.add_pack).
         left_child_slot = np.full(n_slots, -1, dtype=np.int32)
         left_child_slot[split_slots] = 2 * np.arange(len(split_slots), dtype=np.int32)
-        _partition.route_rows(data.X_binned, node_of_row, level["feature"],
-                              level["threshold_bin"], level["missing_left"],
-                              left_child_slot, data.n_bins, slot_local, leaf_of_row, n_threads)
+        backend.route_rows(level["feature"], level["threshold_bin"], level["missing_left"],
+                           left_child_slot, slot_local)
         if len(split_slots) == 0:
             break
         slot_tree = np.repeat(split_trees, 2).astype(np.int32)
         slot_local = np.column_stack([left_local, left_local + 1]).ravel().astype(np.int32)
 
-    return assemble_pack(levels, next_local, layer_features, training_leaves=leaf_of_row)
+    return assemble_pack(levels, next_local, layer_features)
 
 
 def number_children(level: dict, split_slots: np.ndarray, slot_tree: np.ndarray,
@@ -183,7 +179,7 @@ def number_children(level: dict, split_slots: np.ndarray, slot_tree: np.ndarray,
     """Give the children of the split slots the next free local ids of their
     tree, left then right, in slot order; fill ``level``'s child fields and
     advance ``next_local`` (per tree) in place. Returns (tree of each split
-    slot, left child's local id). Shared by the CPU and GPU growers."""
+    slot, left child's local id)."""
     split_trees = slot_tree[split_slots]
     first_of_tree = np.searchsorted(split_trees, split_trees, side="left")
     rank_in_tree = np.arange(len(split_slots)) - first_of_tree
@@ -194,11 +190,10 @@ def number_children(level: dict, split_slots: np.ndarray, slot_tree: np.ndarray,
     return split_trees, left_local
 
 
-def assemble_pack(levels: list, next_local: np.ndarray, layer_features,
-                  training_leaves: np.ndarray | None = None) -> Pack:
+def assemble_pack(levels: list, next_local: np.ndarray, layer_features) -> Pack:
     """Scatter per-depth ``(slot_tree, slot_local, fields)`` levels into one
     pack: tree t owns nodes ``[tree_offsets[t], tree_offsets[t+1])`` and
-    children become pack-absolute. Shared by the CPU and GPU growers."""
+    children become pack-absolute."""
     tree_offsets = np.concatenate([[0], np.cumsum(next_local)]).astype(np.int64)
     nodes = empty_nodes(int(tree_offsets[-1]))
     for level_tree, level_local, level in levels:
@@ -207,8 +202,7 @@ def assemble_pack(levels: list, next_local: np.ndarray, layer_features,
             if name in ("left_child", "right_child"):
                 values = np.where(values >= 0, values + tree_offsets[level_tree], -1)
             nodes[name][position] = values
-    return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features),
-                training_leaves=training_leaves)
+    return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
 
 
 def tree_uses_feature_table(feature_mask, n_features: int, pack_size: int) -> np.ndarray:
@@ -225,56 +219,32 @@ def gradient_variance(sum_g: np.ndarray, sum_g2: np.ndarray, counts: np.ndarray)
     return np.maximum(sum_g2 / n - mean * mean, 0.0)
 
 
-def _split_level(data, fixed, node_of_row, slot_tree, counts, slot_variance,
-                 features, feature_mask, params, level, n_threads):
+def _split_level(backend, data, slot_tree, pack_size, counts, slot_variance, features,
+                 feature_mask, params, level):
     """Find the best split of every frontier slot, fill ``level`` with the
     accepted ones and return their slot indices."""
-    pack_size = node_of_row.shape[1]
     # A slot too small for two children of min_samples_leaf rows is not scored.
     slot_open = (counts >= 2 * max(1, params.min_samples_leaf)).astype(np.uint8)
+    if not slot_open.any():
+        return np.zeros(0, dtype=np.int64)
     tree_uses_feature = tree_uses_feature_table(feature_mask, len(features), pack_size)
     features = np.ascontiguousarray(features, dtype=np.int32)
-    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era, data.n_eras)
-    found = _split.find_best_splits(data.X_binned, fixed, rows, era_offsets,
-                                    node_of_row, slot_tree, slot_open, features,
-                                    tree_uses_feature, data.n_bins, params.split, n_threads,
-                                    params.histogram_budget_bytes, params.features_per_pass,
-                                    slot_variance)
-    best = _split.best_candidate_per_slot(found["score"], found["found"])
-    candidates = np.flatnonzero(best >= 0)
-    column = best[candidates]
-    score = found["score"][candidates, column]
-    gain = found["gain"][candidates, column]
-    # DESIGN 1 (Choice): split only if DES > 0 and the pooled gain > min_split_gain.
+    best = backend.find_splits(slot_tree, slot_open, features, tree_uses_feature,
+                               np.ascontiguousarray(slot_variance, dtype=np.float64),
+                               params.split)
+    candidates = np.flatnonzero(best.column >= 0)
+    column = best.column[candidates]
+    score = best.score[candidates]
+    gain = best.gain[candidates]
+    # docs/des.md (acceptance): split only if DES > 0 and the pooled gain > min_split_gain.
     accept = (score > 0) & (gain > params.min_split_gain)
     split_slots = candidates[accept]
-    column = column[accept]
-
-    split_feature = features[column]
-    split_threshold = found["threshold"][split_slots, column]
+    split_feature = features[column[accept]]
+    split_threshold = best.threshold[split_slots]
     level["feature"][split_slots] = split_feature
     level["threshold_bin"][split_slots] = split_threshold
-    level["missing_left"][split_slots] = found["missing_left"][split_slots, column]
+    level["missing_left"][split_slots] = best.missing_left[split_slots]
     level["threshold"][split_slots] = data.raw_threshold(split_feature, split_threshold)
     level["gain"][split_slots] = gain[accept]
     level["des_score"][split_slots] = score[accept]
     return split_slots
-
-
-def predict_pack_binned(data: TrainingData, pack: Pack, out: np.ndarray,
-                        n_threads: int) -> None:
-    """Add the pack's trees evaluated on the training bins to ``out``.
-
-    When the grower recorded every training row's leaf, that is a lookup
-    (and the table is released); otherwise each row walks each tree."""
-    nodes = pack.nodes
-    leaves = pack.training_leaves
-    if leaves is not None and leaves.shape[0] == len(out):
-        pack.training_leaves = None
-        _predict.add_leaf_values(leaves, nodes["value"],
-                                 np.ascontiguousarray(pack.tree_offsets[:-1]), out, n_threads)
-        return
-    _predict.predict_binned(data.X_binned, data.n_bins, nodes["feature"],
-                            nodes["threshold_bin"], nodes["missing_left"],
-                            nodes["left_child"], nodes["right_child"], nodes["value"],
-                            np.ascontiguousarray(pack.tree_offsets[:-1]), out, n_threads)

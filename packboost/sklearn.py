@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from packboost import _device, _validation
+from packboost import _validation, backends
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._memory import check_fit_memory, data_memory_estimate, training_memory_estimate
 from packboost._threads import resolve_n_threads
@@ -289,7 +289,7 @@ class _PackBoostEstimator(BaseEstimator):
             init_model = copy.copy(self)
         self._reset_target_encoding()
         params = self._validated_params()
-        _device.check_device(params["device"])
+        backends.check_device(params["device"])
         if early_stopping_rounds is not None and (
                 isinstance(early_stopping_rounds, bool)
                 or not isinstance(early_stopping_rounds, numbers.Integral)):
@@ -358,8 +358,8 @@ class _PackBoostEstimator(BaseEstimator):
             eval_rows=sum(item.X.shape[0] for item in eval_sets)),
             who=f"{type(self).__name__}.fit")
         objective = get_objective(self._objective_name)
-        with _device.training_backend(params["device"], data,
-                                      params["pack_size"]) as backend:
+        with backends.open_backend(params["device"], data, params["pack_size"],
+                                   n_threads) as backend:
             ensemble, info = train(data, y, sample_weight, objective, params, n_threads,
                                    eval_sets=eval_sets, metrics=metrics,
                                    callbacks=callback_list, init=start, model=self,
@@ -504,10 +504,9 @@ class _PackBoostEstimator(BaseEstimator):
             raise _not_fitted_error(self)
         start, end = self._round_range(iteration_range)
         X = self._check_predict_X(X)
-        if _check_parameter("device", self.device) == "cuda":
-            return _device.predict_raw(self.ensemble_, X, n_rounds=end, start_round=start)
-        return self.ensemble_.predict_raw(X, _resolve_n_jobs(self.n_jobs), n_rounds=end,
-                                          start_round=start)
+        return backends.predict_raw(_check_parameter("device", self.device), self.ensemble_, X,
+                                    _resolve_n_jobs(self.n_jobs), n_rounds=end,
+                                    start_round=start)
 
     def _round_range(self, iteration_range):
         n_rounds = self.ensemble_.n_rounds

@@ -4,9 +4,10 @@ Without a GPU (or without nvcc at build time) the tests marked ``cuda`` skip;
 what runs everywhere:
 
 * the GPU's algorithm on the host -- fixed-point sums, the warp's scoring
-  code run lane by lane (csrc/pbc_split.h via packboost._cuda_emulate), the
-  grower driver of packboost._cuda_grower -- against the CPU engine: same
-  splits, same predictions;
+  code run lane by lane (csrc/pbc_split.h via _cuda_emulate), the CUDA
+  backend (packboost.backends.cuda) over the host kernels of
+  tests/oracles/host_kernels.py, driven by the one driver -- against the CPU
+  backend: same splits, same leaves, same predictions;
 * the device parameter and the error a user gets without a GPU (CUDA's own
   message), and the build facts show_config reports.
 """
@@ -19,17 +20,14 @@ import numpy as np
 import pytest
 
 import packboost
-from packboost import _cuda_emulate, _device, _split
-from packboost._cuda_grower import (
-    DeviceBackend,
-    HostKernels,
-    fixed_point_scale,
-    grow_pack_device,
-    quantize,
-)
-from packboost.grower import GrowerParams, grow_pack, predict_pack_binned
+from packboost import _cuda_emulate, _device, _predict, _split, backends
+from packboost._fixed_point import squared_gradient_scale, to_fixed_point
+from packboost.backends.cpu import CpuBackend
+from packboost.backends.cuda import CudaBackend
+from packboost.grower import GrowerParams, grow_pack
 
 from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
+from oracles.host_kernels import HostKernels, quantize
 
 CUDA = _device.cuda_available()
 
@@ -42,6 +40,19 @@ def grower_params(max_depth=4, min_samples_leaf=1, **split):
                         min_samples_leaf=min_samples_leaf,
                         min_child_weight=settings["min_child_weight"], min_split_gain=0.0,
                         max_delta_step=0.0, shrinkage=0.1, split=settings)
+
+
+def grow(backend, data, gradients, hessians, samples, layers, masks, params):
+    return grow_pack(backend, data, gradients, hessians, samples, layers, masks, params,
+                     n_threads=1)
+
+
+def grid_scale(values):
+    """The power-of-two scale of the round's fixed-point grid for ``values``
+    (docs/fixed-point.md), as the driver would choose it for one era."""
+    values = np.ascontiguousarray(values, dtype=np.float64).ravel()
+    return to_fixed_point(values, np.ones(len(values)),
+                          np.array([0, len(values)])).gradient_scale
 
 
 def pack_draws(data, pack_size, seed, max_depth, feature_fraction=0.7):
@@ -102,8 +113,12 @@ def assert_same_splits(cpu_nodes, device_nodes):
 
 
 def pack_prediction(data, pack):
+    """The pack on the training bins by a walk down every tree."""
     out = np.zeros(data.n_rows)
-    predict_pack_binned(data, pack, out, n_threads=1)
+    nodes = pack.nodes
+    _predict.predict_binned(data.X_binned, data.n_bins, nodes["feature"], nodes["threshold_bin"],
+                            nodes["missing_left"], nodes["left_child"], nodes["right_child"],
+                            nodes["value"], np.ascontiguousarray(pack.tree_offsets[:-1]), out, 1)
     return out
 
 
@@ -122,23 +137,35 @@ def assert_same_pack(cpu, device, data, rtol=1e-9):
 # -- fixed point ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("peak", [1e-200, 1e-6, 1.0, 3.7e5, 1e300])
-def test_fixed_point_sums_cannot_overflow(peak):
-    values = np.linspace(-peak, peak, 1001)
-    scale = fixed_point_scale(values)
-    assert np.log2(scale) == np.round(np.log2(scale))  # a power of two
-    fixed = quantize(values, scale)
-    assert np.abs(fixed).astype(float).sum() < 2.0**63
-    assert np.abs(fixed).max() > 2**40  # and precise
+# Up to the public boundary's bound on |y| and weights (_validation.MAX_MAGNITUDE).
+@pytest.mark.parametrize("peak", [1e-200, 1e-6, 1.0, 3.7e5, 1e100])
+def test_device_quantisation_of_the_rounded_gradients_is_exact(peak):
+    """The one fixed-point grid (docs/fixed-point.md): the device's
+    round(x * scale) of the driver's rounded values is exact, so its integer
+    sums are the CPU's sums."""
+    rng = np.random.default_rng(0)
+    gradients = rng.uniform(-peak, peak, 1001)
+    hessians = rng.uniform(0.5, 2.0, 1001)
+    fixed = to_fixed_point(gradients, hessians, np.array([0, 400, 1001]))
+    for values, scale in ((fixed.gradients, fixed.gradient_scale),
+                          (fixed.hessians, fixed.hessian_scale)):
+        units = quantize(values, scale)
+        np.testing.assert_array_equal(units.astype(np.float64) / scale, values)
+        assert np.abs(units).astype(float).sum() < 2.0**63
+        assert units.sum() / scale == values.sum()
+    scale_g2 = squared_gradient_scale(fixed.gradients)
+    assert np.log2(scale_g2) == np.round(np.log2(scale_g2))  # a power of two
+    squares = quantize(fixed.gradients * fixed.gradients, scale_g2)
+    assert np.abs(squares).astype(float).sum() < 2.0**63
+    if peak**2 > 1e-280:  # squares of smaller gradients underflow float64 itself
+        assert np.abs(squares).max() > 2**40  # and precise
 
 
-def test_fixed_point_is_exact_for_integer_valued_sums():
-    values = np.array([1.0, 2.0, 5.0, 1.0, 0.0])
-    scale = fixed_point_scale(values)
-    assert quantize(values, scale).sum() / scale == values.sum()
-    assert fixed_point_scale(np.zeros(3)) == 1.0
+def test_squared_gradient_scale_edges():
+    assert squared_gradient_scale(np.zeros(0)) == 1.0
+    assert squared_gradient_scale(np.zeros(3)) == 1.0
     with pytest.raises(FloatingPointError):
-        fixed_point_scale(np.array([1.0, np.inf]))
+        squared_gradient_scale(np.array([1.0, np.inf]))
 
 
 # -- the warp's scoring, run on the host --------------------------------------------
@@ -159,8 +186,8 @@ def test_emulated_tile_scoring_matches_cpu_score_tile(seed, era_gain, era_std):
                   era_weighting=["equal", "count"][seed % 2], era_alpha=1.0,
                   dir_tanh_scale=[1.0, 0.0][seed % 2])
     variance = float(rng.uniform(0.1, 2.0))
-    scale_g = fixed_point_scale(gradients.ravel())
-    scale_h = fixed_point_scale(hessians.ravel())
+    scale_g = grid_scale(gradients)
+    scale_h = grid_scale(hessians)
     fixed = np.stack([quantize(gradients, scale_g), quantize(hessians, scale_h),
                       counts.astype(np.int64)], axis=-1)
     # The CPU scores the same (quantised) sums, so only rounding order differs.
@@ -226,17 +253,27 @@ def test_host_kernels_grow_the_cpu_pack(seed, n_rows, n_features, n_eras, n_bins
     min_samples_leaf = extra.pop("min_samples_leaf", 1)
     params = grower_params(max_depth=4, min_samples_leaf=min_samples_leaf, **extra)
     samples, layers, masks = pack_draws(data, pack_size, seed, params.max_depth)
-    cpu = grow_pack(data, gradients, hessians, samples, layers, masks, params, n_threads=1)
-    device = grow_pack_device(HostKernels(data, pack_size), data, gradients, hessians,
-                              samples, layers, masks, params)
+    cpu_backend = CpuBackend(data, pack_size, 1)
+    host_backend = CudaBackend(HostKernels(data, pack_size))
+    cpu = grow(cpu_backend, data, gradients, hessians, samples, layers, masks, params)
+    device = grow(host_backend, data, gradients, hessians, samples, layers, masks, params)
     assert_same_pack(cpu, device, data)
+    if assert_same_splits(cpu.nodes, device.nodes):
+        # Both backends record every training row's leaf (sampled or not) and
+        # update the scores by the same lookup, bit for bit.
+        np.testing.assert_array_equal(host_backend.kernels.leaf_of_row, cpu_backend.leaf_of_row)
+        start = np.linspace(-1.0, 1.0, data.n_rows)
+        by_cpu, by_device = start.copy(), start.copy()
+        cpu_backend.add_pack(cpu, by_cpu)
+        host_backend.add_pack(device, by_device)
+        np.testing.assert_array_equal(by_device, by_cpu)
 
 
 @contextlib.contextmanager
 def host_kernels_for_fit(monkeypatch):
-    """Route estimator fits through the GPU driver with host kernels."""
-    monkeypatch.setattr(_device, "training_backend", lambda device, data, pack_size:
-                        contextlib.closing(DeviceBackend(HostKernels(data, pack_size))))
+    """Route estimator fits through the CUDA backend over host kernels."""
+    monkeypatch.setattr(backends, "open_backend", lambda device, data, pack_size, n_threads:
+                        contextlib.closing(CudaBackend(HostKernels(data, pack_size))))
     yield
 
 
@@ -343,7 +380,7 @@ def test_device_must_be_cpu_or_cuda():
 def test_c_api_error_strings_and_build_facts():
     from packboost import _cuda
 
-    assert _cuda.api_version() == 1
+    assert _cuda.api_version() == 2
     assert "sm_" in _cuda.build_arch() or "compute_" in _cuda.build_arch()
     assert "invalid argument" in _cuda.error_string(-1)
     assert _cuda.error_string(2) == "out of memory"
@@ -393,13 +430,14 @@ def test_gpu_grows_the_cpu_pack(seed, n_rows, n_features, n_eras, n_bins, extra,
     min_samples_leaf = extra.pop("min_samples_leaf", 1)
     params = grower_params(max_depth=5, min_samples_leaf=min_samples_leaf, **extra)
     samples, layers, masks = pack_draws(data, pack_size, seed, params.max_depth)
-    cpu = grow_pack(data, gradients, hessians, samples, layers, masks, params, n_threads=1)
-    host = grow_pack_device(HostKernels(data, pack_size), data, gradients, hessians, samples,
-                            layers, masks, params)
+    cpu = grow(CpuBackend(data, pack_size, 1), data, gradients, hessians, samples, layers,
+               masks, params)
+    host = grow(CudaBackend(HostKernels(data, pack_size)), data, gradients, hessians, samples,
+                layers, masks, params)
     context = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras, pack_size)
     try:
-        gpu = grow_pack_device(context, data, gradients, hessians, samples, layers, masks,
-                               params)
+        gpu = grow(CudaBackend(context), data, gradients, hessians, samples, layers, masks,
+                   params)
     finally:
         context.close()
     assert_same_pack(cpu, gpu, data)
@@ -466,9 +504,9 @@ def test_gpu_context_kernels_match_host_kernels():
     data, gradients, hessians = make_binned_problem(3, 2000, 4, 9, n_bins=7)
     pack_size = 3
     samples, _, _ = pack_draws(data, pack_size, 0, 1)
-    scale_g, scale_h = fixed_point_scale(gradients), fixed_point_scale(hessians)
-    scale_g2 = fixed_point_scale(gradients * gradients)
-    args = (gradients, hessians, samples, scale_g, scale_h, scale_g2)
+    fixed = to_fixed_point(gradients, hessians, data.era_offsets)
+    args = (fixed.gradients, fixed.hessians, samples, fixed.gradient_scale, fixed.hessian_scale,
+            squared_gradient_scale(fixed.gradients))
     host = HostKernels(data, pack_size)
     gpu = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras, pack_size)
     gpu.set_timing(True)
@@ -483,7 +521,13 @@ def test_gpu_context_kernels_match_host_kernels():
         gpu.slot_sums(1)
 
 
-def test_cpu_device_has_no_backend():
-    with _device.training_backend("cpu", None, 4) as backend:
-        assert backend is None
-    _device.check_device("cpu")  # never raises
+def test_open_backend_is_the_one_device_switch():
+    data, _, _ = make_binned_problem(0, 40, 2, 3)
+    with backends.open_backend("cpu", data, 4, 1) as backend:
+        assert isinstance(backend, CpuBackend)
+    backends.check_device("cpu")  # never raises
+    with pytest.raises(ValueError, match="device"):
+        backends.open_backend("gpu", data, 4, 1)
+    if not CUDA:
+        with pytest.raises(packboost.CudaError):
+            backends.open_backend("cuda", data, 4, 1)

@@ -31,12 +31,17 @@ def test_rounding_is_within_half_a_unit_and_sums_cannot_overflow(magnitude, size
     for start, end in zip(offsets[:-1], offsets[1:], strict=True):
         assert np.abs(units[start:end]).sum() < 2.0 ** (PACKED_VALUE_BITS - fixed.count_bits)
     assert np.abs(units).sum() < 2.0 ** EXACT_SUM_BITS
+    # Hessians are on their own grid too, constant or not (both backends sum
+    # these integers, docs/fixed-point.md).
+    hessian_units = fixed.hessians * fixed.hessian_scale
+    np.testing.assert_array_equal(hessian_units, np.rint(hessian_units))
+    assert np.all(np.abs(fixed.hessians - h) <= 0.5 / fixed.hessian_scale)
+    assert np.abs(hessian_units).sum() < 2.0 ** EXACT_SUM_BITS
     if len(h) == 1:  # one row: its hessian is "constant"
-        assert fixed.hessian_is_constant and fixed.constant_hessian == h[0]
+        assert fixed.hessian_is_constant and fixed.constant_hessian == fixed.hessians[0]
         return
     assert not fixed.hessian_is_constant
-    np.testing.assert_array_equal(fixed.hessian_fixed, fixed.hessians * fixed.hessian_scale)
-    assert np.all(np.abs(fixed.hessians - h) <= 0.5 / fixed.hessian_scale)
+    np.testing.assert_array_equal(fixed.hessian_fixed, hessian_units)
 
 
 def test_packed_cells_decode_to_sums_and_counts():

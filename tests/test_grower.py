@@ -6,7 +6,9 @@ import pytest
 from packboost import _reference
 from packboost._fixed_point import to_fixed_point
 from packboost.booster import draw_round, grower_params
-from packboost.grower import grow_pack, predict_pack_binned
+from packboost import _predict
+from packboost.backends.cpu import CpuBackend
+from packboost.grower import grow_pack
 
 from conftest import make_binned_problem
 
@@ -42,6 +44,16 @@ PARAMS = {
 }
 
 
+def grow_on_cpu(data, g, h, draws, settings, n_threads, **backend_options):
+    """One pack through the driver on the CPU backend; the backend is returned
+    too when ``backend_options`` has ``keep_backend=True``."""
+    keep = backend_options.pop("keep_backend", False)
+    backend = CpuBackend(data, len(draws.tree_samples), n_threads, **backend_options)
+    pack = grow_pack(backend, data, g, h, draws.tree_samples, draws.layer_features,
+                     draws.tree_feature_masks, settings, n_threads)
+    return (pack, backend) if keep else pack
+
+
 def grow_both(case, overrides, seed=0, n_threads=2, with_data=False):
     problem = dict(CASES[case])
     data, g, h = make_binned_problem(seed, **problem)
@@ -50,8 +62,7 @@ def grow_both(case, overrides, seed=0, n_threads=2, with_data=False):
     params = {**BASE, **overrides}
     draws = draw_round(np.random.default_rng(seed), data, params)
     settings = grower_params(params)
-    pack = grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
-                     draws.tree_feature_masks, settings, n_threads)
+    pack, backend = grow_on_cpu(data, g, h, draws, settings, n_threads, keep_backend=True)
     # The engine rounds a round's gradients to fixed point first (see
     # _fixed_point); the oracle grows on the same rounded values.
     fixed = to_fixed_point(g, h, data.era_offsets)
@@ -64,7 +75,7 @@ def grow_both(case, overrides, seed=0, n_threads=2, with_data=False):
         for tree in range(params["pack_size"])
     ]
     if with_data:
-        return pack, reference, settings, data, draws.tree_samples
+        return pack, reference, settings, data, draws.tree_samples, backend
     return pack, reference, settings
 
 
@@ -123,7 +134,7 @@ def first_rounding_tie(data, rows, got, want):
 @pytest.mark.parametrize("overrides", PARAMS.values(), ids=PARAMS.keys())
 @pytest.mark.parametrize("case", CASES)
 def test_pack_matches_reference(case, overrides):
-    pack, reference, settings, data, samples = grow_both(case, overrides, with_data=True)
+    pack, reference, settings, data, samples, _ = grow_both(case, overrides, with_data=True)
     for tree, want in enumerate(reference):
         got = tree_of(pack, tree)
         want = {name: np.asarray(values) for name, values in want.items()}
@@ -171,8 +182,7 @@ def test_one_era_without_risk_is_a_plain_histogram_gbdt(era_gain):
     data, g, h = make_binned_problem(3, 700, 5, 1)
     params = {**BASE, **overrides, "max_depth": 5}
     draws = draw_round(np.random.default_rng(0), data, params)
-    pack = grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
-                     draws.tree_feature_masks, grower_params(params), 2)
+    pack = grow_on_cpu(data, g, h, draws, grower_params(params), 2)
     plain = _reference.grow_tree(data.X_binned, data.n_bins, g, h, data.row_era, 1,
                                  draws.tree_samples[0], draws.layer_features,
                                  [None] * params["max_depth"], params, pooled_gain_only=True)
@@ -189,8 +199,7 @@ def test_realized_equal_weights_rank_like_pooled_gain():
     data, g, h = make_binned_problem(8, 2000, 5, 40)
     params = {**BASE, **overrides}
     draws = draw_round(np.random.default_rng(0), data, params)
-    pack = grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
-                     draws.tree_feature_masks, grower_params(params), 2)
+    pack = grow_on_cpu(data, g, h, draws, grower_params(params), 2)
     plain = _reference.grow_tree(data.X_binned, data.n_bins, g, h, data.row_era, data.n_eras,
                                  draws.tree_samples[0], draws.layer_features,
                                  [None] * params["max_depth"], params, pooled_gain_only=True)
@@ -207,8 +216,7 @@ def test_des_changes_the_tree_on_unstable_data():
     for dro in (0.0, 3.0):
         params = {**BASE, **PARAMS["no-sampling"], "lambda_dro": dro, "lambda_dir": 0.0}
         draws = draw_round(np.random.default_rng(0), data, params)
-        pack = grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
-                         draws.tree_feature_masks, grower_params(params), 2)
+        pack = grow_on_cpu(data, g, h, draws, grower_params(params), 2)
         trees.append(tree_of(pack, 0))
     assert not (np.array_equal(trees[0]["feature"], trees[1]["feature"])
                 and np.array_equal(trees[0]["threshold_bin"], trees[1]["threshold_bin"]))
@@ -237,11 +245,7 @@ def assert_same_pack_under(seed, overrides):
     draws = draw_round(np.random.default_rng(seed), data, params)
     packs = []
     for override in ({}, *overrides):
-        settings = grower_params(params)
-        for name, value in override.items():
-            setattr(settings, name, value)
-        packs.append(grow_pack(data, g, h, draws.tree_samples, draws.layer_features,
-                               draws.tree_feature_masks, settings, 2))
+        packs.append(grow_on_cpu(data, g, h, draws, grower_params(params), 2, **override))
     assert (packs[0].nodes["feature"] >= 0).sum() > 10
     for pack in packs[1:]:
         for name in packs[0].nodes:
@@ -263,16 +267,20 @@ def test_feature_blocking_gives_the_same_pack():
 def test_training_leaves_equal_a_walk_down_every_tree(case):
     """The grower's leaf of every training row -- sampled or not -- is the
     leaf a walk finds, so the prediction update by lookup is bit-identical."""
-    pack, _, _, data, samples = grow_both(case, {"row_subsample": 0.6}, with_data=True)
-    leaves = pack.training_leaves
+    pack, _, _, data, samples, backend = grow_both(case, {"row_subsample": 0.6},
+                                                   with_data=True)
+    leaves = backend.leaf_of_row
     assert leaves.shape == (data.n_rows, len(samples)) and (leaves >= 0).all()
     if data.n_rows > 1:  # the case really has rows no tree sampled
         assert min(len(rows) for rows in samples) < data.n_rows
     start = np.linspace(-1.0, 1.0, data.n_rows)
     by_lookup, by_walk = start.copy(), start.copy()
-    predict_pack_binned(data, pack, by_lookup, n_threads=2)
-    assert pack.training_leaves is None  # used once, released
-    predict_pack_binned(data, pack, by_walk, n_threads=2)
+    backend.add_pack(pack, by_lookup)
+    nodes = pack.nodes
+    _predict.predict_binned(data.X_binned, data.n_bins, nodes["feature"],
+                            nodes["threshold_bin"], nodes["missing_left"], nodes["left_child"],
+                            nodes["right_child"], nodes["value"],
+                            np.ascontiguousarray(pack.tree_offsets[:-1]), by_walk, 2)
     np.testing.assert_array_equal(by_lookup, by_walk)
     assert not np.array_equal(by_walk, start) or not (pack.nodes["value"] != 0).any()
 

@@ -1,0 +1,57 @@
+# cython: language_level=3
+# The DES split parameters as every kernel reads them: ONE C struct
+# (csrc/split_params.h), filled here, once, from the dict the driver passes
+# (packboost._parameters: the "split" layer of the schema). The CPU split
+# finder (_split.pyx), the CUDA backend (_cuda.pyx) and its host oracle all
+# call make_split_params, so they cannot disagree on a code or a default:
+# every field is required.
+
+from libc.stdint cimport int32_t
+
+
+cdef extern from "des.h" nogil:
+    int DES_ERA_GAIN_REALIZED
+    int DES_ERA_GAIN_NEWTON
+
+
+cdef extern from "split_params.h" nogil:
+    int PB_ERA_WEIGHTING_EQUAL
+    int PB_ERA_WEIGHTING_COUNT
+    ctypedef struct pb_split_params:
+        double reg_lambda
+        int32_t era_gain
+        int32_t era_weighting
+        double era_alpha
+        double lambda_dro
+        double lambda_dir
+        double dir_tanh_scale
+        double min_samples_leaf
+        double min_child_weight
+        int32_t era_std_between
+
+
+cdef inline pb_split_params make_split_params(dict params) except *:
+    """The struct for ``params`` (every split parameter; KeyError names a missing one)."""
+    cdef pb_split_params result
+    era_gain = params["era_gain"]
+    era_weighting = params["era_weighting"]
+    era_std = params["era_std"]
+    if era_gain not in ("realized", "newton"):
+        raise ValueError(f"era_gain must be 'realized' or 'newton', got {era_gain!r}")
+    if era_weighting not in ("equal", "count"):
+        raise ValueError(f"era_weighting must be 'equal' or 'count', got {era_weighting!r}")
+    if era_std not in ("between", "total"):
+        raise ValueError(f"era_std must be 'between' or 'total', got {era_std!r}")
+    result.reg_lambda = params["reg_lambda"]
+    result.era_gain = DES_ERA_GAIN_REALIZED if era_gain == "realized" else DES_ERA_GAIN_NEWTON
+    result.era_weighting = (PB_ERA_WEIGHTING_EQUAL if era_weighting == "equal"
+                            else PB_ERA_WEIGHTING_COUNT)
+    result.era_alpha = params["era_alpha"]
+    result.lambda_dro = params["lambda_dro"]
+    result.lambda_dir = params["lambda_dir"]
+    result.dir_tanh_scale = params["dir_tanh_scale"]
+    # A child needs at least one row whatever the user asked.
+    result.min_samples_leaf = max(1, params["min_samples_leaf"])
+    result.min_child_weight = params["min_child_weight"]
+    result.era_std_between = era_std == "between"
+    return result

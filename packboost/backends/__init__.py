@@ -1,0 +1,57 @@
+"""Where a fit's rows live and its kernels run: the backends of the one driver.
+
+:func:`packboost.grower.grow_pack` is the only depth loop of the package; it
+calls a backend for every pass over the rows. A backend implements the
+interface documented in :mod:`packboost.backends.interface` (and
+docs/engine.md); there are two:
+
+* :class:`packboost.backends.cpu.CpuBackend` -- the Cython/OpenMP kernels;
+* :class:`packboost.backends.cuda.CudaBackend` -- libpackboost_cuda.so on a GPU.
+
+:func:`open_backend` is the one place where ``device`` picks between them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+DEVICES = ("cpu", "cuda")
+
+
+def check_device(device: str) -> None:
+    """Fail fast, before any work, when ``device`` cannot run here
+    (:class:`packboost.CudaError` with CUDA's own message)."""
+    if device == "cuda":
+        from packboost._device import require_cuda
+
+        require_cuda()
+    elif device != "cpu":
+        raise ValueError(f"device must be one of {list(DEVICES)}, got {device!r}")
+
+
+def open_backend(device: str, data, pack_size: int, n_threads: int):
+    """Context manager giving the backend of a fit on ``device``.
+
+    The backend holds the fit's working memory (for CUDA: the device copy of
+    the training data) and frees it on exit.
+    """
+    check_device(device)
+    if device == "cpu":
+        from packboost.backends.cpu import CpuBackend
+
+        return contextlib.closing(CpuBackend(data, pack_size, n_threads))
+    if device == "cuda":
+        from packboost.backends.cuda import CudaBackend
+
+        return contextlib.closing(CudaBackend.on_gpu(data, pack_size))
+    raise AssertionError(device)  # check_device accepted it
+
+
+def predict_raw(device: str, ensemble, X, n_threads: int, n_rounds=None, start_round=0):
+    """Raw scores of ``ensemble`` (base score plus the selected rounds) on ``device``."""
+    check_device(device)
+    if device == "cuda":
+        from packboost.backends.cuda import predict_raw_on_gpu
+
+        return predict_raw_on_gpu(ensemble, X, n_rounds=n_rounds, start_round=start_round)
+    return ensemble.predict_raw(X, n_threads, n_rounds=n_rounds, start_round=start_round)

@@ -1,0 +1,120 @@
+"""The CUDA backend: libpackboost_cuda.so on a GPU (docs/cuda-kernels.md).
+
+The binned matrix, the round's gradients, ``node_of_row`` and every row's
+leaf stay on the device for the whole fit; per depth the driver sends the
+depth's feature subset and receives one best split per slot (a few small
+arrays), so there is no host round trip per node or per row.
+
+``kernels`` is :class:`packboost._cuda.CudaContext` (one method per device
+step); the test oracle ``tests/oracles/host_kernels.py`` implements the same
+methods on the host, so this class is tested without a GPU too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from packboost._fixed_point import squared_gradient_scale
+from packboost.backends.interface import BestSplits, SlotSums
+
+
+class CudaBackend:
+    """:class:`packboost.backends.interface.Backend` over device kernels.
+
+    With ``timings`` (a list), each pack appends a list with one dict of
+    kernel times (ms) per depth; the pack update is added to its last depth.
+    """
+
+    def __init__(self, kernels, timings: list | None = None):
+        self.kernels = kernels
+        self.timings = timings
+        self.inverse_scales = (1.0, 1.0, 1.0)
+
+    @classmethod
+    def on_gpu(cls, data, pack_size: int, device: int = 0, timings: list | None = None):
+        from packboost._cuda import CudaContext
+
+        kernels = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras,
+                              pack_size, device)
+        if timings is not None:
+            kernels.set_timing(True)
+        return cls(kernels, timings)
+
+    def close(self) -> None:
+        self.kernels.close()
+
+    def begin_pack(self, fixed, tree_samples: list) -> None:
+        # The values are on the fixed-point grid already: the device's
+        # x * scale is an exact integer, so its sums are the CPU's.
+        scale_g2 = squared_gradient_scale(fixed.gradients)
+        self.kernels.begin_round(fixed.gradients, fixed.hessians, list(tree_samples),
+                                 fixed.gradient_scale, fixed.hessian_scale, scale_g2)
+        # Powers of two: x / scale is the device's x * (1 / scale), exactly.
+        self.inverse_scales = (1.0 / fixed.gradient_scale, 1.0 / fixed.hessian_scale,
+                               1.0 / scale_g2)
+        if self.timings is not None:
+            self.timings.append([])
+
+    def slot_sums(self, n_slots: int) -> SlotSums:
+        fixed_g, fixed_h, count, fixed_g2 = self.kernels.slot_sums(n_slots)
+        inverse_g, inverse_h, inverse_g2 = self.inverse_scales
+        return SlotSums(fixed_g.astype(np.float64) * inverse_g,
+                        fixed_h.astype(np.float64) * inverse_h, count,
+                        fixed_g2.astype(np.float64) * inverse_g2)
+
+    def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
+                    split_params) -> BestSplits:
+        best = self.kernels.find_splits(np.ascontiguousarray(slot_tree, dtype=np.int32),
+                                        slot_open, features, tree_uses_feature, slot_variance,
+                                        split_params)
+        return BestSplits(**best)
+
+    def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
+                   slot_node) -> None:
+        self.kernels.route_rows(np.ascontiguousarray(split_feature, dtype=np.int32),
+                                np.ascontiguousarray(split_threshold, dtype=np.int32),
+                                np.ascontiguousarray(split_missing_left, dtype=np.uint8),
+                                np.ascontiguousarray(left_child_slot, dtype=np.int32),
+                                np.ascontiguousarray(slot_node, dtype=np.int32))
+        if self.timings is not None:
+            self.timings[-1].append(self.kernels.read_timers(reset=True))
+
+    def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
+        self.kernels.add_leaf_values(
+            np.ascontiguousarray(pack.nodes["value"], dtype=np.float64),
+            np.ascontiguousarray(pack.tree_offsets[:-1], dtype=np.int64), raw_prediction)
+        if self.timings is not None and self.timings[-1]:
+            last_depth = self.timings[-1][-1]
+            for name, value in self.kernels.read_timers(reset=True).items():
+                last_depth[name] = last_depth.get(name, 0.0) + value
+
+
+# Rows per GPU prediction call: bounds the device copy of X (rows x features).
+PREDICT_CHUNK_BYTES = 1 << 30
+_RAW_DTYPES = (np.float64, np.float32, np.int8, np.uint8)
+
+
+def predict_raw_on_gpu(ensemble, X, n_rounds=None, start_round=0) -> np.ndarray:
+    """``ensemble.predict_raw`` on the GPU: base score plus the selected rounds."""
+    from packboost import _cuda
+
+    out = np.full(X.shape[0], ensemble.base_score, dtype=np.float64)
+    roots = ensemble.tree_roots(n_rounds, start_round)
+    if X.shape[0] == 0 or len(roots) == 0:
+        return out
+    if X.dtype not in _RAW_DTYPES:
+        # Integers wider than a byte: float64 holds them exactly (|x| < 2**53).
+        X = X.astype(np.float64)
+    nodes = ensemble.nodes
+    arrays = [np.ascontiguousarray(nodes[name], dtype=dtype) for name, dtype in (
+        ("feature", np.int32), ("threshold", np.float64), ("missing_left", np.uint8),
+        ("left_child", np.int32), ("right_child", np.int32), ("value", np.float64))]
+    row_bytes = max(1, X.shape[1] * X.dtype.itemsize)
+    step = max(1, PREDICT_CHUNK_BYTES // row_bytes)
+    for start in range(0, X.shape[0], step):
+        stop = min(start + step, X.shape[0])
+        block = np.ascontiguousarray(X[start:stop])
+        part = out[start:stop].copy()
+        _cuda.predict_raw(block, *arrays, roots, part)
+        out[start:stop] = part
+    return out

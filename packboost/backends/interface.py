@@ -1,0 +1,92 @@
+"""The backend interface that :func:`packboost.grower.grow_pack` drives.
+
+A pack is grown in lockstep: every open node of every tree of the pack is a
+*slot* of the frontier (trees in order, then nodes in order of creation), and
+each row is, per tree, in one slot (docs/data-layout.md, ``node_of_row``).
+The driver owns the frontier and every decision; a backend owns the rows and
+runs the passes over them. Per pack:
+
+    begin_pack(fixed, tree_samples)       every row at its tree's root (slot t)
+    for each depth:
+        slot_sums(n_slots)                -> pooled sums of every slot
+        find_splits(...)                  -> best split of every slot (DES)
+        route_rows(...)                   rows to child slots; rows of slots that
+                                          did not split record their leaf
+    add_pack(pack, raw_prediction)        += the pack on the training rows (a
+                                          lookup of the recorded leaves)
+
+Both backends take the round's gradients in the one fixed-point form
+(:mod:`packboost._fixed_point`, docs/fixed-point.md), so their sums are exact
+and equal, and both grow the same trees for the same inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass
+class SlotSums:
+    """Pooled sums of every slot's sampled rows (float64; ``count`` int64)."""
+
+    gradients: np.ndarray
+    hessians: np.ndarray
+    count: np.ndarray
+    gradients_squared: np.ndarray   # for the slot's gradient variance (era_std="between")
+
+
+@dataclass
+class BestSplits:
+    """The best DES candidate of every slot (n_slots,).
+
+    ``column`` indexes the depth's candidate features (-1: no candidate met
+    the constraints); ties went to the lower feature, then the lower
+    threshold, then missing-left (docs/des.md).
+    """
+
+    column: np.ndarray          # int32/int64
+    score: np.ndarray           # float64 DES score, -inf without a candidate
+    gain: np.ndarray            # float64 pooled Newton gain
+    threshold: np.ndarray       # int32 bin threshold (left: bin <= threshold)
+    missing_left: np.ndarray    # uint8
+
+
+class Backend(Protocol):
+    """What the driver calls; see the module docstring for the order."""
+
+    def begin_pack(self, fixed, tree_samples: list) -> None:
+        """Start a pack: the round's fixed-point gradients
+        (:class:`packboost._fixed_point.FixedPointGradients`) and each tree's
+        rows (ascending int32). Rows outside a tree's sample are routed along
+        (never summed) so that every training row ends in a leaf."""
+
+    def slot_sums(self, n_slots: int) -> SlotSums:
+        """Pooled gradient, hessian, count and squared-gradient sums of slots
+        0 .. n_slots-1 over the rows each tree sampled."""
+
+    def find_splits(self, slot_tree: np.ndarray, slot_open: np.ndarray,
+                    features: np.ndarray, tree_uses_feature: np.ndarray,
+                    slot_variance: np.ndarray, split_params: dict) -> BestSplits:
+        """Best DES split of every open slot over ``features`` (ascending
+        int32, the depth's K_d); ``tree_uses_feature`` (n_features_d,
+        pack_size) uint8 says which trees may use each; ``slot_variance`` is
+        each slot's per-row gradient variance; ``split_params`` the split
+        kernels' parameters (:func:`packboost._split.split_params_as_dict`)."""
+
+    def route_rows(self, split_feature: np.ndarray, split_threshold: np.ndarray,
+                   split_missing_left: np.ndarray, left_child_slot: np.ndarray,
+                   slot_node: np.ndarray) -> None:
+        """Move every row to its child slot (``left_child_slot[k]`` or +1 for
+        a slot k with ``split_feature[k] >= 0``); rows of a slot that did not
+        split record its node id in its tree (``slot_node[k]``) as their leaf."""
+
+    def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
+        """``raw_prediction += `` the pack's trees on the training rows, each
+        row adding its trees' leaf values in tree order (bit-identical to a
+        walk down the trees)."""
+
+    def close(self) -> None:
+        """Free the fit's working memory."""

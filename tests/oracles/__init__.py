@@ -1,0 +1,1 @@
+"""Test oracles: naive references of the kernels, kept out of the installed package."""
