@@ -32,7 +32,9 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -57,29 +59,25 @@ def make_data(n_rows: int, n_features: int, n_eras: int, seed: int = 0):
 
 
 class TimedBackend:
-    """Wraps a backend (or the CPU engine) and records each round's wall time."""
+    """Wraps a backend (packboost.backends) and records each pack's wall time,
+    from ``begin_pack`` to the end of ``add_pack``."""
 
-    def __init__(self, inner=None):
-        from packboost.grower import grow_pack, predict_pack_binned
-
+    def __init__(self, inner):
         self.inner = inner
-        self._grow = inner.grow_pack if inner is not None else grow_pack
-        self._update = inner.predict_pack_binned if inner is not None else predict_pack_binned
         self.round_seconds = []
         self.grow_starts = []
 
-    def grow_pack(self, *args):
+    def begin_pack(self, *args):
         self._start = time.perf_counter()
         self.grow_starts.append(self._start)
-        return self._grow(*args)
+        return self.inner.begin_pack(*args)
 
-    def predict_pack_binned(self, *args):
-        self._update(*args)
+    def add_pack(self, *args):
+        self.inner.add_pack(*args)
         self.round_seconds.append(time.perf_counter() - self._start)
 
-    def close(self):
-        if self.inner is not None:
-            self.inner.close()
+    def __getattr__(self, name):  # slot_sums, find_splits, route_rows, close
+        return getattr(self.inner, name)
 
 
 def run_fit(X, y, era, *, device, rounds, feature_fraction, args, kernel_timings=None):
@@ -89,18 +87,23 @@ def run_fit(X, y, era, *, device, rounds, feature_fraction, args, kernel_timings
     seconds: from one round's grow to the next's, so also the host's
     gradients and random draws of the boosting loop.
     """
-    from packboost import PackBoostRegressor, _device
-    from packboost._cuda_grower import DeviceBackend, HostKernels
+    from packboost import PackBoostRegressor, backends
+    from packboost.backends.cpu import CpuBackend
+    from packboost.backends.cuda import CudaBackend
 
     recorder = {}
 
-    def backend_factory(device_name, data, pack_size):
-        inner = None
+    def backend_factory(device_name, data, pack_size, n_threads):
         if device_name == "cuda" and args.emulate:
-            inner = DeviceBackend(HostKernels(data, pack_size), timings=kernel_timings)
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+            from oracles.host_kernels import HostKernels  # the test oracle
+
+            inner = CudaBackend(HostKernels(data, pack_size), timings=kernel_timings)
         elif device_name == "cuda":
-            _device.require_cuda()
-            inner = DeviceBackend.on_gpu(data, pack_size, timings=kernel_timings)
+            backends.check_device("cuda")
+            inner = CudaBackend.on_gpu(data, pack_size, timings=kernel_timings)
+        else:
+            inner = CpuBackend(data, pack_size, n_threads)
         recorder["backend"] = TimedBackend(inner)
         return contextlib.closing(recorder["backend"])
 
@@ -109,16 +112,16 @@ def run_fit(X, y, era, *, device, rounds, feature_fraction, args, kernel_timings
         layer_feature_fraction=feature_fraction, lambda_dro=args.lambda_dro,
         n_jobs=args.threads, random_state=args.seed,
         device="cpu" if device == "cuda" and args.emulate else device)
-    original = _device.training_backend
-    _device.training_backend = (
-        (lambda name, data, pack: backend_factory("cuda", data, pack))
+    original = backends.open_backend
+    backends.open_backend = (
+        (lambda name, data, pack, n_threads: backend_factory("cuda", data, pack, n_threads))
         if device == "cuda" and args.emulate else backend_factory)
     try:
         start = time.perf_counter()
         model.fit(X, y, era=era)
         seconds = time.perf_counter() - start
     finally:
-        _device.training_backend = original
+        backends.open_backend = original
     backend = recorder["backend"]
     return model, backend.round_seconds, seconds, np.diff(backend.grow_starts).tolist()
 

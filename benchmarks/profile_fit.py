@@ -3,7 +3,7 @@
     python benchmarks/profile_fit.py --size medium --feature-fraction 0.1
 
 Runs one fit with ``n_jobs=1`` (so phase times add up to the wall time) and
-wraps every kernel the grower and the booster call with a timer:
+wraps every kernel the CPU backend and the booster call with a timer:
 
 * histogram + scoring (``_split.find_best_splits``), split afterwards into its
   two parts by re-running the histogram pass alone on the same inputs;
@@ -21,6 +21,7 @@ from collections import defaultdict
 import numpy as np
 
 from packboost import PackBoostRegressor, _histogram, _partition, _split, booster, grower
+from packboost.backends.cpu import CpuBackend
 from packboost.datasets import make_numerai_like
 
 SIZES = {
@@ -78,11 +79,12 @@ def main():
         histogram_only(*call_args)
         return result
 
-    grower._split.find_best_splits = split_and_histogram
-    grower._partition.route_rows = timed("route rows to children", _partition.route_rows)
-    grower._partition.active_rows = timed("active row lists", _partition.active_rows)
-    grower._partition.slot_sums = timed("node sums (leaf values)", _partition.slot_sums)
-    booster.predict_pack_binned = timed("prediction update", grower.predict_pack_binned)
+    # The CPU backend calls the kernels through these modules.
+    _split.find_best_splits = split_and_histogram
+    _partition.route_rows = timed("route rows to children", _partition.route_rows)
+    _partition.active_rows = timed("active row lists", _partition.active_rows)
+    _partition.slot_sums = timed("node sums (leaf values)", _partition.slot_sums)
+    CpuBackend.add_pack = timed("prediction update", CpuBackend.add_pack)
     booster.draw_round = timed("random draws", booster.draw_round)
     booster.grow_pack = timed("grow_pack total", grower.grow_pack)
 

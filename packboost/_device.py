@@ -10,6 +10,7 @@ failure becomes a :class:`CudaError` with CUDA's own message and code.
 
 from __future__ import annotations
 
+
 class CudaError(RuntimeError):
     """The CUDA backend is missing or a CUDA call failed.
 

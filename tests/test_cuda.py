@@ -18,6 +18,7 @@ import contextlib
 
 import numpy as np
 import pytest
+from oracles.host_kernels import HostKernels, quantize
 
 import packboost
 from packboost import _cuda_emulate, _device, _predict, _split, backends
@@ -27,7 +28,6 @@ from packboost.backends.cuda import CudaBackend
 from packboost.grower import GrowerParams, grow_pack
 
 from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
-from oracles.host_kernels import HostKernels, quantize
 
 CUDA = _device.cuda_available()
 

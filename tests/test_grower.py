@@ -3,11 +3,10 @@
 import numpy as np
 import pytest
 
-from packboost import _reference
+from packboost import _predict, _reference
 from packboost._fixed_point import to_fixed_point
-from packboost.booster import draw_round, grower_params
-from packboost import _predict
 from packboost.backends.cpu import CpuBackend
+from packboost.booster import draw_round, grower_params
 from packboost.grower import grow_pack
 
 from conftest import make_binned_problem
