@@ -23,7 +23,7 @@ cuts; no mispredicted branches) and a binary search above that.
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 
-from packboost._types cimport X_RAW_C, X_BINNED_C, BIN_IDX_C
+from packboost.tree cimport raw_value_t, bin_code_t, bin_index_t
 
 cdef enum:
     ROW_BLOCK = 2048
@@ -49,12 +49,12 @@ cdef inline Py_ssize_t count_cuts_below(const double* cuts, Py_ssize_t n_cuts,
 
 
 def map_to_bins(
-        const X_RAW_C[:, :] X,                 # IN  (n_rows, n_features), any strides
+        const raw_value_t[:, :] X,                 # IN  (n_rows, n_features), any strides
         const double[::1] cuts,                # IN  all features' cuts, concatenated
         const int64_t[::1] cut_offsets,        # IN  (n_features + 1,)
-        const BIN_IDX_C[::1] n_bins,           # IN  (n_features,) = missing code
+        const bin_index_t[::1] n_bins,           # IN  (n_features,) = missing code
         const int64_t[::1] row_order,          # IN  (n_rows_out,) or empty: all rows
-        X_BINNED_C[:, ::1] out,                # OUT (n_features, n_rows_out)
+        bin_code_t[:, ::1] out,                # OUT (n_features, n_rows_out)
         int n_threads,
 ):
     """Fill ``out[k, i]`` with the code of ``X[row_order[i], k]``."""
@@ -62,7 +62,7 @@ def map_to_bins(
     cdef Py_ssize_t n_rows_out = out.shape[1]
     cdef Py_ssize_t n_blocks = (n_rows_out + ROW_BLOCK - 1) // ROW_BLOCK
     cdef bint ordered = row_order.shape[0] > 0
-    cdef bint columns_contiguous = X.strides[0] == sizeof(X_RAW_C)
+    cdef bint columns_contiguous = X.strides[0] == sizeof(raw_value_t)
     cdef Py_ssize_t block, feature
     if n_blocks == 0 or n_features == 0:
         return
@@ -80,9 +80,9 @@ def map_to_bins(
 
 
 cdef inline void bin_rows(
-        const X_RAW_C[:, :] X, const double[::1] cuts, const int64_t[::1] cut_offsets,
-        const BIN_IDX_C[::1] n_bins, const int64_t[::1] row_order, bint ordered,
-        X_BINNED_C[:, ::1] out, Py_ssize_t feature, Py_ssize_t start,
+        const raw_value_t[:, :] X, const double[::1] cuts, const int64_t[::1] cut_offsets,
+        const bin_index_t[::1] n_bins, const int64_t[::1] row_order, bint ordered,
+        bin_code_t[:, ::1] out, Py_ssize_t feature, Py_ssize_t start,
         Py_ssize_t end) noexcept nogil:
     """Codes of output rows [start, end) of one feature."""
     cdef Py_ssize_t position, row
@@ -94,7 +94,7 @@ cdef inline void bin_rows(
         row = row_order[position] if ordered else position
         value = <double>X[row, feature]
         if value != value:  # NaN; compiled away for integer inputs
-            out[feature, position] = <X_BINNED_C>n_bins[feature]
+            out[feature, position] = <bin_code_t>n_bins[feature]
         else:
-            out[feature, position] = <X_BINNED_C>count_cuts_below(feature_cuts, n_cuts,
+            out[feature, position] = <bin_code_t>count_cuts_below(feature_cuts, n_cuts,
                                                                   value)

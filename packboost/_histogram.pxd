@@ -8,8 +8,8 @@
 from libc.string cimport memset
 from libc.stdint cimport uint8_t, int64_t
 
-from packboost._types cimport (X_BINNED_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
-                               NODE_IDX_C, OFFSET_C, hist_entry)
+from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
+from packboost._types cimport row_index_t, offset_t, hist_entry
 
 cdef enum:
     MAX_PACK_SIZE = 64        # trees per pack the kernels accept (stack arrays)
@@ -50,14 +50,14 @@ cdef inline fixed_point_rows view_fixed_point(fixed, Py_ssize_t n_rows) except *
 
 
 cdef inline void build_pack_histograms(
-        const X_BINNED_C[:, ::1] X_binned,     # IN  (n_features, n_rows)
-        const FEATURE_IDX_C* block_features,    # IN  (n_block,) features of the block
+        const bin_code_t[:, ::1] X_binned,     # IN  (n_features, n_rows)
+        const feature_index_t* block_features,    # IN  (n_block,) features of the block
         Py_ssize_t n_block,
-        const BIN_IDX_C[::1] n_bins,            # IN  (n_features,) width = n_bins + 1
+        const bin_index_t[::1] n_bins,            # IN  (n_features,) width = n_bins + 1
         const fixed_point_rows* rows,           # IN  the round's gradients (view_fixed_point)
-        const ROW_IDX_C[::1] active_rows,       # IN  rows in some open slot, ascending
-        const OFFSET_C[::1] era_offsets,        # IN  (n_eras + 1,) era e's active rows
-        const NODE_IDX_C[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or -1
+        const row_index_t[::1] active_rows,       # IN  rows in some open slot, ascending
+        const offset_t[::1] era_offsets,        # IN  (n_eras + 1,) era e's active rows
+        const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or -1
         const uint8_t* tree_uses_feature,       # IN  (n_block, pack_size), row-major
         Py_ssize_t slot_start,                  # IN  slots [slot_start, slot_end)
         Py_ssize_t slot_end,                    #     are histogrammed here
@@ -88,7 +88,7 @@ cdef inline void build_pack_histograms(
     cdef const int64_t* hessian_fixed = rows.hessian_fixed
     cdef Py_ssize_t era, position, row, tree, block, index, n_used, offset
     cdef size_t slot
-    cdef const X_BINNED_C* column[MAX_FEATURES_PER_PASS]
+    cdef const bin_code_t* column[MAX_FEATURES_PER_PASS]
     cdef int64_t* era_cells[MAX_FEATURES_PER_PASS]
     cdef Py_ssize_t width[MAX_FEATURES_PER_PASS]
     cdef int64_t value, hessian

@@ -14,8 +14,8 @@ from cython.parallel cimport prange
 from libc.math cimport fabs, rint
 from libc.stdint cimport uint8_t, int64_t
 
-from packboost._types cimport (X_BINNED_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
-                               NODE_IDX_C, OFFSET_C, hist_entry)
+from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
+from packboost._types cimport row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
                                    view_fixed_point, build_pack_histograms, unpack_tile)
 from packboost._fixed_point import FixedPointGradients, to_fixed_point
@@ -25,10 +25,10 @@ HIST_DTYPE = np.dtype([("sum_gradients", np.float64),
                        ("count", np.int64)])
 
 
-def build_histograms(const X_BINNED_C[:, ::1] X_binned, features,
+def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                      gradients, hessians,
-                     const ROW_IDX_C[::1] active_rows, const OFFSET_C[::1] era_offsets,
-                     const NODE_IDX_C[:, ::1] node_of_row,
+                     const row_index_t[::1] active_rows, const offset_t[::1] era_offsets,
+                     const node_index_t[:, ::1] node_of_row,
                      tree_uses_feature, Py_ssize_t n_slots,
                      Py_ssize_t width, row_era_offsets=None):
     """Per-era histograms of ``features`` for slots ``0 .. n_slots-1``,
@@ -68,10 +68,10 @@ def build_histograms(const X_BINNED_C[:, ::1] X_binned, features,
         fixed = to_fixed_point(gradients, hessians, np.asarray(
             era_offsets if row_era_offsets is None else row_era_offsets))
     cdef hist_entry[:, :, :, ::1] hist_view = hist
-    cdef const FEATURE_IDX_C[::1] features_view = block_features
+    cdef const feature_index_t[::1] features_view = block_features
     cdef const uint8_t[:, ::1] uses_view = uses
     n_bins = np.full(X_binned.shape[0], width - 1, dtype=np.int32)
-    cdef BIN_IDX_C[::1] n_bins_view = n_bins
+    cdef bin_index_t[::1] n_bins_view = n_bins
     cdef fixed_point_rows rows = view_fixed_point(fixed, X_binned.shape[1])
     cdef Py_ssize_t words = rows.words
     cdef Py_ssize_t feature_stride = n_eras * n_slots * width
@@ -90,7 +90,7 @@ def build_histograms(const X_BINNED_C[:, ::1] X_binned, features,
     return hist[0] if single else hist
 
 
-def magnitude_sums(const double[::1] values, const OFFSET_C[::1] era_offsets):
+def magnitude_sums(const double[::1] values, const offset_t[::1] era_offsets):
     """(largest per-era sum of |values|, sum of |values|): the bounds that
     choose a fixed-point scale (_fixed_point.to_fixed_point), in one pass."""
     cdef Py_ssize_t era, row

@@ -31,20 +31,20 @@ import numpy as np
 from cython.parallel cimport prange
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
-from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, ERA_IDX_C, FEATURE_IDX_C,
-                               BIN_IDX_C, NODE_IDX_C, OFFSET_C)
+from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
+from packboost._types cimport gradient_t, row_index_t, era_index_t, offset_t
 
 
 def start_tree(
-        NODE_IDX_C[:, ::1] node_of_row,            # OUT column `tree` (n_rows, pack_size)
-        const ROW_IDX_C[::1] sample,               # IN  the tree's rows
+        node_index_t[:, ::1] node_of_row,            # OUT column `tree` (n_rows, pack_size)
+        const row_index_t[::1] sample,               # IN  the tree's rows
         Py_ssize_t tree,
         int n_threads,
 ):
     """Put every row in the root of ``tree`` (slot ``tree``): the sampled
     rows as ``tree``, the others as ``-2 - tree`` (routed, never summed)."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0], row, position
-    cdef NODE_IDX_C unsampled = <NODE_IDX_C>(-2 - tree), sampled = <NODE_IDX_C>tree
+    cdef node_index_t unsampled = <node_index_t>(-2 - tree), sampled = <node_index_t>tree
     if not 0 <= tree < node_of_row.shape[1]:
         raise ValueError(f"tree {tree} is not in a pack of {node_of_row.shape[1]}")
     for row in prange(n_rows, nogil=True, schedule='static',
@@ -56,23 +56,23 @@ def start_tree(
 
 
 def route_rows(
-        const X_BINNED_C[:, ::1] X_binned,        # IN  (n_features, n_rows)
-        NODE_IDX_C[:, ::1] node_of_row,            # IN/OUT (n_rows, pack_size) codes above
-        const FEATURE_IDX_C[::1] split_feature,    # IN  (n_slots,) -1: no split
-        const BIN_IDX_C[::1] split_threshold,      # IN  (n_slots,)
+        const bin_code_t[:, ::1] X_binned,        # IN  (n_features, n_rows)
+        node_index_t[:, ::1] node_of_row,            # IN/OUT (n_rows, pack_size) codes above
+        const feature_index_t[::1] split_feature,    # IN  (n_slots,) -1: no split
+        const bin_index_t[::1] split_threshold,      # IN  (n_slots,)
         const uint8_t[::1] split_missing_left,     # IN  (n_slots,)
-        const NODE_IDX_C[::1] left_child_slot,     # IN  (n_slots,) right = left + 1
-        const BIN_IDX_C[::1] n_bins,               # IN  (n_features,) = missing code
-        const NODE_IDX_C[::1] slot_node,           # IN  (n_slots,) node id of the slot in its tree
-        NODE_IDX_C[:, ::1] leaf_of_row,            # OUT (n_rows, pack_size) leaf node ids
+        const node_index_t[::1] left_child_slot,     # IN  (n_slots,) right = left + 1
+        const bin_index_t[::1] n_bins,               # IN  (n_features,) = missing code
+        const node_index_t[::1] slot_node,           # IN  (n_slots,) node id of the slot in its tree
+        node_index_t[:, ::1] leaf_of_row,            # OUT (n_rows, pack_size) leaf node ids
         int n_threads,
 ):
     """Move every row to its child slot in the next frontier; rows of slots
     that do not split get code -1 and their leaf in ``leaf_of_row``."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
     cdef Py_ssize_t row, tree, bin_value
-    cdef NODE_IDX_C code, slot, child
-    cdef FEATURE_IDX_C feature
+    cdef node_index_t code, slot, child
+    cdef feature_index_t feature
     cdef bint left
     if n_rows == 0:
         return
@@ -104,9 +104,9 @@ cdef enum:
 
 
 def slot_sums(
-        const G_H_C[::1] gradients,               # IN  (n_rows,)
-        const G_H_C[::1] hessians,                # IN  (n_rows,)
-        const NODE_IDX_C[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
+        const gradient_t[::1] gradients,               # IN  (n_rows,)
+        const gradient_t[::1] hessians,                # IN  (n_rows,)
+        const node_index_t[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
         Py_ssize_t n_slots,
         int n_threads=1,
 ):
@@ -122,7 +122,7 @@ def slot_sums(
     cdef double[:, :, ::1] partial_view = partial
     cdef Py_ssize_t chunk, row, tree, row_end
     cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
-    cdef NODE_IDX_C slot
+    cdef node_index_t slot
     cdef double gradient
     if n_rows > 0 and n_slots > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='static',
@@ -145,9 +145,9 @@ def slot_sums(
 
 
 def active_rows(
-        const NODE_IDX_C[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
+        const node_index_t[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
         const uint8_t[::1] slot_open,             # IN  (n_slots,)
-        const ERA_IDX_C[::1] row_era,             # IN  (n_rows,) non-decreasing
+        const era_index_t[::1] row_era,             # IN  (n_rows,) non-decreasing
         Py_ssize_t n_eras,
 ):
     """Rows in at least one open slot (ascending) and their era offsets.
@@ -158,16 +158,16 @@ def active_rows(
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
     rows = np.empty(n_rows, dtype=np.int32)
     era_offsets = np.zeros(n_eras + 1, dtype=np.int64)
-    cdef ROW_IDX_C[::1] rows_view = rows
-    cdef OFFSET_C[::1] offsets_view = era_offsets
+    cdef row_index_t[::1] rows_view = rows
+    cdef offset_t[::1] offsets_view = era_offsets
     cdef Py_ssize_t row, tree, n_active = 0, era
-    cdef NODE_IDX_C slot
+    cdef node_index_t slot
     with nogil:
         for row in range(n_rows):
             for tree in range(pack_size):
                 slot = node_of_row[row, tree]
                 if slot >= 0 and slot_open[slot]:
-                    rows_view[n_active] = <ROW_IDX_C>row
+                    rows_view[n_active] = <row_index_t>row
                     n_active += 1
                     offsets_view[row_era[row] + 1] += 1
                     break

@@ -22,28 +22,28 @@ import numpy as np
 from cython.parallel cimport prange
 from libc.stdint cimport uint8_t, int64_t
 
-from packboost._types cimport (X_BINNED_C, X_RAW_C, Y_C, FEATURE_IDX_C,
-                               BIN_IDX_C, NODE_IDX_C)
-from packboost.tree cimport TreeNodes, predict_rows_binned, predict_rows_raw
+from packboost.tree cimport (TreeNodes, bin_code_t, bin_index_t, feature_index_t, node_index_t,
+                             predict_rows_binned, predict_rows_raw, raw_value_t)
+from packboost._types cimport score_t
 
 cdef enum:
     ROW_BLOCK = 128
 
 
 def predict_raw(
-        const X_RAW_C[:, :] X,                    # IN  (n_rows, n_features), any strides
-        const FEATURE_IDX_C[::1] feature,         # IN  node arrays
+        const raw_value_t[:, :] X,                    # IN  (n_rows, n_features), any strides
+        const feature_index_t[::1] feature,         # IN  node arrays
         const double[::1] threshold,
         const uint8_t[::1] missing_left,
-        const NODE_IDX_C[::1] left_child,
-        const NODE_IDX_C[::1] right_child,
-        const Y_C[::1] value,
+        const node_index_t[::1] left_child,
+        const node_index_t[::1] right_child,
+        const score_t[::1] value,
         const int64_t[::1] tree_roots,            # IN  trees to add up
-        Y_C[::1] out,                             # IN/OUT (n_rows,) += sum of trees
+        score_t[::1] out,                             # IN/OUT (n_rows,) += sum of trees
         int n_threads,
 ):
     """Add the trees' outputs for raw rows to ``out``. NaN takes the missing side."""
-    cdef Py_ssize_t itemsize = sizeof(X_RAW_C)
+    cdef Py_ssize_t itemsize = sizeof(raw_value_t)
     if X.strides[0] % itemsize or X.strides[1] % itemsize:
         # The kernel strides in elements; a misaligned view (rare) is copied.
         X = np.ascontiguousarray(X)
@@ -71,16 +71,16 @@ def predict_raw(
 
 
 def predict_binned(
-        const X_BINNED_C[:, ::1] X_binned,        # IN  (n_features, n_rows)
-        const BIN_IDX_C[::1] n_bins,              # IN  (n_features,) missing bin code
-        const FEATURE_IDX_C[::1] feature,         # IN  node arrays
-        const BIN_IDX_C[::1] threshold_bin,
+        const bin_code_t[:, ::1] X_binned,        # IN  (n_features, n_rows)
+        const bin_index_t[::1] n_bins,              # IN  (n_features,) missing bin code
+        const feature_index_t[::1] feature,         # IN  node arrays
+        const bin_index_t[::1] threshold_bin,
         const uint8_t[::1] missing_left,
-        const NODE_IDX_C[::1] left_child,
-        const NODE_IDX_C[::1] right_child,
-        const Y_C[::1] value,
+        const node_index_t[::1] left_child,
+        const node_index_t[::1] right_child,
+        const score_t[::1] value,
         const int64_t[::1] tree_roots,            # IN  trees to add up
-        Y_C[::1] out,                             # IN/OUT (n_rows,) += sum of trees
+        score_t[::1] out,                             # IN/OUT (n_rows,) += sum of trees
         int n_threads,
 ):
     """Add the trees' outputs for binned rows (feature-major) to ``out``."""
@@ -107,10 +107,10 @@ def predict_binned(
 
 
 def add_leaf_values(
-        const NODE_IDX_C[:, ::1] leaf_of_row,     # IN  (n_rows, n_trees) node id in its tree
-        const Y_C[::1] value,                     # IN  node values, tree t's from tree_roots[t]
+        const node_index_t[:, ::1] leaf_of_row,     # IN  (n_rows, n_trees) node id in its tree
+        const score_t[::1] value,                     # IN  node values, tree t's from tree_roots[t]
         const int64_t[::1] tree_roots,            # IN  (n_trees,)
-        Y_C[::1] out,                             # IN/OUT (n_rows,) += sum of the trees
+        score_t[::1] out,                             # IN/OUT (n_rows,) += sum of the trees
         int n_threads,
 ):
     """Add each row's leaf values to ``out``, trees in order (the additions

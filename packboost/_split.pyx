@@ -43,8 +43,8 @@ from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport INFINITY, fabs
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
-from packboost._types cimport (X_BINNED_C, G_H_C, ROW_IDX_C, FEATURE_IDX_C, BIN_IDX_C,
-                               NODE_IDX_C, OFFSET_C, hist_entry)
+from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
+from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
                                    view_fixed_point, build_pack_histograms, unpack_tile)
 from packboost._histogram import HIST_DTYPE
@@ -108,7 +108,7 @@ cdef struct tile_best:
     double mean
     double std
     double direction
-    BIN_IDX_C threshold
+    bin_index_t threshold
     uint8_t missing_left
     uint8_t found
 
@@ -282,7 +282,7 @@ cdef tile_best score_tile(
                 best.direction = result.direction
                 best.gain = des_pooled_gain(sum_g, sum_h, cand_g, cand_h,
                                             params.reg_lambda)
-                best.threshold = <BIN_IDX_C>bin_idx
+                best.threshold = <bin_index_t>bin_idx
                 best.missing_left = <uint8_t>missing_goes_left
     return best
 
@@ -309,16 +309,16 @@ def feature_blocks(Py_ssize_t n_candidates, Py_ssize_t features_per_pass, int n_
 
 
 def find_best_splits(
-        const X_BINNED_C[:, ::1] X_binned,       # IN  (n_features, n_rows), rows era-sorted
+        const bin_code_t[:, ::1] X_binned,       # IN  (n_features, n_rows), rows era-sorted
         fixed,                                    # IN  _fixed_point.FixedPointGradients
-        const ROW_IDX_C[::1] active_rows,         # IN  rows in an open slot, ascending
-        const OFFSET_C[::1] era_offsets,          # IN  (n_eras + 1,) into active_rows
-        const NODE_IDX_C[:, ::1] node_of_row,     # IN  (n_rows, pack_size) slot or -1
+        const row_index_t[::1] active_rows,         # IN  rows in an open slot, ascending
+        const offset_t[::1] era_offsets,          # IN  (n_eras + 1,) into active_rows
+        const node_index_t[:, ::1] node_of_row,     # IN  (n_rows, pack_size) slot or -1
         const int32_t[::1] slot_tree,             # IN  (n_slots,) tree of each slot
         const uint8_t[::1] slot_open,             # IN  (n_slots,) may the slot split?
-        const FEATURE_IDX_C[::1] features,        # IN  (n_candidates,) K_d, ascending
+        const feature_index_t[::1] features,        # IN  (n_candidates,) K_d, ascending
         const uint8_t[:, ::1] tree_uses_feature,  # IN  (n_candidates, pack_size)
-        const BIN_IDX_C[::1] n_bins,              # IN  (n_features,) non-missing bins
+        const bin_index_t[::1] n_bins,              # IN  (n_features,) non-missing bins
         dict params,
         int n_threads,
         Py_ssize_t histogram_budget_bytes=DEFAULT_HISTOGRAM_BUDGET_BYTES,
@@ -346,7 +346,7 @@ def find_best_splits(
     cdef Py_ssize_t group_size, width
     cdef pb_split_params c_params = make_split_params(params)
     cdef tile_best best
-    cdef FEATURE_IDX_C feature
+    cdef feature_index_t feature
     cdef bint any_open
 
     shape = (n_slots, n_candidates)
@@ -362,7 +362,7 @@ def find_best_splits(
                   threshold=threshold, missing_left=missing_left, found=found)
     cdef double[:, ::1] score_view = score, gain_view = gain, mean_view = mean
     cdef double[:, ::1] std_view = std, direction_view = direction
-    cdef BIN_IDX_C[:, ::1] threshold_view = threshold
+    cdef bin_index_t[:, ::1] threshold_view = threshold
     cdef uint8_t[:, ::1] missing_left_view = missing_left, found_view = found
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
         return result

@@ -1,36 +1,24 @@
-# Cython names for every array role of the engine (STYLE.md 3).
+# The engine's private array roles, named in the vocabulary of the public
+# packboost/tree.pxd (``*_t``, fixed-width integers only): the public names
+# -- bin_code_t (uint8/uint16 bin codes), raw_value_t (raw feature values),
+# feature_index_t, node_index_t (nodes and frontier slots), bin_index_t --
+# are cimported from packboost.tree; the roles only the engine has are here.
 #
-# The matching NumPy dtypes live in packboost/_dtypes (see _openmp.pyx
-# neighbours): keep both in sync. Fixed-width integer types only.
+# Matching NumPy dtypes: float64 gradients and scores, int32 indices, int64
+# offsets; HIST_DTYPE (packboost/_histogram.pyx) for hist_entry; NODE_FIELDS
+# (packboost/ensemble.py) for the node arrays.
 
-from libc.stdint cimport int8_t, uint8_t, int16_t, uint16_t, int32_t, int64_t, uint32_t
+from libc.stdint cimport int32_t, int64_t
 
-# Binned feature matrix, feature-major (n_features, n_rows): uint8 up to 256
-# bins (missing bin included), uint16 above (DESIGN 3.1).
-ctypedef fused X_BINNED_C:
-    uint8_t
-    uint16_t
+ctypedef double gradient_t      # gradients, hessians, their sums
+ctypedef double score_t         # predictions, leaf values
+ctypedef int32_t row_index_t    # row indices into the era-sorted training rows
+ctypedef int32_t era_index_t    # era codes 0 .. n_eras-1
+ctypedef int64_t offset_t       # segment boundaries (era offsets into row lists)
 
-# Raw feature values accepted by the raw-input predictor without a copy.
-ctypedef fused X_RAW_C:
-    double
-    float
-    int8_t
-    uint8_t
-    int16_t
-    int32_t
-    int64_t
-
-ctypedef double G_H_C          # gradients, hessians, their sums
-ctypedef double Y_C            # predictions, leaf values
-ctypedef int32_t ROW_IDX_C     # row indices into the era-sorted training rows
-ctypedef int32_t ERA_IDX_C     # era codes 0 .. n_eras-1
-ctypedef int32_t FEATURE_IDX_C # feature indices; -1 marks a leaf in a tree
-ctypedef int32_t BIN_IDX_C     # bin indices and bin thresholds
-ctypedef int32_t NODE_IDX_C    # node indices inside a tree or a frontier
-ctypedef int64_t OFFSET_C      # segment boundaries in sample-index arrays
-
-# One cell of a per-era histogram: sums over the rows of one (era, bin).
+# One cell of a per-era histogram as the scorer reads it: sums over the rows
+# of one (era, bin). The kernels accumulate fixed-point int64 cells and unpack
+# a tile into these (docs/fixed-point.md §3).
 ctypedef struct hist_entry:
     double sum_gradients
     double sum_hessians
