@@ -24,12 +24,12 @@ from packboost import _device, _parameters, _validation
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._docs import ATTRIBUTE_DOC as _ATTRIBUTE_DOC
 from packboost._docs import FIT_DOC as _FIT_DOC
+from packboost._eval_metrics import resolve_eval_metric
 from packboost._memory import check_fit_memory, data_memory_estimate, training_memory_estimate
 from packboost.binning import BinMapper
 from packboost.booster import EvalSet, InitModel, _fraction_count, train
 from packboost.callback import EarlyStopping, LogEvaluation, ProgressBar
 from packboost.grower import TrainingData
-from packboost.metrics import resolve_eval_metric
 from packboost.model_io import register_estimator, save_estimator
 from packboost.objectives import get_objective
 
