@@ -90,19 +90,9 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
 
 
 def grower_params(params: dict) -> GrowerParams:
-    return GrowerParams(
-        max_depth=params["max_depth"],
-        reg_lambda=params["reg_lambda"],
-        min_samples_leaf=params["min_samples_leaf"],
-        min_child_weight=params["min_child_weight"],
-        min_split_gain=params["min_split_gain"],
-        max_delta_step=params["max_delta_step"],
-        shrinkage=params["learning_rate"] / params["pack_size"],
-        split={name: params[name] for name in (
-            "reg_lambda", "era_gain", "era_weighting", "era_alpha", "lambda_dro",
-            "lambda_dir", "dir_tanh_scale", "era_std", "min_samples_leaf",
-            "min_child_weight")},
-    )
+    from packboost._parameters import grower_settings  # the schema's "grower" and "split" layers
+
+    return GrowerParams(**grower_settings(params))
 
 
 @dataclass

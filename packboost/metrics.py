@@ -4,7 +4,9 @@ A model for era-structured data is judged era by era: compute one score per
 era (:func:`per_era_correlation`, :func:`feature_neutral_correlation`), then
 summarise the sequence of scores (:func:`era_summary`: mean, standard
 deviation, Sharpe ratio, worst era and maximum drawdown). :func:`era_report`
-does both for several correlations at once and prints as a table.
+does both for several correlations at once and prints as a table
+(:mod:`packboost.reports`; ``EraReport`` and ``era_report`` are importable
+from here too).
 
 Three correlations are offered, all computed inside each era:
 
@@ -24,7 +26,8 @@ Three correlations are offered, all computed inside each era:
 The same names, joined to a statistic, are the per-era metrics that
 ``fit(eval_set=...)`` records every round and early stopping can watch:
 ``"pearson_mean"``, ``"numerai_sharpe"``, ``"spearman_worst"``, ... (see
-:data:`EVAL_METRIC_NAMES`).
+:data:`EVAL_METRIC_NAMES`; the registry of those metrics is
+:mod:`packboost._eval_metrics`).
 
 Notes
 -----
@@ -37,16 +40,14 @@ segment starts. The normal quantile function is Wichura's algorithm AS 241
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 __all__ = [
     "CORRELATION_METHODS",
     "ERA_STATISTICS",
-    "EVAL_METRIC_NAMES",
-    "EraReport",
-    "era_report",
+    "EVAL_METRIC_NAMES",  # noqa: F822 (moved; __getattr__ below)
+    "EraReport",  # noqa: F822 (moved; __getattr__ below)
+    "era_report",  # noqa: F822 (moved; __getattr__ below)
     "era_summary",
     "feature_neutral_correlation",
     "numerai_correlation",
@@ -56,13 +57,6 @@ __all__ = [
 CORRELATION_METHODS = ("pearson", "spearman", "numerai")
 # Summary statistics of a sequence of per-era scores (era_summary's keys, n_eras aside).
 ERA_STATISTICS = ("mean", "std", "sharpe", "worst", "max_drawdown")
-# Statistics where a smaller value is better.
-_LOWER_IS_BETTER_STATISTICS = ("std", "max_drawdown")
-# Metrics on the pooled rows (no eras).
-POOLED_METRICS = {"rmse": False, "mae": False, "logloss": False}  # name -> higher is better
-EVAL_METRIC_NAMES = tuple(POOLED_METRICS) + tuple(
-    f"{method}_{statistic}" for method in CORRELATION_METHODS for statistic in ERA_STATISTICS
-)
 
 # Least-squares cut-off of neutralisation, as numerai_tools.scoring.neutralize uses.
 NEUTRALIZE_RCOND = 1e-6
@@ -349,177 +343,6 @@ def era_summary(per_era_values) -> dict:
     }
 
 
-@dataclass
-class EraReport:
-    """Per-era scores of one prediction, for several correlations.
-
-    Attributes
-    ----------
-    eras : ndarray of shape (n_eras,)
-        Sorted era labels.
-    n_rows : ndarray of shape (n_eras,), int64
-        Rows in each era.
-    scores : dict of str to ndarray of shape (n_eras,)
-        Per correlation name (``"pearson"``, ``"numerai"``, ...,
-        ``"feature_neutral"``), its value in every era.
-    """
-
-    eras: np.ndarray
-    n_rows: np.ndarray
-    scores: dict = field(default_factory=dict)
-
-    @property
-    def summary(self) -> dict:
-        """Per correlation name, its :func:`era_summary`."""
-        return {name: era_summary(values) for name, values in self.scores.items()}
-
-    def to_dict(self) -> dict:
-        """Plain lists (JSON-ready): ``era``, ``n_rows`` and one list per score."""
-        out = {"era": [_plain(label) for label in self.eras.tolist()],
-               "n_rows": self.n_rows.tolist()}
-        out.update({name: values.tolist() for name, values in self.scores.items()})
-        return out
-
-    def to_frame(self):
-        """A pandas DataFrame indexed by era (needs pandas)."""
-        from packboost._compat import import_optional
-
-        pd = import_optional("pandas", "EraReport.to_frame")
-        frame = pd.DataFrame({"n_rows": self.n_rows, **self.scores},
-                             index=pd.Index(self.eras, name="era"))
-        return frame
-
-    def format_table(self, *, max_rows: int | None = None) -> str:
-        """The per-era table as text: era, rows, each score and its running sum.
-
-        ``max_rows`` keeps the first and last eras and elides the middle.
-        """
-        names = list(self.scores)
-        header = ["era", "rows"] + [column for name in names
-                                    for column in (name, f"{name}_cum")]
-        cumulative = {name: np.nancumsum(values) for name, values in self.scores.items()}
-        lines = []
-        n_eras = len(self.eras)
-        shown = range(n_eras)
-        if max_rows is not None and n_eras > max_rows:
-            head = max_rows - max_rows // 2
-            shown = list(range(head)) + [None] + list(range(n_eras - max_rows // 2, n_eras))
-        for index in shown:
-            if index is None:
-                lines.append(["..."] + [""] * (len(header) - 1))
-                continue
-            row = [str(_plain(self.eras[index])), str(int(self.n_rows[index]))]
-            for name in names:
-                row += [f"{self.scores[name][index]:.4f}", f"{cumulative[name][index]:.4f}"]
-            lines.append(row)
-        return _format_columns(header, lines)
-
-    def format_summary(self) -> str:
-        """The :func:`era_summary` of every score, one row per score."""
-        header = ["score", *ERA_STATISTICS, "n_eras"]
-        lines = []
-        for name, summary in self.summary.items():
-            lines.append([name] + [f"{summary[key]:.4f}" for key in ERA_STATISTICS]
-                         + [str(summary["n_eras"])])
-        return _format_columns(header, lines)
-
-    def __str__(self) -> str:
-        return f"{self.format_table(max_rows=20)}\n\n{self.format_summary()}"
-
-
-def era_report(y_true, y_pred, era=None, *, methods=("pearson", "spearman", "numerai"),
-               features=None) -> EraReport:
-    """Score ``y_pred`` era by era with several correlations.
-
-    Parameters
-    ----------
-    y_true, y_pred, era : array-like of shape (n_rows,)
-        As in :func:`per_era_correlation`.
-    methods : sequence of {"pearson", "spearman", "numerai"}
-        Correlations to compute.
-    features : array-like of shape (n_rows, n_features), optional
-        When given, the report adds ``"feature_neutral"``
-        (:func:`feature_neutral_correlation`).
-
-    Returns
-    -------
-    EraReport
-        ``print(report)`` shows the per-era table and the summaries;
-        ``report.summary["numerai"]["sharpe"]`` reads one number.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from packboost.metrics import era_report
-    >>> rng = np.random.default_rng(0)
-    >>> y = rng.normal(size=400)
-    >>> report = era_report(y, y + rng.normal(size=400), np.repeat(np.arange(4), 100))
-    >>> sorted(report.scores)
-    ['numerai', 'pearson', 'spearman']
-    """
-    if isinstance(methods, str):
-        methods = (methods,)
-    for method in methods:
-        _check_method(method)
-    y_true = _as_1d(y_true, "y_true", dtype=np.float64)
-    y_pred = _as_1d(y_pred, "y_pred", dtype=np.float64, n_rows=y_true.shape[0])
-    scorer = EraScorer(y_true, era)
-    scores = {method: scorer.correlations(y_pred, method) for method in methods}
-    if features is not None:
-        scores["feature_neutral"] = feature_neutral_correlation(y_true, y_pred, features,
-                                                                era)[1]
-    return EraReport(eras=scorer.labels, n_rows=scorer.groups.sizes.copy(), scores=scores)
-
-
-# ----------------------------------------------------------------------------- eval metrics
-
-
-@dataclass(frozen=True)
-class EvalMetric:
-    """A metric recorded per round on an eval set."""
-
-    name: str
-    higher_is_better: bool
-    method: str | None = None      # correlation of an era metric
-    statistic: str | None = None   # its era_summary statistic
-    function: object = None        # a user callable
-
-
-def resolve_eval_metric(metric, *, objective_name: str) -> EvalMetric:
-    """An :class:`EvalMetric` from a name in :data:`EVAL_METRIC_NAMES` or a callable.
-
-    A callable is called as ``metric(y_true, y_pred, era)`` (``era`` is None
-    for an eval set without eras) and returns ``(name, value,
-    higher_is_better)``; its name is found on the first call.
-    """
-    if callable(metric):
-        return EvalMetric(name=getattr(metric, "__name__", "custom"), higher_is_better=True,
-                          function=metric)
-    if not isinstance(metric, str) or metric not in EVAL_METRIC_NAMES:
-        raise ValueError(
-            f"eval_metric must be a callable or one of {list(EVAL_METRIC_NAMES)}, got {metric!r}"
-        )
-    if metric == "logloss" and objective_name != "logistic":
-        raise ValueError("eval_metric 'logloss' needs a classifier")
-    if metric in POOLED_METRICS:
-        return EvalMetric(name=metric, higher_is_better=POOLED_METRICS[metric])
-    method, statistic = metric.split("_", 1)
-    return EvalMetric(name=metric, higher_is_better=statistic not in _LOWER_IS_BETTER_STATISTICS,
-                      method=method, statistic=statistic)
-
-
-def pooled_metric(name: str, y_true: np.ndarray, raw: np.ndarray, prediction: np.ndarray
-                  ) -> float:
-    """``rmse`` or ``mae`` of ``prediction``, or ``logloss`` of raw log-odds."""
-    if name == "rmse":
-        return float(np.sqrt(np.mean((prediction - y_true) ** 2)))
-    if name == "mae":
-        return float(np.mean(np.abs(prediction - y_true)))
-    # logloss from raw scores, stable for large |raw|: log(1 + exp(-s z)).
-    signed = np.where(y_true > 0.5, raw, -raw)
-    return float(np.mean(np.logaddexp(0.0, -signed)))
-
-
 # ----------------------------------------------------------------------------- helpers
 
 
@@ -644,19 +467,6 @@ def _normal_quantile(p):
     return out
 
 
-def _plain(label):
-    """A NumPy scalar as a plain Python value (for JSON and printing)."""
-    return label.item() if isinstance(label, np.generic) else label
-
-
-def _format_columns(header, rows) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows,
-                                                                         strict=True)]
-    lines = ["  ".join(str(cell).rjust(width) for cell, width in zip(row, widths, strict=True))
-             for row in [header, *rows]]
-    return "\n".join(lines)
-
-
 def _as_1d(values, name: str, *, dtype=None, n_rows: int | None = None) -> np.ndarray:
     try:
         array = np.asarray(values, dtype=dtype)
@@ -671,3 +481,31 @@ def _as_1d(values, name: str, *, dtype=None, n_rows: int | None = None) -> np.nd
             f"{name} has {array.shape[0]} rows but y_true has {n_rows}; lengths must match"
         )
     return array
+
+
+# ----------------------------------------------------------------------------- moved names
+
+# Names that moved out of this module, still importable from it: the report
+# (packboost.reports) and the registry of training metrics
+# (packboost._eval_metrics). Imported on first use: both modules build on this one.
+_MOVED = {
+    "EraReport": "packboost.reports",
+    "era_report": "packboost.reports",
+    "EvalMetric": "packboost._eval_metrics",
+    "resolve_eval_metric": "packboost._eval_metrics",
+    "pooled_metric": "packboost._eval_metrics",
+    "EVAL_METRIC_NAMES": "packboost._eval_metrics",
+    "POOLED_METRICS": "packboost._eval_metrics",
+}
+
+
+def __getattr__(name):
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MOVED))

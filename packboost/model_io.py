@@ -23,6 +23,15 @@ import os
 
 import numpy as np
 
+# PARAMETERS_BEFORE_THEY_EXISTED: parameters added after format v1 files were
+# first written, with the value that reproduces the training of a file that
+# predates them (so that ``init_model=`` continues a model the way it was grown).
+from packboost._parameters import (
+    MAX_PACK_SIZE,
+    PARAMETERS,
+    PARAMETERS_BEFORE_THEY_EXISTED,
+    check_file_parameter,
+)
 from packboost._version import __version__
 from packboost.binning import BinMapper
 from packboost.ensemble import NODE_FIELDS, TreeEnsemble
@@ -31,9 +40,19 @@ from packboost.model_file import ModelFileError, read_model_file, write_model_fi
 MODEL_KIND = "packboost-model"
 
 
+# The estimator classes a model file may name: the fixed list that loading
+# builds from (sklearn.py registers its estimators with @register_estimator).
+_ESTIMATORS: dict = {}
+
+
+def register_estimator(cls):
+    """Class decorator: model files may name ``cls`` (by its ``__name__``)."""
+    _ESTIMATORS[cls.__name__] = cls
+    return cls
+
+
 def _estimator_classes():
-    from packboost.sklearn import PackBoostClassifier, PackBoostRegressor
-    return {cls.__name__: cls for cls in (PackBoostRegressor, PackBoostClassifier)}
+    return dict(_ESTIMATORS)
 
 
 def _json_params(estimator) -> dict:
@@ -127,12 +146,6 @@ def _array(arrays: dict, name: str, dtype, ndim: int = 1) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=dtype)
 
 
-# Parameters added after format v1 files were first written, with the value
-# that reproduces the training of a file that predates them (so that
-# ``init_model=`` continues a model the way it was grown).
-PARAMETERS_BEFORE_THEY_EXISTED = {"era_std": "total"}
-
-
 def _checked_params(estimator, params: dict) -> dict:
     """The estimator parameters of a file, each checked as ``fit`` checks it.
 
@@ -141,22 +154,14 @@ def _checked_params(estimator, params: dict) -> dict:
     parameters newer than the file get the value that reproduces how it was
     trained (``PARAMETERS_BEFORE_THEY_EXISTED``), not today's default.
     """
-    from packboost.sklearn import _PARAMETER_RULES, _check_parameter, _resolve_n_jobs
-
     valid = set(estimator.get_params())
     checked = {}
     for key, value in params.items():
         if key not in valid:
             continue
         try:
-            if key in _PARAMETER_RULES:
-                _check_parameter(key, value)
-            elif key == "n_jobs" and value is not None:
-                _resolve_n_jobs(value)
-            elif key == "random_state" and value is not None and not (
-                    isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-                raise ValueError(f"random_state must be None or a non-negative int, got "
-                                 f"{value!r:.80}")
+            if key in PARAMETERS:
+                check_file_parameter(key, value)
         except (TypeError, ValueError) as error:
             raise ModelFileError(f"invalid parameter in model file: {error}") from None
         checked[key] = value
@@ -189,8 +194,6 @@ def _build_estimator(metadata: dict, arrays: dict):
     n_nodes = len(nodes["feature"])
     if any(len(values) != n_nodes for values in nodes.values()):
         raise ModelFileError("node arrays have different lengths")
-    from packboost.sklearn import MAX_PACK_SIZE
-
     tree_offsets = _array(arrays, "tree_offsets", np.int64)
     pack_size = _count(metadata, "pack_size", 1, MAX_PACK_SIZE)
     n_features = _count(metadata, "n_features_in", 1)

@@ -4,10 +4,10 @@ The estimators orchestrate: validate inputs (arrays or pandas / polars /
 pyarrow tables, :mod:`packboost._inputs`), bin them, sort rows by era, prepare
 the eval sets, metrics and callbacks, call :func:`packboost.booster.train`,
 and keep the bin mapper and the trees. All hyper-parameters live in
-``__init__`` (scikit-learn's contract), are checked in ``fit`` and documented
-once, in :data:`_PARAMETER_DOC`; what a fit does rather than what model it
-makes (eval sets, early stopping, callbacks, ``init_model``) are keyword
-arguments of ``fit``.
+``__init__`` (scikit-learn's contract), are declared once, with their
+bounds, defaults and docs, in :mod:`packboost._parameters`, and are checked
+in ``fit``; what a fit does rather than what model it makes (eval sets,
+early stopping, callbacks, ``init_model``) are keyword arguments of ``fit``.
 """
 
 from __future__ import annotations
@@ -20,179 +20,27 @@ import warnings
 
 import numpy as np
 
-from packboost import _validation, backends
+from packboost import _parameters, _validation, backends
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
+from packboost._docs import ATTRIBUTE_DOC as _ATTRIBUTE_DOC
+from packboost._docs import FIT_DOC as _FIT_DOC
+from packboost._eval_metrics import resolve_eval_metric
 from packboost._memory import check_fit_memory, data_memory_estimate, training_memory_estimate
-from packboost._threads import resolve_n_threads
 from packboost.binning import BinMapper
 from packboost.booster import EvalSet, InitModel, _fraction_count, train
 from packboost.callback import EarlyStopping, LogEvaluation, ProgressBar
 from packboost.grower import TrainingData
-from packboost.metrics import resolve_eval_metric
+from packboost.model_io import register_estimator, save_estimator
 from packboost.objectives import get_objective
 
-_PARAMETER_DOC = """
-    n_estimators : int, default=100
-        Boosting rounds. Each round grows a pack, so the model has
-        ``n_estimators * pack_size`` trees.
-    pack_size : int, default=4
-        Trees grown in lockstep per round, sharing each depth's feature subset;
-        the round's update is their average (DESIGN 2).
-    max_depth : int, default=6
-        Depth of every tree (depth-wise growth).
-    learning_rate : float, default=0.1
-        Shrinkage of each round's update.
-    reg_lambda : float, default=1.0
-        L2 regularisation of leaf values (``v = -G / (H + reg_lambda)``).
-    min_samples_leaf : int, default=20
-        Minimum rows in each child of a split.
-    min_child_weight : float, default=1e-3
-        Minimum hessian sum in each child of a split.
-    min_split_gain : float, default=0.0
-        A split must have a pooled Newton gain above this.
-    max_delta_step : float, default=0.0
-        If positive, leaf values are clipped to ``[-max_delta_step, max_delta_step]``.
-    max_bins : int, default=255
-        Maximum number of non-missing bins per feature (2 .. 65535); NaN gets
-        its own extra bin. Integer features already in ``[0, max_bins)`` are
-        used as bins directly.
-    layer_feature_fraction : float, default=1.0
-        Fraction of features drawn per depth, shared by the whole pack.
-    tree_feature_fraction : float, default=0.5
-        Fraction of the depth's features each tree of a pack may use.
-    row_subsample : float, default=1.0
-        Probability that a row is used by a tree (drawn per tree and round).
-    era_subsample : float, default=0.75
-        Fraction of eras each tree of a round is grown on.
-    era_gain : {"realized", "newton"}, default="realized"
-        Per-era gain definition (DESIGN 1).
-    lambda_dro : float, default=1.0
-        Weight of the per-era gain standard deviation (risk) in DES; see
-        ``era_std`` for which standard deviation.
-    lambda_dir : float, default=0.0
-        Weight of the directional-agreement term in DES.
-    era_weighting : {"equal", "count"}, default="equal"
-        Era weights in DES: equal, or proportional to ``era_alpha + rows``.
-    era_alpha : float, default=0.0
-        Additive smoothing of count era weights.
-    dir_tanh_scale : float, default=1.0
-        Softness of the direction vote; 0 counts signs.
-    era_std : {"between", "total"}, default="between"
-        The risk term of DES. ``"between"``: the standard deviation of the
-        per-era gains beyond what sampling noise within eras explains (eras
-        that disagree are penalised, small nodes are not), see ``csrc/des.h``.
-        ``"total"``: the plain weighted standard deviation of DESIGN 1, which
-        also penalises noise and so stops trees early on weak signal. Only
-        ``era_gain="realized"`` is corrected; ``"newton"`` always uses the total.
-    n_jobs : int or None, default=None
-        Threads; None or -1 uses every CPU this process may use.
-    random_state : int, numpy Generator/RandomState or None, default=None
-        Seed of every random draw. The model is a pure function of data,
-        parameters and an int seed, whatever ``n_jobs``.
-    device : {"cpu", "cuda"}, default="cpu"
-        Backend. ``"cuda"`` trains and predicts on the first NVIDIA GPU with
-        libpackboost_cuda (builds with nvcc only; see
-        ``packboost.cuda_available()``): the same trees as the CPU for the
-        same seed. Without a usable GPU, fit and predict raise
-        ``packboost.CudaError`` with CUDA's message.
-    importance_type : {"gain", "split", "des"}, default="gain"
-        What ``feature_importances_`` adds up over a feature's splits: their
-        pooled Newton gain, their number, or their DES score (gain that held
-        up across eras, DESIGN 1).
-"""
-
-# Trees per pack the kernels accept (MAX_PACK_SIZE of packboost/_histogram.pxd:
-# per-tree state lives in fixed-size stack arrays).
-MAX_PACK_SIZE = 64
-
-# name -> (kind, lower, upper, lower inclusive, upper inclusive) for numbers;
-# name -> tuple of choices for strings.
-_INT = "int"
-_REAL = "real"
-_PARAMETER_RULES = {
-    "n_estimators": (_INT, 0, None, True, True),
-    "pack_size": (_INT, 1, MAX_PACK_SIZE, True, True),
-    "max_depth": (_INT, 0, 30, True, True),
-    "learning_rate": (_REAL, 0.0, None, False, True),
-    "reg_lambda": (_REAL, 0.0, None, True, True),
-    "min_samples_leaf": (_INT, 1, None, True, True),
-    "min_child_weight": (_REAL, 0.0, None, True, True),
-    "min_split_gain": (_REAL, 0.0, None, True, True),
-    "max_delta_step": (_REAL, 0.0, None, True, True),
-    "max_bins": (_INT, 2, 65535, True, True),
-    "layer_feature_fraction": (_REAL, 0.0, 1.0, False, True),
-    "tree_feature_fraction": (_REAL, 0.0, 1.0, False, True),
-    "row_subsample": (_REAL, 0.0, 1.0, False, True),
-    "era_subsample": (_REAL, 0.0, 1.0, False, True),
-    "lambda_dro": (_REAL, 0.0, None, True, True),
-    "lambda_dir": (_REAL, 0.0, None, True, True),
-    "era_alpha": (_REAL, 0.0, None, True, True),
-    "dir_tanh_scale": (_REAL, 0.0, None, True, True),
-    "era_gain": ("realized", "newton"),
-    "era_weighting": ("equal", "count"),
-    "era_std": ("between", "total"),
-    "device": ("cpu", "cuda"),
-    "importance_type": ("gain", "split", "des"),
-}
-
-
-def _check_parameter(name, value):
-    rule = _PARAMETER_RULES[name]
-    if isinstance(rule[0], str) and rule[0] not in (_INT, _REAL):
-        if not isinstance(value, str) or value not in rule:
-            raise ValueError(f"{name} must be one of {list(rule)}, got {_validation.show(value)}")
-        return value
-    kind, low, high, low_closed, high_closed = rule
-    if kind == _INT:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{name} must be an int, got {_validation.show(value)}")
-        value = int(value)
-    else:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{name} must be a real number, got {_validation.show(value)}")
-        value = float(value)
-        if not np.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {_validation.show(value)}")
-    too_low = low is not None and (value < low or (value == low and not low_closed))
-    too_high = high is not None and (value > high or (value == high and not high_closed))
-    if too_low or too_high:
-        left = "[" if low_closed else "("
-        right = "]" if high_closed else ")"
-        interval = f"{left}{low if low is not None else '-inf'}, " \
-                   f"{high if high is not None else 'inf'}{right}"
-        raise ValueError(f"{name} must be in {interval}, got {_validation.show(value)}")
-    return value
-
-
-# The kernels take the thread count as a C int.
-_MAX_N_JOBS = 2**31 - 1
-
-
-def _resolve_n_jobs(n_jobs) -> int:
-    """Threads for ``n_jobs`` (None, -1: every CPU this process may use; see _threads)."""
-    if (isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool)
-            and not -_MAX_N_JOBS <= n_jobs <= _MAX_N_JOBS):
-        raise ValueError(f"n_jobs must be an int in [-{_MAX_N_JOBS}, {_MAX_N_JOBS}] or None, "
-                         f"got {n_jobs!r}")
-    return resolve_n_threads(n_jobs)
-
-
-def _resolve_seed(random_state) -> int:
-    """An int seed from ``random_state`` (None draws a fresh one)."""
-    if random_state is None:
-        return int(np.random.SeedSequence().generate_state(1)[0])
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        if random_state < 0:
-            raise ValueError(f"random_state must be non-negative, got {random_state}")
-        return int(random_state)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(np.iinfo(np.int32).max))
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(np.iinfo(np.int32).max))
-    raise TypeError(
-        f"random_state must be None, an int, a numpy Generator or RandomState, "
-        f"got {random_state!r}"
-    )
+# The schema's names, kept importable from here (tests and older code use them).
+_PARAMETER_DOC = _parameters.PARAMETER_DOC
+_PARAMETER_RULES = _parameters.PARAMETER_RULES
+_check_parameter = _parameters.check_parameter
+_resolve_n_jobs = _parameters.resolve_n_jobs
+_resolve_seed = _parameters.resolve_seed
+_MAX_N_JOBS = _parameters.MAX_N_JOBS
+MAX_PACK_SIZE = _parameters.MAX_PACK_SIZE
 
 
 class _PackBoostEstimator(BaseEstimator):
@@ -580,7 +428,6 @@ class _PackBoostEstimator(BaseEstimator):
 
         Load it back with :func:`packboost.load_model`.
         """
-        from packboost.model_io import save_estimator
         if not self.__sklearn_is_fitted__():
             raise _not_fitted_error(self)
         save_estimator(self, path)
@@ -608,104 +455,7 @@ def _not_fitted_error(estimator):
     )
 
 
-_ATTRIBUTE_DOC = """
-    ensemble_ : TreeEnsemble
-        The trees (struct-of-arrays) and the base score.
-    bin_mapper_ : BinMapper
-        Raw value -> bin mapping learnt in ``fit`` (or taken from ``init_model``).
-    n_features_in_ : int
-    feature_names_in_ : ndarray of str, only when X had string column names
-    n_eras_ : int
-        Number of distinct eras seen in ``fit`` (1 when ``era`` is None).
-    n_iter_ : int
-        Rounds in the fitted model: those of ``init_model``, plus those grown,
-        less those early stopping cut.
-    evals_result_ : dict
-        ``{eval set name: {metric name: [value after each round]}}``.
-    best_iteration_ : int or None
-        With early stopping: the rounds of the best model (the model keeps
-        exactly these); None otherwise.
-    best_score_ : dict
-        ``{eval set name: {metric name: value}}`` at ``best_iteration_``.
-    feature_importances_ : ndarray of shape (n_features_in_,)
-        Per feature, its share of the ``importance_type`` totals.
-"""
-
-_FIT_DOC = """
-        Parameters
-        ----------
-        X : array-like, or a pandas / polars / pyarrow table, of shape (n_rows, n_features)
-            NaN (or a null) marks a missing value. Integer columns already in
-            ``[0, max_bins)``, such as Numerai's int8 features, are used as
-            bins without a float copy. A table's column names are kept and
-            checked again at predict time.
-        y : array-like of shape (n_rows,)
-        era : array-like of shape (n_rows,), str, or None
-            Era label of each row (any sortable labels), or the name of a
-            column of the table ``X`` holding them (that column is then not a
-            feature). None puts every row in one era: DES then reduces to a
-            plain Newton-gain GBDT when ``lambda_dro = lambda_dir = 0``.
-        sample_weight : array-like of shape (n_rows,), optional
-            Non-negative row weights, multiplied into gradients and hessians.
-        eval_set : list of (X, y) or (X, y, era) tuples, optional
-            Validation sets scored after every round into ``evals_result_``.
-            ``era`` (labels, or a column name of that ``X``) enables the
-            per-era metrics; without it the set is one era.
-        eval_names : list of str, optional
-            Names of the eval sets in ``evals_result_`` (default
-            ``"valid_0"``, ``"valid_1"``, ...).
-        eval_metric : str, callable or list of them, optional
-            Metrics recorded per round: ``"rmse"``, ``"mae"``, ``"logloss"``
-            (classifier) or ``"<correlation>_<statistic>"`` with correlation
-            in ``pearson``, ``spearman``, ``numerai`` and statistic in
-            ``mean``, ``std``, ``sharpe``, ``worst``, ``max_drawdown``
-            (per-era correlations of the eval set, summarised by
-            :func:`packboost.metrics.era_summary`). A callable is called as
-            ``f(y_true, y_pred, era)`` and returns ``(name, value,
-            higher_is_better)``. Default: %(default)s, preceded by
-            ``"pearson_mean"`` and ``"pearson_sharpe"`` when an eval set has eras.
-        early_stopping_rounds : int, optional
-            Stop when the first ``eval_metric`` on the last eval set has not
-            improved for this many rounds, and keep the best rounds
-            (``best_iteration_``). :class:`packboost.callback.EarlyStopping`
-            in ``callbacks`` chooses the metric and set.
-        callbacks : list, optional
-            :class:`packboost.callback.TrainingCallback` objects or functions
-            ``f(info)`` called after every round (a true return stops).
-        init_model : str, path, or fitted estimator of this class, optional
-            Continue training: the new rounds are grown on top of its raw
-            predictions and appended to its trees (``n_estimators`` more
-            rounds). Its bin mapper is reused (so ``max_bins`` is taken from
-            it), and ``pack_size`` and the features must match.
-        progress : bool, optional
-            Show a progress bar on stderr once a fit has run for a second.
-            Default: only in a terminal or a notebook, never when ``CI`` is set
-            or a :class:`~packboost.callback.LogEvaluation` already reports.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        ValueError, TypeError
-            Bad input or parameters, naming the argument and the value.
-        MemoryError
-            When the working memory ``fit`` is certain to need exceeds what is
-            available (estimated before allocating; the message says what to
-            reduce).
-
-        Notes
-        -----
-        ``fit`` is all or nothing: whatever stops it (an error, an exception
-        raised by a callback or an eval metric, Ctrl-C) propagates unchanged
-        and leaves the estimator as it was before the call, unfitted or with
-        its previous model. Ctrl-C is seen when the running kernel returns,
-        within one depth of one round. A callback returning True stops
-        training and keeps the rounds grown.
-"""
-
-
+@register_estimator
 class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
     __doc__ = f"""Gradient-boosted tree packs with Directional Era Splitting (squared error).
 
@@ -753,6 +503,7 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
         return _validation.check_y(y, n_rows, argument=argument)
 
 
+@register_estimator
 class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
     __doc__ = f"""Binary classifier: packs of DES trees on the logistic loss.
 

@@ -223,7 +223,7 @@ def test_interrupted_save_leaves_the_old_file(tmp_path, monkeypatch):
 
 
 def test_cli_train_interrupted_exits_130_without_a_model(tmp_path, monkeypatch, capsys):
-    from packboost._inputs import write_columns
+    from packboost._files import write_columns
     from packboost.cli import main
 
     monkeypatch.chdir(tmp_path)

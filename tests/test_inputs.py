@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from packboost import PackBoostRegressor, _inputs
+from packboost import PackBoostRegressor, _files, _inputs
 from packboost.datasets import make_numerai_like
 
 FAST = dict(n_estimators=3, max_depth=3, random_state=0, n_jobs=1)
@@ -133,14 +133,14 @@ def test_file_round_trip(tmp_path, suffix):
                "feature_1": np.array([0, 4, 2], dtype=np.int64),
                "target": np.array([0.25, np.nan, 1.0])}
     path = tmp_path / f"data{suffix}"
-    _inputs.write_columns(path, columns)
-    assert _inputs.list_file_columns(path) == ["id", "feature_1", "target"]
-    read = _inputs.read_columns(path, ["target", "feature_1"])
+    _files.write_columns(path, columns)
+    assert _files.list_file_columns(path) == ["id", "feature_1", "target"]
+    read = _files.read_columns(path, ["target", "feature_1"])
     assert list(read) == ["target", "feature_1"]
     np.testing.assert_array_equal(read["feature_1"], [0, 4, 2])
     np.testing.assert_array_equal(read["target"], [0.25, np.nan, 1.0])
     with pytest.raises(ValueError, match="no column"):
-        _inputs.read_columns(path, ["missing"])
+        _files.read_columns(path, ["missing"])
 
 
 def _block_imports(monkeypatch, *names):
@@ -162,7 +162,7 @@ def test_csv_needs_no_optional_package(tmp_path, monkeypatch):
     path = tmp_path / "data.csv"
     path.write_text("era,feature_a,target\nera1,1,0.5\nera1,2,\nera2,3,1.0\n")
     _block_imports(monkeypatch, "pyarrow", "polars", "pandas")
-    read = _inputs.read_columns(path)
+    read = _files.read_columns(path)
     assert read["era"].tolist() == ["era1", "era1", "era2"]
     assert read["feature_a"].dtype == np.int64
     np.testing.assert_array_equal(read["target"], [0.5, np.nan, 1.0])
@@ -173,21 +173,21 @@ def test_missing_parquet_library_is_named(tmp_path, monkeypatch):
     path.write_bytes(b"PAR1")
     _block_imports(monkeypatch, "pyarrow", "polars")
     with pytest.raises(ImportError, match="pip install pyarrow"):
-        _inputs.read_columns(path)
+        _files.read_columns(path)
 
 
 def test_unknown_file_type(tmp_path):
     path = tmp_path / "data.xlsx"
     path.write_bytes(b"")
     with pytest.raises(ValueError, match="parquet or .csv"):
-        _inputs.read_columns(path)
+        _files.read_columns(path)
     with pytest.raises(FileNotFoundError):
-        _inputs.read_columns(tmp_path / "absent.csv")
+        _files.read_columns(tmp_path / "absent.csv")
 
 
 def test_select_columns_patterns():
     available = ["era", "feature_b", "feature_a", "target", "target_x"]
-    assert _inputs.select_columns(available, ["feature_*"]) == ["feature_b", "feature_a"]
-    assert _inputs.select_columns(available, ["target_x", "target*"]) == ["target", "target_x"]
+    assert _files.select_columns(available, ["feature_*"]) == ["feature_b", "feature_a"]
+    assert _files.select_columns(available, ["target_x", "target*"]) == ["target", "target_x"]
     with pytest.raises(ValueError, match="no column matches 'nope'"):
-        _inputs.select_columns(available, ["nope"])
+        _files.select_columns(available, ["nope"])

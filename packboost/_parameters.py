@@ -1,0 +1,444 @@
+"""Every hyper-parameter, declared once.
+
+:data:`SCHEMA` holds one :class:`Parameter` per estimator hyper-parameter, in
+the order of the estimators' ``__init__`` signature: its kind and bounds (or
+choices), its default, its documentation, the layer(s) of the library that
+read it, and what a model file written before it existed meant. Everything
+else is derived from it:
+
+* the estimators' parameter docstring (:data:`PARAMETER_DOC`),
+* validation in ``fit`` (:func:`check_parameter`, :data:`PARAMETER_RULES`),
+* the ``packboost train`` flags (:func:`add_cli_flags`),
+* the parameter checks of model files (:func:`check_file_parameter`,
+  :data:`PARAMETERS_BEFORE_THEY_EXISTED`),
+* the settings handed to the grower and the split kernels
+  (:func:`grower_settings`, :func:`split_kernel_params`).
+
+The estimators keep an explicit ``__init__`` (scikit-learn reads its
+signature); ``tests/test_parameters.py`` checks that it matches this schema.
+"""
+
+from __future__ import annotations
+
+import numbers
+import textwrap
+from dataclasses import dataclass
+
+import numpy as np
+
+from packboost import _validation
+from packboost._threads import resolve_n_threads
+
+# Kinds of parameter.
+INT = "int"
+REAL = "real"
+CHOICE = "choice"
+OTHER = "other"   # checked by its own function (n_jobs, random_state)
+
+# Layers: which part of the library reads a parameter.
+LAYERS = (
+    "estimator",   # sklearn.py itself (threads, seed)
+    "boosting",    # booster.train's loop (rounds, packs)
+    "binning",     # BinMapper
+    "sampling",    # booster.draw_round: per-round row and feature draws
+    "grower",      # GrowerParams (grower.py, the one depth driver)
+    "split",       # the DES split kernels of both backends (_split_params.make_split_params)
+    "device",      # backend choice (packboost.backends)
+    "importance",  # feature importances
+)
+
+# Trees per pack the kernels accept: per-tree state lives in fixed-size stack
+# arrays. The same number is MAX_PACK_SIZE of packboost/_histogram.pxd and
+# PBC_MAX_PACK_SIZE of csrc/packboost_cuda.h (tests/test_parameters.py
+# checks that the copies agree).
+MAX_PACK_SIZE = 64
+
+# The kernels take the thread count as a C int.
+MAX_N_JOBS = 2**31 - 1
+
+
+class _Missing:
+    def __repr__(self):
+        return "MISSING"
+
+
+# "No value": a parameter that every model file has always had.
+MISSING = _Missing()
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One hyper-parameter of the estimators.
+
+    Attributes
+    ----------
+    name : str
+        The keyword of ``__init__``.
+    kind : {"int", "real", "choice", "other"}
+    default : object
+        The ``__init__`` default.
+    doc : str
+        The description in the estimators' docstring (one paragraph).
+    layers : tuple of str
+        The parts of the library that read it (:data:`LAYERS`).
+    low, high : number or None
+        Bounds of an int or real parameter (None: unbounded).
+    low_closed, high_closed : bool
+        Whether the bounds themselves are allowed.
+    choices : tuple of str
+        The values of a choice parameter.
+    type_doc : str or None
+        The numpydoc type when it is not the kind's (``int``, ``float``,
+        ``{"a", "b"}``).
+    default_doc : str or None
+        The default as the docstring shows it, when not its repr.
+    since_format : int
+        The model file format version from which files may hold it.
+    before : object
+        The value that reproduces a model file written before the parameter
+        existed (``MISSING``: files have always had it).
+    flags : tuple of str or None
+        ``packboost train`` flags (default: ``--name-with-dashes``).
+    cli_help : str or None
+        The flag's help text, if any.
+    """
+
+    name: str
+    kind: str
+    default: object
+    doc: str
+    layers: tuple
+    low: object = None
+    high: object = None
+    low_closed: bool = True
+    high_closed: bool = True
+    choices: tuple = ()
+    type_doc: str | None = None
+    default_doc: str | None = None
+    since_format: int = 1
+    before: object = MISSING
+    flags: tuple | None = None
+    cli_help: str | None = None
+
+    @property
+    def cli_flags(self) -> tuple:
+        return self.flags or ("--" + self.name.replace("_", "-"),)
+
+    @property
+    def rule(self) -> tuple:
+        """``(kind, low, high, low closed, high closed)``, or the choices."""
+        if self.kind == CHOICE:
+            return self.choices
+        return (self.kind, self.low, self.high, self.low_closed, self.high_closed)
+
+
+def _real(name, default, doc, layers, low=0.0, high=None, **kwargs):
+    return Parameter(name, REAL, default, doc, layers, low=low, high=high, **kwargs)
+
+
+def _int(name, default, doc, layers, low, high=None, **kwargs):
+    return Parameter(name, INT, default, doc, layers, low=low, high=high, **kwargs)
+
+
+def _choice(name, choices, doc, layers, **kwargs):
+    return Parameter(name, CHOICE, choices[0], doc, layers, choices=tuple(choices), **kwargs)
+
+
+_FRACTION = {"low": 0.0, "high": 1.0, "low_closed": False}
+
+SCHEMA: tuple = (
+    _int("n_estimators", 100,
+         "Boosting rounds. Each round grows a pack, so the model has "
+         "``n_estimators * pack_size`` trees.",
+         ("boosting",), low=0),
+    _int("pack_size", 4,
+         "Trees grown in lockstep per round, sharing each depth's feature subset; "
+         "the round's update is their average (DESIGN 2).",
+         ("boosting", "sampling", "grower"), low=1, high=MAX_PACK_SIZE),
+    _int("max_depth", 6,
+         "Depth of every tree (depth-wise growth).",
+         ("sampling", "grower"), low=0, high=30),
+    _real("learning_rate", 0.1,
+          "Shrinkage of each round's update.",
+          ("grower",), low_closed=False),
+    _real("reg_lambda", 1.0,
+          "L2 regularisation of leaf values (``v = -G / (H + reg_lambda)``).",
+          ("grower", "split")),
+    _int("min_samples_leaf", 20,
+         "Minimum rows in each child of a split.",
+         ("grower", "split"), low=1),
+    _real("min_child_weight", 1e-3,
+          "Minimum hessian sum in each child of a split.",
+          ("grower", "split"), default_doc="1e-3"),
+    _real("min_split_gain", 0.0,
+          "A split must have a pooled Newton gain above this.",
+          ("grower",)),
+    _real("max_delta_step", 0.0,
+          "If positive, leaf values are clipped to ``[-max_delta_step, max_delta_step]``.",
+          ("grower",)),
+    _int("max_bins", 255,
+         "Maximum number of non-missing bins per feature (2 .. 65535); NaN gets its own "
+         "extra bin. Integer features already in ``[0, max_bins)`` are used as bins "
+         "directly.",
+         ("binning",), low=2, high=65535),
+    _real("layer_feature_fraction", 1.0,
+          "Fraction of features drawn per depth, shared by the whole pack.",
+          ("sampling",), **_FRACTION),
+    _real("tree_feature_fraction", 0.5,
+          "Fraction of the depth's features each tree of a pack may use.",
+          ("sampling",), **_FRACTION),
+    _real("row_subsample", 1.0,
+          "Probability that a row is used by a tree (drawn per tree and round).",
+          ("sampling",), **_FRACTION),
+    _real("era_subsample", 0.75,
+          "Fraction of eras each tree of a round is grown on.",
+          ("sampling",), **_FRACTION),
+    _choice("era_gain", ("realized", "newton"),
+            "Per-era gain definition (DESIGN 1).",
+            ("split",)),
+    _real("lambda_dro", 1.0,
+          "Weight of the per-era gain standard deviation (risk) in DES; see ``era_std`` "
+          "for which standard deviation.",
+          ("split",)),
+    _real("lambda_dir", 0.0,
+          "Weight of the directional-agreement term in DES.",
+          ("split",)),
+    _choice("era_weighting", ("equal", "count"),
+            "Era weights in DES: equal, or proportional to ``era_alpha + rows``.",
+            ("split",)),
+    _real("era_alpha", 0.0,
+          "Additive smoothing of count era weights.",
+          ("split",)),
+    _real("dir_tanh_scale", 1.0,
+          "Softness of the direction vote; 0 counts signs.",
+          ("split",)),
+    _choice("era_std", ("between", "total"),
+            "The risk term of DES. ``\"between\"``: the standard deviation of the per-era "
+            "gains beyond what sampling noise within eras explains (eras that disagree are "
+            "penalised, small nodes are not), see ``csrc/des.h``. ``\"total\"``: the plain "
+            "weighted standard deviation of DESIGN 1, which also penalises noise and so "
+            "stops trees early on weak signal. Only ``era_gain=\"realized\"`` is corrected; "
+            "``\"newton\"`` always uses the total.",
+            ("split",), before="total"),
+    Parameter("n_jobs", OTHER, None,
+              "Threads; None or -1 uses every CPU this process may use.",
+              ("estimator",), type_doc="int or None"),
+    Parameter("random_state", OTHER, None,
+              "Seed of every random draw. The model is a pure function of data, parameters "
+              "and an int seed, whatever ``n_jobs``.",
+              ("estimator", "sampling"),
+              type_doc="int, numpy Generator/RandomState or None",
+              flags=("--seed", "--random-state"), cli_help="seed of every random draw"),
+    _choice("device", ("cpu", "cuda"),
+            "Backend. ``\"cuda\"`` trains and predicts on the first NVIDIA GPU with "
+            "libpackboost_cuda (builds with nvcc only; see ``packboost.cuda_available()``): "
+            "the same trees as the CPU for the same seed. Without a usable GPU, fit and "
+            "predict raise ``packboost.CudaError`` with CUDA's message.",
+            ("device",)),
+    _choice("importance_type", ("gain", "split", "des"),
+            "What ``feature_importances_`` adds up over a feature's splits: their pooled "
+            "Newton gain, their number, or their DES score (gain that held up across eras, "
+            "DESIGN 1).",
+            ("importance",)),
+)
+
+PARAMETERS: dict = {parameter.name: parameter for parameter in SCHEMA}
+DEFAULTS: dict = {parameter.name: parameter.default for parameter in SCHEMA}
+
+# The parameters checked by bounds or choices, numbers first (the order in
+# which fit checks them), as name -> Parameter.rule.
+PARAMETER_RULES: dict = {
+    parameter.name: parameter.rule
+    for parameter in sorted((p for p in SCHEMA if p.kind != OTHER),
+                            key=lambda p: p.kind == CHOICE)
+}
+
+# Parameters added after model files were first written, with the value that
+# reproduces the training of a file that predates them (so that
+# ``init_model=`` continues a model the way it was grown).
+PARAMETERS_BEFORE_THEY_EXISTED: dict = {
+    parameter.name: parameter.before for parameter in SCHEMA
+    if parameter.before is not MISSING
+}
+
+
+def names(layer: str) -> tuple:
+    """The parameters read by ``layer`` (one of :data:`LAYERS`), in schema order."""
+    if layer not in LAYERS:
+        raise ValueError(f"layer must be one of {LAYERS}, got {layer!r}")
+    return tuple(parameter.name for parameter in SCHEMA if layer in parameter.layers)
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def check_parameter(name: str, value):
+    """``value`` checked as ``fit`` checks parameter ``name``; ints and reals normalised.
+
+    Raises TypeError or ValueError naming the parameter and the value.
+    """
+    parameter = PARAMETERS[name]
+    if parameter.kind == CHOICE:
+        if not isinstance(value, str) or value not in parameter.choices:
+            raise ValueError(f"{name} must be one of {list(parameter.choices)}, got "
+                             f"{_validation.show(value)}")
+        return value
+    if parameter.kind == OTHER:
+        _OTHER_CHECKS[name](value)
+        return value
+    low, high = parameter.low, parameter.high
+    low_closed, high_closed = parameter.low_closed, parameter.high_closed
+    if parameter.kind == INT:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {_validation.show(value)}")
+        value = int(value)
+    else:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a real number, got {_validation.show(value)}")
+        value = float(value)
+        if not np.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {_validation.show(value)}")
+    too_low = low is not None and (value < low or (value == low and not low_closed))
+    too_high = high is not None and (value > high or (value == high and not high_closed))
+    if too_low or too_high:
+        left = "[" if low_closed else "("
+        right = "]" if high_closed else ")"
+        interval = f"{left}{low if low is not None else '-inf'}, " \
+                   f"{high if high is not None else 'inf'}{right}"
+        raise ValueError(f"{name} must be in {interval}, got {_validation.show(value)}")
+    return value
+
+
+def resolve_n_jobs(n_jobs) -> int:
+    """Threads for ``n_jobs`` (None, -1: every CPU this process may use; see _threads)."""
+    if (isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool)
+            and not -MAX_N_JOBS <= n_jobs <= MAX_N_JOBS):
+        raise ValueError(f"n_jobs must be an int in [-{MAX_N_JOBS}, {MAX_N_JOBS}] or None, "
+                         f"got {n_jobs!r}")
+    return resolve_n_threads(n_jobs)
+
+
+def resolve_seed(random_state) -> int:
+    """An int seed from ``random_state`` (None draws a fresh one)."""
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1)[0])
+    _check_random_state(random_state)
+    if isinstance(random_state, numbers.Integral):
+        return int(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(np.iinfo(np.int32).max))
+    return int(random_state.integers(np.iinfo(np.int32).max))
+
+
+def _check_random_state(random_state):
+    """A valid ``random_state`` without drawing from it."""
+    if random_state is None:
+        return
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be non-negative, got {random_state}")
+        return
+    if isinstance(random_state, (np.random.RandomState, np.random.Generator)):
+        return
+    raise TypeError(
+        f"random_state must be None, an int, a numpy Generator or RandomState, "
+        f"got {random_state!r}"
+    )
+
+
+def _check_n_jobs(n_jobs):
+    if n_jobs is not None:
+        resolve_n_jobs(n_jobs)
+
+
+_OTHER_CHECKS = {"n_jobs": _check_n_jobs, "random_state": _check_random_state}
+
+
+def check_file_parameter(name: str, value):
+    """A parameter read from a model file, checked as ``fit`` checks it.
+
+    A file is JSON: ``random_state`` must be None or a non-negative int.
+    """
+    if name == "random_state":
+        if value is not None and not (
+                isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            raise ValueError(f"random_state must be None or a non-negative int, got "
+                             f"{value!r:.80}")
+        return value
+    return check_parameter(name, value)
+
+
+# ----------------------------------------------------------------------------- consumers
+
+
+def split_kernel_params(params: dict) -> dict:
+    """The DES parameters the split kernels take (``_split.make_params``), from ``params``."""
+    return {name: params[name] for name in names("split")}
+
+
+def grower_settings(params: dict) -> dict:
+    """The keyword arguments of :class:`packboost.grower.GrowerParams`, from ``params``.
+
+    The grower's own parameters, the shrinkage folded into leaf values
+    (``learning_rate / pack_size``) and the split kernels' dict.
+    """
+    settings = {name: params[name] for name in names("grower")
+                if name not in ("pack_size", "learning_rate")}
+    settings["shrinkage"] = params["learning_rate"] / params["pack_size"]
+    settings["split"] = split_kernel_params(params)
+    return settings
+
+
+def add_cli_flags(group) -> None:
+    """Add a flag per parameter to an argparse group, with ``dest="param_<name>"``.
+
+    Bounded and choice parameters first (the order of :data:`PARAMETER_RULES`),
+    then the others; every flag defaults to None (not given).
+    """
+    ordered = [PARAMETERS[name] for name in PARAMETER_RULES]
+    ordered += [parameter for parameter in SCHEMA if parameter.kind == OTHER]
+    for parameter in ordered:
+        options = {"dest": f"param_{parameter.name}", "default": None}
+        if parameter.kind == CHOICE:
+            options["choices"] = parameter.choices
+        else:
+            options["type"] = float if parameter.kind == REAL else int
+            options["metavar"] = "FLOAT" if parameter.kind == REAL else "INT"
+        if parameter.cli_help is not None:
+            options["help"] = parameter.cli_help
+        group.add_argument(*parameter.cli_flags, **options)
+
+
+# ----------------------------------------------------------------------------- docs
+
+
+def _type_doc(parameter: Parameter) -> str:
+    if parameter.type_doc is not None:
+        return parameter.type_doc
+    if parameter.kind == CHOICE:
+        return "{" + ", ".join(f'"{choice}"' for choice in parameter.choices) + "}"
+    return "int" if parameter.kind == INT else "float"
+
+
+def _default_doc(parameter: Parameter) -> str:
+    if parameter.default_doc is not None:
+        return parameter.default_doc
+    if isinstance(parameter.default, str):
+        return f'"{parameter.default}"'
+    return repr(parameter.default)
+
+
+def parameter_doc(indent: str = "    ", width: int = 88) -> str:
+    """The numpydoc ``Parameters`` entries of every parameter (schema order)."""
+    lines = [""]
+    for parameter in SCHEMA:
+        lines.append(f"{indent}{parameter.name} : {_type_doc(parameter)}, "
+                     f"default={_default_doc(parameter)}")
+        lines.extend(textwrap.wrap(parameter.doc, width=width,
+                                   initial_indent=indent * 2, subsequent_indent=indent * 2,
+                                   break_on_hyphens=False))
+    return "\n".join(lines) + "\n"
+
+
+# The Parameters section of both estimators' docstrings.
+PARAMETER_DOC = parameter_doc()

@@ -1,0 +1,155 @@
+"""Which columns of a file the commands use: era, target(s), features.
+
+Defaults follow Numerai's layout (``id``, ``era``, ``target``,
+``feature_*``); ``--era``, ``--target`` and ``--features`` (names or shell
+patterns), or ``--features-file`` (a JSON list, a Numerai ``features.json``
+with ``--feature-set``, or one name per line) choose others.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from packboost.cli._common import CommandError
+
+# Columns never taken as features by default.
+DEFAULT_ID_COLUMN = "id"
+DEFAULT_ERA_COLUMN = "era"
+DEFAULT_TARGET_COLUMN = "target"
+DEFAULT_FEATURE_PATTERN = "feature*"
+DEFAULT_PREDICTION_COLUMN = "prediction"
+
+
+def add_column_arguments(command, *, targets: bool):
+    group = command.add_argument_group("columns")
+    group.add_argument("--era", default=None, metavar="COLUMN",
+                       help=f"era column (default: {DEFAULT_ERA_COLUMN!r} if the file has it, "
+                            "else every row is one era)")
+    if targets:
+        group.add_argument("--target", default=None, metavar="COLUMN",
+                           help=f"target column (default: {DEFAULT_TARGET_COLUMN!r}, else the "
+                                "first column named target*)")
+    group.add_argument("--features", default=None, metavar="NAMES",
+                       help="comma-separated feature columns or shell patterns, e.g. "
+                            f"'feature_*' (default: the model's features, else "
+                            f"{DEFAULT_FEATURE_PATTERN!r}, else every other numeric column)")
+    group.add_argument("--features-file", default=None, metavar="PATH",
+                       help="feature names from a JSON list, a Numerai features.json "
+                            "(with --feature-set) or a text file with one name per line")
+    group.add_argument("--feature-set", default=None, metavar="NAME",
+                       help="feature set of a Numerai features.json (e.g. small, medium)")
+
+
+def split_list(text: str) -> list:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def choose_era_column(requested, available):
+    if requested is None:
+        return DEFAULT_ERA_COLUMN if DEFAULT_ERA_COLUMN in available else None
+    if requested.lower() == "none":
+        return None
+    if requested not in available:
+        raise CommandError(f"no era column {requested!r}; the columns start with "
+                           f"{available[:8]}")
+    return requested
+
+
+def choose_target_columns(requested, available) -> list:
+    from packboost import _files
+
+    if requested is None:
+        if DEFAULT_TARGET_COLUMN in available:
+            return [DEFAULT_TARGET_COLUMN]
+        candidates = [name for name in available if name.startswith("target")]
+        if not candidates:
+            raise CommandError("no target column: name one with --target")
+        return candidates[:1]
+    return _files.select_columns(available, split_list(requested))
+
+
+def choose_feature_columns(args, available, *, exclude, model_features) -> list:
+    from packboost import _files
+
+    if getattr(args, "features_file", None):
+        names = read_feature_file(args.features_file, args.feature_set)
+        missing = [name for name in names if name not in available]
+        if missing:
+            raise CommandError(f"{len(missing)} features of {args.features_file} are not "
+                               f"columns of the data, e.g. {missing[:3]}")
+        return names
+    if args.features is not None:
+        return _files.select_columns(available, split_list(args.features))
+    if model_features is not None:
+        return model_features
+    excluded = {name for name in exclude if name} | {DEFAULT_ID_COLUMN}
+    pattern = [name for name in available if name.startswith(DEFAULT_FEATURE_PATTERN[:-1])
+               and name not in excluded]
+    if pattern:
+        return pattern
+    others = [name for name in available if name not in excluded
+              and not name.startswith("target") and name != DEFAULT_PREDICTION_COLUMN]
+    if not others:
+        raise CommandError("no feature columns: name them with --features")
+    return others
+
+
+def choose_model_feature_columns(model, requested, available) -> list:
+    from packboost import _files
+
+    if requested is not None:
+        features = _files.select_columns(available, split_list(requested))
+    else:
+        names = getattr(model, "feature_names_in_", None)
+        if names is None:
+            raise CommandError("the model was saved without feature names: name the feature "
+                               "columns with --features")
+        features = [str(name) for name in names]
+    missing = [name for name in features if name not in available]
+    if missing:
+        raise CommandError(f"the data lacks {len(missing)} of the model's features, e.g. "
+                           f"{missing[:3]}")
+    if len(features) != model.n_features_in_:
+        raise CommandError(f"{len(features)} feature columns selected, the model expects "
+                           f"{model.n_features_in_}")
+    return features
+
+
+def read_feature_file(path, feature_set):
+    import json
+
+    with open(path) as handle:
+        text = handle.read()
+    if path.lower().endswith(".json"):
+        content = json.loads(text)
+        if isinstance(content, dict):
+            sets = content.get("feature_sets", content)
+            if feature_set is None:
+                raise CommandError(f"{path} holds feature sets {sorted(sets)[:8]}: choose one "
+                                   "with --feature-set")
+            if feature_set not in sets:
+                raise CommandError(f"{path} has no feature set {feature_set!r}; it has "
+                                   f"{sorted(sets)[:8]}")
+            content = sets[feature_set]
+        if not isinstance(content, list) or not all(isinstance(n, str) for n in content):
+            raise CommandError(f"{path}: expected a list of feature names")
+        return content
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def feature_matrix(data, features) -> np.ndarray:
+    from packboost import _inputs
+
+    return _inputs.columns_to_matrix([data[name] for name in features], features,
+                                     argument="the feature columns")
+
+
+def named(X, names):
+    """``X`` with its column names, so that the model keeps and checks them."""
+    from packboost._inputs import NamedMatrix
+
+    return NamedMatrix(X, names)
+
+
+def count_eras(era) -> int:
+    return 1 if era is None else int(np.unique(era).size)

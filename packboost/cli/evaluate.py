@@ -1,0 +1,140 @@
+"""``packboost evaluate DATA``: the per-era report of a model or a prediction column."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from packboost.cli._common import CommandError
+from packboost.cli.columns import (
+    DEFAULT_TARGET_COLUMN,
+    add_column_arguments,
+    choose_era_column,
+    choose_feature_columns,
+    choose_model_feature_columns,
+    choose_target_columns,
+    feature_matrix,
+    named,
+    split_list,
+)
+from packboost.cli.predict import prediction_values
+
+CORRELATION_CHOICES = ("pearson", "spearman", "numerai")
+
+
+def add_parser(commands):
+    evaluate = commands.add_parser(
+        "evaluate", help="per-era report of predictions against targets",
+        description=(
+            "Score predictions era by era: those of --model on DATA, or a column of DATA "
+            "(--prediction-column). Prints one row per era and a summary (mean, std, "
+            "Sharpe, worst era, max drawdown) per correlation and target."
+        ),
+    )
+    evaluate.add_argument("data", help="data with era and target columns (.parquet or .csv)")
+    source = evaluate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", default=None, help="a saved model to predict DATA with")
+    source.add_argument("--prediction-column", default=None, metavar="COLUMN",
+                        help="a column of DATA holding the predictions")
+    add_column_arguments(evaluate, targets=False)
+    evaluate.add_argument("--target", default=None, metavar="NAMES",
+                          help="comma-separated target columns or patterns, e.g. 'target*' "
+                               f"(default: {DEFAULT_TARGET_COLUMN!r}, else the first target*)")
+    evaluate.add_argument("--methods", default="pearson,spearman,numerai", metavar="NAMES",
+                          help="comma-separated correlations among "
+                               f"{', '.join(CORRELATION_CHOICES)} (default: all three)")
+    evaluate.add_argument("--feature-neutral", action="store_true",
+                          help="add the feature-neutral Numerai correlation (one least-squares "
+                               "fit per era on the features: slow with many features)")
+    evaluate.add_argument("--png", default=None, metavar="PATH",
+                          help="save per-era bar charts with cumulative lines (needs matplotlib)")
+    evaluate.add_argument("--csv", default=None, metavar="PATH",
+                          help="save the per-era table as CSV")
+    evaluate.add_argument("--summary-only", action="store_true",
+                          help="print the summary without the per-era rows")
+    evaluate.set_defaults(command_function=run)
+
+
+def run(args, parser) -> int:
+    from packboost import _files, load_model
+    from packboost.reports import era_report
+
+    methods = split_list(args.methods)
+    for method in methods:
+        if method not in CORRELATION_CHOICES:
+            parser.error(f"--methods: {method!r} is not one of {', '.join(CORRELATION_CHOICES)}")
+    available = _files.list_file_columns(args.data)
+    era_column = choose_era_column(args.era, available)
+    targets = choose_target_columns(args.target, available)
+    model = load_model(args.model) if args.model else None
+    if model is not None:
+        features = choose_model_feature_columns(model, args.features, available)
+    else:
+        if args.prediction_column not in available:
+            raise CommandError(f"{args.data}: no prediction column {args.prediction_column!r}")
+        features = (choose_feature_columns(args, available,
+                                           exclude={era_column, *targets,
+                                                    args.prediction_column},
+                                           model_features=None)
+                    if args.feature_neutral else [])
+    wanted = list(dict.fromkeys(targets + ([era_column] if era_column else []) + features
+                                + ([args.prediction_column] if model is None else [])))
+    data = _files.read_columns(args.data, wanted)
+    X = feature_matrix(data, features) if features else None
+    if model is not None:
+        prediction = prediction_values(model, named(X, features))
+        source = f"model {args.model}"
+    else:
+        prediction = np.asarray(data[args.prediction_column], dtype=np.float64)
+        source = f"column {args.prediction_column!r}"
+    era = data[era_column] if era_column else None
+
+    reports = {}
+    for target in targets:
+        y = np.asarray(data[target], dtype=np.float64)
+        keep = ~np.isnan(y)
+        if not keep.all():
+            print(f"note: {int((~keep).sum())} rows without a {target!r} value are skipped")
+        report = era_report(
+            y[keep], prediction[keep], era[keep] if era is not None else None,
+            methods=methods,
+            features=X[keep] if args.feature_neutral and X is not None else None)
+        reports[target] = report
+        print(f"{source} on {args.data}, target {target!r}: {int(keep.sum())} rows, "
+              f"{len(report.eras)} eras")
+        if not args.summary_only:
+            print(report.format_table())
+            print()
+        print(report.format_summary())
+        print()
+
+    if args.csv is not None:
+        columns = {}
+        for target, report in reports.items():
+            table = report.to_dict()
+            columns.setdefault("era", table.pop("era"))
+            columns.setdefault("n_rows", table.pop("n_rows"))
+            prefix = "" if len(reports) == 1 else f"{target}_"
+            columns.update({f"{prefix}{name}": values for name, values in table.items()
+                            if name not in ("era", "n_rows")})
+        if len({len(values) for values in columns.values()}) > 1:
+            raise CommandError("targets cover different eras; write one --csv per target")
+        _files.write_columns(args.csv, columns)
+        print(f"wrote {args.csv}")
+    if args.png is not None:
+        save_report_png(reports, args.png)
+        print(f"wrote {args.png}")
+    return 0
+
+
+def save_report_png(reports, path):
+    from packboost.plotting import plot_era_report
+    from packboost.reports import EraReport
+
+    if len(reports) == 1:
+        report = next(iter(reports.values()))
+    else:
+        first = next(iter(reports.values()))
+        report = EraReport(eras=first.eras, n_rows=first.n_rows, scores={
+            f"{target} {name}": values for target, item in reports.items()
+            for name, values in item.scores.items() if len(item.eras) == len(first.eras)})
+    plot_era_report(report, path=path)

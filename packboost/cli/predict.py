@@ -1,0 +1,73 @@
+"""``packboost predict MODEL DATA``: a saved model's predictions for a file."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from packboost.cli._common import CommandError
+from packboost.cli.columns import (
+    DEFAULT_ID_COLUMN,
+    DEFAULT_PREDICTION_COLUMN,
+    choose_model_feature_columns,
+    feature_matrix,
+    named,
+)
+
+
+def add_parser(commands):
+    predict = commands.add_parser(
+        "predict", help="predict a parquet or CSV file with a saved model",
+        description=(
+            "Predict DATA with MODEL and write the predictions (with the id column when "
+            "DATA has one) to OUTPUT, as CSV or parquet by its extension. A classifier "
+            "writes the probability of its second class."
+        ),
+    )
+    predict.add_argument("model", help="a model saved by 'packboost train' or save_model")
+    predict.add_argument("data", help="data to predict (.parquet or .csv)")
+    predict.add_argument("-o", "--output", required=True,
+                         help="predictions file (.csv or .parquet)")
+    predict.add_argument("--id-column", default=None, metavar="COLUMN",
+                         help=f"row id column copied to the output (default: "
+                              f"{DEFAULT_ID_COLUMN!r} if present)")
+    predict.add_argument("--prediction-column", default=DEFAULT_PREDICTION_COLUMN,
+                         metavar="NAME", help="name of the output column (default: prediction)")
+    group = predict.add_argument_group("columns")
+    group.add_argument("--features", default=None, metavar="NAMES",
+                       help="feature columns, for a model saved without feature names")
+    predict.set_defaults(command_function=run)
+
+
+def run(args, parser) -> int:
+    from packboost import _files, load_model
+
+    model = load_model(args.model)
+    available = _files.list_file_columns(args.data)
+    features = choose_model_feature_columns(model, args.features, available)
+    id_column = args.id_column
+    if id_column is None and DEFAULT_ID_COLUMN in available:
+        id_column = DEFAULT_ID_COLUMN
+    elif id_column is not None and id_column not in available:
+        raise CommandError(f"{args.data}: no id column {id_column!r}")
+    wanted = features + ([id_column] if id_column and id_column not in features else [])
+    data = _files.read_columns(args.data, wanted)
+    X = feature_matrix(data, features)
+    started = time.perf_counter()
+    prediction = prediction_values(model, named(X, features))
+    output = {}
+    if id_column:
+        output[id_column] = data[id_column]
+    output[args.prediction_column] = prediction
+    _files.write_columns(args.output, output)
+    print(f"predict: {X.shape[0]} rows in {time.perf_counter() - started:.1f} s -> "
+          f"{args.output}")
+    return 0
+
+
+def prediction_values(model, X) -> np.ndarray:
+    """Regressor: predictions; classifier: probability of ``classes_[1]``."""
+    if hasattr(model, "predict_proba"):
+        return model.predict_proba(X)[:, 1]
+    return np.asarray(model.predict(X), dtype=np.float64)

@@ -1,0 +1,185 @@
+"""``packboost train DATA``: fit an estimator on a file and save it.
+
+Parameters come from a TOML ``--config`` and from one flag per estimator
+parameter (built from the schema, :mod:`packboost._parameters`); an
+optional ``--valid`` file is scored every round and enables early stopping.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from packboost import _parameters
+from packboost.cli._common import CommandError, positive_int
+from packboost.cli.columns import (
+    add_column_arguments,
+    choose_era_column,
+    choose_feature_columns,
+    choose_target_columns,
+    count_eras,
+    feature_matrix,
+    named,
+    split_list,
+)
+from packboost.cli.predict import prediction_values
+
+
+def add_parser(commands):
+    train = commands.add_parser(
+        "train", help="fit a model on a parquet or CSV file and save it",
+        description=(
+            "Fit PackBoostRegressor (or, with --classifier, PackBoostClassifier) on DATA and "
+            "save the model. Parameters come from --config (a TOML file of name = value "
+            "pairs, at the top level or under [params]) and from the flags below, which "
+            "win. Rows with a missing target are skipped."
+        ),
+    )
+    train.add_argument("data", help="training data (.parquet or .csv)")
+    train.add_argument("-o", "--output", default="model.pbm",
+                       help="where to save the model (default: model.pbm)")
+    train.add_argument("--valid", default=None, metavar="PATH",
+                       help="validation data with the same columns: scored every round")
+    add_column_arguments(train, targets=True)
+    train.add_argument("--classifier", action="store_true",
+                       help="binary classification (the target holds two labels)")
+    train.add_argument("--config", default=None, metavar="TOML",
+                       help="TOML file of estimator parameters")
+    train.add_argument("--early-stopping-rounds", type=positive_int, default=None, metavar="N",
+                       help="stop when the first --eval-metric on --valid has not improved "
+                            "for N rounds; keep the best rounds")
+    train.add_argument("--eval-metric", default=None, metavar="NAMES",
+                       help="comma-separated metrics recorded on --valid, e.g. "
+                            "numerai_sharpe,rmse (default: pearson_mean,pearson_sharpe,rmse)")
+    train.add_argument("--log-every", type=positive_int, default=None, metavar="N",
+                       help="print the --valid metrics every N rounds")
+    train.add_argument("--init-model", default=None, metavar="PATH",
+                       help="continue training this saved model (n_estimators more rounds)")
+    train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bar on stderr (default: only in a terminal)")
+    params = train.add_argument_group(
+        "estimator parameters (see help(packboost.PackBoostRegressor))")
+    _parameters.add_cli_flags(params)
+    train.set_defaults(command_function=run)
+
+
+def run(args, parser) -> int:
+    from packboost import PackBoostClassifier, PackBoostRegressor
+    from packboost.callback import LogEvaluation
+
+    estimator_class = PackBoostClassifier if args.classifier else PackBoostRegressor
+    params = load_config(args.config, estimator_class) if args.config else {}
+    params.update({key[len("param_"):]: value for key, value in vars(args).items()
+                   if key.startswith("param_") and value is not None})
+    model = estimator_class(**params)
+
+    columns = TrainColumns.resolve(args, args.data)
+    X, y, era, names = columns.load(args.data, args.classifier)
+    print(f"train: {args.data}: {X.shape[0]} rows x {X.shape[1]} features, "
+          f"{count_eras(era)} eras, target {columns.target!r}")
+    fit_kwargs = {"era": era}
+    if args.valid is not None:
+        X_valid, y_valid, era_valid, _ = columns.load(args.valid, args.classifier)
+        print(f"valid: {args.valid}: {X_valid.shape[0]} rows, {count_eras(era_valid)} eras")
+        fit_kwargs["eval_set"] = [(named(X_valid, names), y_valid, era_valid)]
+        fit_kwargs["eval_names"] = ["valid"]
+    elif args.early_stopping_rounds is not None:
+        raise CommandError("--early-stopping-rounds needs --valid")
+    if args.eval_metric is not None:
+        fit_kwargs["eval_metric"] = split_list(args.eval_metric)
+    callbacks = [LogEvaluation(args.log_every)] if args.log_every else []
+    shown = ", ".join(f"{name}={value!r}" for name, value in sorted(params.items()))
+    print(f"fit:   {estimator_class.__name__}({shown})")
+    started = time.perf_counter()
+    model.fit(named(X, names), y, early_stopping_rounds=args.early_stopping_rounds,
+              callbacks=callbacks, init_model=args.init_model, progress=args.progress,
+              **fit_kwargs)
+    elapsed = time.perf_counter() - started
+    grown = max((len(values) for metrics in model.evals_result_.values()
+                 for values in metrics.values()), default=model.n_iter_)
+    kept = "" if model.best_iteration_ is None else \
+        f"; kept the best {model.n_iter_} (best_iteration {model.best_iteration_})"
+    print(f"done:  {grown} rounds in {elapsed:.1f} s{kept}")
+    model.save_model(args.output)
+    print(f"saved: {args.output}")
+    if args.valid is not None:
+        from packboost.reports import era_report
+
+        prediction = prediction_values(model, named(X_valid, names))
+        score_target = y_valid if not args.classifier else \
+            (np.asarray(y_valid) == model.classes_[1]).astype(np.float64)
+        report = era_report(score_target, prediction, era_valid)
+        print()
+        print(f"valid per-era correlation ({len(report.eras)} eras)")
+        print(report.format_summary())
+    return 0
+
+
+class TrainColumns:
+    """Which columns of a file are the era, the target and the features."""
+
+    def __init__(self, era, target, features):
+        self.era, self.target, self.features = era, target, features
+
+    @classmethod
+    def resolve(cls, args, path):
+        from packboost import _files
+
+        available = _files.list_file_columns(path)
+        era = choose_era_column(args.era, available)
+        target = choose_target_columns(args.target, available)[0]
+        features = choose_feature_columns(args, available, exclude={era, target},
+                                          model_features=None)
+        return cls(era, target, features)
+
+    def load(self, path, classifier):
+        from packboost import _files
+
+        wanted = [self.target] + ([self.era] if self.era else []) + self.features
+        data = _files.read_columns(path, wanted)
+        y = data[self.target]
+        keep = None
+        if y.dtype.kind == "f":
+            keep = ~np.isnan(y)
+        elif y.dtype == object:
+            keep = np.array([value is not None for value in y])
+        if keep is not None and not keep.all():
+            print(f"note:  {path}: {int((~keep).sum())} rows without a {self.target!r} "
+                  "value are skipped")
+        else:
+            keep = None
+        X = feature_matrix(data, self.features)
+        era = data[self.era] if self.era else None
+        if keep is not None:
+            X, y = X[keep], y[keep]
+            era = era[keep] if era is not None else None
+        if not classifier and y.dtype.kind not in "biuf":
+            raise CommandError(f"target {self.target!r} is not numeric (dtype {y.dtype}); "
+                               "use --classifier for labels")
+        return X, y, era, self.features
+
+
+def load_config(path, estimator_class) -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        from packboost._compat import import_optional
+        tomllib = import_optional("tomli", "reading a TOML --config on Python 3.10")
+    with open(path, "rb") as handle:
+        try:
+            content = tomllib.load(handle)
+        except tomllib.TOMLDecodeError as error:
+            raise CommandError(f"{path}: not valid TOML: {error}") from None
+    if isinstance(content.get("params"), dict):
+        content = content["params"]
+    valid = set(estimator_class().get_params())
+    params = {}
+    for key, value in content.items():
+        name = key.replace("-", "_")
+        if name not in valid:
+            raise CommandError(f"{path}: unknown parameter {key!r}; the parameters are "
+                               f"{sorted(valid)}")
+        params[name] = value
+    return params
