@@ -49,7 +49,8 @@ from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_p
                                    view_fixed_point, build_pack_histograms, unpack_tile)
 from packboost._histogram import HIST_DTYPE
 from packboost._split_params cimport (pb_split_params, make_split_params, DES_ERA_GAIN_NEWTON,
-                                      PB_ERA_WEIGHTING_COUNT)
+                                      DES_ERA_GAIN_REALIZED, PB_ERA_WEIGHTING_COUNT,
+                                      PB_ERA_WEIGHTING_EQUAL)
 
 
 cdef extern from "des.h" nogil:
@@ -111,6 +112,12 @@ cdef struct tile_best:
     bin_index_t threshold
     uint8_t missing_left
     uint8_t found
+
+
+# The struct's codes for the parameters' strings (tests; the struct is filled
+# by _split_params.make_split_params).
+ERA_GAIN_CODES = {"realized": DES_ERA_GAIN_REALIZED, "newton": DES_ERA_GAIN_NEWTON}
+ERA_WEIGHTING_CODES = {"equal": PB_ERA_WEIGHTING_EQUAL, "count": PB_ERA_WEIGHTING_COUNT}
 
 
 def split_params_as_dict(dict params):

@@ -236,6 +236,41 @@ def test_split_kernel_params_and_grower_params():
     assert {key: getattr(settings, key) for key in expected} == expected
 
 
+@pytest.mark.parametrize("overrides", [{}, dict(era_gain="newton", era_weighting="count",
+                                                era_std="total", min_samples_leaf=0)])
+def test_the_split_kernels_receive_the_schema_values(overrides):
+    """What the estimators validate is what the C struct of both backends
+    (csrc/split_params.h, filled once by _split_params.pxd) holds: the schema
+    defaults included, no kernel-side default in between."""
+    from packboost import _split
+
+    params = {**PackBoostRegressor()._validated_params(), **overrides}
+    received = _split.split_params_as_dict(split_kernel_params(params))
+    assert set(received) == set(names("split")) - {"era_std"} | {"era_std_between"}
+    for name in ("reg_lambda", "era_alpha", "lambda_dro", "lambda_dir", "dir_tanh_scale",
+                 "min_child_weight"):
+        assert received[name] == params[name], name
+    assert received["min_samples_leaf"] == max(1, params["min_samples_leaf"])
+    assert received["era_gain"] == _split.ERA_GAIN_CODES[params["era_gain"]]
+    assert received["era_weighting"] == _split.ERA_WEIGHTING_CODES[params["era_weighting"]]
+    assert received["era_std_between"] == (params["era_std"] == "between")
+    if not overrides:  # the defaults themselves
+        defaults = {parameter.name: parameter.default for parameter in _parameters.SCHEMA}
+        assert params["era_std"] == defaults["era_std"] == "between"
+        assert received["lambda_dro"] == defaults["lambda_dro"]
+
+
+def test_the_split_kernels_have_no_defaults_of_their_own():
+    from packboost import _split
+
+    params = split_kernel_params(PackBoostRegressor()._validated_params())
+    for name in params:
+        with pytest.raises(KeyError, match=name):
+            _split.split_params_as_dict({k: v for k, v in params.items() if k != name})
+    with pytest.raises(ValueError, match="era_std"):
+        _split.split_params_as_dict({**params, "era_std": "pooled"})
+
+
 # ----------------------------------------------------------------------------- CLI
 
 
