@@ -210,7 +210,8 @@ class HostKernels:
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     params):
-        from packboost import _cuda_emulate
+        from oracles import cuda_emulate  # tests/oracles/ (on sys.path under pytest)
+        _cuda_emulate = cuda_emulate()
 
         data, width = self.data, self.max_width
         n_slots, n_candidates = len(slot_tree), len(features)

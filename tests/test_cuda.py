@@ -4,9 +4,9 @@ Without a GPU (or without nvcc at build time) the tests marked ``cuda`` skip;
 what runs everywhere:
 
 * the GPU's algorithm on the host -- fixed-point sums, the warp's scoring
-  code run lane by lane (csrc/pbc_split.h via packboost._cuda_emulate), the
-  grower driver of packboost._cuda_grower -- against the CPU engine: same
-  splits, same predictions;
+  code run lane by lane (csrc/pbc_split.h via tests/oracles/_cuda_emulate.pyx,
+  built at test time), the grower driver of packboost._cuda_grower -- against
+  the CPU engine: same splits, same predictions;
 * the device parameter and the error a user gets without a GPU (CUDA's own
   message), and the build facts show_config reports.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import packboost
-from packboost import _cuda_emulate, _device, _split
+from packboost import _device, _split
 from packboost._cuda_grower import (
     DeviceBackend,
     HostKernels,
@@ -30,6 +30,7 @@ from packboost._cuda_grower import (
 from packboost.grower import GrowerParams, grow_pack, predict_pack_binned
 
 from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
+from oracles import cuda_emulate
 
 CUDA = _device.cuda_available()
 
@@ -169,10 +170,10 @@ def test_emulated_tile_scoring_matches_cpu_score_tile(seed, era_gain, era_std):
     hist["sum_hessians"] = fixed[..., 1] / scale_h
     hist["count"] = counts
     expected = _split.score_histogram(hist, n_bins, params, variance)
-    got = _cuda_emulate.score_tiles(np.ascontiguousarray(fixed[np.newaxis]),
-                                    np.array([n_bins], dtype=np.int32),
-                                    np.ones(1, dtype=np.uint8), params, scale_g, scale_h,
-                                    gradient_variance=np.array([variance]))
+    got = cuda_emulate().score_tiles(np.ascontiguousarray(fixed[np.newaxis]),
+                                     np.array([n_bins], dtype=np.int32),
+                                     np.ones(1, dtype=np.uint8), params, scale_g, scale_h,
+                                     gradient_variance=np.array([variance]))
     if expected is None:
         assert not got["found"][0]
         return
@@ -186,16 +187,16 @@ def test_emulated_tile_scoring_matches_cpu_score_tile(seed, era_gain, era_std):
 def test_emulated_tile_scoring_skips_closed_tiles_and_checks_shapes():
     fixed = np.zeros((2, 3, 4, 3), dtype=np.int64)
     fixed[..., 2] = 1
-    got = _cuda_emulate.score_tiles(fixed, np.array([3, 3], dtype=np.int32),
-                                    np.array([0, 0], dtype=np.uint8), DEFAULT_SPLIT_PARAMS,
-                                    1.0, 1.0)
+    got = cuda_emulate().score_tiles(fixed, np.array([3, 3], dtype=np.int32),
+                                     np.array([0, 0], dtype=np.uint8), DEFAULT_SPLIT_PARAMS,
+                                     1.0, 1.0)
     assert not got["found"].any()
     with pytest.raises(ValueError, match="width"):
-        _cuda_emulate.score_tiles(fixed, np.array([4, 3], dtype=np.int32),
-                                  np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
+        cuda_emulate().score_tiles(fixed, np.array([4, 3], dtype=np.int32),
+                                   np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
     with pytest.raises(ValueError, match="int64"):
-        _cuda_emulate.score_tiles(fixed.astype(np.float64), np.array([3, 3], dtype=np.int32),
-                                  np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
+        cuda_emulate().score_tiles(fixed.astype(np.float64), np.array([3, 3], dtype=np.int32),
+                                   np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
 
 
 # -- the GPU driver with host kernels vs the CPU engine -------------------------------
