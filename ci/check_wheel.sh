@@ -85,7 +85,8 @@ SDIST="$(ls "$WORK"/dist/packboost-"$VERSION".tar.gz)"
 WHEEL="$(ls "$WORK"/dist/packboost-"$VERSION"-*.whl)"
 SDIST_FILES="$(tar -tzf "$SDIST")"  # (not piped into grep -q: SIGPIPE under pipefail)
 for member in packboost/__init__.pxd packboost/tree.pxd packboost/_types.pxd csrc/des.h \
-              packboost/_build_config.py.in tests/test_cimport.py; do
+              packboost/_build_config.py.in tests/test_cimport.py \
+              tests/oracles/_cuda_emulate.pyx; do
     grep -qx "packboost-$VERSION/$member" <<<"$SDIST_FILES" \
         || { echo "check_wheel: $member missing from the sdist" >&2; exit 1; }
 done
@@ -110,6 +111,10 @@ check_vendored() {  # check_vendored WHEEL: one libgomp, no libcuda
         grep -q "^$pxd " <<<"$listing" \
             || { echo "check_wheel: $pxd missing from $1" >&2; exit 1; }
     done
+    # Test oracles stay in tests/ (tests/oracles, tests/cuda_stub).
+    if grep -E '_reference|_cuda_emulate|fake_cuda' <<<"$listing"; then
+        echo "check_wheel: test-only files in $1" >&2; exit 1
+    fi
 }
 check_vendored "$REPAIRED"
 note "CPU wheel repaired $(size "$REPAIRED")"

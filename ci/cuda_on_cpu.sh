@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Run the GPU tests without a GPU: the CUDA backend's own sources (cuda/*.cu)
-# compiled by g++ against cuda/fake_cuda.h, a host-thread stand-in for the
-# CUDA runtime (one std::thread per CUDA thread, barriers for __syncthreads,
-# __syncwarp and warp shuffles), then loaded in place of the real
+# compiled by g++ against tests/cuda_stub/fake_cuda.h, a host-thread stand-in
+# for the CUDA runtime (one std::thread per CUDA thread, barriers for
+# __syncthreads, __syncwarp and warp shuffles; a test tool, never installed:
+# cuda/internal.cuh includes it under -DPBC_FAKE_CUDA, found through
+# -Itests/cuda_stub), then loaded in place of the real
 # libpackboost_cuda.so through LD_LIBRARY_PATH (which wins over the Python
 # module's RUNPATH). The tests marked `cuda` then drive the real C API, the
 # real launchers and kernels: indexing, shared-memory layouts, feature chunks,
@@ -23,7 +25,7 @@ cd "$(dirname "$0")/.."
 LIB_DIR=${FAKE_CUDA_DIR:-/tmp/packboost-fake-cuda}
 mkdir -p "$LIB_DIR"
 g++ -std=c++20 -O1 -DPBC_FAKE_CUDA '-DPBC_BUILD_ARCH="fake (host threads)"' -x c++ \
-    -Icsrc -Icuda -fPIC -shared -pthread -o "$LIB_DIR/libpackboost_cuda.so" \
+    -Icsrc -Icuda -Itests/cuda_stub -fPIC -shared -pthread -o "$LIB_DIR/libpackboost_cuda.so" \
     cuda/context.cu cuda/histogram.cu cuda/split.cu cuda/partition.cu cuda/predict.cu
 LD_LIBRARY_PATH="$LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" python3 - <<'EOF'
 from packboost import _device

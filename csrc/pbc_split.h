@@ -13,7 +13,7 @@
  * and pbc_score_tile_host() below runs them lane by lane with the same
  * butterfly order, so the host gives the GPU's numbers (up to tanh's last bit;
  * the library is built with --fmad=false so no multiply-add is contracted).
- * packboost/_cuda_emulate.pyx exposes that host version: the tests of a
+ * tests/oracles/_cuda_emulate.pyx exposes that host version: the tests of a
  * machine without a GPU check the GPU's scoring against the CPU engine with
  * it.
  *

@@ -8,7 +8,7 @@
  *   split.cu      prefix scan + DES scoring + best split (_split.pyx, des.h)
  *   partition.cu  round init, slot sums, routing rows    (_partition.pyx)
  *   predict.cu    pack update and raw prediction         (_predict.pyx)
- *   fake_cuda.h   the runtime on host threads, for tests without a GPU
+ *   fake_cuda.h   (tests/cuda_stub/) the runtime on host threads, for tests without a GPU
  */
 #ifndef PACKBOOST_CUDA_INTERNAL_CUH
 #define PACKBOOST_CUDA_INTERNAL_CUH

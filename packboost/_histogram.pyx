@@ -5,7 +5,7 @@
 The kernel itself is ``build_pack_histograms`` in ``_histogram.pxd``; the
 split finder inlines it into its per-block loop. This module only exposes
 it to Python so tests can compare it with the NumPy oracle in
-``packboost._reference``.
+``tests/oracles/reference.py`` (not installed).
 """
 
 import numpy as np

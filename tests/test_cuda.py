@@ -4,7 +4,8 @@ Without a GPU (or without nvcc at build time) the tests marked ``cuda`` skip;
 what runs everywhere:
 
 * the GPU's algorithm on the host -- fixed-point sums, the warp's scoring
-  code run lane by lane (csrc/pbc_split.h via _cuda_emulate), the CUDA
+  code run lane by lane (csrc/pbc_split.h via tests/oracles/_cuda_emulate.pyx,
+  built at test time), the CUDA
   backend (packboost.backends.cuda) over the host kernels of
   tests/oracles/host_kernels.py, driven by the one driver -- against the CPU
   backend: same splits, same leaves, same predictions;
@@ -18,16 +19,17 @@ import contextlib
 
 import numpy as np
 import pytest
-from oracles.host_kernels import HostKernels, quantize
 
 import packboost
-from packboost import _cuda_emulate, _device, _predict, _split, backends
+from packboost import _device, _predict, _split, backends
 from packboost._fixed_point import squared_gradient_scale, to_fixed_point
 from packboost.backends.cpu import CpuBackend
 from packboost.backends.cuda import CudaBackend
 from packboost.grower import GrowerParams, grow_pack
 
 from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
+from oracles import cuda_emulate
+from oracles.host_kernels import HostKernels, quantize
 
 CUDA = _device.cuda_available()
 
@@ -196,10 +198,10 @@ def test_emulated_tile_scoring_matches_cpu_score_tile(seed, era_gain, era_std):
     hist["sum_hessians"] = fixed[..., 1] / scale_h
     hist["count"] = counts
     expected = _split.score_histogram(hist, n_bins, params, variance)
-    got = _cuda_emulate.score_tiles(np.ascontiguousarray(fixed[np.newaxis]),
-                                    np.array([n_bins], dtype=np.int32),
-                                    np.ones(1, dtype=np.uint8), params, scale_g, scale_h,
-                                    gradient_variance=np.array([variance]))
+    got = cuda_emulate().score_tiles(np.ascontiguousarray(fixed[np.newaxis]),
+                                     np.array([n_bins], dtype=np.int32),
+                                     np.ones(1, dtype=np.uint8), params, scale_g, scale_h,
+                                     gradient_variance=np.array([variance]))
     if expected is None:
         assert not got["found"][0]
         return
@@ -213,16 +215,16 @@ def test_emulated_tile_scoring_matches_cpu_score_tile(seed, era_gain, era_std):
 def test_emulated_tile_scoring_skips_closed_tiles_and_checks_shapes():
     fixed = np.zeros((2, 3, 4, 3), dtype=np.int64)
     fixed[..., 2] = 1
-    got = _cuda_emulate.score_tiles(fixed, np.array([3, 3], dtype=np.int32),
-                                    np.array([0, 0], dtype=np.uint8), DEFAULT_SPLIT_PARAMS,
-                                    1.0, 1.0)
+    got = cuda_emulate().score_tiles(fixed, np.array([3, 3], dtype=np.int32),
+                                     np.array([0, 0], dtype=np.uint8), DEFAULT_SPLIT_PARAMS,
+                                     1.0, 1.0)
     assert not got["found"].any()
     with pytest.raises(ValueError, match="width"):
-        _cuda_emulate.score_tiles(fixed, np.array([4, 3], dtype=np.int32),
-                                  np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
+        cuda_emulate().score_tiles(fixed, np.array([4, 3], dtype=np.int32),
+                                   np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
     with pytest.raises(ValueError, match="int64"):
-        _cuda_emulate.score_tiles(fixed.astype(np.float64), np.array([3, 3], dtype=np.int32),
-                                  np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
+        cuda_emulate().score_tiles(fixed.astype(np.float64), np.array([3, 3], dtype=np.int32),
+                                   np.ones(2, dtype=np.uint8), DEFAULT_SPLIT_PARAMS, 1.0, 1.0)
 
 
 # -- the GPU driver with host kernels vs the CPU engine -------------------------------

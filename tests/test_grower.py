@@ -3,13 +3,14 @@
 import numpy as np
 import pytest
 
-from packboost import _predict, _reference
+from packboost import _predict
 from packboost._fixed_point import to_fixed_point
 from packboost.backends.cpu import CpuBackend
 from packboost.booster import draw_round, grower_params
 from packboost.grower import grow_pack
 
 from conftest import make_binned_problem
+from oracles import reference as _reference
 
 BASE = dict(
     n_estimators=1, pack_size=3, max_depth=4, learning_rate=0.3, reg_lambda=1.0,

@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
-from packboost import _histogram, _partition, _reference
+from packboost import _histogram, _partition
 from packboost._fixed_point import to_fixed_point
 
 from conftest import make_binned_problem
+from oracles import reference as _reference
 
 
 def random_slots(rng, n_rows, pack_size, n_slots_per_tree):

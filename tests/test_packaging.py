@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import runpy
 from importlib import metadata
@@ -91,3 +92,22 @@ def test_variant_script_renames_the_distribution(tmp_path):
     assert '[tool.meson-python.args]\nsetup = ["-Dcuda=enabled"]' in text
     with pytest.raises(SystemExit, match="already has"):
         variant["apply_variant"](tmp_path, "cu13")
+
+
+def test_test_oracles_are_not_installed():
+    """The oracles live under tests/ (oracles/, cuda_stub/), never in the package or wheel."""
+    test_only = ("_reference", "_cuda_emulate", "fake_cuda")
+    for module in ("packboost._reference", "packboost._cuda_emulate"):
+        assert importlib.util.find_spec(module) is None, f"{module} is importable"
+    package = Path(packboost.__file__).resolve().parent
+    shipped = [path.relative_to(package).as_posix() for path in package.rglob("*")
+               if "__pycache__" not in path.parts]
+    for name in installed_distributions():
+        shipped += [file.as_posix() for file in metadata.files(name) or ()]
+    leaked = [path for path in shipped if any(stem in path for stem in test_only)]
+    assert not leaked, f"test-only files installed: {leaked}"
+    # What tests/oracles/_cuda_emulate.pyx compiles against is installed instead.
+    include = package / "include"
+    if (include / "des.h").is_file():  # an installed packboost (editable: csrc/)
+        for header in ("des.h", "split_params.h", "pbc_split.h"):
+            assert (include / header).is_file(), f"{header} missing from {include}"

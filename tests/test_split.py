@@ -5,9 +5,10 @@ import itertools
 import numpy as np
 import pytest
 
-from packboost import _histogram, _reference, _split
+from packboost import _histogram, _split
 
 from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
+from oracles import reference as _reference
 
 PARAM_GRID = [
     dict(era_gain=era_gain, era_weighting=weighting, lambda_dro=dro, lambda_dir=dir_,

@@ -25,7 +25,7 @@ class HostKernels:
 
     Integer parts (histograms, node sums) are exact NumPy sums, so they equal
     the device's whatever its atomics' order; scoring runs the GPU's warp
-    algorithm lane by lane (``packboost._cuda_emulate``). Small data only.
+    algorithm lane by lane (``oracles.cuda_emulate()``). Small data only.
     """
 
     def __init__(self, data, pack_size: int):
@@ -65,8 +65,9 @@ class HostKernels:
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     params):
-        from packboost import _cuda_emulate
+        from oracles import cuda_emulate
 
+        _cuda_emulate = cuda_emulate()
         data, width = self.data, self.max_width
         n_slots, n_candidates = len(slot_tree), len(features)
         hist = np.zeros((n_candidates, n_slots, data.n_eras, width, 3), dtype=np.int64)

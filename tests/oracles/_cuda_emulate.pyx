@@ -7,7 +7,9 @@ eras and sum over eras with a butterfly of shuffles. ``pbc_score_tile_host``
 runs the same per-lane code lane by lane with the same butterfly order, so on
 a machine without a GPU the tests can check the GPU's scoring -- fixed-point
 histograms, prefix scan, candidate sweep, DES math of csrc/des.h, tie breaks
--- against the CPU engine. Built in every configuration (it needs no nvcc).
+-- against the CPU engine. A test oracle, not part of the package: the tests
+compile it against the installed packboost (tests/oracles/_build.py; it needs
+no nvcc).
 """
 
 import numpy as np
