@@ -1,5 +1,5 @@
 /*
- * des.h -- the math of Directional Era Splitting (DESIGN.md section 1), once,
+ * des.h -- the math of Directional Era Splitting (docs/des.md), once,
  * for every backend.
  *
  * This header compiles as C (the Cython CPU kernels include it), as C++ and as
@@ -61,7 +61,7 @@
 #define DES_FN static inline
 #endif
 
-/* era_gain values (DESIGN 1): keep in sync with packboost/_types.pxd */
+/* era_gain values (docs/des.md §3): read by packboost/_split.pyx through cdef extern */
 #define DES_ERA_GAIN_REALIZED 0
 #define DES_ERA_GAIN_NEWTON 1
 
@@ -89,7 +89,7 @@ DES_FN double des_pooled_gain(double sum_g, double sum_h,
 }
 
 /*
- * Realized era gains (DESIGN 1). Era e's loss term on a side s with pooled sums
+ * Realized era gains (docs/des.md §3.1). Era e's loss term on a side s with pooled sums
  * (G_s, H_s) and value v_s is l_e(s) = G_es v_s + 0.5 H_es (1 + lambda/H_s) v_s^2.
  * Summed over eras it gives G_s v_s + 0.5 (H_s + lambda) v_s^2 = -phi(G_s, H_s),
  * so the per-era gains l_e(node) - l_e(left) - l_e(right) add up to the pooled
@@ -181,7 +181,7 @@ DES_FN void des_candidate_begin(des_candidate_t *state,
     state->weight_squares = 0.0;
 }
 
-/* Per-era gain of the candidate (DESIGN 1, era_gain). */
+/* Per-era gain of the candidate (docs/des.md §3, era_gain). */
 DES_FN double des_era_gain(const des_candidate_t *state,
                            double era_g, double era_h,
                            double era_left_g, double era_left_h)
@@ -222,7 +222,7 @@ DES_FN void des_candidate_set_mean(des_candidate_t *state, double mean)
  * Subtract the eras' sampling noise from the variance (era_std = "between",
  * see the top of this file): gradient_variance is the per-row variance s_g^2
  * of the node's gradients. Not calling this (or passing 0) keeps the total
- * std of DESIGN 1. Realized gains only.
+ * std of docs/des.md §6.1. Realized gains only.
  */
 DES_FN void des_candidate_set_noise(des_candidate_t *state, double gradient_variance)
 {

@@ -1,6 +1,6 @@
 /*
  * packboost_cuda.h -- the C ABI of libpackboost_cuda.so, PackBoost's CUDA
- * backend (DESIGN.md section 4).
+ * backend (docs/cuda-kernels.md).
  *
  * Plain C: integer error codes, opaque handles, pointers and fixed-width
  * integers only, so that Cython (packboost/_cuda.pyx) or any other language
@@ -110,7 +110,7 @@ int pbc_slot_sums(pbc_context *context, int32_t n_slots, int64_t *sum_gradients,
                   int64_t *sum_hessians, int64_t *count, int64_t *sum_gradients_squared);
 
 /*
- * Best DES split of every slot over the candidate features (DESIGN 1, 3.3):
+ * Best DES split of every slot over the candidate features (docs/des.md, docs/cuda-kernels.md §5):
  * slot_tree (n_slots,), slot_open (n_slots,), features (n_candidates,)
  * ascending, tree_uses_feature (n_candidates, pack_size) row-major,
  * slot_gradient_variance (n_slots,) per-row gradient variance of each slot

@@ -1,6 +1,6 @@
 /*
  * pbc_split.h -- scoring one (slot, feature) tile of the CUDA backend from its
- * fixed-point per-era histogram (DESIGN 1 and 3.3), in pieces that compile as
+ * fixed-point per-era histogram (docs/des.md, docs/cuda-kernels.md §5.3), in pieces that compile as
  * C (host) and CUDA (__host__ __device__).
  *
  * On the GPU one warp scores one tile: lane l owns eras l, l + 32, l + 64, ...

@@ -1,6 +1,6 @@
 /*
  * histogram.cu -- per-era histograms of a chunk of candidate features for
- * every open slot of a pack (DESIGN 3.3). Mirrors build_pack_histograms in
+ * every open slot of a pack (docs/cuda-kernels.md §5.2). Mirrors build_pack_histograms in
  * packboost/_histogram.pxd.
  *
  * Grid: x = era-aligned row tile (never crosses an era, so a block adds into
@@ -11,8 +11,8 @@
  *     hist[((feature_in_chunk * n_slots + slot) * n_eras + era) * max_width + bin]
  *
  * A row's slots, g and h are read once for all features of the block (one
- * read of a column serves every tree of the pack: g and h are shared, DESIGN
- * 2). Sums are int64 fixed point, so the atomics' order does not matter and
+ * read of a column serves every tree of the pack: g and h are shared,
+ * docs/packs.md §2). Sums are int64 fixed point, so the atomics' order does not matter and
  * the histogram is bit-identical run to run. Where one slot's bins do not fit
  * in shared memory (max_width > the block's cells) rows go straight to
  * global atomics.

@@ -2,7 +2,7 @@
  * internal.cuh -- what the .cu files of libpackboost_cuda.so share: the
  * context of a fit, error plumbing and the kernel launchers.
  *
- * One concept per file, mirroring the CPU kernels (STYLE.md 2):
+ * One concept per file, mirroring the CPU kernels:
  *   context.cu    the C API: device memory, copies, timers, errors
  *   histogram.cu  per-era histograms in shared memory    (_histogram.pxd)
  *   split.cu      prefix scan + DES scoring + best split (_split.pyx, des.h)

@@ -3,7 +3,7 @@
  * slot. Mirrors score_tile / best_candidate_per_slot of packboost/_split.pyx;
  * the math is csrc/pbc_split.h + csrc/des.h, shared with the host.
  *
- * One warp per tile (DESIGN 4): lane l owns eras l, l + 32, ...; it first
+ * One warp per tile (docs/cuda-kernels.md §5.3): lane l owns eras l, l + 32, ...; it first
  * prefix-scans its eras' bins in place (the histogram is scratch), then for
  * each threshold the warp sums the left side over eras with a butterfly of
  * __shfl_xor_sync, and for each missing side the era pass (spread, direction)

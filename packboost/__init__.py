@@ -2,7 +2,7 @@
 
 Directional Era Splitting (DES) scores a split by its gain in each era --
 mean minus risk plus agreement of direction -- and packs grow several trees
-per round over one pass of the data. See DESIGN.md for the math.
+per round over one pass of the data. See docs/des.md and docs/packs.md for the math.
 """
 
 from packboost._config import get_include, show_config

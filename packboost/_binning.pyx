@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Raw feature values to bin codes (DESIGN 3.1), the kernel behind BinMapper.
+"""Raw feature values to bin codes (docs/data-layout.md §1), the kernel behind BinMapper.
 
 # Notes:
 A value x of feature k gets the code "number of cut points of k below x"

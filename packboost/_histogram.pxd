@@ -1,5 +1,5 @@
 # Per-era histograms of a block of features for every open node of a pack
-# (DESIGN 3.3), accumulated in fixed point (packboost/_fixed_point.py).
+# (docs/cpu-kernels.md §3), accumulated in fixed point (packboost/_fixed_point.py).
 #
 # Declared inline here so that the split finder (_split.pyx) compiles it into
 # its per-block loop: a block's histograms are built and scored back to back

@@ -153,7 +153,7 @@ SCHEMA: tuple = (
          ("boosting",), low=0),
     _int("pack_size", 4,
          "Trees grown in lockstep per round, sharing each depth's feature subset; "
-         "the round's update is their average (DESIGN 2).",
+         "the round's update is their average (docs/packs.md §5).",
          ("boosting", "sampling", "grower"), low=1, high=MAX_PACK_SIZE),
     _int("max_depth", 6,
          "Depth of every tree (depth-wise growth).",
@@ -194,7 +194,7 @@ SCHEMA: tuple = (
           "Fraction of eras each tree of a round is grown on.",
           ("sampling",), **_FRACTION),
     _choice("era_gain", ("realized", "newton"),
-            "Per-era gain definition (DESIGN 1).",
+            "Per-era gain definition (docs/des.md §3).",
             ("split",)),
     _real("lambda_dro", 1.0,
           "Weight of the per-era gain standard deviation (risk) in DES; see ``era_std`` "
@@ -216,7 +216,7 @@ SCHEMA: tuple = (
             "The risk term of DES. ``\"between\"``: the standard deviation of the per-era "
             "gains beyond what sampling noise within eras explains (eras that disagree are "
             "penalised, small nodes are not), see ``csrc/des.h``. ``\"total\"``: the plain "
-            "weighted standard deviation of DESIGN 1, which also penalises noise and so "
+            "weighted standard deviation (docs/des.md §6.1), which also penalises noise and so "
             "stops trees early on weak signal. Only ``era_gain=\"realized\"`` is corrected; "
             "``\"newton\"`` always uses the total.",
             ("split",), before="total"),
@@ -238,7 +238,7 @@ SCHEMA: tuple = (
     _choice("importance_type", ("gain", "split", "des"),
             "What ``feature_importances_`` adds up over a feature's splits: their pooled "
             "Newton gain, their number, or their DES score (gain that held up across eras, "
-            "DESIGN 1).",
+            "docs/des.md §8).",
             ("importance",)),
 )
 

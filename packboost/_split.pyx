@@ -9,7 +9,7 @@ one of the depth's shared subset K_d. Work is split over blocks of up to
 block from start to finish:
 
     one pass over the rows              --build_pack_histograms-->
-        cells[feature, era, slot, bin] for every slot of every tree (DESIGN 3.3),
+        cells[feature, era, slot, bin] for every slot of every tree (docs/cpu-kernels.md §3),
         fixed-point int64 sums (packboost/_fixed_point.py)
     for each feature, each slot whose tree may split on it:
         cells[feature, :, slot, :]  --unpack_tile-->  float (g, h, count) per (era, bin)
@@ -20,9 +20,9 @@ features_per_pass x n_eras x slots x bins cells; when that exceeds
 ``histogram_budget_bytes`` the slots are taken in groups, one pass per group.
 Cell sums are exact integer sums and every (slot, feature) is scored by one
 thread in a fixed order, so results depend neither on the thread count nor on
-the blocking (DESIGN 2: a model is a pure function of data, params and seed).
+the blocking (docs/packs.md §7: a model is a pure function of data, params and seed).
 
-Scoring a tile (DESIGN 1) sweeps thresholds t = 0 .. n_bins-1 (left = bins
+Scoring a tile (docs/des.md §9) sweeps thresholds t = 0 .. n_bins-1 (left = bins
 <= t) and, for each, the missing bin on the left then on the right; a
 candidate is scored only if both children meet min_samples_leaf and
 min_child_weight (pooled). Every partition is scored once: missing-right is
@@ -172,7 +172,7 @@ cdef tile_best score_tile(
     best.found = 0
     best.score = -INFINITY
 
-    # Eras with rows in the node, their totals and weights (DESIGN 1, era weights).
+    # Eras with rows in the node, their totals and weights (docs/des.md §4).
     for era in range(n_eras):
         row = hist + era * era_stride
         g = 0.0

@@ -1,7 +1,7 @@
 """How many threads the kernels get.
 
 The count is decided once per call at the public boundary and passed
-explicitly to every ``prange`` (STYLE.md pitfalls: defaulting to every core a
+explicitly to every ``prange`` (a known pitfall: defaulting to every core a
 machine *has*, instead of the cores a process *may use*, oversubscribes under
 CPU quotas and under pytest-xdist).
 """

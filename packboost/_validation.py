@@ -1,7 +1,7 @@
 """Checks at the public boundary: inputs become arrays the kernels accept.
 
 Every problem raises ``ValueError`` or ``TypeError`` naming the argument; the
-kernels downstream assume valid input (STYLE.md 9).
+kernels downstream assume valid input.
 """
 
 from __future__ import annotations

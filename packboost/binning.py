@@ -1,4 +1,4 @@
-"""Feature binning: raw values to small integer bin codes (DESIGN.md section 3.1).
+"""Feature binning: raw values to small integer bin codes (docs/data-layout.md §1).
 
 Every split PackBoost considers is a threshold on a bin code, so the binned
 matrix is all the tree kernels ever read. :class:`BinMapper` learns, per feature,

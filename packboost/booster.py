@@ -1,6 +1,6 @@
 """The boosting loop: gradients, per-round random draws, packs, updates.
 
-Round t (DESIGN 2): compute g, h once from the current prediction F; draw
+Round t (docs/packs.md §1): compute g, h once from the current prediction F; draw
 each tree's row sample and every depth's shared feature subset K_d (plus each
 tree's own features inside it); grow the pack; F <- F + the pack's trees
 (leaf values already carry ``learning_rate / pack_size``).

@@ -2,7 +2,7 @@
 
 :func:`make_numerai_like` draws a panel of rows grouped into eras, with
 per-era quintile-binned ``uint8`` features, a 5-level target and a weak,
-drifting signal: the setting PackBoost is built for (DESIGN.md, intro). It
+drifting signal: the setting PackBoost is built for (docs/README.md §1). It
 backs the ``packboost demo`` command, the tests and the benchmarks.
 
 Notes
@@ -273,7 +273,7 @@ def make_sign_flip(
 ) -> EraDataset:
     """Era-shift data: strong features that flip sign in some eras, weak stable ones.
 
-    The case DES exists for (DESIGN.md section 1): a learner that ranks splits
+    The case DES exists for (docs/des.md): a learner that ranks splits
     by pooled gain leans on the strong features, which pay in most eras and
     cost in the others; the weaker stable features pay in every era.
 

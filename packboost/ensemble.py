@@ -4,7 +4,7 @@ Every tree is a set of nodes; node ``i`` of the model is described by the
 ``i``-th entry of each array in :data:`NODE_FIELDS`. Child indices are
 absolute (into the concatenated arrays), so a tree is fully named by its root,
 ``tree_offsets[t]``. Trees are grouped in packs of ``pack_size`` consecutive
-trees, one pack per boosting round (DESIGN 2). Leaf ``value`` already carries
+trees, one pack per boosting round (docs/packs.md). Leaf ``value`` already carries
 the round's shrinkage ``learning_rate / pack_size``, so a raw prediction is
 ``base_score + sum of the leaf values reached``.
 """
@@ -159,7 +159,7 @@ class TreeEnsemble:
 
         * ``"gain"``: the sum of the splits' pooled Newton gains,
         * ``"split"``: the number of splits,
-        * ``"des"``: the sum of the splits' DES scores (DESIGN 1): gain that
+        * ``"des"``: the sum of the splits' DES scores (docs/des.md §8): gain that
           held up across eras, net of the risk penalty.
         """
         end = len(self.nodes["feature"]) if n_rounds is None else \

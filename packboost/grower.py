@@ -1,4 +1,4 @@
-"""Grow one pack of trees, depth by depth (DESIGN 2 and 3).
+"""Grow one pack of trees, depth by depth (docs/packs.md §2, docs/engine.md).
 
 Python decides, Cython computes: this module keeps the frontier of open
 nodes of every tree of the pack as a handful of NumPy arrays and calls one

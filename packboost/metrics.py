@@ -1,4 +1,4 @@
-"""Per-era evaluation metrics (DESIGN.md section 5).
+"""Per-era evaluation metrics (README.md, "Per-era metrics").
 
 A model for era-structured data is judged era by era: compute one score per
 era (:func:`per_era_correlation`, :func:`feature_neutral_correlation`), then

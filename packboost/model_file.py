@@ -2,8 +2,8 @@
 
 A model file holds a JSON-serialisable ``metadata`` dict (parameters, feature
 names, bin mapper settings, ...) and a set of named numeric NumPy arrays (the
-tree arrays, bin edges, per-depth feature subsets, ...); see DESIGN.md §5,
-"Model files". What the metadata and arrays *mean* is up to the caller; this
+tree arrays, bin edges, per-depth feature subsets, ...); see
+docs/model-file.md. What the metadata and arrays *mean* is up to the caller; this
 module only stores and checks them.
 
 The format is meant to be **safe to load from an untrusted source**: reading a

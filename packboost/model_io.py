@@ -1,4 +1,4 @@
-"""Fitted estimators to and from model files (DESIGN 5).
+"""Fitted estimators to and from model files (docs/model-file.md §5).
 
 A model file (:mod:`packboost.model_file`, no pickle inside) holds:
 

@@ -1,4 +1,4 @@
-"""Loss functions: gradients, hessians and the starting score (DESIGN 1).
+"""Loss functions: gradients, hessians and the starting score (docs/des.md §1).
 
 Per row ``g_i = dL/dF`` and ``h_i = d2L/dF2``, both multiplied by the sample
 weight when one is given.

@@ -26,7 +26,7 @@
 #     right_child    int32
 #     value          float64  leaf contribution
 #
-# Kernels assume valid input (STYLE 9): children in range, features below the
+# Kernels assume valid input (checked at the public boundary): children in range, features below the
 # row length, roots pointing at nodes of the same arrays. They do not
 # allocate, do not hold the GIL and start no threads: parallelise over blocks
 # of rows in the caller (``prange``), as packboost/_predict.pyx does.

@@ -1,4 +1,4 @@
-"""Tests of packboost.binning.BinMapper against the contract of DESIGN.md section 3.1."""
+"""Tests of packboost.binning.BinMapper against the contract of docs/data-layout.md §1."""
 
 import json
 

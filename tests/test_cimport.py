@@ -4,8 +4,8 @@ A tiny meson-python project is written to a temporary directory, compiled
 with Cython's include path from ``packboost.get_include()`` and installed
 into a private ``--target`` directory; its nogil predictions must equal
 ``model.predict`` bit for bit (one kernel, packboost/tree.pxd, serves both).
-Only this test notices a ``.pxd`` missing from a wheel or an sdist (STYLE.md
-pitfalls), so ci/check_wheel.sh runs it against the repaired wheel.
+Only this test notices a ``.pxd`` missing from a wheel or an sdist (a known
+pitfall), so ci/check_wheel.sh runs it against the repaired wheel.
 """
 
 from __future__ import annotations

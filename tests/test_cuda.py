@@ -77,7 +77,7 @@ def assert_same_splits(cpu_nodes, device_nodes):
     One exception, where the backends may legitimately part: an exact tie
     between two candidates that cut the node's rows the same way (in a node of
     a few rows, feature 2 <= 0 and feature 3 <= 1 may hold the same rows).
-    DESIGN 1 breaks it by the lower feature; the GPU's integer sums make both
+    docs/des.md §9 breaks it by the lower feature; the GPU's integer sums make both
     scores bit-identical, so it does, while the CPU's float sums, added in a
     different order per feature, differ in the last bit and pick either. The
     first differing node must then be such a tie: same DES score to 1e-12,

@@ -176,7 +176,7 @@ def test_ties_pick_the_lower_feature_index():
 
 @pytest.mark.parametrize("era_gain", ["realized", "newton"])
 def test_one_era_without_risk_is_a_plain_histogram_gbdt(era_gain):
-    """DESIGN 1 reduction: one era, lambda_dro = lambda_dir = 0 -> the tree of
+    """docs/des.md §11 reduction: one era, lambda_dro = lambda_dir = 0 -> the tree of
     a depth-wise Newton-gain GBDT on the same bins."""
     overrides = dict(PARAMS["no-sampling"], era_gain=era_gain, lambda_dro=0.0, lambda_dir=0.0)
     data, g, h = make_binned_problem(3, 700, 5, 1)
@@ -193,7 +193,7 @@ def test_one_era_without_risk_is_a_plain_histogram_gbdt(era_gain):
 
 
 def test_realized_equal_weights_rank_like_pooled_gain():
-    """DESIGN 1 reduction: many eras, realized gains, equal weights, no risk
+    """docs/des.md §11 reduction: many eras, realized gains, equal weights, no risk
     or direction -> the same tree as the pooled Newton gain."""
     overrides = dict(PARAMS["no-sampling"], lambda_dro=0.0, lambda_dir=0.0)
     data, g, h = make_binned_problem(8, 2000, 5, 40)

@@ -1,6 +1,6 @@
 """A deliberately naive NumPy implementation of one round: the test oracle.
 
-Everything here follows DESIGN.md section 1 line by line, favouring the
+Everything here follows docs/des.md line by line, favouring the
 obvious formula over speed: histograms by ``np.add.at``, per-era gains
 computed era by era, mean and standard deviation by the two-pass formula,
 the direction term written out. The Cython engine must pick the same splits
@@ -37,7 +37,7 @@ def histogram(X_binned, feature, rows, gradients, hessians, row_era, n_eras, wid
 
 
 def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain):
-    """Per-era gains of one candidate (DESIGN 1), one era at a time."""
+    """Per-era gains of one candidate (docs/des.md §3), one era at a time."""
     sum_g, sum_h = era_g.sum(), era_h.sum()
     left_g, left_h = era_left_g.sum(), era_left_h.sum()
     right_g, right_h = sum_g - left_g, sum_h - left_h
@@ -110,7 +110,7 @@ def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False,
     """Every allowed (threshold, missing side) of one tile, in scan order.
 
     ``pooled_gain_only`` scores by the plain pooled Newton gain (a classic
-    histogram GBDT), for the reductions DESIGN 1 requires.
+    histogram GBDT), for the reductions of docs/des.md §11.
     """
     present = hist_c.sum(axis=1) > 0
     hist_g, hist_h, hist_c = hist_g[present], hist_h[present], hist_c[present]
