@@ -77,9 +77,11 @@ def assert_same_splits(cpu_nodes, device_nodes):
     One exception, where the backends may legitimately part: an exact tie
     between two candidates that cut the node's rows the same way (in a node of
     a few rows, feature 2 <= 0 and feature 3 <= 1 may hold the same rows).
-    docs/des.md §9 breaks it by the lower feature; the GPU's integer sums make both
-    scores bit-identical, so it does, while the CPU's float sums, added in a
-    different order per feature, differ in the last bit and pick either. The
+    docs/des.md §9 breaks it by the lower feature. Both backends sum the same
+    fixed-point integers (docs/fixed-point.md), but the DES score built from
+    them is float arithmetic in a different order on each (per-era terms, warp
+    reductions), so the two tied scores can differ in the last bit and either
+    backend may pick either. The
     first differing node must then be such a tie: same DES score to 1e-12,
     same child sizes; what grows below may differ, and so may predictions
     (the tied cuts agree on the node's sampled rows only).
