@@ -432,6 +432,20 @@ class _PackBoostEstimator(BaseEstimator):
             raise _not_fitted_error(self)
         save_estimator(self, path)
 
+    def standalone_predictor(self):
+        """``predict`` of this fitted model as a NumPy-only, picklable object.
+
+        Calling it returns exactly ``self.predict(X)`` (a classifier's also
+        has ``predict_proba``); it pickles with pickle or cloudpickle and loads
+        where packboost is not installed (a Numerai upload). See
+        :mod:`packboost.standalone`.
+        """
+        if not self.__sklearn_is_fitted__():
+            raise _not_fitted_error(self)
+        from packboost.standalone import standalone_predictor
+
+        return standalone_predictor(self)
+
 
 def _interactive_session() -> bool:
     """Whether a person is likely watching: a terminal on stderr or a notebook, not CI."""
