@@ -186,6 +186,33 @@ class TreeEnsemble:
         first = start_round * self.pack_size
         return np.ascontiguousarray(self.tree_offsets[first:n_trees], dtype=np.int64)
 
+    def max_depth(self, tree_roots: np.ndarray) -> int:
+        """Edges on the longest root-to-leaf path of the trees rooted at ``tree_roots``."""
+        feature, left, right = (self.nodes[name] for name in ("feature", "left_child",
+                                                               "right_child"))
+        frontier, depth = np.asarray(tree_roots, dtype=np.int64), 0
+        while len(frontier := frontier[feature[frontier] >= 0]):
+            frontier = np.concatenate([left[frontier], right[frontier]]).astype(np.int64)
+            depth += 1
+        return depth
+
+    def predict_contributions(self, X: np.ndarray, n_threads: int,
+                              n_rounds: int | None = None, start_round: int = 0) -> np.ndarray:
+        """TreeSHAP contributions (n_rows, n_features + 1) of the selected rounds' trees;
+        the last column is the expected value (base score included). Each row sums
+        to its raw score up to float rounding (packboost/_shap.pyx)."""
+        from packboost import _shap
+
+        roots = self.tree_roots(n_rounds, start_round)
+        out = np.zeros((X.shape[0], X.shape[1] + 1), dtype=np.float64)
+        out[:, -1] = self.base_score
+        nodes = self.nodes
+        _shap.contributions(X, nodes["feature"], nodes["threshold"], nodes["missing_left"],
+                            nodes["left_child"], nodes["right_child"], nodes["value"],
+                            np.ascontiguousarray(nodes["n_samples"], dtype=np.int64), roots,
+                            self.max_depth(roots), out, n_threads)
+        return out
+
     def predict_raw(self, X: np.ndarray, n_threads: int, n_rounds: int | None = None,
                     start_round: int = 0) -> np.ndarray:
         """Raw scores (before the objective's link) for raw feature values X.

@@ -356,6 +356,15 @@ class _PackBoostEstimator(BaseEstimator):
                                     _resolve_n_jobs(self.n_jobs), n_rounds=end,
                                     start_round=start)
 
+    def _contributions(self, X, iteration_range=None):
+        """TreeSHAP contributions of the raw score: (n_rows, n_features + 1)."""
+        if not self.__sklearn_is_fitted__():
+            raise _not_fitted_error(self)
+        start, end = self._round_range(iteration_range)
+        X = self._check_predict_X(X)
+        return self.ensemble_.predict_contributions(X, _resolve_n_jobs(self.n_jobs),
+                                                    n_rounds=end, start_round=start)
+
     def _round_range(self, iteration_range):
         n_rounds = self.ensemble_.n_rounds
         if iteration_range is None:
@@ -501,7 +510,7 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
     fit.__doc__ = "Fit on ``X`` (rows x features) and ``y``.\n" + _FIT_DOC % {
         "default": '``["rmse"]``'}
 
-    def predict(self, X, iteration_range=None):
+    def predict(self, X, iteration_range=None, *, pred_contrib=False):
         """Predicted values for ``X``.
 
         Parameters
@@ -510,7 +519,13 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
         iteration_range : (int, int), optional
             Use only rounds ``start .. end - 1`` (``end=None``: to the last);
             the base score is always included. Default: every round.
+        pred_contrib : bool, default=False
+            Return each feature's exact TreeSHAP contribution instead, shape
+            ``(n_rows, n_features + 1)``; the last column is the expected value,
+            and each row sums to the prediction (up to float rounding).
         """
+        if pred_contrib:
+            return self._contributions(X, iteration_range)
         return self._raw_predict(X, iteration_range)
 
     def _encode_target(self, y, n_rows, argument="y", learn=True, init=None):
@@ -612,7 +627,14 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
         positive = get_objective("logistic").transform(self.decision_function(X, iteration_range))
         return np.column_stack([1.0 - positive, positive])
 
-    def predict(self, X, iteration_range=None):
-        """Most probable class label."""
+    def predict(self, X, iteration_range=None, *, pred_contrib=False):
+        """Most probable class label.
+
+        With ``pred_contrib=True``: each feature's TreeSHAP contribution to the
+        raw log-odds (``decision_function``), shape ``(n_rows, n_features + 1)``,
+        the last column the expected value.
+        """
+        if pred_contrib:
+            return self._contributions(X, iteration_range)
         raw = self.decision_function(X, iteration_range)
         return self.classes_[(raw > 0).astype(np.intp)]

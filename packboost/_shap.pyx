@@ -1,0 +1,206 @@
+# cython: language_level=3
+"""Exact path-dependent TreeSHAP contributions (``predict(X, pred_contrib=True)``).
+
+# Notes:
+For one row and one tree, the contribution of feature i is its Shapley value
+in the game v(S) = E[tree(x) | x_S], where the expectation over the features
+outside S follows the training rows down the tree: at a split on a feature not
+in S, both children are taken, weighted by their share of the node's rows
+(``n_samples``, the "cover"). Lundberg, Erion and Lee's polynomial algorithm
+(Consistent individualized feature attribution for tree ensembles, 2018)
+computes every feature's value in one walk: it keeps, along the path from the
+root, each distinct feature's fraction of "zero" paths (the cover share when
+the feature is unknown) and "one" paths (1 when the row goes that way, else
+0), plus the permutation weights of the path's subsets, extending the path at
+each split and unwinding it when a feature repeats. Cost per (row, tree):
+O(leaves x depth^2).
+
+The last column is the expected value: the base score plus each tree's
+cover-weighted mean leaf value. Row by row, contributions add up to the raw
+prediction (up to float rounding: these are other additions than predict's).
+Rows are independent: a ``prange`` over rows, one path buffer per thread.
+"""
+
+import numpy as np
+
+from cython.parallel cimport prange, parallel, threadid
+from libc.stdint cimport uint8_t, int64_t
+
+from packboost.tree cimport raw_value_t, feature_index_t, node_index_t
+
+
+cdef struct path_element:
+    int feature        # -1 for the root's placeholder
+    double zero        # share of the node's cover when the feature is unknown
+    double one         # 1 if the row follows this branch, else 0
+    double weight      # permutation weight of the subsets of this path length
+
+
+cdef struct tree_view:
+    const feature_index_t* feature
+    const double* threshold
+    const uint8_t* missing_left
+    const node_index_t* left_child
+    const node_index_t* right_child
+    const double* value
+    const int64_t* cover
+
+
+cdef inline void extend_path(path_element* path, int depth, double zero, double one,
+                             int feature) noexcept nogil:
+    cdef int i
+    path[depth].feature = feature
+    path[depth].zero = zero
+    path[depth].one = one
+    path[depth].weight = 1.0 if depth == 0 else 0.0
+    for i in range(depth - 1, -1, -1):
+        path[i + 1].weight += one * path[i].weight * (i + 1) / <double>(depth + 1)
+        path[i].weight = zero * path[i].weight * (depth - i) / <double>(depth + 1)
+
+
+cdef inline void unwind_path(path_element* path, int depth, int index) noexcept nogil:
+    cdef double one = path[index].one, zero = path[index].zero
+    cdef double next_one = path[depth].weight, saved
+    cdef int i
+    for i in range(depth - 1, -1, -1):
+        if one != 0.0:
+            saved = path[i].weight
+            path[i].weight = next_one * (depth + 1) / ((i + 1) * one)
+            next_one = saved - path[i].weight * zero * (depth - i) / <double>(depth + 1)
+        else:
+            path[i].weight = path[i].weight * (depth + 1) / (zero * (depth - i))
+    for i in range(index, depth):
+        path[i].feature = path[i + 1].feature
+        path[i].zero = path[i + 1].zero
+        path[i].one = path[i + 1].one
+
+
+cdef inline double unwound_path_sum(const path_element* path, int depth,
+                                    int index) noexcept nogil:
+    """Sum of the path's weights with element ``index`` unwound (not modifying it)."""
+    cdef double one = path[index].one, zero = path[index].zero
+    cdef double next_one = path[depth].weight, total = 0.0, scaled
+    cdef int i
+    for i in range(depth - 1, -1, -1):
+        if one != 0.0:
+            scaled = next_one * (depth + 1) / ((i + 1) * one)
+            total += scaled
+            next_one = path[i].weight - scaled * zero * (depth - i) / <double>(depth + 1)
+        else:
+            total += (path[i].weight / zero) / ((depth - i) / <double>(depth + 1))
+    return total
+
+
+cdef void tree_shap(const tree_view* tree, const raw_value_t* row, Py_ssize_t feature_stride,
+                    double* phi, Py_ssize_t node, path_element* parent_path, int depth,
+                    double parent_zero, double parent_one, int parent_feature) noexcept nogil:
+    # This node's path follows the parent's in the buffer (copy, then extend).
+    cdef path_element* path = parent_path + depth + 1
+    cdef int i, index
+    cdef Py_ssize_t hot, cold
+    cdef double x, incoming_zero = 1.0, incoming_one = 1.0, weight
+    cdef feature_index_t split
+    cdef bint go_left
+    for i in range(depth + 1):
+        path[i] = parent_path[i]
+    extend_path(path, depth, parent_zero, parent_one, parent_feature)
+
+    split = tree.feature[node]
+    if split < 0:  # a leaf: every feature on the path gets its share of the value
+        for i in range(1, depth + 1):
+            weight = unwound_path_sum(path, depth, i)
+            phi[path[i].feature] += (weight * (path[i].one - path[i].zero)
+                                     * tree.value[node])
+        return
+
+    x = <double>row[split * feature_stride]
+    if x != x:
+        go_left = tree.missing_left[node]
+    else:
+        go_left = x <= tree.threshold[node]
+    hot = tree.left_child[node] if go_left else tree.right_child[node]
+    cold = tree.right_child[node] if go_left else tree.left_child[node]
+
+    # A feature already on the path: undo its earlier split, carry its fractions.
+    index = depth + 1
+    for i in range(depth + 1):
+        if path[i].feature == split:
+            index = i
+            break
+    if index <= depth:
+        incoming_zero = path[index].zero
+        incoming_one = path[index].one
+        unwind_path(path, depth, index)
+        depth -= 1
+
+    tree_shap(tree, row, feature_stride, phi, hot, path, depth + 1,
+              incoming_zero * tree.cover[hot] / <double>tree.cover[node], incoming_one, split)
+    tree_shap(tree, row, feature_stride, phi, cold, path, depth + 1,
+              incoming_zero * tree.cover[cold] / <double>tree.cover[node], 0.0, split)
+
+
+def contributions(
+        const raw_value_t[:, :] X,               # IN  (n_rows, n_features), any strides
+        const feature_index_t[::1] feature,       # IN  node arrays
+        const double[::1] threshold,
+        const uint8_t[::1] missing_left,
+        const node_index_t[::1] left_child,
+        const node_index_t[::1] right_child,
+        const double[::1] value,
+        const int64_t[::1] cover,                 # IN  training rows reaching each node
+        const int64_t[::1] tree_roots,            # IN  the trees to explain
+        int max_depth,                            # IN  deepest leaf of those trees
+        double[:, ::1] out,                       # IN/OUT (n_rows, n_features + 1) +=
+        int n_threads,
+):
+    """Add every row's TreeSHAP contributions (last column: expected value) to ``out``."""
+    cdef Py_ssize_t itemsize = sizeof(raw_value_t)
+    if X.strides[0] % itemsize or X.strides[1] % itemsize:
+        X = np.ascontiguousarray(X)
+    cdef Py_ssize_t n_rows = X.shape[0], n_features = X.shape[1]
+    cdef Py_ssize_t n_trees = tree_roots.shape[0]
+    if out.shape[0] != n_rows or out.shape[1] != n_features + 1:
+        raise ValueError("out must have shape (n_rows, n_features + 1)")
+    if n_rows == 0 or n_trees == 0:
+        return
+    cdef Py_ssize_t row_stride = X.strides[0] // itemsize
+    cdef Py_ssize_t feature_stride = X.strides[1] // itemsize
+    cdef tree_view tree
+    tree.feature = &feature[0]
+    tree.threshold = &threshold[0]
+    tree.missing_left = &missing_left[0]
+    tree.left_child = &left_child[0]
+    tree.right_child = &right_child[0]
+    tree.value = &value[0]
+    tree.cover = &cover[0]
+
+    # Expected value of each tree: its leaves' values weighted by cover.
+    cdef double expected = 0.0
+    cdef Py_ssize_t t
+    for t in range(n_trees):
+        expected += _expected_value(&tree, tree_roots[t])
+
+    # Paths of lengths 1 .. max_depth + 1, each copied below its parent's.
+    cdef Py_ssize_t path_length = (max_depth + 2) * (max_depth + 3) // 2
+    n_threads = max(1, min(n_threads, n_rows))
+    buffers = np.zeros((n_threads, path_length * sizeof(path_element)), dtype=np.uint8)
+    cdef uint8_t[:, ::1] buffer_view = buffers
+    cdef Py_ssize_t row, t_index
+    cdef int thread
+    cdef path_element* path
+    with nogil, parallel(num_threads=n_threads):
+        thread = threadid()
+        path = <path_element*>&buffer_view[thread, 0]
+        for row in prange(n_rows, schedule='static'):
+            for t_index in range(n_trees):
+                tree_shap(&tree, &X[0, 0] + row * row_stride, feature_stride,
+                          &out[row, 0], tree_roots[t_index], path, 0, 1.0, 1.0, -1)
+            out[row, n_features] += expected
+
+
+cdef double _expected_value(const tree_view* tree, Py_ssize_t node) noexcept nogil:
+    if tree.feature[node] < 0:
+        return tree.value[node]
+    cdef Py_ssize_t left = tree.left_child[node], right = tree.right_child[node]
+    return (tree.cover[left] * _expected_value(tree, left)
+            + tree.cover[right] * _expected_value(tree, right)) / <double>tree.cover[node]
