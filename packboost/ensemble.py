@@ -200,18 +200,10 @@ class TreeEnsemble:
                               n_rounds: int | None = None, start_round: int = 0) -> np.ndarray:
         """TreeSHAP contributions (n_rows, n_features + 1) of the selected rounds' trees;
         the last column is the expected value (base score included). Each row sums
-        to its raw score up to float rounding (packboost/_shap.pyx)."""
-        from packboost import _shap
+        to its raw score up to float rounding (packboost/_contributions.py)."""
+        from packboost._contributions import contributions
 
-        roots = self.tree_roots(n_rounds, start_round)
-        out = np.zeros((X.shape[0], X.shape[1] + 1), dtype=np.float64)
-        out[:, -1] = self.base_score
-        nodes = self.nodes
-        _shap.contributions(X, nodes["feature"], nodes["threshold"], nodes["missing_left"],
-                            nodes["left_child"], nodes["right_child"], nodes["value"],
-                            np.ascontiguousarray(nodes["n_samples"], dtype=np.int64), roots,
-                            self.max_depth(roots), out, n_threads)
-        return out
+        return contributions(self, X, n_threads, n_rounds, start_round)
 
     def predict_raw(self, X: np.ndarray, n_threads: int, n_rounds: int | None = None,
                     start_round: int = 0) -> np.ndarray:

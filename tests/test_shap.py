@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from packboost import PackBoostClassifier, PackBoostRegressor
+from packboost import PackBoostClassifier, PackBoostRegressor, _contributions
 
 from oracles.shap_reference import shapley_contributions
 
@@ -25,11 +25,16 @@ def problem(seed, n_rows=600, n_features=5, nan_rate=0.1):
     (1, dict(max_depth=5, row_subsample=0.7, lambda_dro=0.0)),       # repeated features
     (2, dict(max_depth=4, pack_size=1, era_subsample=1.0, lambda_dro=0.0)),
 ])
-def test_contributions_equal_brute_force_shapley_values(seed, params):
+@pytest.mark.parametrize("kernel", ["tabled", "recursive", "tabled-in-chunks"])
+def test_contributions_equal_brute_force_shapley_values(monkeypatch, seed, params, kernel):
     X, y, era = problem(seed)
     model = PackBoostRegressor(n_estimators=3, random_state=seed, n_jobs=2, min_samples_leaf=5,
                                **params).fit(X, y, era=era)
     assert (model.ensemble_.nodes["feature"] >= 0).sum() > 5  # real trees
+    if kernel == "recursive":
+        monkeypatch.setattr(_contributions, "MAX_TABLED_PATH_FEATURES", 0)
+    elif kernel == "tabled-in-chunks":
+        monkeypatch.setattr(_contributions, "TABLE_BUDGET_ENTRIES", 200)  # some recursive too
     rows = X[:12]
     got = model.predict(rows, pred_contrib=True)
     nodes = model.ensemble_.nodes
@@ -40,7 +45,7 @@ def test_contributions_equal_brute_force_shapley_values(seed, params):
     np.testing.assert_allclose(got.sum(axis=1), model.predict(rows), rtol=1e-9, atol=1e-12)
 
 
-def test_contributions_properties_on_more_rows_and_threads():
+def test_contributions_properties_on_more_rows_and_threads(monkeypatch):
     X, y, era = problem(3, n_rows=2_000, n_features=8)
     model = PackBoostRegressor(n_estimators=10, max_depth=6, random_state=0, n_jobs=2,
                                lambda_dro=0.0).fit(X, y, era=era)
@@ -54,6 +59,9 @@ def test_contributions_properties_on_more_rows_and_threads():
     assert np.all(contributions[:, unused] == 0.0)
     one_thread = model.set_params(n_jobs=1).predict(X, pred_contrib=True)
     np.testing.assert_array_equal(one_thread, contributions)
+    monkeypatch.setattr(_contributions, "MAX_TABLED_PATH_FEATURES", 0)  # the recursive kernel
+    np.testing.assert_allclose(model.predict(X, pred_contrib=True), contributions, rtol=1e-9,
+                               atol=1e-12)
     # iteration_range: the first rounds' trees only
     first = model.predict(X[:50], iteration_range=(0, 3), pred_contrib=True)
     np.testing.assert_allclose(first.sum(axis=1), model.predict(X[:50], iteration_range=(0, 3)),
