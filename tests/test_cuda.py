@@ -453,6 +453,45 @@ def test_gpu_grows_the_cpu_pack(seed, n_rows, n_features, n_eras, n_bins, extra,
     np.testing.assert_array_equal(gpu.nodes["value"], host.nodes["value"])
 
 
+# Sizes the small cases never reach (issue 14): Numerai's 600 eras with packs of
+# 8 at depth 6 (hundreds of slots: several slot groups, grid.z > 1), 255 bins
+# (a slot's bins overflow the shared-memory block: the global-atomic path), and
+# a histogram budget of 1 byte (one candidate feature per chunk).
+SCALE_CASES = [
+    # id, seed, n_rows, n_features, n_eras, n_bins, pack_size, max_depth, budget
+    ("600-eras-pack-8-depth-6", 0, 60_000, 12, 600, 5, 8, 6, 1 << 30),
+    ("255-bins", 1, 20_000, 6, 40, 255, 4, 6, 1 << 30),
+    ("one-feature-per-chunk", 2, 10_000, 10, 30, 9, 8, 5, 1),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+@pytest.mark.parametrize("case", SCALE_CASES, ids=[case[0] for case in SCALE_CASES])
+def test_gpu_grows_the_cpu_pack_at_scale(case):
+    _, seed, n_rows, n_features, n_eras, n_bins, pack_size, max_depth, budget = case
+    data, gradients, hessians = make_binned_problem(seed, n_rows, n_features, n_eras,
+                                                    n_bins=n_bins)
+    params = grower_params(max_depth=max_depth, min_samples_leaf=5, era_std="between",
+                           lambda_dro=1.0)
+    samples, layers, masks = pack_draws(data, pack_size, seed, max_depth)
+    cpu = grow(CpuBackend(data, pack_size, 2), data, gradients, hessians, samples, layers,
+               masks, params)
+    gpu_backend = CudaBackend.on_gpu(data, pack_size, histogram_budget_bytes=budget)
+    try:
+        gpu = grow(gpu_backend, data, gradients, hessians, samples, layers, masks, params)
+        start = np.linspace(-1.0, 1.0, data.n_rows)
+        by_gpu = start.copy()
+        gpu_backend.add_pack(gpu, by_gpu)
+    finally:
+        gpu_backend.close()
+    assert (cpu.nodes["feature"] >= 0).sum() > 4 * pack_size  # real trees
+    assert_same_pack(cpu, gpu, data)
+    if assert_same_splits(cpu.nodes, gpu.nodes):
+        by_cpu = start + pack_prediction(data, cpu)
+        np.testing.assert_allclose(by_gpu, by_cpu, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
 @pytest.mark.parametrize("seed, n_rows, n_features, n_eras, extra, weighted", FIT_CASES)

@@ -31,11 +31,14 @@ class CudaBackend:
         self.inverse_scales = (1.0, 1.0, 1.0)
 
     @classmethod
-    def on_gpu(cls, data, pack_size: int, device: int = 0, timings: list | None = None):
+    def on_gpu(cls, data, pack_size: int, device: int = 0, timings: list | None = None,
+               histogram_budget_bytes: int = 1 << 30):
+        """The backend on GPU ``device``; ``histogram_budget_bytes`` caps a depth's
+        device histograms (candidate features are taken in chunks under it)."""
         from packboost._cuda import CudaContext
 
         kernels = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras,
-                              pack_size, device)
+                              pack_size, device, histogram_budget_bytes)
         if timings is not None:
             kernels.set_timing(True)
         return cls(kernels, timings)
