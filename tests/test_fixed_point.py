@@ -5,8 +5,8 @@ import pytest
 
 from packboost._fixed_point import (
     EXACT_SUM_BITS,
-    GradientScaling,
     PACKED_VALUE_BITS,
+    GradientScaling,
     count_bits_for,
     to_fixed_point,
 )
