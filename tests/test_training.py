@@ -440,3 +440,41 @@ def test_weights_scale_with_the_hessian_parameters(scale_data, estimator, expone
                                   reference.ensemble_.nodes["value"])
     np.testing.assert_array_equal(model.ensemble_.nodes["sum_hessian"],
                                   reference.ensemble_.nodes["sum_hessian"] * scale)
+
+
+# -- early stopping on NaN -----------------------------------------------------------
+
+
+def _metric_from(values):
+    """A callable eval metric returning ``values`` round after round (higher is better)."""
+    rounds = iter(values)
+
+    def scripted(y_true, y_pred, era):
+        return "scripted", next(rounds), True
+
+    return scripted
+
+
+def test_early_stopping_on_a_metric_that_is_always_nan_warns(split):
+    """LightGBM and XGBoost stop after the patience and silently keep round 1;
+    here the fit says why it has no best iteration, and keeps what it grew."""
+    train, test = split
+    with pytest.warns(UserWarning, match=r"'scripted' on 'valid_0' was NaN in all 3 rounds"):
+        model = PackBoostRegressor(n_estimators=8, **PARAMS).fit(
+            train.X, train.y, eval_set=[(test.X, test.y)],
+            eval_metric=_metric_from([np.nan] * 8), early_stopping_rounds=3)
+    assert model.best_iteration_ is None and model.n_iter_ == 3
+
+
+def test_nan_rounds_are_never_an_improvement(split, recwarn):
+    train, test = split
+    nan = np.nan
+    model = PackBoostRegressor(n_estimators=10, **PARAMS).fit(
+        train.X, train.y, eval_set=[(test.X, test.y)],
+        eval_metric=_metric_from([nan, 0.1, nan, 0.3, nan, nan, 0.2, 0.9, 0.9, 0.9]),
+        early_stopping_rounds=3)
+    # best 0.3 at round 4; rounds 5, 6, 7 do not beat it (NaN, NaN, 0.2): stop
+    assert model.best_iteration_ == 4 and model.n_iter_ == 4
+    assert model.best_score_["valid_0"]["scripted"] == 0.3
+    assert len(model.evals_result_["valid_0"]["scripted"]) == 7
+    assert not [w for w in recwarn if "NaN" in str(w.message)]
