@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packboost.metrics import CORRELATION_METHODS, ERA_STATISTICS
+from packboost.metrics import CORRELATION_METHODS, ERA_STATISTICS, _ldexp, _rescaling_exponent
 
 __all__ = ["EVAL_METRIC_NAMES", "POOLED_METRICS", "EvalMetric", "pooled_metric",
            "resolve_eval_metric"]
@@ -66,10 +66,14 @@ def resolve_eval_metric(metric, *, objective_name: str) -> EvalMetric:
 def pooled_metric(name: str, y_true: np.ndarray, raw: np.ndarray, prediction: np.ndarray
                   ) -> float:
     """``rmse`` or ``mae`` of ``prediction``, or ``logloss`` of raw log-odds."""
-    if name == "rmse":
-        return float(np.sqrt(np.mean((prediction - y_true) ** 2)))
-    if name == "mae":
-        return float(np.mean(np.abs(prediction - y_true)))
+    if name in ("rmse", "mae"):
+        # Errors far from 1 are scaled by a power of two (exact) and the result
+        # scaled back: squares of 1e-200 underflow to 0, of 1e160 overflow.
+        errors = np.abs(prediction - y_true)
+        exponent = _rescaling_exponent(np.max(errors)) if errors.size else 0
+        errors = np.ldexp(errors, -exponent)
+        value = np.sqrt(np.mean(errors * errors)) if name == "rmse" else np.mean(errors)
+        return _ldexp(float(value), exponent)
     # logloss from raw scores, stable for large |raw|: log(1 + exp(-s z)).
     signed = np.where(y_true > 0.5, raw, -raw)
     return float(np.mean(np.logaddexp(0.0, -signed)))

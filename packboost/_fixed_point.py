@@ -29,7 +29,7 @@ few-bit gradients of LightGBM's quantized training.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,6 +37,8 @@ import numpy as np
 EXACT_SUM_BITS = 52
 # A packed cell is a signed int64: 63 value bits for gradient sum + count.
 PACKED_VALUE_BITS = 62
+# The largest power of two a float64 holds is 2**1023.
+MAX_SCALE_EXPONENT = 1023
 
 
 @dataclass(frozen=True)
@@ -73,13 +75,25 @@ def count_bits_for(era_offsets: np.ndarray) -> int:
 
 
 def _power_of_two_scale(bound_bits: int, magnitude: float) -> float:
-    """Largest power of two s with magnitude * s <= 2**bound_bits (1 for 0)."""
+    """Largest power of two s with magnitude * s <= 2**bound_bits (1 for 0).
+
+    Raises ``FloatingPointError`` when that power of two is not a float64
+    (magnitudes below about 2**(bound_bits - 1023)): a clamped, coarser grid
+    would round such values away silently. The training loop never gets
+    here: it rescales every round's gradients to about 1 first
+    (:class:`GradientScaling`).
+    """
     if not math.isfinite(magnitude):
         raise FloatingPointError("gradients or hessians are not finite")
     if magnitude == 0.0:
         return 1.0
     exponent = math.floor(bound_bits - math.log2(magnitude))
-    return math.ldexp(1.0, max(-1000, min(1000, exponent)))
+    if exponent > MAX_SCALE_EXPONENT:
+        raise FloatingPointError(
+            f"gradients or hessians too small for the fixed-point grid (sum of magnitudes "
+            f"{magnitude:.3g}; the grid needs a scale of 2**{exponent}, beyond float64): "
+            "rescale them by a power of two first (GradientScaling)")
+    return math.ldexp(1.0, exponent)
 
 
 def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
@@ -152,3 +166,115 @@ def squared_gradient_scale(gradients: np.ndarray) -> float:
     peak = max(float(np.max(gradients)), -float(np.min(gradients)))
     return _power_of_two_scale(SQUARED_SUM_BITS - math.ceil(math.log2(len(gradients))),
                                peak * peak)
+
+
+# -- scale -----------------------------------------------------------------------------
+
+# Gradients (and hessians) whose largest magnitude is within 2**-ORDINARY_EXPONENT ..
+# 2**ORDINARY_EXPONENT are used as they are; a fit outside is rescaled.
+ORDINARY_EXPONENT = 64
+_SMALLEST_POSITIVE = math.ulp(0.0)  # 2**-1074
+
+
+def _rescaling_exponent(values: np.ndarray) -> int:
+    """0 for values of ordinary magnitude (or all zero), else the k with
+    ``max |values| * 2**-k`` in [1, 2)."""
+    if not len(values):
+        return 0
+    peak = float(np.max(np.abs(values)))
+    if not math.isfinite(peak):
+        raise FloatingPointError("gradients or hessians are not finite")
+    if peak == 0.0 or 2.0**-ORDINARY_EXPONENT <= peak <= 2.0**ORDINARY_EXPONENT:
+        return 0
+    return math.frexp(peak)[1] - 1
+
+
+def _rescaled(value: float, exponent: int) -> float:
+    """``value * 2**exponent``, where a nonzero value stays nonzero (it may
+    become inf: a threshold nothing can pass, or a clip that never binds)."""
+    try:
+        scaled = math.ldexp(value, exponent)
+    except OverflowError:
+        return math.copysign(math.inf, value)
+    if scaled == 0.0 and value != 0.0:
+        return math.copysign(_SMALLEST_POSITIVE, value)
+    return scaled
+
+
+@dataclass(frozen=True)
+class GradientScaling:
+    """A fit's power-of-two rescaling of gradients and hessians (docs/fixed-point.md §9).
+
+    Squared error is scale-equivariant: for ``y * c`` the gradients are
+    ``g * c``, the same splits win and the leaf values are ``c`` times
+    larger. Float64 arithmetic is not: split gains are ``G**2 / H``, the
+    variances of era gains ``G**4 / H**2``, so targets of ``1e-150`` made
+    every gain underflow to 0 (no split at all) and targets of ``1e80``
+    made the DES variances overflow (other splits). The training loop
+    therefore grows every round on
+
+        g' = g * 2**-gradient_exponent,   h' = h * 2**-hessian_exponent
+
+    of magnitude about 1, with the absolute parameters in the same units
+    (:meth:`grower_params`), and turns the leaf values back
+    (:meth:`restore`). Multiplying by a power of two is exact in binary
+    floating point, and every quantity of the grower and of ``des.h`` is a
+    product of powers of ``g`` and ``h`` (gains ``g^2/h``, values ``g/h``,
+    variances ``g^4/h^2``, the direction vote ``g^0``), so the rescaled
+    fit makes exactly the decisions of the unscaled one wherever that one
+    neither overflows nor underflows. Both exponents are 0 for data of
+    ordinary magnitude (``ORDINARY_EXPONENT``): such fits are unchanged,
+    bit for bit.
+
+    The exponents are chosen once per fit (from the gradients at the base
+    score), so the split gains and DES scores of all its rounds share one
+    unit: the loss reduction times ``2**(hessian_exponent - 2 *
+    gradient_exponent)`` (the loss reduction itself when both are 0).
+    """
+
+    gradient_exponent: int = 0
+    hessian_exponent: int = 0
+
+    @classmethod
+    def for_gradients(cls, gradients: np.ndarray, hessians: np.ndarray) -> GradientScaling:
+        return cls(_rescaling_exponent(gradients), _rescaling_exponent(hessians))
+
+    @property
+    def is_identity(self) -> bool:
+        return self.gradient_exponent == 0 and self.hessian_exponent == 0
+
+    def apply(self, gradients: np.ndarray, hessians: np.ndarray) -> None:
+        """Rescale one round's gradients and hessians in place."""
+        if self.gradient_exponent:
+            np.ldexp(gradients, -self.gradient_exponent, out=gradients)
+        if self.hessian_exponent:
+            np.ldexp(hessians, -self.hessian_exponent, out=hessians)
+
+    def grower_params(self, params):
+        """``params`` (a :class:`packboost.grower.GrowerParams`) in rescaled units.
+
+        ``reg_lambda`` and ``min_child_weight`` are hessian sums, ``max_delta_step``
+        a leaf value (``g / h``), ``min_split_gain`` a gain (``g^2 / h``).
+        """
+        if self.is_identity:
+            return params
+        a, b = self.gradient_exponent, self.hessian_exponent
+        reg_lambda = _rescaled(params.reg_lambda, -b)
+        if not math.isfinite(reg_lambda):
+            raise ValueError(
+                f"reg_lambda={params.reg_lambda!r} is too large for hessians of magnitude "
+                f"2**{b} (sample_weight): reg_lambda / hessian exceeds float64; lower "
+                "reg_lambda or scale it with sample_weight")
+        min_child_weight = _rescaled(params.min_child_weight, -b)
+        split = dict(params.split, reg_lambda=reg_lambda, min_child_weight=min_child_weight)
+        return replace(params, reg_lambda=reg_lambda, min_child_weight=min_child_weight,
+                       min_split_gain=_rescaled(params.min_split_gain, b - 2 * a),
+                       max_delta_step=_rescaled(params.max_delta_step, b - a), split=split)
+
+    def restore(self, nodes: dict) -> None:
+        """Turn a pack's node values and hessian sums back to the fit's units, in place."""
+        if self.gradient_exponent != self.hessian_exponent:
+            np.ldexp(nodes["value"], self.gradient_exponent - self.hessian_exponent,
+                     out=nodes["value"])
+        if self.hessian_exponent:
+            np.ldexp(nodes["sum_hessian"], self.hessian_exponent, out=nodes["sum_hessian"])

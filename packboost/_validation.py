@@ -159,25 +159,38 @@ def check_sample_weight(sample_weight, n_rows: int) -> np.ndarray | None:
     return weights
 
 
-# Targets, weights and their product are bounded so that the float64 sums
-# inside split gains cannot overflow: a squared-error gradient is at most
-# 2 |y| weight <= 2e100, so a node's squared gradient sum stays below ~1e220
-# for any row count, far from float64's 1.8e308 (beyond it gains become inf,
-# then NaN, and the model silently stops splitting).
+# Targets, weights and their product are bounded, far from float64's 1.8e308,
+# so that sums over rows (the base score, the gradients F - y) and the squares
+# of errors (squared-error metrics, a user's own included) stay finite. Training
+# itself does not depend on the scale: every round is grown on gradients and
+# hessians rescaled by a power of two (_fixed_point.GradientScaling), so y * c
+# gives the same trees for any c down to the smallest float64s; before, split
+# gains of G**2 and era-gain variances of G**4 underflowed (no split for
+# targets of 1e-150) or overflowed (other splits for targets of 1e80).
 MAX_MAGNITUDE = 1e100
 
 
 def check_gradient_scale(y: np.ndarray, sample_weight: np.ndarray | None) -> None:
-    """Refuse targets x weights large enough to overflow the gain sums (inf, then NaN)."""
+    """Refuse targets x weights beyond :data:`MAX_MAGNITUDE` (the gradients' bound)."""
     if sample_weight is None or not len(y):
         return
     scale = float(np.max(np.abs(y))) * float(np.max(sample_weight))
     if scale > MAX_MAGNITUDE:
         raise ValueError(
             f"y times sample_weight reaches {scale:.3g} (max |y| = {np.max(np.abs(y)):.3g}, "
-            f"max sample_weight = {np.max(sample_weight):.3g}), beyond {MAX_MAGNITUDE:g}: the "
-            "squared gradients in split gains would overflow float64; rescale y or the weights"
+            f"max sample_weight = {np.max(sample_weight):.3g}), beyond {MAX_MAGNITUDE:g}: squared "
+            "weighted errors would near float64's limit (1.8e308); rescale y or the weights"
         )
+
+
+def warn_unusual_params(params: dict) -> None:
+    """Warn (``UserWarning``) about values that are allowed but rarely meant."""
+    learning_rate = params["learning_rate"]
+    if learning_rate > 1.0:
+        warnings.warn(
+            f"learning_rate={learning_rate!r} is above 1: every round overshoots its Newton "
+            "step (for squared error, rates of 2 or more diverge and the predictions grow "
+            "without bound); usual values are 0.01 to 0.3", UserWarning, stacklevel=5)
 
 
 def encode_eras(era, n_rows: int, *, argument: str = "era"):
@@ -271,8 +284,8 @@ def _check_magnitude(values: np.ndarray, argument: str) -> None:
         row = int(np.argmax(np.abs(values)))
         raise ValueError(
             f"{argument} has values up to {show(values[row])} (row {row}), beyond "
-            f"{MAX_MAGNITUDE:g} in magnitude: squared gradients would overflow float64; "
-            f"rescale {argument}"
+            f"{MAX_MAGNITUDE:g} in magnitude: squared errors would near float64's limit "
+            f"(1.8e308); rescale {argument}"
         )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from packboost._fixed_point import GradientScaling
 from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
 from packboost.grower import GrowerParams, TrainingData, grow_pack
@@ -181,7 +182,13 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
         begin = init.ensemble.n_rounds
     gradients = np.empty(data.n_rows, dtype=np.float64)
     hessians = np.empty(data.n_rows, dtype=np.float64)
-    settings = grower_params(params)
+    # Grow on gradients of magnitude ~1 whatever the scale of y and the weights,
+    # exactly (powers of two): one rescaling per fit, from the gradients at the
+    # base score (docs/fixed-point.md §9).
+    objective.gradients(y, np.full(data.n_rows, base_score), sample_weight, gradients,
+                        hessians)
+    scaling = GradientScaling.for_gradients(gradients, hessians)
+    settings = scaling.grower_params(grower_params(params))
     for eval_set in eval_sets:
         eval_set.raw_prediction = (
             np.full(eval_set.X.shape[0], base_score) if init is None
@@ -198,9 +205,11 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     packs = []
     for round_index in range(params["n_estimators"]):
         objective.gradients(y, raw_prediction, sample_weight, gradients, hessians)
+        scaling.apply(gradients, hessians)
         draws = draw_round(rng, data, params)
         pack = grow_pack(backend, data, gradients, hessians, draws.tree_samples,
                          draws.layer_features, draws.tree_feature_masks, settings, n_threads)
+        scaling.restore(pack.nodes)
         if not np.isfinite(pack.nodes["value"]).all():
             # Never keep training on garbage: inputs are bounded at the public
             # boundary, so this is a safety net, not an expected path.

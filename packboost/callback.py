@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -144,7 +145,10 @@ class EarlyStopping(TrainingCallback):
     Notes
     -----
     A NaN value (e.g. a Sharpe ratio while every era scores the same) is
-    never an improvement.
+    never an improvement, and counts towards the patience like any round
+    without one. If the metric is NaN in every round, training stops after
+    ``rounds`` rounds, keeps them all, and warns (``UserWarning``): there is no
+    best iteration.
     """
 
     def __init__(self, rounds: int, *, metric: str | None = None, data_name: str | None = None,
@@ -200,6 +204,17 @@ class EarlyStopping(TrainingCallback):
     def after_training(self, info):
         if self.restore_best:
             info.restore_best = True
+        if self._best_iteration is None and info.rounds_done > 0:
+            # Every round's value was NaN: nothing to compare, no best round.
+            # (LightGBM and XGBoost then keep round 1 without a word.)
+            metric = self.metric if self.metric is not None else next(iter(info.metrics))
+            warnings.warn(
+                f"early stopping: {metric!r} on {self._data_name!r} was NaN in all "
+                f"{info.rounds_done} rounds, so there is no best iteration (best_iteration_ is "
+                f"None) and the {info.rounds_done} rounds grown are kept. A per-era metric is NaN "
+                "when the predictions or the targets are constant in every era, or an eval "
+                "set has one era for a std or Sharpe; watch another metric or eval set",
+                UserWarning, stacklevel=2)
 
 
 class LogEvaluation(TrainingCallback):

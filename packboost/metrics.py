@@ -40,6 +40,8 @@ segment starts. The normal quantile function is Wichura's algorithm AS 241
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -178,6 +180,13 @@ def feature_neutral_correlation(y_true, y_pred, features, era=None, *,
         design[:, :-1] = features[era_rows]
         if not np.isfinite(design[:, :-1]).all():
             continue
+        # Each feature column scaled by a power of two to a largest magnitude in
+        # [1, 2): the projection does not depend on the columns' scales, but the
+        # least-squares cut-off (rcond, relative to the largest singular value)
+        # would drop a column of features much smaller than the intercept.
+        peaks = np.max(np.abs(design[:, :-1]), axis=0)
+        design[:, :-1] = np.ldexp(design[:, :-1],
+                                  -np.where(peaks > 0, np.frexp(peaks)[1] - 1, 0))
         design[:, -1] = 1.0
         coefficients = np.linalg.lstsq(design, gaussian, rcond=NEUTRALIZE_RCOND)[0]
         neutral = gaussian - proportion * (design @ coefficients)
@@ -241,6 +250,9 @@ class EraScorer:
             if method == "spearman":
                 return _average_ranks(values, groups.codes)
             if is_target:  # numerai: centred in its era, then the signed 1.5 power
+                # (scaled by a power of two per era first: |x|**1.5 of 1e-250 would
+                # underflow; the era's correlation does not see the factor)
+                values = _unit_scaled(values, groups.starts, groups.sizes)
                 means = np.add.reduceat(values, groups.starts) / groups.sizes
                 return _signed_power(values - np.repeat(means, groups.sizes))
             ranks = _average_ranks(values, groups.codes) - np.repeat(groups.starts - 1,
@@ -329,16 +341,20 @@ def era_summary(per_era_values) -> dict:
         return {
             "mean": nan, "std": nan, "sharpe": nan, "worst": nan, "max_drawdown": nan, "n_eras": 0,
         }
+    # Scores far from 1 are scaled by a power of two (exact) and the results
+    # scaled back: squares of 1e-200 underflow, sums of 1e300 overflow.
+    exponent = _rescaling_exponent(np.max(np.abs(values)))
+    values = np.ldexp(values, -exponent)
     mean = float(np.mean(values))
     std = float(np.std(values))
     cumulative = np.concatenate(([0.0], np.cumsum(values)))
     drawdown = np.maximum.accumulate(cumulative) - cumulative
     return {
-        "mean": mean,
-        "std": std,
+        "mean": _ldexp(mean, exponent),
+        "std": _ldexp(std, exponent),
         "sharpe": mean / std if std > 0 else float("nan"),
-        "worst": float(np.min(values)),
-        "max_drawdown": float(np.max(drawdown)),
+        "worst": _ldexp(float(np.min(values)), exponent),
+        "max_drawdown": _ldexp(float(np.max(drawdown)), exponent),
         "n_eras": int(values.size),
     }
 
@@ -360,6 +376,11 @@ def _segment_pearson(a, b, starts, sizes):
     """
     if a.size == 0:
         return np.empty(0, dtype=np.float64)
+    # Products of values far from 1 underflow to 0 or overflow to inf (1e-200 or
+    # 1e160 gave correlations of 0 or NaN); a power of two per segment is exact
+    # and leaves the correlation as it is.
+    a = _unit_scaled(a, starts, sizes)
+    b = _unit_scaled(b, starts, sizes)
     with np.errstate(invalid="ignore", over="ignore"):
         mean_a = np.add.reduceat(a, starts) / sizes
         mean_b = np.add.reduceat(b, starts) / sizes
@@ -375,6 +396,44 @@ def _segment_pearson(a, b, starts, sizes):
         correlations = np.clip(cross / np.sqrt(var_a * var_b), -1.0, 1.0)
     correlations[constant] = np.nan
     return correlations
+
+
+# Values whose largest magnitude is within 2**-ORDINARY_EXPONENT .. 2**ORDINARY_EXPONENT
+# are used as they are; others are first scaled by a power of two (exact).
+ORDINARY_EXPONENT = 64
+
+
+def _rescaling_exponent(peak) -> int:
+    """0 for an ordinary, zero or non-finite ``peak``, else the k with ``peak * 2**-k``
+    in [1, 2)."""
+    peak = float(peak)
+    if not math.isfinite(peak) or peak == 0.0 or \
+            2.0**-ORDINARY_EXPONENT <= peak <= 2.0**ORDINARY_EXPONENT:
+        return 0
+    return math.frexp(peak)[1] - 1
+
+
+def _ldexp(value: float, exponent: int) -> float:
+    """``value * 2**exponent``, inf where that overflows float64."""
+    try:
+        return math.ldexp(value, exponent)
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def _unit_scaled(values, starts, sizes):
+    """``values`` with each segment scaled by a power of two (exact) that brings
+    its largest finite magnitude into [1, 2); segments of ordinary magnitude
+    (``ORDINARY_EXPONENT``) are left as they are, bit for bit."""
+    magnitude = np.abs(values)
+    magnitude[~np.isfinite(magnitude)] = 0.0
+    peaks = np.maximum.reduceat(magnitude, starts)
+    rescale = (peaks > 0) & ((peaks < 2.0**-ORDINARY_EXPONENT)
+                             | (peaks > 2.0**ORDINARY_EXPONENT))
+    if not rescale.any():
+        return values
+    exponents = np.where(rescale, np.frexp(peaks)[1] - 1, 0)
+    return np.ldexp(values, -np.repeat(exponents, sizes))
 
 
 def _pearson(a, b) -> float:

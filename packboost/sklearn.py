@@ -137,6 +137,7 @@ class _PackBoostEstimator(BaseEstimator):
             init_model = copy.copy(self)
         self._reset_target_encoding()
         params = self._validated_params()
+        _validation.warn_unusual_params(params)
         backends.check_device(params["device"])
         if early_stopping_rounds is not None and (
                 isinstance(early_stopping_rounds, bool)

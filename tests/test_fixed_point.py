@@ -6,6 +6,7 @@ import pytest
 from packboost._fixed_point import (
     EXACT_SUM_BITS,
     PACKED_VALUE_BITS,
+    GradientScaling,
     count_bits_for,
     to_fixed_point,
 )
@@ -15,7 +16,7 @@ def era_offsets_of(sizes):
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
-@pytest.mark.parametrize("magnitude", [1e-300, 1e-8, 1.0, 1e8, 1e300])
+@pytest.mark.parametrize("magnitude", [1e-280, 1e-8, 1.0, 1e8, 1e300])
 @pytest.mark.parametrize("sizes", [[1], [5, 0, 3], [1000, 1, 0, 4096]])
 def test_rounding_is_within_half_a_unit_and_sums_cannot_overflow(magnitude, sizes):
     rng = np.random.default_rng(len(sizes))
@@ -26,6 +27,14 @@ def test_rounding_is_within_half_a_unit_and_sums_cannot_overflow(magnitude, size
     units = fixed.gradients * fixed.gradient_scale
     np.testing.assert_array_equal(units, np.rint(units))  # on the grid
     assert np.all(np.abs(fixed.gradients - g) <= 0.5 / fixed.gradient_scale)
+    # and the grid is as fine as its bounds allow (docs/fixed-point.md §2.1), at any
+    # magnitude: no clamped, coarser scale
+    largest_era = max(np.abs(g[start:end]).sum()
+                      for start, end in zip(offsets[:-1], offsets[1:], strict=True))
+    assert 1.0 / fixed.gradient_scale <= max(
+        2.0 ** -(EXACT_SUM_BITS - 2) * np.abs(g).sum(),
+        2.0 ** -(PACKED_VALUE_BITS - fixed.count_bits - 2) * largest_era)
+    assert 1.0 / fixed.hessian_scale <= 2.0 ** -(EXACT_SUM_BITS - 2) * np.abs(h).sum()
     # every era's sum of |units| fits the packed cell's gradient bits, and
     # every sum over the data stays exact in float64
     for start, end in zip(offsets[:-1], offsets[1:], strict=True):
@@ -80,3 +89,86 @@ def test_bad_inputs_are_rejected():
         to_fixed_point(np.ones(3), np.ones(2), offsets)
     with pytest.raises(ValueError, match="era_offsets"):
         to_fixed_point(np.ones(3), np.ones(3), era_offsets_of([2]))
+
+
+@pytest.mark.parametrize("magnitude", [1e-300, 5e-324])
+def test_values_too_small_for_a_float64_grid_are_refused(magnitude):
+    """The grid's scale would have to exceed 2**1023: refusing beats a coarser
+    grid that rounds the values away (the training loop rescales first)."""
+    g = np.full(3, magnitude)
+    with pytest.raises(FloatingPointError, match="too small for the fixed-point grid"):
+        to_fixed_point(g, np.ones(3), era_offsets_of([3]))
+    with pytest.raises(FloatingPointError, match="too small for the fixed-point grid"):
+        to_fixed_point(np.ones(3), g, era_offsets_of([3]))
+
+
+# -- the fit's power-of-two rescaling (GradientScaling) ---------------------------------
+
+
+@pytest.mark.parametrize("peak", [0.0, 2.0**-64, 1e-6, 1.0, 3.7e5, 2.0**64])
+def test_ordinary_magnitudes_are_not_rescaled(peak):
+    g = np.array([peak, -peak / 3, 0.0])
+    scaling = GradientScaling.for_gradients(g, np.ones(3))
+    assert scaling.is_identity
+    params = grower_params_for_test(max_delta_step=0.5, min_split_gain=0.25)
+    assert scaling.grower_params(params) is params
+    nodes = {"value": g.copy(), "sum_hessian": np.ones(3)}
+    scaling.restore(nodes)
+    np.testing.assert_array_equal(nodes["value"], g)
+
+
+@pytest.mark.parametrize("peak", [5e-324, 1e-300, 2.0**-65, 2.0**65, 1e150, 1.7e308])
+def test_rescaling_is_exact_and_brings_the_peak_to_one(peak):
+    rng = np.random.default_rng(2)
+    g = rng.uniform(-1, 1, 50) * peak
+    g[7] = -peak
+    h = rng.uniform(0.25, 1, 50) * peak
+    scaling = GradientScaling.for_gradients(g, h)
+    g2, h2 = g.copy(), h.copy()
+    scaling.apply(g2, h2)
+    assert 1.0 <= np.abs(g2).max() < 2.0 and 1.0 <= np.abs(h2).max() < 2.0
+    # exact: scaling back returns every value bit for bit (subnormals included,
+    # since they are scaled up)
+    np.testing.assert_array_equal(np.ldexp(g2, scaling.gradient_exponent), g)
+    np.testing.assert_array_equal(np.ldexp(h2, scaling.hessian_exponent), h)
+    to_fixed_point(g2, h2, era_offsets_of([20, 30]))  # and they go on the grid
+
+
+def grower_params_for_test(**kwargs):
+    from packboost.grower import GrowerParams
+
+    values = dict(max_depth=3, reg_lambda=1.0, min_samples_leaf=1, min_child_weight=1e-3,
+                  min_split_gain=0.0, max_delta_step=0.0, shrinkage=0.1,
+                  split=dict(reg_lambda=1.0, min_child_weight=1e-3, lambda_dro=1.0))
+    values.update(kwargs)
+    values["split"] = dict(values["split"], reg_lambda=values["reg_lambda"],
+                           min_child_weight=values["min_child_weight"])
+    return GrowerParams(**values)
+
+
+def test_absolute_parameters_follow_the_units_of_the_rescaled_fit():
+    """reg_lambda, min_child_weight: hessians (h); max_delta_step: leaf values
+    (g / h); min_split_gain: gains (g^2 / h). Leaf values and hessian sums come back."""
+    scaling = GradientScaling(gradient_exponent=-700, hessian_exponent=100)
+    params = grower_params_for_test(reg_lambda=3.0, min_child_weight=0.5,
+                                    max_delta_step=0.25, min_split_gain=2.0)
+    scaled = scaling.grower_params(params)
+    assert scaled.reg_lambda == scaled.split["reg_lambda"] == 3.0 * 2.0**-100
+    assert scaled.min_child_weight == scaled.split["min_child_weight"] == 0.5 * 2.0**-100
+    assert scaled.max_delta_step == 0.25 * 2.0**800
+    assert scaled.min_split_gain == np.inf  # 2 * 2**1500: no split can gain that much
+    assert scaled.split["lambda_dro"] == 1.0 and scaled.shrinkage == 0.1
+    # a threshold that would underflow stays a threshold
+    tiny = GradientScaling(gradient_exponent=600, hessian_exponent=0).grower_params(
+        grower_params_for_test(min_split_gain=1e-10))
+    assert tiny.min_split_gain > 0
+    nodes = {"value": np.array([1.0, -0.5]), "sum_hessian": np.array([4.0, 2.0])}
+    scaling.restore(nodes)
+    np.testing.assert_array_equal(nodes["value"], [2.0**-800, -(2.0**-801)])
+    np.testing.assert_array_equal(nodes["sum_hessian"], [2.0**102, 2.0**101])
+
+
+def test_reg_lambda_beyond_float64_in_hessian_units_is_refused():
+    scaling = GradientScaling(gradient_exponent=0, hessian_exponent=-1000)
+    with pytest.raises(ValueError, match="reg_lambda=1e\\+20 is too large"):
+        scaling.grower_params(grower_params_for_test(reg_lambda=1e20))

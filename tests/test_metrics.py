@@ -316,3 +316,79 @@ def test_eval_metric_names_resolve():
         resolve_eval_metric("kendall_mean", objective_name="squared_error")
     with pytest.raises(ValueError, match="classifier"):
         resolve_eval_metric("logloss", objective_name="squared_error")
+
+
+# -- extreme scales -------------------------------------------------------------------
+#
+# A correlation does not depend on the scale of either input, a summary's mean,
+# std, worst and drawdown scale with it (the Sharpe ratio does not), and
+# pooled errors scale with it; none may underflow to 0 or overflow to inf on
+# the way where the result itself is an ordinary float.
+
+SCALES = [1e-300, 1e-200, 2.0**-600, 1e-160, 1e120, 2.0**500, 1e160, 1e300]
+
+
+@pytest.mark.parametrize("method", ["pearson", "spearman", "numerai"])
+@pytest.mark.parametrize("scale", SCALES)
+def test_per_era_correlations_do_not_depend_on_the_scale(method, scale):
+    y_true, y_pred, era = _random_panel(seed=9)
+    y_pred = y_pred + 0.01 * np.random.default_rng(0).normal(size=len(y_pred))  # no ties
+    _, reference = per_era_correlation(y_true, y_pred, era, method=method)
+    assert np.isfinite(reference).all() and np.abs(reference).max() < 0.9
+    for target, prediction in ((y_true * scale, y_pred), (y_true, y_pred * scale),
+                               (y_true * scale, y_pred / scale)):
+        _, scaled = per_era_correlation(target, prediction, era, method=method)
+        np.testing.assert_allclose(scaled, reference, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("scale", [2.0**-900, 2.0**-500, 2.0**300, 2.0**900])
+def test_pearson_under_power_of_two_scales_is_bit_identical(scale):
+    y_true, y_pred, era = _random_panel(seed=10)
+    _, reference = per_era_correlation(y_true, y_pred, era)
+    _, scaled = per_era_correlation(y_true * scale, y_pred * scale, era)
+    np.testing.assert_array_equal(scaled, reference)
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-100, 1e100, 1e200])
+def test_feature_neutral_correlation_does_not_depend_on_the_scale(scale):
+    from packboost.metrics import feature_neutral_correlation
+
+    y_true, y_pred, era = _random_panel(seed=11)
+    rng = np.random.default_rng(1)
+    features = rng.integers(0, 5, size=(len(y_true), 4)).astype(np.float64)
+    features[:, 0] = np.round(y_pred)  # a feature that explains part of the predictions
+    _, reference = feature_neutral_correlation(y_true, y_pred, features, era)
+    assert np.isfinite(reference).all()
+    _, plain = per_era_correlation(y_true, y_pred, era, method="numerai")
+    assert not np.allclose(reference, plain, atol=1e-3)
+    _, scaled = feature_neutral_correlation(y_true * scale, y_pred * scale,
+                                            features * scale, era)
+    np.testing.assert_allclose(scaled, reference, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 2.0**-1000, 1e-200, 1e200, 2.0**1000, 1e300])
+def test_era_summary_scales_with_its_values(scale):
+    values = np.array([0.02, -0.01, 0.03, np.nan, -0.04, 0.05, 0.01])
+    reference = era_summary(values)
+    summary = era_summary(values * scale)
+    assert summary["n_eras"] == reference["n_eras"]
+    assert summary["sharpe"] == pytest.approx(reference["sharpe"], rel=1e-12)
+    for key in ("mean", "std", "worst", "max_drawdown"):
+        assert summary[key] == pytest.approx(reference[key] * scale, rel=1e-12), key
+        if math.log2(scale).is_integer():
+            assert summary[key] == reference[key] * scale, key  # exact
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 2.0**-800, 1e200, 1e300])
+def test_pooled_errors_scale_with_the_target(scale):
+    from packboost._eval_metrics import pooled_metric
+
+    rng = np.random.default_rng(3)
+    y_true = rng.normal(size=101)
+    prediction = y_true + rng.normal(size=101)
+    for name in ("rmse", "mae"):
+        reference = pooled_metric(name, y_true, prediction, prediction)
+        scaled = pooled_metric(name, y_true * scale, prediction * scale, prediction * scale)
+        assert scaled == pytest.approx(reference * scale, rel=1e-12), name
+        if math.log2(scale).is_integer():
+            assert scaled == reference * scale, name

@@ -340,3 +340,141 @@ def test_progress_default_follows_the_session(monkeypatch):
     assert isinstance(bars[0], EarlyStopping) and isinstance(bars[1], ProgressBar)
     monkeypatch.setenv("CI", "true")
     assert estimators._interactive_session() is False
+
+
+# -- extreme scales ------------------------------------------------------------------
+#
+# Squared error is scale-equivariant: for y * c the gradients are g * c and
+# the hessians unchanged, so the same splits win and every leaf value is
+# multiplied by c. reg_lambda and min_child_weight are in hessian units
+# (sample-weight units), so scaling the weights with them changes nothing
+# either. Powers of two are exact in binary floating point, so there the
+# trees must be bit-identical and the predictions exactly scaled, down to the
+# smallest and up to the largest magnitudes the inputs may have.
+
+SCALE_PARAMS = dict(n_estimators=6, max_depth=3, pack_size=2, random_state=0, n_jobs=1,
+                    lambda_dir=0.5, min_samples_leaf=10)
+STRUCTURE = ("feature", "threshold_bin", "missing_left", "left_child", "right_child",
+             "n_samples")
+
+
+@pytest.fixture(scope="module")
+def scale_data():
+    data = make_numerai_like(n_rows=1500, n_features=8, n_eras=10, signal=0.3,
+                             random_state=4)
+    weights = np.random.default_rng(0).uniform(0.25, 4.0, len(data.y))
+    return data.X, data.y.astype(np.float64), data.era, weights
+
+
+def _fit_scaled(scale_data, y_scale=1.0, weight_scale=None, estimator=PackBoostRegressor,
+                **params):
+    X, y, era, weights = scale_data
+    if estimator is PackBoostClassifier:
+        y = (y > 0.5).astype(int)
+    else:
+        y = y * y_scale
+    sample_weight = None if weight_scale is None else weights * weight_scale
+    return estimator(**{**SCALE_PARAMS, **params}).fit(X, y, era=era,
+                                                      sample_weight=sample_weight)
+
+
+def _assert_same_trees(model, reference, rtol=0.0):
+    for name in STRUCTURE:
+        np.testing.assert_array_equal(model.ensemble_.nodes[name],
+                                      reference.ensemble_.nodes[name], err_msg=name)
+    assert (reference.ensemble_.nodes["feature"] >= 0).sum() > 10  # it did split
+    np.testing.assert_allclose(model.feature_importances_, reference.feature_importances_,
+                               rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("exponent", [-1000, -600, -70, -20, 30, 80, 300])
+def test_power_of_two_target_scales_give_identical_trees(scale_data, exponent, weighted):
+    weight_scale = 1.0 if weighted else None
+    reference = _fit_scaled(scale_data, weight_scale=weight_scale)
+    scale = 2.0**exponent
+    model = _fit_scaled(scale_data, scale, weight_scale=weight_scale)
+    _assert_same_trees(model, reference)
+    np.testing.assert_array_equal(model.ensemble_.nodes["value"],
+                                  reference.ensemble_.nodes["value"] * scale)
+    np.testing.assert_array_equal(model.predict(scale_data[0]),
+                                  reference.predict(scale_data[0]) * scale)
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-150, 1e-30, 1e40, 1e80, 1e99])
+def test_decimal_target_scales_give_the_same_trees(scale_data, scale):
+    """Not a power of two: y * c rounds, so only exact ties could part."""
+    reference = _fit_scaled(scale_data)
+    model = _fit_scaled(scale_data, scale)
+    _assert_same_trees(model, reference, rtol=1e-9)
+    np.testing.assert_allclose(model.predict(scale_data[0]) / scale,
+                               reference.predict(scale_data[0]), rtol=1e-9)
+
+
+@pytest.mark.parametrize("exponent", [-300, 200])
+def test_absolute_thresholds_scale_with_the_target(scale_data, exponent):
+    """max_delta_step is in leaf-value units (y), min_split_gain in gain units (y^2)."""
+    scale = 2.0**exponent
+    params = dict(max_delta_step=0.002, min_split_gain=1e-3)
+    reference = _fit_scaled(scale_data, **params)
+    model = _fit_scaled(scale_data, scale, max_delta_step=0.002 * scale,
+                        min_split_gain=1e-3 * scale**2)
+    _assert_same_trees(model, reference)
+    np.testing.assert_array_equal(model.ensemble_.nodes["value"],
+                                  reference.ensemble_.nodes["value"] * scale)
+    assert np.abs(reference.ensemble_.nodes["value"]).max() == pytest.approx(
+        0.002 * SCALE_PARAMS["pack_size"] ** -1 * 0.1)  # the clip is active
+
+
+@pytest.mark.parametrize("estimator", [PackBoostRegressor, PackBoostClassifier])
+@pytest.mark.parametrize("exponent", [-900, -200, 250])
+def test_weights_scale_with_the_hessian_parameters(scale_data, estimator, exponent):
+    """Weights are in hessian units: w * c with reg_lambda * c and
+    min_child_weight * c is the same fit (hessian-dependent values exactly)."""
+    reference = _fit_scaled(scale_data, weight_scale=1.0, estimator=estimator)
+    scale = 2.0**exponent
+    model = _fit_scaled(scale_data, weight_scale=scale, estimator=estimator,
+                        reg_lambda=scale, min_child_weight=1e-3 * scale)
+    _assert_same_trees(model, reference)
+    np.testing.assert_array_equal(model.ensemble_.nodes["value"],
+                                  reference.ensemble_.nodes["value"])
+    np.testing.assert_array_equal(model.ensemble_.nodes["sum_hessian"],
+                                  reference.ensemble_.nodes["sum_hessian"] * scale)
+
+
+# -- early stopping on NaN -----------------------------------------------------------
+
+
+def _metric_from(values):
+    """A callable eval metric returning ``values`` round after round (higher is better)."""
+    rounds = iter(values)
+
+    def scripted(y_true, y_pred, era):
+        return "scripted", next(rounds), True
+
+    return scripted
+
+
+def test_early_stopping_on_a_metric_that_is_always_nan_warns(split):
+    """LightGBM and XGBoost stop after the patience and silently keep round 1;
+    here the fit says why it has no best iteration, and keeps what it grew."""
+    train, test = split
+    with pytest.warns(UserWarning, match=r"'scripted' on 'valid_0' was NaN in all 3 rounds"):
+        model = PackBoostRegressor(n_estimators=8, **PARAMS).fit(
+            train.X, train.y, eval_set=[(test.X, test.y)],
+            eval_metric=_metric_from([np.nan] * 8), early_stopping_rounds=3)
+    assert model.best_iteration_ is None and model.n_iter_ == 3
+
+
+def test_nan_rounds_are_never_an_improvement(split, recwarn):
+    train, test = split
+    nan = np.nan
+    model = PackBoostRegressor(n_estimators=10, **PARAMS).fit(
+        train.X, train.y, eval_set=[(test.X, test.y)],
+        eval_metric=_metric_from([nan, 0.1, nan, 0.3, nan, nan, 0.2, 0.9, 0.9, 0.9]),
+        early_stopping_rounds=3)
+    # best 0.3 at round 4; rounds 5, 6, 7 do not beat it (NaN, NaN, 0.2): stop
+    assert model.best_iteration_ == 4 and model.n_iter_ == 4
+    assert model.best_score_["valid_0"]["scripted"] == 0.3
+    assert len(model.evals_result_["valid_0"]["scripted"]) == 7
+    assert not [w for w in recwarn if "NaN" in str(w.message)]

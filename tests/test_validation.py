@@ -484,3 +484,34 @@ def test_cli_reports_bad_input_and_exits_1(csv_files, capsys, args, pattern):
     assert err.startswith(f"packboost {args[0]}: error: "), err
     assert re.search(pattern, err), err
     assert not (csv_files / "out.csv").exists()
+
+
+# ----------------------------------------------------------------------------- scale
+
+
+@pytest.mark.parametrize("learning_rate", [1.5, 10.0, 1e10])
+def test_a_learning_rate_above_one_warns_at_fit(learning_rate):
+    """Allowed (as in LightGBM), but each round then overshoots the Newton step:
+    at 10 the predictions of this fit reach ~1e5, at 1e10 ~1e94."""
+    model = PackBoostRegressor(**{**FAST, "learning_rate": learning_rate})
+    with pytest.warns(UserWarning, match=rf"learning_rate={learning_rate!r} is above 1"):
+        model.fit(X0, Y0, era=ERA0)
+    assert model.__sklearn_is_fitted__()
+
+
+@pytest.mark.parametrize("learning_rate", [0.1, 1.0])
+def test_usual_learning_rates_do_not_warn(learning_rate, recwarn):
+    PackBoostRegressor(**{**FAST, "learning_rate": learning_rate}).fit(X0, Y0, era=ERA0)
+    assert not [w for w in recwarn if "learning_rate" in str(w.message)]
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e-100, 1e50, 1e100])
+def test_targets_of_any_accepted_magnitude_give_the_same_model(scale):
+    """Up to the bound on |y| (1e100) and down to the smallest float64s: the
+    same splits, predictions scaled (tests/test_training.py tests it in depth)."""
+    reference = PackBoostRegressor(**FAST).fit(X0, Y0 / np.abs(Y0).max(), era=ERA0)
+    model = PackBoostRegressor(**FAST).fit(X0, Y0 / np.abs(Y0).max() * scale, era=ERA0)
+    np.testing.assert_array_equal(model.ensemble_.nodes["feature"],
+                                  reference.ensemble_.nodes["feature"])
+    assert (reference.ensemble_.nodes["feature"] >= 0).any()
+    np.testing.assert_allclose(model.predict(X0) / scale, reference.predict(X0), rtol=1e-9)
