@@ -19,9 +19,13 @@ Subcommands:
 
 Run ``packboost --help`` or ``python -m packboost --help``. :func:`main`
 returns the exit status: 0 on success, 2 on a usage error (argparse's
-convention), 1 when the run itself fails (a missing file or column, bad
-data, a corrupted model file, too little memory, a missing optional
-package), with the reason on stderr, and 130 when interrupted (Ctrl-C).
+convention; also, before any work, an output path that names an input or
+another output -- through any spelling or link -- or that cannot be
+written), 1 when the run itself fails (a missing, unreadable or ambiguous
+file or column, bad data, a corrupted model file, no usable GPU, too little
+memory, a missing optional package), with the reason on stderr as one line
+``packboost COMMAND: error: ...``, and 130 when interrupted (Ctrl-C). Any
+other exception is a bug and keeps its traceback.
 
 One module per command (:mod:`~packboost.cli.train`, ``predict``,
 ``evaluate``, ``demo``), each with ``add_parser`` and ``run``;
