@@ -240,3 +240,376 @@ def test_train_continues_a_model_and_reads_feature_sets(tmp_path, capsys):
     assert main(["train", str(paths["train"]), "--features-file",
                  str(tmp_path / "features.json")]) == 1
     assert "--feature-set" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- outputs that
+# are inputs: refused as usage errors (status 2) before any work, inputs untouched
+
+N_SMALL = 240
+
+
+def _small_columns(n_rows=N_SMALL, n_features=3, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    columns = {"id": np.array([f"n{i:04d}" for i in range(n_rows)], dtype=object),
+               "era": np.repeat(np.arange(6), -(-n_rows // 6))[:n_rows]}
+    columns.update({f"feature_{k}": rng.integers(0, 5, n_rows) for k in range(n_features)})
+    columns["target"] = rng.random(n_rows)
+    return columns
+
+
+@pytest.fixture
+def small(tmp_path, monkeypatch):
+    """A scratch directory (the working directory) with data.csv, valid.csv,
+    model.pbm (trained on data.csv), params.toml and features.json."""
+    import json
+
+    from packboost import PackBoostRegressor
+    from packboost._files import write_columns
+
+    monkeypatch.chdir(tmp_path)
+    columns = _small_columns()
+    write_columns(tmp_path / "data.csv", columns)
+    write_columns(tmp_path / "valid.csv", _small_columns(seed=1))
+    import numpy as np
+
+    names = [f"feature_{k}" for k in range(3)]
+    X = np.column_stack([columns[name] for name in names]).astype(float)
+    model = PackBoostRegressor(n_estimators=2, max_depth=2, pack_size=1, n_jobs=1)
+    model.fit(packboost._inputs.NamedMatrix(X, names), columns["target"],
+              era=columns["era"]).save_model(tmp_path / "model.pbm")
+    (tmp_path / "params.toml").write_text("max_depth = 2\n")
+    (tmp_path / "features.json").write_text(json.dumps({"feature_sets": {"small": names}}))
+    return tmp_path
+
+
+def _snapshot(directory):
+    return {path.name: path.read_bytes() for path in Path(directory).iterdir()
+            if path.is_file() and not path.is_symlink()}
+
+
+def _spellings(directory, name):
+    """Other names of ``directory/name``: ./name, absolute, a symlink, a hard link."""
+    directory = Path(directory)
+    os.symlink(directory / name, directory / f"symlink-{name}")
+    os.link(directory / name, directory / f"hardlink-{name}")
+    return [name, f"./{name}", str(directory / name), f"sub/../{name}",
+            f"symlink-{name}", f"hardlink-{name}"]
+
+
+OUTPUT_IS_INPUT = [
+    # (command line with {out} for the output spelling, the input's file name)
+    (["predict", "model.pbm", "data.csv", "-o", "{out}"], "data.csv"),
+    (["predict", "model.pbm", "data.csv", "-o", "{out}"], "model.pbm"),
+    (["train", "data.csv", "-o", "{out}"], "data.csv"),
+    (["train", "data.csv", "--valid", "valid.csv", "-o", "{out}"], "valid.csv"),
+    (["train", "data.csv", "--config", "params.toml", "-o", "{out}"], "params.toml"),
+    (["train", "data.csv", "--features-file", "features.json", "--feature-set", "small",
+      "-o", "{out}"], "features.json"),
+    (["train", "data.csv", "--init-model", "model.pbm", "-o", "{out}"], "model.pbm"),
+    (["evaluate", "data.csv", "--prediction-column", "feature_0", "--csv", "{out}"],
+     "data.csv"),
+    (["evaluate", "data.csv", "--model", "model.pbm", "--csv", "{out}"], "model.pbm"),
+    (["evaluate", "data.csv", "--prediction-column", "feature_0", "--png", "{out}"],
+     "data.csv"),
+]
+
+
+@pytest.mark.parametrize("command, input_name", OUTPUT_IS_INPUT)
+def test_an_output_that_is_an_input_is_refused_before_any_work(small, capsys, command,
+                                                               input_name):
+    (small / "sub").mkdir()
+    spellings = _spellings(small, input_name)
+    before = _snapshot(small)
+    for spelling in spellings:
+        argv = [spelling if item == "{out}" else item for item in command]
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.out == ""  # nothing read, trained or written
+        assert f"packboost {command[0]}: error: " in captured.err
+        assert "would replace the input" in captured.err
+        assert _snapshot(small) == before  # every input byte-identical
+        assert (small / f"symlink-{input_name}").is_symlink()
+    assert sorted(path.name for path in small.iterdir()) == sorted(
+        [*before, f"symlink-{input_name}", "sub"])  # no new or temporary file
+
+
+def test_train_default_output_is_checked_too(small, capsys):
+    (small / "model.pbm").rename(small / "old.pbm")
+    os.symlink("old.pbm", small / "model.pbm")  # default -o model.pbm -> the init model
+    before = (small / "old.pbm").read_bytes()
+    assert main(["train", "data.csv", "--init-model", "old.pbm"]) == 2
+    assert "-o/--output 'model.pbm' is the input --init-model 'old.pbm'" in capsys.readouterr().err
+    assert (small / "old.pbm").read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["evaluate", "data.csv", "--prediction-column", "feature_0", "--csv", "r.csv",
+      "--png", "./r.csv"], "are the same file"),
+    ([*TINY_DEMO, "--output", "out.pbm", "--png", "out.pbm"], "are the same file"),
+    ([*TINY_DEMO, "--export", "exported", "--export-format", "csv", "--output",
+      "exported/train.csv"], "are the same file"),
+    (["predict", "model.pbm", "data.csv", "-o", "missing/p.csv"], "no directory"),
+    (["predict", "model.pbm", "data.csv", "-o", "sub"], "is a directory"),
+    (["predict", "model.pbm", "data.csv", "-o", "p.txt"], "expected a .csv or .parquet"),
+    (["train", "data.csv", "-o", "missing/model.pbm"], "no directory"),
+    (["evaluate", "data.csv", "--prediction-column", "feature_0", "--csv", "r.json"],
+     "expected a .csv or .parquet"),
+    ([*TINY_DEMO, "--export", "data.csv"], "is a file, not a directory"),
+])
+def test_unwritable_or_clashing_outputs_are_usage_errors(small, capsys, argv, message):
+    pytest.importorskip("matplotlib")
+    (small / "sub").mkdir()
+    before = _snapshot(small)
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"packboost {argv[0]}: error: " in captured.err and message in captured.err
+    assert _snapshot(small) == before
+
+
+# ----------------------------------------------------------------------------- the id column of
+# predictions is never lost
+
+
+def _read_csv_rows(path):
+    import csv
+
+    with open(path, newline="") as handle:
+        return list(csv.reader(handle))
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--prediction-column", "id"], "would replace the ids"),
+    (["--id-column", "feature_1", "--prediction-column", "feature_1"], "would replace the ids"),
+    (["--prediction-column", ""], "empty name"),
+])
+def test_prediction_column_never_replaces_the_id_column(small, capsys, extra, message):
+    before = _snapshot(small)
+    assert main(["predict", "model.pbm", "data.csv", "-o", "p.csv", *extra]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") >= 1 and message in captured.err
+    assert "packboost predict: error: " in captured.err
+    assert _snapshot(small) == before and not (small / "p.csv").exists()
+
+
+def test_an_id_column_named_prediction_is_kept(small, capsys):
+    from packboost._files import read_columns, write_columns
+
+    columns = _small_columns()
+    columns["prediction"] = columns.pop("id")
+    write_columns("ids.csv", columns)
+    assert main(["predict", "model.pbm", "ids.csv", "--id-column", "prediction",
+                 "-o", "p.csv"]) == 2
+    assert "--prediction-column" in capsys.readouterr().err
+    assert main(["predict", "model.pbm", "ids.csv", "--id-column", "prediction",
+                 "--prediction-column", "score", "-o", "p.csv"]) == 0
+    rows = _read_csv_rows(small / "p.csv")
+    assert rows[0] == ["prediction", "score"]
+    assert [row[0] for row in rows[1:]] == list(read_columns("ids.csv")["prediction"])
+
+
+def test_duplicated_id_columns_are_refused(small, capsys):
+    text = (small / "data.csv").read_text().splitlines()
+    text[0] = text[0].replace("era", "id", 1)
+    (small / "twice.csv").write_text("\n".join(text) + "\n")
+    assert main(["predict", "model.pbm", "twice.csv", "-o", "p.csv"]) == 1
+    err = capsys.readouterr().err
+    assert "duplicated column names ['id']" in err and "twice.csv" in err
+    assert not (small / "p.csv").exists()
+
+
+def test_data_without_an_id_column_says_so(small, capsys):
+    from packboost._files import write_columns
+
+    columns = _small_columns()
+    del columns["id"]
+    write_columns("noid.csv", columns)
+    assert main(["predict", "model.pbm", "noid.csv", "-o", "p.csv"]) == 0
+    assert "has no 'id' column" in capsys.readouterr().out
+    rows = _read_csv_rows(small / "p.csv")
+    assert rows[0] == ["prediction"] and len(rows) == N_SMALL + 1
+
+
+# ----------------------------------------------------------------------------- expected errors
+# are one line, "packboost COMMAND: error: ...", status 1; bugs keep their traceback
+
+
+def _one_line_error(capsys, command):
+    err = capsys.readouterr().err
+    assert err.startswith(f"packboost {command}: error: "), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_cuda_unavailable_is_a_one_line_error_before_reading_data(small, capsys, monkeypatch):
+    import packboost._device
+    from packboost import CudaError
+
+    def no_gpu():
+        raise CudaError("device='cuda' needs a usable NVIDIA GPU: no CUDA device found", 100)
+
+    monkeypatch.setattr(packboost._device, "require_cuda", no_gpu)
+    monkeypatch.setattr(packboost._files, "read_columns",
+                        lambda *a, **k: pytest.fail("read the data before the device check"))
+    assert main(["train", "data.csv", "--device", "cuda", "-o", "m.pbm"]) == 1
+    assert "no CUDA device found" in _one_line_error(capsys, "train")
+    assert not (small / "m.pbm").exists()
+
+
+@pytest.mark.parametrize("error", [
+    "packboost.CudaError('cudaErrorMemoryAllocation: out of memory', 2)",
+    "MemoryError()",
+    "OSError('Truncated compressed stream\\nsecond line')",
+])
+def test_expected_errors_raised_while_fitting_are_one_line(small, capsys, monkeypatch, error):
+    from packboost import PackBoostRegressor
+
+    def fail(*args, **kwargs):
+        raise eval(error)  # noqa: S307 (test input)
+
+    monkeypatch.setattr(PackBoostRegressor, "fit", fail)
+    assert main(["train", "data.csv", "-o", "m.pbm"]) == 1
+    _one_line_error(capsys, "train")
+    assert not (small / "m.pbm").exists()
+
+
+def test_a_genuine_bug_keeps_its_traceback(small, monkeypatch):
+    from packboost import PackBoostRegressor
+
+    def bug(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(PackBoostRegressor, "fit", bug)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["train", "data.csv", "-o", "m.pbm"])
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"feature_sets": {"small": ["feature_0"', "not valid JSON"),
+    ('["f\u00e9ature_0"]'.encode("latin-1"), "not UTF-8 text (byte 0xe9"),
+    (b"42", "expected a list of feature names, got a number"),
+    (b'"feature_0"', "expected a list of feature names, got a string"),
+    (b"[1, 2]", "expected a list of feature names (strings)"),
+    (b'{"feature_sets": ["feature_0"]}', "expected a dict of feature sets"),
+    (b'{"feature_sets": {"big": ["feature_0"]}}', "no feature set 'small'"),
+    (b'{"feature_sets": {"small": "feature_0"}}', "expected a list of feature names"),
+    (b'{"feature_sets": {"small": []}}', "no feature names"),
+    (b'["feature_0", "feature_0"]', "duplicated feature names ['feature_0']"),
+    (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+])
+def test_bad_features_files_name_the_file(small, capsys, content, message):
+    (small / "f.json").write_bytes(content)
+    assert main(["train", "data.csv", "--features-file", "f.json", "--feature-set", "small"]
+                if content.startswith(b"{") else
+                ["train", "data.csv", "--features-file", "f.json"]) == 1
+    err = _one_line_error(capsys, "train")
+    assert "f.json" in err and message in err, err
+    assert not (small / "model.pbm.new").exists()
+
+
+@pytest.mark.parametrize("features", ["feature_0,target", "feature_*,era"])
+def test_the_target_or_era_is_never_a_feature(small, capsys, features):
+    assert main(["train", "data.csv", "--features", features, "-o", "m.pbm"]) == 1
+    assert "is also among the features" in _one_line_error(capsys, "train")
+
+
+def test_a_features_list_with_feature_set_is_refused(small, capsys):
+    (small / "f.json").write_text('["feature_0"]')
+    assert main(["train", "data.csv", "--features-file", "f.json", "--feature-set", "x"]) == 1
+    assert "drop --feature-set" in _one_line_error(capsys, "train")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("max_depth = 2\n# caf\u00e9\n".encode("latin-1"), "not UTF-8 text"),
+    (b"a = " + b"[" * 100_000 + b"]" * 100_000, "--config"),
+    (b"params = 3\n", "[params] must be a table"),
+    (b"max_depth = -1\n", "max_depth"),
+])
+def test_bad_config_files_are_one_line_errors(small, capsys, content, message):
+    (small / "c.toml").write_bytes(content)
+    assert main(["train", "data.csv", "--config", "c.toml", "-o", "m.pbm"]) == 1
+    assert message in _one_line_error(capsys, "train")
+    assert not (small / "m.pbm").exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "empty_target.csv"],
+    ["evaluate", "empty_target.csv", "--prediction-column", "feature_0"],
+    ["train", "data.csv", "--valid", "empty_target.csv"],
+])
+def test_an_all_missing_target_is_called_missing(small, capsys, command):
+    text = (small / "data.csv").read_text().splitlines()
+    (small / "empty_target.csv").write_text(
+        "\n".join([text[0]] + [line.rsplit(",", 1)[0] + "," for line in text[1:]]) + "\n")
+    assert main([*command, "-o", "m.pbm"] if command[0] == "train" else command) == 1
+    err = _one_line_error(capsys, command[0])
+    assert "target column 'target' is entirely missing" in err and "not numeric" not in err
+
+
+@pytest.mark.parametrize("rename", ["feature_2:target", "feature_2:feature_0", "era:id"])
+def test_duplicated_csv_headers_are_refused(small, capsys, rename):
+    old, new = rename.split(":")
+    text = (small / "data.csv").read_text().splitlines()
+    text[0] = text[0].replace(old, new)
+    (small / "twice.csv").write_text("\n".join(text) + "\n")
+    assert main(["train", "twice.csv", "-o", "m.pbm"]) == 1
+    err = _one_line_error(capsys, "train")
+    assert f"twice.csv: duplicated column names ['{new}']" in err
+    assert not (small / "m.pbm").exists()
+
+
+def test_duplicated_parquet_columns_are_refused(small, capsys):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    columns = _small_columns()
+    table = pa.Table.from_arrays([pa.array(values) for values in columns.values()]
+                                 + [pa.array(columns["feature_0"])],
+                                 names=[*columns, "target"])
+    pq.write_table(table, small / "twice.parquet")
+    assert main(["train", "twice.parquet", "-o", "m.pbm"]) == 1
+    assert "duplicated column names ['target']" in _one_line_error(capsys, "train")
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("empty.csv", b"", "empty file"),
+    ("latin.csv", "id,era,feature_0,feature_1,feature_2,target\nf\u00e9,1,2,3,4,0.5\n"
+     .encode("latin-1"), "not UTF-8"),
+    ("ragged.csv", b"id,era,feature_0,feature_1,feature_2,target\na,1,2,3,4,0.5,9\n",
+     "cannot read"),
+    ("cut.parquet", b"PAR1\x00\x00garbage", "cannot read"),
+    ("cut.csv.gz", None, "cannot read"),
+])
+def test_unreadable_data_files_are_one_line_errors_naming_the_file(small, capsys, name,
+                                                                    content, message):
+    if name.endswith(".parquet"):
+        pytest.importorskip("pyarrow")
+    if content is None:
+        import gzip
+
+        content = gzip.compress((small / "data.csv").read_bytes())[:300]
+    (small / name).write_bytes(content)
+    assert main(["train", name, "-o", "m.pbm"]) == 1
+    err = _one_line_error(capsys, "train")
+    assert name in err and message in err
+    assert main(["predict", "model.pbm", name, "-o", "p.csv"]) == 1
+    err = _one_line_error(capsys, "predict")
+    assert name in err
+    assert not (small / "m.pbm").exists() and not (small / "p.csv").exists()
+
+
+def test_evaluate_refuses_a_non_numeric_prediction_column_by_name(small, capsys):
+    assert main(["evaluate", "data.csv", "--prediction-column", "id"]) == 1
+    assert "prediction column 'id' is not numeric" in _one_line_error(capsys, "evaluate")
+
+
+def test_outputs_are_written_whole_and_charts_atomically(small, capsys):
+    pytest.importorskip("matplotlib")
+    assert main(["evaluate", "data.csv", "--prediction-column", "feature_0", "--csv",
+                 "r.csv.gz", "--png", "r.png", "--summary-only"]) == 0
+    from packboost._files import read_columns
+
+    assert list(read_columns(small / "r.csv.gz"))[:2] == ["era", "n_rows"]
+    assert (small / "r.png").read_bytes().startswith(b"\x89PNG")
+    assert not [path.name for path in small.iterdir() if path.name.startswith(".")]

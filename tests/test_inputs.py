@@ -191,3 +191,32 @@ def test_select_columns_patterns():
     assert _files.select_columns(available, ["target_x", "target*"]) == ["target", "target_x"]
     with pytest.raises(ValueError, match="no column matches 'nope'"):
         _files.select_columns(available, ["nope"])
+
+
+@pytest.mark.parametrize("blocked", [(), ("pyarrow", "polars", "pandas")])
+def test_file_reading_refuses_ambiguous_or_undecodable_csv(tmp_path, monkeypatch, blocked):
+    (tmp_path / "twice.csv").write_text("era,target,target\n1,0.5,0.7\n")
+    (tmp_path / "latin.csv").write_bytes("era,target\nf\u00e9,0.5\n".encode("latin-1"))
+    (tmp_path / "empty_target.csv").write_text("era,target\n1,\n2,\n")
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbfid,target\na,0.5\n")
+    _block_imports(monkeypatch, *blocked)
+    with pytest.raises(ValueError, match=r"twice.csv: duplicated column names \['target'\]"):
+        _files.read_columns(tmp_path / "twice.csv", ["era"])
+    with pytest.raises(ValueError, match="latin.csv: .*not UTF-8"):
+        _files.read_columns(tmp_path / "latin.csv")
+    empty = _files.read_columns(tmp_path / "empty_target.csv")["target"]
+    assert empty.dtype == np.float64 and np.isnan(empty).all()  # all missing, not "text"
+    assert _files.list_file_columns(tmp_path / "bom.csv") == ["id", "target"]
+    assert list(_files.read_columns(tmp_path / "bom.csv")["id"]) == ["a"]
+
+
+def test_gzipped_csv_round_trip_leaves_no_temporary_file(tmp_path):
+    columns = {"id": np.array(["a", "b"], dtype=object), "target": np.array([0.5, np.nan])}
+    _files.write_columns(tmp_path / "out.csv.gz", columns)
+    read = _files.read_columns(tmp_path / "out.csv.gz")
+    assert list(read["id"]) == ["a", "b"]
+    np.testing.assert_array_equal(read["target"], [0.5, np.nan])
+    assert [path.name for path in tmp_path.iterdir()] == ["out.csv.gz"]
+    with pytest.raises(ValueError, match="non-empty strings"):
+        _files.write_columns(tmp_path / "bad.csv", {"": np.zeros(2)})
+    assert [path.name for path in tmp_path.iterdir()] == ["out.csv.gz"]

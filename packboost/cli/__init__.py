@@ -19,9 +19,13 @@ Subcommands:
 
 Run ``packboost --help`` or ``python -m packboost --help``. :func:`main`
 returns the exit status: 0 on success, 2 on a usage error (argparse's
-convention), 1 when the run itself fails (a missing file or column, bad
-data, a corrupted model file, too little memory, a missing optional
-package), with the reason on stderr, and 130 when interrupted (Ctrl-C).
+convention; also, before any work, an output path that names an input or
+another output -- through any spelling or link -- or that cannot be
+written), 1 when the run itself fails (a missing, unreadable or ambiguous
+file or column, bad data, a corrupted model file, no usable GPU, too little
+memory, a missing optional package), with the reason on stderr as one line
+``packboost COMMAND: error: ...``, and 130 when interrupted (Ctrl-C). Any
+other exception is a bug and keeps its traceback.
 
 One module per command (:mod:`~packboost.cli.train`, ``predict``,
 ``evaluate``, ``demo``), each with ``add_parser`` and ``run``;
@@ -59,8 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     int
         Exit status: 0 on success, 2 on a usage error, 1 on a failed run.
     """
-    from packboost.model_file import ModelFileError
-
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
@@ -70,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         print(exc.code, file=sys.stderr)
         return 1
     try:
-        return int(args.command_function(args, parser))
+        # The command's own parser: its usage errors read "packboost COMMAND: error: ...".
+        return int(args.command_function(args, args.command_parser))
     except BrokenPipeError:  # e.g. "packboost evaluate ... | head": stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -82,11 +85,33 @@ def main(argv: list[str] | None = None) -> int:
         # atomically, once complete); 130 = 128 + SIGINT, as shells report it.
         print(f"packboost {args.command}: interrupted", file=sys.stderr)
         return 130
-    except (CommandError, ValueError, TypeError, OSError, ImportError, KeyError,
-            MemoryError, ArithmeticError, ModelFileError) as error:
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"packboost {args.command}: error: {message}", file=sys.stderr)
+    except _expected_errors() as error:
+        print(f"packboost {args.command}: error: {_message(error)}", file=sys.stderr)
         return 1
+
+
+def _expected_errors() -> tuple:
+    """What a run may fail with on bad input, files, GPU or memory: printed as one
+    line (``packboost COMMAND: error: ...``), exit status 1. Anything else is a
+    bug and keeps its traceback."""
+    from packboost._device import CudaError
+    from packboost._files import _library_errors
+    from packboost.model_file import ModelFileError
+
+    return (CommandError, ValueError, TypeError, OSError, ImportError, KeyError,
+            MemoryError, ArithmeticError, ModelFileError, CudaError,
+            *_library_errors())
+
+
+def _message(error) -> str:
+    if isinstance(error, KeyError) and error.args:
+        text = str(error.args[0])
+    else:
+        text = str(error)
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    if not text:
+        text = "out of memory" if isinstance(error, MemoryError) else type(error).__name__
+    return text
 
 
 def _build_parser() -> argparse.ArgumentParser:

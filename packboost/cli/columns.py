@@ -8,6 +8,8 @@ with ``--feature-set``, or one name per line) choose others.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from packboost.cli._common import CommandError
@@ -115,26 +117,89 @@ def choose_model_feature_columns(model, requested, available) -> list:
     return features
 
 
-def read_feature_file(path, feature_set):
+def read_text_file(path, option) -> str:
+    """A small UTF-8 text file given with ``option`` (a byte-order mark is allowed)."""
+    if not os.path.exists(path):
+        raise CommandError(f"{option} {path}: no such file")
+    if os.path.isdir(path):
+        raise CommandError(f"{option} {path}: is a directory, not a file")
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise CommandError(
+            f"{option} {path}: not UTF-8 text (byte 0x{raw[error.start]:02x} at offset "
+            f"{error.start}); save it as UTF-8") from None
+
+
+def read_feature_file(path, feature_set) -> list:
+    """Feature names of a ``--features-file``: a JSON list, a JSON dict of
+    feature sets (a Numerai ``features.json``, ``{"feature_sets": {...}}``,
+    chosen with ``--feature-set``), or a text file of one name per line.
+    Anything else is a :class:`CommandError` naming the file."""
     import json
 
-    with open(path) as handle:
-        text = handle.read()
-    if path.lower().endswith(".json"):
+    text = read_text_file(path, "--features-file")
+    where = f"--features-file {path}"
+    if not path.lower().endswith(".json"):
+        if "\x00" in text:
+            raise CommandError(f"{where}: not a text file of feature names")
+        names = [line.strip() for line in text.splitlines() if line.strip()]
+        return _check_feature_names(names, where)
+    try:
         content = json.loads(text)
-        if isinstance(content, dict):
-            sets = content.get("feature_sets", content)
-            if feature_set is None:
-                raise CommandError(f"{path} holds feature sets {sorted(sets)[:8]}: choose one "
-                                   "with --feature-set")
-            if feature_set not in sets:
-                raise CommandError(f"{path} has no feature set {feature_set!r}; it has "
-                                   f"{sorted(sets)[:8]}")
-            content = sets[feature_set]
-        if not isinstance(content, list) or not all(isinstance(n, str) for n in content):
-            raise CommandError(f"{path}: expected a list of feature names")
-        return content
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as error:
+        raise CommandError(f"{where}: not valid JSON: {error.msg} at line {error.lineno} "
+                           f"column {error.colno}") from None
+    except RecursionError:
+        raise CommandError(f"{where}: JSON nested too deeply") from None
+    if isinstance(content, dict):
+        sets = content.get("feature_sets", content)
+        if not isinstance(sets, dict) or not sets:
+            raise CommandError(f"{where}: expected a dict of feature sets (name: list of "
+                               f"feature names), got {_kind(sets)}")
+        names = sorted(str(name) for name in sets)
+        if feature_set is None:
+            raise CommandError(f"{where} holds feature sets {names[:8]}: choose one with "
+                               "--feature-set")
+        if feature_set not in sets:
+            raise CommandError(f"{where} has no feature set {feature_set!r}; it has "
+                               f"{names[:8]}")
+        content = sets[feature_set]
+        where = f"{where}, feature set {feature_set!r},"
+    elif feature_set is not None:
+        raise CommandError(f"{where} holds {_kind(content)}, not feature sets: drop "
+                           "--feature-set")
+    if not isinstance(content, list):
+        raise CommandError(f"{where}: expected a list of feature names, got {_kind(content)}")
+    bad = [name for name in content if not isinstance(name, str)]
+    if bad:
+        raise CommandError(f"{where}: expected a list of feature names (strings), found "
+                           f"{_kind(bad[0])} {str(bad[0])[:40]}")
+    return _check_feature_names(content, where)
+
+
+def _kind(value) -> str:
+    return {dict: "a dict", list: "a list", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number", type(None): "null"}.get(
+        type(value), type(value).__name__)
+
+
+def _check_feature_names(names, where) -> list:
+    if not names:
+        raise CommandError(f"{where}: no feature names")
+    empty = [name for name in names if not name.strip()]
+    if empty:
+        raise CommandError(f"{where}: empty feature name")
+    seen, duplicated = set(), []
+    for name in names:
+        if name in seen and name not in duplicated:
+            duplicated.append(name)
+        seen.add(name)
+    if duplicated:
+        raise CommandError(f"{where}: duplicated feature names {duplicated[:5]}")
+    return names
 
 
 def feature_matrix(data, features) -> np.ndarray:

@@ -9,7 +9,13 @@ import time
 
 import numpy as np
 
-from packboost.cli._common import positive_float, positive_int
+from packboost.cli._common import (
+    check_image_output,
+    check_paths,
+    positive_float,
+    positive_int,
+    save_figure,
+)
 
 # Fraction of eras (the last ones) held out by the demo.
 DEMO_HOLDOUT_FRACTION = 0.25
@@ -50,7 +56,7 @@ def add_parser(commands):
                            "validation (held-out eras) and live (validation without targets)")
     demo.add_argument("--export-format", choices=("parquet", "csv"), default="parquet",
                       help="file format of --export (parquet needs pyarrow or polars)")
-    demo.set_defaults(command_function=run)
+    demo.set_defaults(command_function=run, command_parser=demo)
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -61,6 +67,23 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(f"--eras must be at least 2 to hold eras out, got {args.eras}")
     if args.rows < args.eras:
         parser.error(f"--rows ({args.rows}) must be at least --eras ({args.eras})")
+    outputs = [("--output", args.output), ("--png", args.png)]
+    if args.export is not None:
+        if os.path.exists(args.export) and not os.path.isdir(args.export):
+            parser.error(f"--export {args.export!r} is a file, not a directory")
+        try:
+            os.makedirs(args.export, exist_ok=True)
+        except OSError as error:
+            parser.error(f"--export {args.export!r}: cannot create the directory: "
+                         f"{error.strerror or error}")
+        outputs += [(f"--export ({os.path.basename(path)})", path)
+                    for path in export_paths(args.export, args.export_format).values()]
+    check_paths(parser, inputs=[], outputs=outputs)
+    check_image_output(parser, "--png", args.png)
+    if args.export is not None and args.export_format == "parquet":
+        from packboost._files import _parquet_library
+
+        _parquet_library()  # before any work: parquet needs pyarrow or polars
     try:
         from packboost import PackBoostRegressor
     except ImportError as exc:
@@ -116,8 +139,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.png is not None:
         from packboost.plotting import plot_era_correlation
 
-        plot_era_correlation(test.y, predictions["PackBoost"], test.era, path=args.png,
-                             title="PackBoost, held-out eras: Pearson correlation per era")
+        save_figure(lambda path: plot_era_correlation(
+            test.y, predictions["PackBoost"], test.era, path=path,
+            title="PackBoost, held-out eras: Pearson correlation per era"), args.png)
         print(f"wrote {args.png}")
     return 0
 
@@ -129,6 +153,7 @@ def export_demo_data(directory, file_format, train, test):
     os.makedirs(directory, exist_ok=True)
     parts = {"train": (train, True), "validation": (test, True), "live": (test, False)}
     offsets = {"train": 0, "validation": train.n_rows, "live": train.n_rows}
+    paths = export_paths(directory, file_format)
     for name, (part, with_target) in parts.items():
         first = offsets[name]
         columns = {"id": np.array([f"n{row:07d}" for row in range(first, first + part.n_rows)]),
@@ -137,9 +162,15 @@ def export_demo_data(directory, file_format, train, test):
                         for index in range(part.n_features)})
         if with_target:
             columns["target"] = part.y
-        path = os.path.join(directory, f"{name}.{file_format}")
+        path = paths[name]
         _files.write_columns(path, columns)
         print(f"wrote: {path} ({part.n_rows} rows)")
+
+
+def export_paths(directory, file_format) -> dict:
+    """The files ``--export`` writes: train, validation and live."""
+    return {name: os.path.join(directory, f"{name}.{file_format}")
+            for name in ("train", "validation", "live")}
 
 
 def least_squares_predict(X_train, y_train, X_test) -> np.ndarray:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from packboost.cli._common import CommandError
+from packboost.cli._common import (
+    CommandError,
+    check_image_output,
+    check_paths,
+    check_table_output,
+    save_figure,
+)
 from packboost.cli.columns import (
     DEFAULT_TARGET_COLUMN,
     add_column_arguments,
@@ -51,13 +57,18 @@ def add_parser(commands):
                           help="save the per-era table as CSV")
     evaluate.add_argument("--summary-only", action="store_true",
                           help="print the summary without the per-era rows")
-    evaluate.set_defaults(command_function=run)
+    evaluate.set_defaults(command_function=run, command_parser=evaluate)
 
 
 def run(args, parser) -> int:
     from packboost import _files, load_model
     from packboost.reports import era_report
 
+    check_paths(parser, inputs=[("DATA", args.data), ("--model", args.model),
+                                ("--features-file", args.features_file)],
+                outputs=[("--csv", args.csv), ("--png", args.png)])
+    check_table_output(parser, "--csv", args.csv)
+    check_image_output(parser, "--png", args.png)
     methods = split_list(args.methods)
     for method in methods:
         if method not in CORRELATION_CHOICES:
@@ -84,14 +95,17 @@ def run(args, parser) -> int:
         prediction = prediction_values(model, named(X, features))
         source = f"model {args.model}"
     else:
-        prediction = np.asarray(data[args.prediction_column], dtype=np.float64)
+        prediction = numeric_column(data, args.prediction_column, args.data, "prediction")
         source = f"column {args.prediction_column!r}"
     era = data[era_column] if era_column else None
 
     reports = {}
     for target in targets:
-        y = np.asarray(data[target], dtype=np.float64)
+        y = numeric_column(data, target, args.data, "target")
         keep = ~np.isnan(y)
+        if not keep.any():
+            raise CommandError(f"{args.data}: target column {target!r} is entirely missing "
+                               f"(none of its {y.size} rows has a value)")
         if not keep.all():
             print(f"note: {int((~keep).sum())} rows without a {target!r} value are skipped")
         report = era_report(
@@ -107,21 +121,30 @@ def run(args, parser) -> int:
         print(report.format_summary())
         print()
 
+    first = next(iter(reports.values()))
+    if (args.csv is not None or args.png is not None) and any(
+            not np.array_equal(report.eras, first.eras) for report in reports.values()):
+        raise CommandError("the targets cover different eras (missing values): write "
+                           "--csv and --png for one --target at a time")
     if args.csv is not None:
-        columns = {}
+        columns = {"era": first.to_dict()["era"], "n_rows": first.n_rows.tolist()}
         for target, report in reports.items():
             table = report.to_dict()
-            columns.setdefault("era", table.pop("era"))
-            columns.setdefault("n_rows", table.pop("n_rows"))
+            del table["era"]
+            if np.array_equal(report.n_rows, first.n_rows):
+                del table["n_rows"]
             prefix = "" if len(reports) == 1 else f"{target}_"
-            columns.update({f"{prefix}{name}": values for name, values in table.items()
-                            if name not in ("era", "n_rows")})
-        if len({len(values) for values in columns.values()}) > 1:
-            raise CommandError("targets cover different eras; write one --csv per target")
+            for name, values in table.items():
+                column = f"{prefix}{name}"
+                if column in columns:
+                    raise CommandError(f"--csv: two columns would be named {column!r} "
+                                       "(targets whose names overlap); write one --csv "
+                                       "per target")
+                columns[column] = values
         _files.write_columns(args.csv, columns)
         print(f"wrote {args.csv}")
     if args.png is not None:
-        save_report_png(reports, args.png)
+        save_figure(lambda path: save_report_png(reports, path), args.png)
         print(f"wrote {args.png}")
     return 0
 
@@ -136,5 +159,24 @@ def save_report_png(reports, path):
         first = next(iter(reports.values()))
         report = EraReport(eras=first.eras, n_rows=first.n_rows, scores={
             f"{target} {name}": values for target, item in reports.items()
-            for name, values in item.scores.items() if len(item.eras) == len(first.eras)})
+            for name, values in item.scores.items()})
     plot_era_report(report, path=path)
+
+
+def numeric_column(data, name, path, role) -> np.ndarray:
+    """Column ``name`` as float64 (missing values NaN), or a CommandError naming it."""
+    values = np.asarray(data[name])
+    if values.dtype.kind in "biuf":
+        return values.astype(np.float64)
+    if values.dtype == object:
+        converted = np.full(values.shape, np.nan)
+        for index, value in enumerate(values):
+            if value is None:
+                continue
+            if isinstance(value, (bool, int, float, np.number)) and not isinstance(value, str):
+                converted[index] = float(value)
+            else:
+                break
+        else:
+            return converted
+    raise CommandError(f"{path}: {role} column {name!r} is not numeric (dtype {values.dtype})")

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from packboost.cli._common import CommandError
+from packboost.cli._common import CommandError, check_paths, check_table_output
 from packboost.cli.columns import (
     DEFAULT_ID_COLUMN,
     DEFAULT_PREDICTION_COLUMN,
@@ -37,20 +37,38 @@ def add_parser(commands):
     group = predict.add_argument_group("columns")
     group.add_argument("--features", default=None, metavar="NAMES",
                        help="feature columns, for a model saved without feature names")
-    predict.set_defaults(command_function=run)
+    predict.set_defaults(command_function=run, command_parser=predict)
 
 
 def run(args, parser) -> int:
     from packboost import _files, load_model
 
+    check_paths(parser, inputs=[("MODEL", args.model), ("DATA", args.data)],
+                outputs=[("-o/--output", args.output)])
+    check_table_output(parser, "-o/--output", args.output)
+    if not args.prediction_column.strip():
+        parser.error("--prediction-column: empty name")
+    if args.id_column is not None and args.id_column == args.prediction_column:
+        parser.error(f"--id-column and --prediction-column are both {args.id_column!r}: "
+                     "the predictions would replace the ids; choose another "
+                     "--prediction-column")
     model = load_model(args.model)
     available = _files.list_file_columns(args.data)
     features = choose_model_feature_columns(model, args.features, available)
     id_column = args.id_column
-    if id_column is None and DEFAULT_ID_COLUMN in available:
-        id_column = DEFAULT_ID_COLUMN
-    elif id_column is not None and id_column not in available:
-        raise CommandError(f"{args.data}: no id column {id_column!r}")
+    if id_column is None:
+        if DEFAULT_ID_COLUMN in available:
+            id_column = DEFAULT_ID_COLUMN
+        else:
+            print(f"note: {args.data} has no {DEFAULT_ID_COLUMN!r} column (name one with "
+                  "--id-column): the predictions are written in row order, without ids")
+    elif id_column not in available:
+        raise CommandError(f"{args.data}: no id column {id_column!r}; the columns start "
+                           f"with {available[:8]}")
+    if id_column is not None and id_column == args.prediction_column:
+        parser.error(f"the id column of {args.data} is named {id_column!r}, like the "
+                     "prediction column: the predictions would replace the ids; name the "
+                     "output column with --prediction-column")
     wanted = features + ([id_column] if id_column and id_column not in features else [])
     data = _files.read_columns(args.data, wanted)
     X = feature_matrix(data, features)

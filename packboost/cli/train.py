@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from packboost import _parameters
-from packboost.cli._common import CommandError, positive_int
+from packboost.cli._common import CommandError, check_paths, positive_int
 from packboost.cli.columns import (
     add_column_arguments,
     choose_era_column,
@@ -62,18 +62,26 @@ def add_parser(commands):
     params = train.add_argument_group(
         "estimator parameters (see help(packboost.PackBoostRegressor))")
     _parameters.add_cli_flags(params)
-    train.set_defaults(command_function=run)
+    train.set_defaults(command_function=run, command_parser=train)
 
 
 def run(args, parser) -> int:
-    from packboost import PackBoostClassifier, PackBoostRegressor
+    from packboost import PackBoostClassifier, PackBoostRegressor, backends
     from packboost.callback import LogEvaluation
 
+    check_paths(parser, inputs=[("DATA", args.data), ("--valid", args.valid),
+                                ("--config", args.config),
+                                ("--features-file", args.features_file),
+                                ("--init-model", args.init_model)],
+                outputs=[("-o/--output", args.output)])
     estimator_class = PackBoostClassifier if args.classifier else PackBoostRegressor
     params = load_config(args.config, estimator_class) if args.config else {}
     params.update({key[len("param_"):]: value for key, value in vars(args).items()
                    if key.startswith("param_") and value is not None})
     model = estimator_class(**params)
+    # Before reading any data: out-of-range parameters, and a device that cannot
+    # run here (CudaError), fail now rather than after loading the files.
+    backends.check_device(model._validated_params()["device"])
 
     columns = TrainColumns.resolve(args, args.data)
     X, y, era, names = columns.load(args.data, args.classifier)
@@ -130,8 +138,14 @@ class TrainColumns:
         available = _files.list_file_columns(path)
         era = choose_era_column(args.era, available)
         target = choose_target_columns(args.target, available)[0]
+        if target == era:
+            raise CommandError(f"the era column {era!r} cannot also be the target")
         features = choose_feature_columns(args, available, exclude={era, target},
                                           model_features=None)
+        for role, name in (("target", target), ("era", era)):
+            if name in features:
+                raise CommandError(f"the {role} column {name!r} is also among the features: "
+                                   "a model would learn it; leave it out of the features")
         return cls(era, target, features)
 
     def load(self, path, classifier):
@@ -144,7 +158,10 @@ class TrainColumns:
         if y.dtype.kind == "f":
             keep = ~np.isnan(y)
         elif y.dtype == object:
-            keep = np.array([value is not None for value in y])
+            keep = np.array([not _is_missing(value) for value in y], dtype=bool)
+        if keep is not None and y.size and not keep.any():
+            raise CommandError(f"{path}: target column {self.target!r} is entirely missing "
+                               f"(none of its {y.size} rows has a value)")
         if keep is not None and not keep.all():
             print(f"note:  {path}: {int((~keep).sum())} rows without a {self.target!r} "
                   "value are skipped")
@@ -161,25 +178,37 @@ class TrainColumns:
         return X, y, era, self.features
 
 
+def _is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
 def load_config(path, estimator_class) -> dict:
+    from packboost.cli.columns import read_text_file
+
     try:
         import tomllib
     except ImportError:  # Python 3.10
         from packboost._compat import import_optional
         tomllib = import_optional("tomli", "reading a TOML --config on Python 3.10")
-    with open(path, "rb") as handle:
-        try:
-            content = tomllib.load(handle)
-        except tomllib.TOMLDecodeError as error:
-            raise CommandError(f"{path}: not valid TOML: {error}") from None
-    if isinstance(content.get("params"), dict):
+    text = read_text_file(path, "--config")
+    try:
+        content = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise CommandError(f"--config {path}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise CommandError(f"--config {path}: TOML nested too deeply") from None
+    if "params" in content:
+        if not isinstance(content["params"], dict):
+            raise CommandError(f"--config {path}: [params] must be a table of parameters")
         content = content["params"]
     valid = set(estimator_class().get_params())
     params = {}
     for key, value in content.items():
         name = key.replace("-", "_")
         if name not in valid:
-            raise CommandError(f"{path}: unknown parameter {key!r}; the parameters are "
-                               f"{sorted(valid)}")
+            raise CommandError(f"--config {path}: unknown parameter {key!r}; the "
+                               f"parameters are {sorted(valid)}")
+        if name in params:
+            raise CommandError(f"--config {path}: parameter {name!r} is given twice")
         params[name] = value
     return params
