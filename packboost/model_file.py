@@ -695,8 +695,8 @@ def _header_limit_problem(raw) -> str | None:
     )
     limit = JSON_COST_PER_BYTE * len(data) + JSON_COST_SLACK
     if cost > limit:
-        return (f"parsing it would take about {cost} bytes of memory, more than "
-                f"{limit} ({JSON_COST_PER_BYTE} x its size + {JSON_COST_SLACK})")
+        return (f"parsing it would take about {cost} bytes of memory, over the limit of "
+                f"{limit} bytes ({JSON_COST_PER_BYTE} x its size + {JSON_COST_SLACK})")
     return None
 
 
