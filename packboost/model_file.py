@@ -46,6 +46,11 @@ The header is a JSON object with exactly two keys::
   ``nbytes == prod(shape) * itemsize``; arrays do not overlap and lie inside
   the payload.  The writer stores them in the order given, zero-padded to
   8 bytes.
+* The header is at most :data:`MAX_HEADER_NBYTES` bytes, nests at most
+  ``MAX_JSON_DEPTH`` deep, holds at most ``MAX_JSON_CONTAINERS`` lists and
+  objects, and its parse may cost at most ``JSON_COST_PER_BYTE`` times its
+  size plus ``JSON_COST_SLACK`` (estimated by a scan before parsing); the
+  writer refuses metadata beyond these limits, the reader files.
 * Non-finite floats in the metadata are allowed and written as the JSON
   extensions ``NaN``, ``Infinity`` and ``-Infinity`` (what Python's ``json``
   reads and writes by default); the header is then not strict RFC 8259 JSON.
