@@ -58,7 +58,10 @@ JSON_VALUES = [None, True, False, 0, 1, -1, 2, 3, 63, 64, 65, 255, 256, 65535, 6
                2**31 - 1, 2**31, -2**31, 2**63, 10**30, 0.0, -0.0, 0.5, 1.5, -1e300, 1e300,
                float("nan"), float("inf"), float("-inf"), "", "x", "cpu", "equal", "realized",
                "PackBoostRegressor", "PackBoostClassifier", "packboost-model", [], [0], [1, 2],
-               ["a", "b"], ["a", "a"], {}, {"max_bins": 255, "prebinned": False}]
+               ["a", "b"], ["a", "a"], {}, {"max_bins": 255, "prebinned": False},
+               # classes_dtype / classes_type values (model_io._save_classes)
+               "<U3", "|S3", "|O", "<M8[D]", "<m8[s]", "<f2", "<i8", "|b1", "V8", "<U99999",
+               "int", "float", "bool", "bytes", "str", [1, 2], [True, False], ["\u4e00", "b"]]
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float32", "float64"]
 
@@ -87,6 +90,15 @@ def make_seeds(directory: pathlib.Path) -> list[bytes]:
         PackBoostClassifier(n_estimators=2, max_depth=1, random_state=3).fit(X, y > 0),
         PackBoostRegressor(n_estimators=1, max_depth=0).fit(X, y),
     ]
+    # Labels of every kind a file stores (model_io._save_classes).
+    for index, labels in enumerate([
+            np.array([b"down", b"up"]), np.array(["2020-01-01", "2021-01-01"], "datetime64[D]"),
+            np.array([3, 10**20], dtype=object), np.array([-1.0, 1.0], dtype=np.float16)]):
+        y_labels = np.empty(300, dtype=labels.dtype)
+        y_labels[:] = labels[0]
+        y_labels[y > 0] = labels[1]
+        models.append(PackBoostClassifier(n_estimators=1, max_depth=2,
+                                          random_state=5 + index).fit(X, y_labels))
     numerai = make_numerai_like(n_rows=500, n_features=5, n_eras=10, random_state=0)
     models.append(PackBoostRegressor(n_estimators=2, max_depth=2, random_state=4).fit(
         numerai.X.astype(np.int8), numerai.y, era=numerai.era))
@@ -304,11 +316,15 @@ class Target:
                             else again.predict(X))
         if not np.array_equal(again_prediction, prediction):
             raise Finding("a saved and reloaded model predicts differently")
+        if hasattr(model, "classes_") and (again.classes_.dtype != model.classes_.dtype
+                                           or again.classes_.tolist() != model.classes_.tolist()):
+            raise Finding(f"classes changed through save and load: {model.classes_!r} -> "
+                          f"{again.classes_!r}")
         self.rounds += 1
         if self.rounds % 25 == 1:  # continue training now and then (slower)
             y = self.rng.normal(size=64)
             if hasattr(model, "classes_"):
-                y = np.where(y > 0, model.classes_[1], model.classes_[0])
+                y = model.classes_[(y > 0).astype(np.intp)]  # any label dtype
             params = dict(n_estimators=1, pack_size=model.ensemble_.pack_size, n_jobs=1)
             type(model)(**params).fit(X, y, init_model=model)
 

@@ -46,6 +46,11 @@ The header is a JSON object with exactly two keys::
   ``nbytes == prod(shape) * itemsize``; arrays do not overlap and lie inside
   the payload.  The writer stores them in the order given, zero-padded to
   8 bytes.
+* The header is at most :data:`MAX_HEADER_NBYTES` bytes, nests at most
+  ``MAX_JSON_DEPTH`` deep, holds at most ``MAX_JSON_CONTAINERS`` lists and
+  objects, and its parse may cost at most ``JSON_COST_PER_BYTE`` times its
+  size plus ``JSON_COST_SLACK`` (estimated by a scan before parsing); the
+  writer refuses metadata beyond these limits, the reader files.
 * Non-finite floats in the metadata are allowed and written as the JSON
   extensions ``NaN``, ``Infinity`` and ``-Infinity`` (what Python's ``json``
   reads and writes by default); the header is then not strict RFC 8259 JSON.
@@ -63,10 +68,13 @@ A file newer than this PackBoost says so instead of failing on its layout.
 
 from __future__ import annotations
 
+import codecs
+import errno
 import hashlib
 import json
 import math
 import os
+import stat
 import struct
 import sys
 from collections.abc import Callable, Mapping
@@ -75,6 +83,7 @@ import numpy as np
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_HEADER_NBYTES",
     "ModelFileError",
     "dumps",
     "loads",
@@ -93,7 +102,20 @@ _V1_PREAMBLE = struct.Struct("<IIQ")
 _V1_HEADER_OFFSET = len(MAGIC) + _V1_PREAMBLE.size  # 24
 _CHECKSUM_NBYTES = hashlib.sha256().digest_size  # 32
 _ALIGNMENT = 8
-_MAX_HEADER_NBYTES = 2**32 - 1  # what the uint32 header_nbytes field can hold
+# Limits on the JSON header, the same for the writer (which refuses to write
+# what the reader would refuse) and the reader (which checks them *before*
+# parsing, so that a forged header cannot make json.loads allocate many times
+# the file's size: an empty list costs 3 bytes of JSON and ~64 of Python).
+# A model's metadata (parameters, feature names, bin mapper settings) is far
+# below them; anything big belongs in the arrays.
+MAX_HEADER_NBYTES = 64 << 20
+MAX_JSON_DEPTH = 64
+MAX_JSON_CONTAINERS = 10_000
+# The parsed header may cost at most JSON_COST_PER_BYTE * header_nbytes +
+# JSON_COST_SLACK bytes of Python objects, as estimated by _json_cost (an upper
+# bound of CPython's cost).
+JSON_COST_PER_BYTE = 8
+JSON_COST_SLACK = 4 << 20
 # NumPy 1.x allows at most 32 dimensions; keep files readable by both 1.x and 2.x.
 _MAX_NDIM = 32
 
@@ -203,8 +225,11 @@ def dumps(metadata: dict, arrays: Mapping[str, np.ndarray]) -> bytes:
     except RecursionError:
         raise ValueError("metadata is nested too deeply to be stored") from None
     header += b" " * _padding(len(header))
-    if len(header) > _MAX_HEADER_NBYTES:
-        raise ValueError(f"metadata too large: JSON header of {len(header)} bytes exceeds 4 GiB")
+    # Refuse what the reader would refuse: a file that cannot be loaded back.
+    problem = _header_limit_problem(header)
+    if problem is not None:
+        raise ValueError(f"metadata cannot be stored in a model file: {problem}; "
+                         "store large data as arrays")
 
     hasher = hashlib.sha256()
     parts = [MAGIC, _V1_PREAMBLE.pack(1, len(header), payload_nbytes), header]
@@ -227,6 +252,14 @@ def write_model_file(
     happens before touching the disk) the temporary file is removed and an
     existing file at ``path`` is left untouched.
 
+    The result is what writing the file in place would give, except for the
+    atomicity: a symbolic link is followed and its target replaced (the link
+    stays a link); an existing file keeps its permission bits (and, where
+    the OS allows, its owner and group), a new one gets ``0o666`` less the
+    umask.  An existing file that is not a regular file (``/dev/null``, a
+    FIFO) is written to directly; a directory raises ``IsADirectoryError``.
+    Other hard links to a replaced file keep its old content.
+
     Parameters
     ----------
     path : str or os.PathLike
@@ -235,11 +268,24 @@ def write_model_file(
         As for :func:`dumps`, which raises the same errors.
     """
     data = dumps(metadata, arrays)
-    path = os.fsdecode(os.fspath(path))
-    directory, basename = os.path.split(os.path.abspath(path))
+    path = _write_target(os.fsdecode(os.fspath(path)))
+    try:
+        existing = os.stat(path)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and stat.S_ISDIR(existing.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        # A device or a FIFO: nothing to rename over, write to it as open() would.
+        with open(path, "wb") as file:
+            file.write(data)
+        return
+    directory, basename = os.path.split(path)
     tmp_path, fd = _create_temporary_file(directory, basename)
     try:
         with os.fdopen(fd, "wb") as file:
+            if existing is not None:
+                _copy_ownership_and_mode(fd, existing)
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
@@ -251,6 +297,38 @@ def write_model_file(
             pass
         raise
     _fsync_directory(directory)
+
+
+def _write_target(path: str) -> str:
+    """The absolute path that writing ``path`` replaces: symbolic links followed.
+
+    ``os.replace`` onto a link would replace the link itself; resolving it first
+    writes through to its target, as ``open(path, "wb")`` does (a dangling link
+    creates its target).
+    """
+    target = os.path.realpath(os.path.abspath(path))
+    if os.path.islink(target):  # realpath gives up on a cycle of links
+        raise OSError(errno.ELOOP, "Too many levels of symbolic links", path)
+    return target
+
+
+def _copy_ownership_and_mode(fd: int, existing: os.stat_result) -> None:
+    """Give the new file the replaced file's owner, group and permission bits.
+
+    The owner and group are kept where the OS lets this process set them (root,
+    or a group it belongs to) and left as created otherwise; the mode is set
+    after them because ``chown`` may clear the set-id bits.
+    """
+    if hasattr(os, "fchown"):
+        try:
+            os.fchown(fd, existing.st_uid, existing.st_gid)
+        except OSError:
+            try:
+                os.fchown(fd, -1, existing.st_gid)
+            except OSError:
+                pass
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, stat.S_IMODE(existing.st_mode))
 
 
 def _create_temporary_file(directory: str, basename: str) -> tuple[str, int]:
@@ -394,6 +472,11 @@ def loads(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
 def read_model_file(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
     """Read a model file written by :func:`write_model_file`.
 
+    The preamble is read first: a file of another kind, of a version this
+    PackBoost cannot read, whose sizes disagree with its length or whose header
+    exceeds :data:`MAX_HEADER_NBYTES` is refused before the rest is read.  At
+    most the file's own bytes are read into memory.
+
     Raises
     ------
     FileNotFoundError, OSError
@@ -402,16 +485,76 @@ def read_model_file(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray
         If the content is not a valid model file; the message names ``path``.
     """
     path = os.fspath(path)
-    with open(path, "rb") as file:
-        # Look at the magic first: a large file of another kind (a parquet file
-        # passed by mistake) is refused without being read into memory.
-        data = file.read(len(MAGIC))
-        if data == MAGIC:
-            data += file.read()
     try:
+        with open(path, "rb") as file:
+            data = _read_bounded(file)
         return loads(data)
     except ModelFileError as exc:
         raise ModelFileError(f"{os.fsdecode(path)!r}: {exc}") from None
+
+
+def _read_bounded(file) -> bytes:
+    """The bytes of ``file``, refused as early as its preamble allows."""
+    # Look at the magic first: a large file of another kind (a parquet file
+    # passed by mistake) is refused without being read into memory.
+    data = file.read(len(MAGIC))
+    if data != MAGIC:
+        return data
+    data += file.read(_V1_PREAMBLE.size)
+    if len(data) < _V1_HEADER_OFFSET:
+        return data
+    (version,) = _VERSION_STRUCT.unpack_from(data, _VERSION_OFFSET)
+    if version != 1:  # loads() says what is wrong from these bytes alone
+        return data
+    expected_nbytes = _v1_check_preamble(data, None)
+    size = _regular_file_size(file)
+    if size is not None:
+        # The declared sizes must match the bytes present before they are read.
+        _v1_check_preamble(data, size)
+        return data + file.read(expected_nbytes - len(data))
+    # A pipe or device: read what is there, never more than one byte past the end.
+    chunks = [data]
+    remaining = expected_nbytes + 1 - len(data)
+    while remaining > 0:
+        chunk = file.read(min(remaining, 1 << 24))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _regular_file_size(file) -> int | None:
+    try:
+        info = os.fstat(file.fileno())
+    except (OSError, AttributeError, ValueError):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _v1_check_preamble(view, file_nbytes: int | None) -> int:
+    """Check the sizes a version 1 preamble declares; return the file's expected length.
+
+    ``file_nbytes``, when known, is the length the file actually has.
+    """
+    _, header_nbytes, payload_nbytes = _V1_PREAMBLE.unpack_from(view, len(MAGIC))
+    expected_nbytes = _V1_HEADER_OFFSET + header_nbytes + payload_nbytes + _CHECKSUM_NBYTES
+    if file_nbytes is not None:
+        if file_nbytes < expected_nbytes:
+            raise ModelFileError(
+                f"model file is truncated: {file_nbytes} bytes, expected {expected_nbytes}"
+            )
+        if file_nbytes > expected_nbytes:
+            raise ModelFileError(
+                f"model file has {file_nbytes - expected_nbytes} bytes of trailing data "
+                f"after its end (expected {expected_nbytes} bytes, got {file_nbytes})"
+            )
+    if header_nbytes > MAX_HEADER_NBYTES:
+        raise ModelFileError(
+            f"invalid model file: header of {header_nbytes} bytes exceeds the limit of "
+            f"{MAX_HEADER_NBYTES} bytes"
+        )
+    return expected_nbytes
 
 
 def _read_v1(view: memoryview) -> tuple[dict, dict[str, np.ndarray]]:
@@ -423,16 +566,7 @@ def _read_v1(view: memoryview) -> tuple[dict, dict[str, np.ndarray]]:
         )
     _, header_nbytes, payload_nbytes = _V1_PREAMBLE.unpack_from(view, len(MAGIC))
     payload_offset = _V1_HEADER_OFFSET + header_nbytes
-    expected_nbytes = payload_offset + payload_nbytes + _CHECKSUM_NBYTES
-    if len(view) < expected_nbytes:
-        raise ModelFileError(
-            f"model file is truncated: {len(view)} bytes, expected {expected_nbytes}"
-        )
-    if len(view) > expected_nbytes:
-        raise ModelFileError(
-            f"model file has {len(view) - expected_nbytes} bytes of trailing data "
-            f"after its end (expected {expected_nbytes} bytes, got {len(view)})"
-        )
+    expected_nbytes = _v1_check_preamble(view, len(view))
     checksum_offset = expected_nbytes - _CHECKSUM_NBYTES
     if hashlib.sha256(view[:checksum_offset]).digest() != view[checksum_offset:]:
         raise ModelFileError("model file is corrupted (checksum mismatch)")
@@ -473,13 +607,23 @@ _READERS: dict[int, Callable[[memoryview], tuple[dict, dict[str, np.ndarray]]]] 
 
 
 def _parse_header(raw: memoryview) -> dict:
-    """Decode the JSON header strictly: ASCII/UTF-8, no duplicate keys, exact top-level keys."""
+    """Decode the JSON header strictly: ASCII/UTF-8, no duplicate keys, exact top-level keys.
+
+    The header's structure is checked against the limits (depth, containers,
+    estimated size of the parsed objects) before ``json.loads`` sees it.
+    """
+    problem = _header_limit_problem(raw)
+    if problem is not None:
+        raise ModelFileError(f"invalid model file header: {problem}")
     try:
-        text = bytes(raw).decode("utf-8")
+        text = codecs.decode(raw, "utf-8")  # one copy, straight from the file's buffer
+    except ValueError as exc:
+        raise ModelFileError(f"invalid model file header: {exc}") from None
+    try:
         header = json.loads(text, object_pairs_hook=_object_without_duplicates)
     except (ValueError, RecursionError) as exc:
-        # ValueError covers UnicodeDecodeError, JSONDecodeError, duplicate keys
-        # and integers too long to convert.
+        # ValueError covers JSONDecodeError, duplicate keys and integers too
+        # long to convert.
         message = str(exc) if not isinstance(exc, RecursionError) else "nested too deeply"
         raise ModelFileError(f"invalid model file header: {message}") from None
     if not isinstance(header, dict) or set(header) != {"metadata", "arrays"}:
@@ -487,6 +631,94 @@ def _parse_header(raw: memoryview) -> dict:
             "invalid model file header: expected a JSON object with keys 'metadata' and 'arrays'"
         )
     return header
+
+
+_SCAN_CHUNK = 1 << 16  # bytes of header scanned at a time: bounds the scan's memory
+
+
+def _header_limit_problem(raw) -> str | None:
+    """What makes the JSON bytes ``raw`` exceed the header limits, or None.
+
+    Linear in the bytes, in bounded memory and without parsing them: a scan
+    that tells JSON strings (escapes included) from structure counts the
+    strings, the lists and objects, their depth and the commas and colons.
+    Fed to ``json.loads``, a header within the limits costs at most
+    :func:`_json_cost` of those counts.
+    """
+    data = np.frombuffer(raw, dtype=np.uint8)
+    if len(data) > MAX_HEADER_NBYTES:
+        return f"header of {len(data)} bytes exceeds the limit of {MAX_HEADER_NBYTES} bytes"
+    counts = dict.fromkeys(("strings", "string_nbytes", "containers", "commas", "colons"), 0)
+    in_string = False
+    backslash_run_odd = False  # the previous chunk ended in an odd run of backslashes
+    depth = deepest = 0
+    for start in range(0, len(data), _SCAN_CHUNK):
+        chunk = data[start:start + _SCAN_CHUNK]
+        index = np.arange(len(chunk), dtype=np.int32)
+        backslash = chunk == ord("\\")
+        # Last non-backslash at or before each position; a character is escaped
+        # when the run of backslashes right before it has odd length.
+        last_other = np.maximum.accumulate(np.where(backslash, np.int32(-1), index))
+        run = index[:-1] - last_other[:-1]
+        run_odd = np.empty(len(chunk), dtype=bool)
+        run_odd[0] = backslash_run_odd
+        run_odd[1:] = (run % 2).astype(bool) ^ ((last_other[:-1] < 0) & backslash_run_odd)
+        last_run = len(chunk) - 1 - int(last_other[-1])
+        backslash_run_odd = bool(last_run % 2) ^ (int(last_other[-1]) < 0 and backslash_run_odd)
+        quote = (chunk == ord('"')) & ~run_odd
+        del last_other, run, run_odd, backslash
+        # Inside a string after each character: the parity of the quotes so far.
+        inside = (np.cumsum(quote, dtype=np.int32) + in_string) % 2 == 1
+        in_string = bool(inside[-1])
+        counts["strings"] += int(np.count_nonzero(quote & inside))
+        counts["string_nbytes"] += int(np.count_nonzero(inside))
+        outside = ~inside & ~quote
+        del inside, quote
+        opens = outside & ((chunk == ord("[")) | (chunk == ord("{")))
+        closes = outside & ((chunk == ord("]")) | (chunk == ord("}")))
+        counts["containers"] += int(np.count_nonzero(opens))
+        counts["commas"] += int(np.count_nonzero(outside & (chunk == ord(","))))
+        counts["colons"] += int(np.count_nonzero(outside & (chunk == ord(":"))))
+        if counts["containers"] > MAX_JSON_CONTAINERS:
+            return (f"more than {MAX_JSON_CONTAINERS} JSON lists and objects (the limit)")
+        steps = opens.astype(np.int8) - closes.astype(np.int8)
+        levels = np.cumsum(steps, dtype=np.int32) + depth
+        if len(levels):
+            if levels.min() < 0:
+                return "unbalanced JSON brackets"
+            deepest = max(deepest, int(levels.max()))
+            depth = int(levels[-1])
+        if deepest > MAX_JSON_DEPTH:
+            return f"JSON nested more than {MAX_JSON_DEPTH} deep (the limit)"
+    cost = _json_cost(
+        nbytes=len(data),
+        string_nbytes=counts["string_nbytes"],
+        n_strings=counts["strings"],
+        n_containers=counts["containers"],
+        n_commas=counts["commas"],
+        n_colons=counts["colons"],
+    )
+    limit = JSON_COST_PER_BYTE * len(data) + JSON_COST_SLACK
+    if cost > limit:
+        return (f"parsing it would take about {cost} bytes of memory, over the limit of "
+                f"{limit} bytes ({JSON_COST_PER_BYTE} x its size + {JSON_COST_SLACK})")
+    return None
+
+
+def _json_cost(*, nbytes, string_nbytes, n_strings, n_containers, n_commas, n_colons) -> int:
+    """An upper bound of the bytes CPython's ``json.loads`` allocates for a document.
+
+    Per value a list slot (8); a string its object (64 with rounding) plus up
+    to 4 bytes per character (one character beyond U+FFFF widens them all);
+    any other scalar (int, float) 40; a container 128; an object
+    member a hash-table entry and the (key, value) pair of ``object_pairs_hook``
+    (120); plus the text once for long numbers.  A document has at most
+    ``n_commas + n_containers + 1`` values besides its keys (``n_colons``).
+    """
+    n_values = n_commas + n_containers + 1
+    n_other_scalars = max(0, n_values - (n_strings - n_colons))
+    return (8 * n_values + 64 * n_strings + 4 * string_nbytes + 40 * n_other_scalars
+            + 120 * n_colons + 128 * n_containers + nbytes)
 
 
 def _object_without_duplicates(pairs: list[tuple[str, object]]) -> dict:

@@ -15,11 +15,26 @@ Loading builds an estimator only from a fixed list of classes and checks every
 array against the others before a prediction can walk it, so a corrupted or
 forged file raises :class:`~packboost.model_file.ModelFileError` instead of
 crashing inside a kernel.
+
+A file holds the *model*, never the resources to run it: the run-time
+parameters (:data:`RUNTIME_PARAMETERS`: ``n_jobs``, ``device``) are not saved,
+and ignored in files that have them; a loaded model runs with the caller's
+(``load_model(path, n_jobs=..., device=...)``, default: every CPU, the CPU
+backend), as XGBoost leaves ``nthread`` and ``device`` out of its model files.
+
+A classifier's labels come back with their dtype and values (``classes_dtype``
+in the metadata): bool, integers and floats of any width, datetime64 and
+timedelta64 as the array ``classes``; str and bytes (``U``/``S`` dtypes) and
+object arrays of one of str, bytes, int, float or bool as the metadata list
+``classes`` (bytes as Latin-1 text).  Other labels (dates, tuples, mixed
+types, complex numbers) are refused by ``save_model`` with a ``TypeError``
+naming their type.
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
@@ -31,6 +46,7 @@ from packboost._parameters import (
     PARAMETERS,
     PARAMETERS_BEFORE_THEY_EXISTED,
     check_file_parameter,
+    check_parameter,
 )
 from packboost._version import __version__
 from packboost.binning import BinMapper
@@ -38,6 +54,11 @@ from packboost.ensemble import NODE_FIELDS, TreeEnsemble
 from packboost.model_file import ModelFileError, read_model_file, write_model_file
 
 MODEL_KIND = "packboost-model"
+
+# Parameters that say how to run a model on this machine, not what the model is:
+# never written to a file, ignored in files that have them (a file must not pick
+# the threads or the device of whoever loads it).
+RUNTIME_PARAMETERS = ("n_jobs", "device")
 
 
 # The estimator classes a model file may name: the fixed list that loading
@@ -56,7 +77,8 @@ def _estimator_classes():
 
 
 def _json_params(estimator) -> dict:
-    params = estimator.get_params()
+    params = {key: value for key, value in estimator.get_params().items()
+              if key not in RUNTIME_PARAMETERS}
     # A Generator/RandomState seed cannot be stored; it has done its work.
     if not (params["random_state"] is None or isinstance(params["random_state"], int)):
         params["random_state"] = None
@@ -87,16 +109,20 @@ def save_estimator(estimator, path) -> None:
         arrays["round_layer_offsets"] = ensemble.round_layer_offsets
     arrays.update(estimator.bin_mapper_.to_arrays())
     if hasattr(estimator, "classes_"):
-        classes = np.asarray(estimator.classes_)
-        if classes.dtype.kind in "biuf":
-            arrays["classes"] = classes
-        else:
-            metadata["classes"] = [str(label) for label in classes]
+        _save_classes(np.asarray(estimator.classes_), metadata, arrays)
     write_model_file(path, metadata, arrays)
 
 
-def load_model(path):
+def load_model(path, *, n_jobs=None, device="cpu"):
     """Load an estimator saved with ``save_model``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A model file.
+    n_jobs, device
+        How the loaded model runs here (as the estimator parameters of the same
+        names); a file never chooses them.
 
     Returns a fitted :class:`~packboost.PackBoostRegressor` or
     :class:`~packboost.PackBoostClassifier`. Raises
@@ -106,9 +132,11 @@ def load_model(path):
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise TypeError(f"load_model takes the path of a model file (str or os.PathLike), got "
                         f"{type(path).__name__}")
+    runtime = {"n_jobs": check_parameter("n_jobs", n_jobs),
+               "device": check_parameter("device", device)}
     metadata, arrays = read_model_file(path)
     try:
-        return _build_estimator(metadata, arrays)
+        estimator = _build_estimator(metadata, arrays)
     except ModelFileError as error:
         raise ModelFileError(f"{os.fsdecode(path)!r}: {error}") from None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError,
@@ -116,6 +144,8 @@ def load_model(path):
         # Everything the checks below did not name: still the file's fault.
         raise ModelFileError(f"{os.fsdecode(path)!r}: inconsistent model content: "
                              f"{error!r}") from None
+    estimator.set_params(**runtime)
+    return estimator
 
 
 def _entry(mapping: dict, key: str, kinds, where: str):
@@ -149,12 +179,14 @@ def _array(arrays: dict, name: str, dtype, ndim: int = 1) -> np.ndarray:
 def _checked_params(estimator, params: dict) -> dict:
     """The estimator parameters of a file, each checked as ``fit`` checks it.
 
-    A file may come from anyone: a forged ``n_jobs`` or ``max_bins`` must not
-    reach a kernel. Unknown keys (parameters of another version) are ignored;
-    parameters newer than the file get the value that reproduces how it was
-    trained (``PARAMETERS_BEFORE_THEY_EXISTED``), not today's default.
+    A file may come from anyone: a forged ``max_bins`` must not reach a kernel,
+    and the run-time parameters (``n_jobs``, ``device``) are not taken from it
+    at all: the estimator keeps its defaults. Unknown keys (parameters of
+    another version) are ignored; parameters newer than the file get the value
+    that reproduces how it was trained (``PARAMETERS_BEFORE_THEY_EXISTED``),
+    not today's default.
     """
-    valid = set(estimator.get_params())
+    valid = set(estimator.get_params()) - set(RUNTIME_PARAMETERS)
     checked = {}
     for key, value in params.items():
         if key not in valid:
@@ -253,19 +285,7 @@ def _build_estimator(metadata: dict, arrays: dict):
     estimator.best_iteration_ = best_iteration
     estimator.best_score_ = {}
     if name == "PackBoostClassifier":
-        if "classes" in arrays:
-            classes_ = arrays["classes"]
-            if classes_.ndim != 1 or (classes_.dtype.kind == "f"
-                                      and not np.isfinite(classes_).all()):
-                raise ModelFileError("classes must be a 1-D array of finite labels")
-        else:
-            labels = _entry(metadata, "classes", list, "model metadata")
-            if not all(isinstance(label, str) for label in labels):
-                raise ModelFileError("classes must be strings or a numeric array")
-            classes_ = np.asarray(labels, dtype=object)
-        if len(classes_) != 2 or classes_[0] == classes_[1]:
-            raise ModelFileError("a classifier needs exactly 2 distinct classes")
-        estimator.classes_ = classes_
+        estimator.classes_ = _load_classes(metadata, arrays)
     return estimator
 
 
@@ -302,3 +322,166 @@ def _check_trees(nodes, tree_offsets, n_features, pack_size):
         raise ModelFileError("leaf values must be finite")
     if np.any(np.isnan(nodes["threshold"][internal])):
         raise ModelFileError("split thresholds must not be NaN")
+
+
+# ----------------------------------------------------------------------------- class labels
+
+# The container's array dtypes, by (kind, itemsize); other widths are stored in
+# the nearest one that holds them exactly.
+_STORABLE = {("b", 1), ("i", 1), ("i", 2), ("i", 4), ("i", 8), ("u", 1), ("u", 2), ("u", 4),
+             ("u", 8), ("f", 4), ("f", 8)}
+# Python types an object array of labels may hold (one of them throughout).
+_OBJECT_LABEL_TYPES = ("bool", "int", "float", "str", "bytes")
+# numpy dtype strings ``classes_dtype`` may name; U/S lengths up to _MAX_LABEL_CHARS.
+_LABEL_DTYPE = re.compile(r"[<>|=](?:b1|[iu][1248]|f(?:2|4|8|12|16)|[US][0-9]{1,6}|O|"
+                          r"[Mm]8\[[0-9]{0,4}(?:Y|M|W|D|h|m|s|ms|us|ns|ps|fs|as)\])")
+_MAX_LABEL_CHARS = 1 << 16
+
+
+def _label_type_name(label) -> str:
+    kind = type(label)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+
+
+def _object_label_type(label) -> str | None:
+    """Which of _OBJECT_LABEL_TYPES ``label`` is (numpy scalars included), or None."""
+    if isinstance(label, (bool, np.bool_)):
+        return "bool"
+    if isinstance(label, (int, np.integer)):
+        return "int"
+    if isinstance(label, (float, np.floating)) and np.isfinite(label):
+        return "float"
+    if isinstance(label, str):
+        return "str"
+    if isinstance(label, bytes):
+        return "bytes"
+    return None
+
+
+def _save_classes(classes: np.ndarray, metadata: dict, arrays: dict) -> None:
+    """Store a classifier's labels so that they load with the same dtype and values.
+
+    Raises TypeError naming the labels' type when a model file cannot hold them.
+    """
+    dtype = classes.dtype
+    unsupported = (f"cannot save a classifier whose labels are of dtype {dtype}; model files "
+                   "hold labels of dtype bool, int, uint, float, str, bytes, datetime64, "
+                   "timedelta64, or object arrays of str, bytes, int, float or bool")
+    if classes.ndim != 1 or dtype.kind not in "biufUSOMm":
+        raise TypeError(unsupported)
+    if dtype.kind in "biuf":
+        if (dtype.kind, dtype.itemsize) in _STORABLE:
+            stored = classes
+        else:
+            stored = classes.astype(np.float64 if dtype.itemsize > 4 else np.float32)
+            if not np.array_equal(stored.astype(dtype), classes):
+                raise TypeError(f"{unsupported} (the labels {classes.tolist()} of {dtype} are "
+                                "not exactly representable in float64)")
+        arrays["classes"] = stored
+    elif dtype.kind in "Mm":
+        arrays["classes"] = classes.view(np.int64)
+    elif dtype.kind in "US":
+        if dtype.itemsize // (4 if dtype.kind == "U" else 1) > _MAX_LABEL_CHARS:
+            raise TypeError(f"cannot save a classifier whose labels are of dtype {dtype}: "
+                            f"model files hold labels of at most {_MAX_LABEL_CHARS} characters")
+        metadata["classes"] = [label if dtype.kind == "U" else label.decode("latin-1")
+                               for label in classes.tolist()]
+    else:
+        labels = classes.tolist()
+        kinds = {_object_label_type(label) for label in labels}
+        if None in kinds or len(kinds) != 1:
+            types = sorted({_label_type_name(label) for label in labels})
+            raise TypeError(
+                f"cannot save a classifier whose labels are of type {' and '.join(types)}: "
+                "model files hold object labels of one of the types str, bytes, int, float "
+                "or bool (finite), or arrays of a numeric, str, bytes or datetime64 dtype; "
+                "convert the labels (e.g. dates to numpy.datetime64) before fitting")
+        (kind,) = kinds
+        convert = {"bool": bool, "int": int, "float": float, "str": str,
+                   "bytes": lambda label: bytes(label).decode("latin-1")}[kind]
+        metadata["classes"] = [convert(label) for label in labels]
+        metadata["classes_type"] = kind
+    metadata["classes_dtype"] = dtype.str
+
+
+def _load_classes(metadata: dict, arrays: dict) -> np.ndarray:
+    """A classifier's labels as saved by _save_classes, or as files before it wrote them."""
+    if "classes_dtype" not in metadata:
+        return _load_legacy_classes(metadata, arrays)
+    text = _entry(metadata, "classes_dtype", str, "model metadata")
+    if not _LABEL_DTYPE.fullmatch(text):
+        raise ModelFileError(f"unsupported classes_dtype {text!r:.80}")
+    try:
+        dtype = np.dtype(text)
+    except TypeError:
+        raise ModelFileError(f"unsupported classes_dtype {text!r:.80}") from None
+    if dtype.kind in "biufMm":
+        if "classes" not in arrays:
+            raise ModelFileError("model file lacks the array 'classes'")
+        stored = arrays["classes"]
+        if stored.ndim != 1 or len(stored) != 2:
+            raise ModelFileError("a classifier needs exactly 2 distinct classes")
+        if dtype.kind in "Mm":
+            if stored.dtype != np.int64:
+                raise ModelFileError(f"classes of {dtype} must be stored as int64")
+            classes = stored.view(dtype.newbyteorder("=")).astype(dtype)
+            if np.isnat(classes).any():
+                raise ModelFileError("classes must not be NaT")
+        else:
+            if stored.dtype.kind != dtype.kind:
+                raise ModelFileError(f"classes stored as {stored.dtype} cannot be {dtype}")
+            classes = stored.astype(dtype)
+            if not np.array_equal(classes.astype(stored.dtype), stored):
+                raise ModelFileError(f"classes {stored.tolist()} do not fit in {dtype}")
+            if dtype.kind == "f" and not np.isfinite(classes).all():
+                raise ModelFileError("classes must be finite")
+    elif dtype.kind in "US":
+        labels = _entry(metadata, "classes", list, "model metadata")
+        if not all(isinstance(label, str) for label in labels):
+            raise ModelFileError(f"classes of {dtype} must be stored as strings")
+        n_chars = dtype.itemsize // (4 if dtype.kind == "U" else 1)
+        if n_chars > _MAX_LABEL_CHARS or any(len(label) > n_chars for label in labels):
+            raise ModelFileError(f"classes do not fit in {dtype}")
+        if dtype.kind == "S":
+            try:
+                labels = [label.encode("latin-1") for label in labels]
+            except UnicodeEncodeError:
+                raise ModelFileError("classes of a bytes dtype must be Latin-1 text") from None
+        classes = np.array(labels, dtype=dtype)
+    else:
+        labels = _entry(metadata, "classes", list, "model metadata")
+        kind = _entry(metadata, "classes_type", str, "model metadata")
+        if kind not in _OBJECT_LABEL_TYPES:
+            raise ModelFileError(f"unsupported classes_type {kind!r:.80}")
+        json_type = str if kind == "bytes" else {"bool": bool, "int": int, "float": float,
+                                                  "str": str}[kind]
+        if not all(type(label) is json_type for label in labels):
+            raise ModelFileError(f"classes must be {kind} labels")
+        if kind == "float" and not all(np.isfinite(label) for label in labels):
+            raise ModelFileError("classes must be finite")
+        if kind == "bytes":
+            try:
+                labels = [label.encode("latin-1") for label in labels]
+            except UnicodeEncodeError:
+                raise ModelFileError("bytes classes must be Latin-1 text") from None
+        classes = np.empty(len(labels), dtype=object)
+        classes[:] = labels
+    if len(classes) != 2 or classes[0] == classes[1]:
+        raise ModelFileError("a classifier needs exactly 2 distinct classes")
+    return classes
+
+
+def _load_legacy_classes(metadata: dict, arrays: dict) -> np.ndarray:
+    """Files written before classes_dtype: numeric arrays, or labels as str."""
+    if "classes" in arrays:
+        classes = arrays["classes"]
+        if classes.ndim != 1 or (classes.dtype.kind == "f" and not np.isfinite(classes).all()):
+            raise ModelFileError("classes must be a 1-D array of finite labels")
+    else:
+        labels = _entry(metadata, "classes", list, "model metadata")
+        if not all(isinstance(label, str) for label in labels):
+            raise ModelFileError("classes must be strings or a numeric array")
+        classes = np.asarray(labels, dtype=object)
+    if len(classes) != 2 or classes[0] == classes[1]:
+        raise ModelFileError("a classifier needs exactly 2 distinct classes")
+    return classes

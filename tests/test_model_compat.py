@@ -152,9 +152,6 @@ FORGED = [
     ("estimator not a string", _set("estimator", value=["PackBoostRegressor"]),
      r"\['estimator'\] has the wrong type"),
     ("params not an object", _set("params", value=[1, 2]), r"\['params'\] has the wrong type"),
-    ("n_jobs", _set("params", "n_jobs", value=0), r"invalid parameter in model file: n_jobs"),
-    ("n_jobs huge", _set("params", "n_jobs", value=2**40),
-     r"n_jobs must be an int in \[-2147483647, 2147483647\] or None, got 1099511627776"),
     ("max_depth", _set("params", "max_depth", value="deep"),
      r"invalid parameter in model file: max_depth must be an int, got 'deep'"),
     ("random_state", _set("params", "random_state", value=-5),
@@ -214,6 +211,16 @@ def test_forged_content_is_refused_with_a_clear_error(tmp_path, mutate, pattern)
     with pytest.raises(ModelFileError, match=pattern) as info:
         packboost.load_model(path)
     assert "forged.pbm" in str(info.value)
+
+
+@pytest.mark.parametrize("n_jobs, device", [(0, "cuda"), (2**40, "tpu"), (2**31 - 1, None)])
+def test_run_time_parameters_of_a_file_are_not_taken(tmp_path, n_jobs, device):
+    """A file holds a model, not the threads or device to run it with (model_io)."""
+    path = _forge(tmp_path, lambda metadata, arrays: metadata["params"].update(
+        n_jobs=n_jobs, device=device))
+    model = packboost.load_model(path)
+    assert (model.n_jobs, model.device) == (None, "cpu")
+    assert packboost.load_model(path, n_jobs=1).n_jobs == 1
 
 
 @pytest.mark.parametrize("mutate, pattern", [

@@ -7,6 +7,7 @@ import math
 import os
 import pathlib
 import pickle
+import stat as stat_module
 import struct
 import tracemalloc
 
@@ -726,3 +727,190 @@ def test_loading_never_unpickles(tmp_path, monkeypatch):
     metadata, arrays = read_model_file(path)
     assert metadata == {"a": [1, 2]}
     np.testing.assert_array_equal(arrays["x"], [0.0, 1.0, 2.0, 3.0])
+
+
+# ----------------------------------------------------------------------------- allocation bounds
+
+
+def _nested(depth):
+    return b'{"metadata":{"a":' + b"[" * depth + b"]" * depth + b'},"arrays":[]}'
+
+
+FORGED_HEADERS = {
+    "many empty lists": {"metadata": {"x": [[] for _ in range(200_000)]}, "arrays": []},
+    "many empty objects": {"metadata": {"x": [{} for _ in range(200_000)]}, "arrays": []},
+    "many short strings": {"metadata": {"x": ["ab"] * 300_000}, "arrays": []},
+    "many floats": {"metadata": {"x": [0.5] * 600_000}, "arrays": []},
+    "huge object": {"metadata": {f"k{i}": 0 for i in range(200_000)}, "arrays": []},
+    "deep nesting": _nested(model_file.MAX_JSON_DEPTH + 1),
+    "very deep nesting": _nested(100_000),
+}
+
+
+@pytest.mark.parametrize("header", FORGED_HEADERS.values(), ids=FORGED_HEADERS)
+def test_forged_json_headers_are_refused_before_parsing(header):
+    """A valid checksum around a header whose parse would cost many times its size."""
+    data = forge(header)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError, match="invalid model file header: .*limit"):
+            loads(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # json.loads of these costs 8-25x the file; the refusal costs the scan,
+    # which works through the header in chunks of bounded size.
+    assert peak < 2 * len(data) + (2 << 20), (peak, len(data))
+    if not isinstance(header, bytes):
+        with pytest.raises(ValueError, match="cannot be stored in a model file.*limit"):
+            dumps(header["metadata"], {})  # the writer refuses what the reader would
+
+
+ACCEPTED_HEADERS = {
+    "floats": [0.5] * 50_000,
+    "ints": list(range(10**6, 10**6 + 50_000)),
+    "feature names": [f"feature_{i}" for i in range(30_000)],
+    "long string": "x" * (4 << 20),
+    "wide string": "\U0001f600" + "a" * (1 << 20),
+    "escapes": '\\"[{,:}]' * 100_000,
+}
+
+
+@pytest.mark.parametrize("value", ACCEPTED_HEADERS.values(), ids=ACCEPTED_HEADERS)
+def test_headers_within_the_limits_cost_at_most_the_documented_bound(value):
+    data = dumps({"x": value}, {"a": np.arange(10)})
+    tracemalloc.start()
+    try:
+        metadata, _ = loads(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert metadata == {"x": value}
+    header_nbytes = struct.unpack_from("<I", data, 12)[0]
+    bound = (model_file.JSON_COST_PER_BYTE * header_nbytes + model_file.JSON_COST_SLACK
+             + 2 * len(data))
+    assert peak < bound, (peak, bound)
+
+
+def test_brackets_and_quotes_inside_strings_are_not_structure():
+    """The scan reads strings as JSON does, escapes and chunk boundaries included."""
+    metadata = {
+        "brackets": ["[{[{" * 5 for _ in range(model_file.MAX_JSON_CONTAINERS)],
+        "escapes": ["\\", '"', '\\"', "\\\\", '"]}', "\\" * 70_001 + '"' + "[" * 100],
+        "across a chunk": "a" * (model_file._SCAN_CHUNK - 7) + '\\"[[[' + "\\" * 3,
+    }
+    for name in ["brackets", "escapes", "across a chunk"]:
+        assert loads(dumps({name: metadata[name]}, {}))[0] == {name: metadata[name]}
+    # An escaped quote does not end the string: the brackets after it are text.
+    hidden = b'{"metadata":{"a":"\\\\\\"' + b"[" * 100 + b'"},"arrays":[]}'
+    assert loads(forge(hidden))[0] == {"a": '\\"' + "[" * 100}
+
+
+def test_unbalanced_brackets_are_refused():
+    for header in [b'{"metadata":{}]]]]]]]],"arrays":[]}', b'{"metadata":{"a":[[[[},"arrays":[]}']:
+        with pytest.raises(ModelFileError, match="invalid model file header"):
+            loads(forge(header))
+
+
+def test_declared_sizes_are_checked_against_the_file_before_it_is_read(tmp_path):
+    path = tmp_path / "claims.pbm"
+    # A 4 MiB file whose preamble claims a 1 TiB payload: refused from the preamble.
+    path.write_bytes(MAGIC + struct.pack("<IIQ", 1, 8, 1 << 40) + b" " * (4 << 20))
+    big_header = tmp_path / "big_header.pbm"
+    with open(big_header, "wb") as file:  # sparse: the header claims more than the limit
+        header_nbytes = model_file.MAX_HEADER_NBYTES + 8
+        file.write(MAGIC + struct.pack("<IIQ", 1, header_nbytes, 0))
+        file.truncate(HEADER_OFFSET + header_nbytes + CHECKSUM_NBYTES)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError, match="truncated"):
+            read_model_file(path)
+        with pytest.raises(ModelFileError, match="exceeds the limit"):
+            read_model_file(big_header)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 << 10
+
+
+def test_reading_from_a_pipe_reads_at_most_one_byte_past_the_declared_end(tmp_path):
+    if not os.path.isdir("/dev/fd"):
+        pytest.skip("needs /dev/fd")
+    data = small_file()
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, data + b"extra bytes")
+        os.close(write_end)
+        write_end = None
+        with pytest.raises(ModelFileError, match="trailing data"):
+            read_model_file(f"/dev/fd/{read_end}")
+    finally:
+        os.close(read_end)
+        if write_end is not None:
+            os.close(write_end)
+
+
+# ----------------------------------------------------------------------------- writing in place
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="symbolic links")
+def test_writing_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path):
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    target = real_dir / "model.pbm"
+    write_model_file(target, {"v": 1}, {})
+    link = tmp_path / "current.pbm"
+    link.symlink_to(os.path.relpath(target, tmp_path))
+    chain = tmp_path / "chain.pbm"
+    chain.symlink_to(link)
+    write_model_file(link, {"v": 2}, {})
+    assert link.is_symlink() and read_model_file(target)[0] == {"v": 2}
+    write_model_file(chain, {"v": 3}, {})
+    assert chain.is_symlink() and link.is_symlink() and read_model_file(target)[0] == {"v": 3}
+    # No temporary file left beside the link or the target.
+    assert sorted(os.listdir(tmp_path)) == ["chain.pbm", "current.pbm", "real"]
+    assert os.listdir(real_dir) == ["model.pbm"]
+    dangling = tmp_path / "dangling.pbm"
+    dangling.symlink_to(real_dir / "new.pbm")
+    write_model_file(dangling, {"v": 4}, {})
+    assert dangling.is_symlink() and read_model_file(real_dir / "new.pbm")[0] == {"v": 4}
+    loop = tmp_path / "loop.pbm"
+    loop.symlink_to(loop)
+    with pytest.raises(OSError):
+        write_model_file(loop, {}, {})
+    assert loop.is_symlink()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o644, 0o755, 0o444])
+def test_overwriting_keeps_the_existing_file_mode(tmp_path, mode):
+    path = tmp_path / "model.pbm"
+    write_model_file(path, {"v": 1}, {})
+    os.chmod(path, mode)
+    write_model_file(path, {"v": 2}, {"x": np.ones(3)})
+    assert read_model_file(path)[0] == {"v": 2}
+    assert path.stat().st_mode & 0o7777 == mode
+    assert os.listdir(tmp_path) == ["model.pbm"]
+
+
+def test_a_directory_is_not_replaced(tmp_path):
+    (tmp_path / "model.pbm").mkdir()
+    with pytest.raises(IsADirectoryError):
+        write_model_file(tmp_path / "model.pbm", {}, {})
+    assert os.listdir(tmp_path) == ["model.pbm"] and (tmp_path / "model.pbm").is_dir()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_is_written_to_not_replaced(tmp_path):
+    """Not /dev/null itself: a regression would replace the device (as root)."""
+    fifo = tmp_path / "model.pbm"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that opening to write won't block
+    try:
+        write_model_file(fifo, {"v": 1}, {"x": np.arange(3)})
+        received = os.read(reader, 1 << 16)
+    finally:
+        os.close(reader)
+    assert received == dumps({"v": 1}, {"x": np.arange(3)})
+    assert stat_module.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert os.listdir(tmp_path) == ["model.pbm"]
