@@ -48,6 +48,7 @@ _FITTED = ("ensemble_", "bin_mapper_", "n_features_in_", "feature_names_in_", "n
            "n_iter_", "evals_result_", "best_iteration_", "best_score_", "classes_",
            "_evals_first_round")
 _SNAPSHOT = "_fitted_snapshot"
+_MISSING = object()
 
 
 class _PackBoostEstimator(BaseEstimator):
@@ -113,17 +114,19 @@ class _PackBoostEstimator(BaseEstimator):
         """One consistent snapshot: the parameters and the fitted attributes of
         one fit (absent ones, such as ``feature_names_in_``, absent), or None
         when the estimator is not fitted. Never changes after it is taken."""
-        attributes = vars(self).copy()  # one step: never half of a publication
-        snapshot = attributes.get(_SNAPSHOT)
-        view = {name: value for name, value in attributes.items()
-                if name not in _FITTED and name != _SNAPSHOT}
-        if snapshot is not None and snapshot.get("ensemble_") is attributes.get("ensemble_"):
-            view.update(snapshot)
-        elif "ensemble_" in attributes:
-            # Fitted attributes set one by one (load_model, an older pickle).
-            view.update((name, attributes[name]) for name in _FITTED if name in attributes)
-        else:
+        view = vars(self).copy()  # one step: never half of a publication
+        snapshot = view.pop(_SNAPSHOT, None)
+        if snapshot is not None and all(view.get(name, _MISSING) is value
+                                        for name, value in snapshot.items()):
+            # The plain attributes are the snapshot's, but for a name that the
+            # publishing fit is about to remove (feature_names_in_).
+            for name in _FITTED:
+                if name not in snapshot:
+                    view.pop(name, None)
+        elif "ensemble_" not in view:
             return None
+        # else: fitted attributes set one by one (load_model, an older pickle, an
+        # attribute assigned by hand after the fit): as they are.
         return view
 
     def _fitted_view(self) -> dict:

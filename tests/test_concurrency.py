@@ -1,9 +1,12 @@
-"""Several Python threads at once: predicting with one model, fitting two models.
+"""Several Python threads at once: predicting with one model, fitting two models,
+refitting one model while other threads predict with it, save it or set its
+parameters.
 
 The kernels release the GIL (and run their own OpenMP teams), so these
 threads really overlap; a fitted model is read-only during ``predict`` and a
-fit keeps all its state in locals until it ends, so results must equal the
-serial ones exactly.
+fit keeps all its state in locals until it publishes it in one step, so
+results must equal the serial ones exactly, and a call that overlaps a refit
+answers with the old model or the new one, never a mix (nor a crash).
 """
 
 from __future__ import annotations
@@ -355,3 +358,11 @@ def test_save_model_keeps_its_model_when_refitted_midway(monkeypatch, tmp_path):
     assert list(loaded.classes_) == [False, True]
     assert list(loaded.feature_names_in_) == list("abcd")
     np.testing.assert_array_equal(loaded.predict_proba(frame), expected)
+
+
+def test_fitted_attribute_assigned_by_hand_is_used():
+    X, y = small_problem(7)
+    estimator = PackBoostClassifier(n_estimators=2, **SMALL).fit(X, y > 0)
+    labels = estimator.predict(X)
+    estimator.classes_ = np.array(["no", "yes"])
+    np.testing.assert_array_equal(estimator.predict(X), np.where(labels, "yes", "no"))
