@@ -4,6 +4,19 @@ The count is decided once per call at the public boundary and passed
 explicitly to every ``prange`` (a known pitfall: defaulting to every core a
 machine *has*, instead of the cores a process *may use*, oversubscribes under
 CPU quotas and under pytest-xdist).
+
+**Fork.** GNU libgomp's thread pool does not survive ``fork``: in a child
+forked after the parent ran a parallel region, the next parallel region of
+more than one thread waits forever for threads that exist only in the parent
+(``multiprocessing`` with the ``fork`` start method, joblib, Dask process
+workers, ``os.fork``). So a process created by ``fork`` runs every kernel on
+one thread: :func:`resolve_n_threads` answers 1 there, and OpenMP's
+max-active-levels is set to 0 in the child so that a kernel given a larger
+count by another route runs serially too (a one-thread region never touches
+the pool). The kernels' results do not depend on the thread count, only the
+speed does. Children started with ``spawn`` are fresh processes and use every
+CPU they may; ``forkserver`` children are forks of the server, so they run on
+one thread when the server had imported packboost.
 """
 
 from __future__ import annotations
@@ -11,6 +24,25 @@ from __future__ import annotations
 import math
 import os
 from numbers import Integral
+
+from packboost import _openmp
+
+_forked_child = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_child
+    _forked_child = True
+    _openmp.make_serial()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def forked_child() -> bool:
+    """Whether this process was created by ``fork`` from one that had imported
+    packboost (its kernels then run on one thread; see the module docstring)."""
+    return _forked_child
 
 
 def available_cpus() -> int:
@@ -49,14 +81,20 @@ def _cgroup_cpu_quota() -> int | None:
 
 def resolve_n_threads(n_jobs) -> int:
     """Thread count for ``n_jobs``: None or -1 = all available CPUs,
-    a positive int = that many, -k = all but k-1 (as in scikit-learn)."""
+    a positive int = that many, -k = all but k-1 (as in scikit-learn).
+
+    Always 1 in a process created by ``fork`` (see the module docstring).
+    """
+    if n_jobs is not None:
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral):
+            raise TypeError(f"n_jobs must be an int or None, got {n_jobs!r}")
+        if n_jobs == 0:
+            raise ValueError("n_jobs must not be 0 (use None or -1 for all CPUs)")
+    if _forked_child:
+        return 1
     if n_jobs is None:
         return available_cpus()
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral):
-        raise TypeError(f"n_jobs must be an int or None, got {n_jobs!r}")
     n_jobs = int(n_jobs)
-    if n_jobs == 0:
-        raise ValueError("n_jobs must not be 0 (use None or -1 for all CPUs)")
     if n_jobs < 0:
         return max(1, available_cpus() + 1 + n_jobs)
     return n_jobs

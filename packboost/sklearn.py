@@ -12,7 +12,6 @@ early stopping, callbacks, ``init_model``) are keyword arguments of ``fit``.
 
 from __future__ import annotations
 
-import copy
 import numbers
 import os
 import sys
@@ -41,6 +40,15 @@ _resolve_n_jobs = _parameters.resolve_n_jobs
 _resolve_seed = _parameters.resolve_seed
 _MAX_N_JOBS = _parameters.MAX_N_JOBS
 MAX_PACK_SIZE = _parameters.MAX_PACK_SIZE
+
+# Every fitted attribute (scikit-learn's trailing underscore, plus the first
+# round of ``evals_result_``). A fit publishes them all in one step, and keeps
+# the same values, as one dict, in _SNAPSHOT; see _PackBoostEstimator._view.
+_FITTED = ("ensemble_", "bin_mapper_", "n_features_in_", "feature_names_in_", "n_eras_",
+           "n_iter_", "evals_result_", "best_iteration_", "best_score_", "classes_",
+           "_evals_first_round")
+_SNAPSHOT = "_fitted_snapshot"
+_MISSING = object()
 
 
 class _PackBoostEstimator(BaseEstimator):
@@ -91,52 +99,89 @@ class _PackBoostEstimator(BaseEstimator):
         return tags
 
     def __sklearn_is_fitted__(self):
-        return hasattr(self, "ensemble_")
+        return "ensemble_" in vars(self)
+
+    # -- the fitted state --------------------------------------------------------
+    #
+    # One estimator may be refitted in one thread while others predict with it,
+    # save it or change its parameters. A fit therefore builds its whole state
+    # aside and publishes it in one step (_publish), and every reader takes one
+    # snapshot (_view) at its start and reads nothing else from ``self``: it
+    # sees the old model or the new one, never the new trees with the old
+    # classes, width or round count.
+
+    def _view(self) -> dict | None:
+        """One consistent snapshot: the parameters and the fitted attributes of
+        one fit (absent ones, such as ``feature_names_in_``, absent), or None
+        when the estimator is not fitted. Never changes after it is taken."""
+        view = vars(self).copy()  # one step: never half of a publication
+        snapshot = view.pop(_SNAPSHOT, None)
+        if snapshot is not None and all(view.get(name, _MISSING) is value
+                                        for name, value in snapshot.items()):
+            # The plain attributes are the snapshot's, but for a name that the
+            # publishing fit is about to remove (feature_names_in_).
+            for name in _FITTED:
+                if name not in snapshot:
+                    view.pop(name, None)
+        elif "ensemble_" not in view:
+            return None
+        # else: fitted attributes set one by one (load_model, an older pickle, an
+        # attribute assigned by hand after the fit): as they are.
+        return view
+
+    def _fitted_view(self) -> dict:
+        view = self._view()
+        if view is None:
+            raise _not_fitted_error(self)
+        return view
+
+    def _publish(self, fitted: dict) -> None:
+        """Make ``fitted`` (every attribute of _FITTED this fit has) the fitted state."""
+        snapshot = dict(fitted)
+        attributes = vars(self)
+        previous = attributes.copy()  # the old values die after the update, not during it
+        attributes.update({**snapshot, _SNAPSHOT: snapshot})
+        for name in _FITTED:
+            if name not in snapshot:
+                attributes.pop(name, None)
+        del previous
+
+    def _frozen(self, view: dict):
+        """An estimator holding ``view`` (for code that reads attributes one by one)."""
+        frozen = object.__new__(type(self))
+        vars(frozen).update(view)
+        return frozen
 
     # -- fitting ---------------------------------------------------------------
 
-    def _validated_params(self) -> dict:
-        params = {name: _check_parameter(name, getattr(self, name))
-                  for name in _PARAMETER_RULES}
-        params["random_state"] = _resolve_seed(self.random_state)
+    def _validated_params(self, source: dict | None = None) -> dict:
+        """The parameters checked, from ``source`` (a snapshot of ``vars(self)``)."""
+        source = vars(self).copy() if source is None else source
+        params = {name: _check_parameter(name, source[name]) for name in _PARAMETER_RULES}
+        params["random_state"] = _resolve_seed(source["random_state"])
         return params
-
-    def _fitted_state(self) -> dict:
-        """The fitted attributes (scikit-learn's trailing underscore) and private fit state."""
-        return {name: value for name, value in vars(self).items()
-                if (name.endswith("_") and not name.startswith("__"))
-                or name == "_evals_first_round"}
 
     def _fit(self, X, y, **kwargs):
         """Fit, all or nothing.
 
-        Any exception -- bad input, a MemoryError, an exception raised by a
-        callback or an eval metric, a KeyboardInterrupt (Ctrl-C is seen between
-        two kernel calls, so within one depth of one round) -- leaves the
-        estimator exactly as it was before ``fit`` (unfitted, or the previous
-        model) and propagates unchanged. A fit that should keep the rounds
-        grown so far is stopped by a callback returning True instead.
+        The new fitted state is built aside and published in one step at the
+        end. Any exception before -- bad input, a MemoryError, an exception
+        raised by a callback or an eval metric, a KeyboardInterrupt (Ctrl-C is
+        seen between two kernel calls, so within one depth of one round) --
+        leaves the estimator exactly as it was before ``fit`` (unfitted, or the
+        previous model) and propagates unchanged. A fit that should keep the
+        rounds grown so far is stopped by a callback returning True instead.
         """
-        before = self._fitted_state()
-        try:
-            return self._fit_all(X, y, **kwargs)
-        except BaseException:
-            for name in self._fitted_state():
-                delattr(self, name)
-            for name, value in before.items():
-                setattr(self, name, value)
-            raise
-
-    def _reset_target_encoding(self):
-        """Forget what the previous fit learnt about the target (the classes)."""
+        self._publish(self._fit_all(X, y, **kwargs))
+        return self
 
     def _fit_all(self, X, y, *, era, sample_weight, eval_set, eval_names, eval_metric,
                  early_stopping_rounds, callbacks, init_model, progress):
-        if init_model is self:
-            # Training further from itself: keep the old model (and classes) aside.
-            init_model = copy.copy(self)
-        self._reset_target_encoding()
-        params = self._validated_params()
+        """Fit and return the fitted attributes, without changing ``self``."""
+        source = self._view() if init_model is self else None
+        if source is None:
+            source = vars(self).copy()
+        params = self._validated_params(source)
         _validation.warn_unusual_params(params)
         backends.check_device(params["device"])
         if early_stopping_rounds is not None and (
@@ -149,19 +194,20 @@ class _PackBoostEstimator(BaseEstimator):
                              f"{early_stopping_rounds!r}")
         if progress is not None and not isinstance(progress, (bool, np.bool_)):
             raise TypeError(f"progress must be True, False or None, got {progress!r}")
-        n_threads = _resolve_n_jobs(self.n_jobs)
-        init = self._resolve_init_model(init_model)
+        n_threads = _resolve_n_jobs(source["n_jobs"])
+        # Training further from itself uses the model this fit started from.
+        init = self._resolve_init_model(source if init_model is self else init_model,
+                                        params["pack_size"])
         if isinstance(era, str):
             era, X = _validation.frame_column(X, era, "era")
         X, feature_names = _validation.check_X(X)
         if init is not None:
-            init._check_features(X, feature_names, init.n_features_in_,
-                                 getattr(init, "feature_names_in_", None),
-                                 "X (continuing init_model)")
+            self._check_features(X, feature_names, init["n_features_in_"],
+                                 init.get("feature_names_in_"), "X (continuing init_model)")
             if feature_names is None:
-                feature_names = getattr(init, "feature_names_in_", None)
+                feature_names = init.get("feature_names_in_")
         n_rows = X.shape[0]
-        y = self._encode_target(y, n_rows, init=init)
+        y, target = self._learn_target(y, n_rows, init)
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
         _validation.check_gradient_scale(y, sample_weight)
         era_codes, _ = _validation.encode_eras(era, n_rows)
@@ -179,14 +225,14 @@ class _PackBoostEstimator(BaseEstimator):
         if init is None:
             mapper = BinMapper(max_bins=params["max_bins"],
                                random_state=params["random_state"])
-            X_binned = mapper.fit_transform(X, row_order=order)
+            X_binned = mapper.fit_transform(X, row_order=order, n_threads=n_threads)
             start = None
         else:
             # Continued training bins with the saved cuts, so old and new trees agree.
-            mapper = init.bin_mapper_
-            X_binned = mapper.transform(X, row_order=order)
-            init_raw = init.ensemble_.predict_raw(X, n_threads)
-            start = InitModel(ensemble=init.ensemble_,
+            mapper = init["bin_mapper_"]
+            X_binned = mapper.transform(X, row_order=order, n_threads=n_threads)
+            init_raw = init["ensemble_"].predict_raw(X, n_threads)
+            start = InitModel(ensemble=init["ensemble_"],
                               raw_prediction=init_raw if order is None else init_raw[order])
         if order is not None:
             y, era_codes = y[order], era_codes[order]
@@ -195,7 +241,8 @@ class _PackBoostEstimator(BaseEstimator):
                             row_era=np.ascontiguousarray(era_codes, dtype=np.int32),
                             n_eras=int(era_codes.max()) + 1, cuts=mapper.cuts_)
 
-        eval_sets = self._prepare_eval_sets(eval_set, eval_names, X.shape[1], feature_names)
+        eval_sets = self._prepare_eval_sets(eval_set, eval_names, X.shape[1], feature_names,
+                                            target)
         metrics = self._resolve_metrics(eval_metric, eval_sets)
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
         check_fit_memory(training_memory_estimate(
@@ -213,42 +260,49 @@ class _PackBoostEstimator(BaseEstimator):
                                    eval_sets=eval_sets, metrics=metrics,
                                    callbacks=callback_list, init=start, model=self,
                                    backend=backend)
-        self.ensemble_ = ensemble
-        self.bin_mapper_ = mapper
-        self.n_features_in_ = X.shape[1]
+        fitted = {
+            **target,
+            "ensemble_": ensemble,
+            "bin_mapper_": mapper,
+            "n_features_in_": X.shape[1],
+            "n_eras_": data.n_eras,
+            "n_iter_": ensemble.n_rounds,
+            "evals_result_": info.evals_result,
+            "best_iteration_": info.best_iteration,
+            "best_score_": info.best_score or {},
+            "_evals_first_round": info.begin_iteration,
+        }
         if feature_names is not None:
-            self.feature_names_in_ = feature_names
-        elif hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_
-        self.n_eras_ = data.n_eras
-        self.n_iter_ = ensemble.n_rounds
-        self.evals_result_ = info.evals_result
-        self.best_iteration_ = info.best_iteration
-        self.best_score_ = info.best_score or {}
-        self._evals_first_round = info.begin_iteration
-        return self
+            fitted["feature_names_in_"] = feature_names
+        return fitted
 
-    def _resolve_init_model(self, init_model):
+    def _resolve_init_model(self, init_model, pack_size) -> dict | None:
+        """The fitted state (a _view) to continue from: ``init_model`` is an
+        estimator, the path of its model file, or already a view (``self``'s)."""
         if init_model is None:
             return None
-        if isinstance(init_model, (str, os.PathLike)):
-            from packboost.model_io import load_model
-            init_model = load_model(init_model)
-        if type(init_model) is not type(self):
-            raise TypeError(
-                f"init_model must be a fitted {type(self).__name__} or the path of its model "
-                f"file, got {type(init_model).__name__}"
-            )
-        if not init_model.__sklearn_is_fitted__():
+        if isinstance(init_model, dict):
+            view = init_model
+        else:
+            if isinstance(init_model, (str, os.PathLike)):
+                from packboost.model_io import load_model
+                init_model = load_model(init_model)
+            if type(init_model) is not type(self):
+                raise TypeError(
+                    f"init_model must be a fitted {type(self).__name__} or the path of its "
+                    f"model file, got {type(init_model).__name__}"
+                )
+            view = init_model._view()
+        if view is None:
             raise ValueError("init_model is not fitted")
-        if init_model.ensemble_.pack_size != self.pack_size:
+        if view["ensemble_"].pack_size != pack_size:
             raise ValueError(
-                f"init_model has pack_size={init_model.ensemble_.pack_size}, but this model "
-                f"has pack_size={self.pack_size}; continued training needs the same pack size"
+                f"init_model has pack_size={view['ensemble_'].pack_size}, but this model "
+                f"has pack_size={pack_size}; continued training needs the same pack size"
             )
-        return init_model
+        return view
 
-    def _prepare_eval_sets(self, eval_set, eval_names, n_features, feature_names):
+    def _prepare_eval_sets(self, eval_set, eval_names, n_features, feature_names, target):
         if eval_set is None:
             return []
         if isinstance(eval_set, tuple):
@@ -275,8 +329,8 @@ class _PackBoostEstimator(BaseEstimator):
             X_eval = self._check_predict_X(X_eval, n_features=n_features,
                                            feature_names=feature_names,
                                            argument=f"eval_set[{index}] X")
-            y_eval = self._encode_target(y_eval, X_eval.shape[0], argument=f"eval_set[{index}] y",
-                                         learn=False)
+            y_eval = self._encode_target(y_eval, X_eval.shape[0], target,
+                                         argument=f"eval_set[{index}] y")
             if era_eval is not None:
                 era_eval = np.asarray(era_eval)
                 _validation.encode_eras(era_eval, X_eval.shape[0],
@@ -315,11 +369,8 @@ class _PackBoostEstimator(BaseEstimator):
 
     # -- prediction ------------------------------------------------------------
 
-    def _check_predict_X(self, X, *, n_features=None, feature_names=None, argument="X"):
+    def _check_predict_X(self, X, *, n_features, feature_names, argument="X"):
         X, names = _validation.check_X(X, argument=argument)
-        if n_features is None:
-            n_features = self.n_features_in_
-            feature_names = getattr(self, "feature_names_in_", None)
         self._check_features(X, names, n_features, feature_names, argument)
         return X
 
@@ -348,44 +399,26 @@ class _PackBoostEstimator(BaseEstimator):
                 f"{detail} (expected {expected[:5]}..., got {got[:5]}...)"
             )
 
-    def _raw_predict(self, X, iteration_range=None):
-        if not self.__sklearn_is_fitted__():
-            raise _not_fitted_error(self)
-        start, end = self._round_range(iteration_range)
-        X = self._check_predict_X(X)
-        return backends.predict_raw(_check_parameter("device", self.device), self.ensemble_, X,
-                                    _resolve_n_jobs(self.n_jobs), n_rounds=end,
+    def _raw_predict(self, X, iteration_range=None, view=None):
+        """Raw scores of the model in ``view`` (default: a snapshot taken now)."""
+        view = self._fitted_view() if view is None else view
+        ensemble = view["ensemble_"]
+        start, end = _round_range(ensemble, iteration_range)
+        X = self._check_predict_X(X, n_features=view["n_features_in_"],
+                                  feature_names=view.get("feature_names_in_"))
+        return backends.predict_raw(_check_parameter("device", view["device"]), ensemble, X,
+                                    _resolve_n_jobs(view["n_jobs"]), n_rounds=end,
                                     start_round=start)
 
-    def _contributions(self, X, iteration_range=None):
+    def _contributions(self, X, iteration_range=None, view=None):
         """TreeSHAP contributions of the raw score: (n_rows, n_features + 1)."""
-        if not self.__sklearn_is_fitted__():
-            raise _not_fitted_error(self)
-        start, end = self._round_range(iteration_range)
-        X = self._check_predict_X(X)
-        return self.ensemble_.predict_contributions(X, _resolve_n_jobs(self.n_jobs),
-                                                    n_rounds=end, start_round=start)
-
-    def _round_range(self, iteration_range):
-        n_rounds = self.ensemble_.n_rounds
-        if iteration_range is None:
-            return 0, n_rounds
-        try:
-            start, end = iteration_range
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"iteration_range must be a (start, end) pair of rounds, got {iteration_range!r}"
-            ) from None
-        end = n_rounds if end is None else end
-        for value in (start, end):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"iteration_range must hold ints, got {iteration_range!r}")
-        if not 0 <= start <= end <= n_rounds:
-            raise ValueError(
-                f"iteration_range must satisfy 0 <= start <= end <= {n_rounds} (the model's "
-                f"rounds), got {iteration_range!r}"
-            )
-        return int(start), int(end)
+        view = self._fitted_view() if view is None else view
+        ensemble = view["ensemble_"]
+        start, end = _round_range(ensemble, iteration_range)
+        X = self._check_predict_X(X, n_features=view["n_features_in_"],
+                                  feature_names=view.get("feature_names_in_"))
+        return ensemble.predict_contributions(X, _resolve_n_jobs(view["n_jobs"]), n_rounds=end,
+                                              start_round=start)
 
     # -- insight -------------------------------------------------------------------
 
@@ -417,15 +450,14 @@ class _PackBoostEstimator(BaseEstimator):
         ndarray of shape (n_features_in_,)
             In the order of the features (``feature_names_in_`` names them).
         """
-        if not self.__sklearn_is_fitted__():
-            raise _not_fitted_error(self)
+        view = self._fitted_view()
+        ensemble, n_features = view["ensemble_"], view["n_features_in_"]
         kind = _check_parameter("importance_type", importance_type if importance_type
-                                is not None else self.importance_type)
-        start, end = self._round_range(iteration_range)
-        values = self.ensemble_.feature_importance(self.n_features_in_, kind, n_rounds=end)
+                                is not None else view["importance_type"])
+        start, end = _round_range(ensemble, iteration_range)
+        values = ensemble.feature_importance(n_features, kind, n_rounds=end)
         if start:
-            values = values - self.ensemble_.feature_importance(self.n_features_in_, kind,
-                                                                n_rounds=start)
+            values = values - ensemble.feature_importance(n_features, kind, n_rounds=start)
         if normalize:
             total = values.sum()
             values = values / total if total > 0 else values
@@ -438,9 +470,8 @@ class _PackBoostEstimator(BaseEstimator):
 
         Load it back with :func:`packboost.load_model`.
         """
-        if not self.__sklearn_is_fitted__():
-            raise _not_fitted_error(self)
-        save_estimator(self, path)
+        # One snapshot, whatever another thread fits or sets meanwhile.
+        save_estimator(self._frozen(self._fitted_view()), path)
 
     def standalone_predictor(self):
         """``predict`` of this fitted model as a NumPy-only, picklable object.
@@ -450,11 +481,36 @@ class _PackBoostEstimator(BaseEstimator):
         where packboost is not installed (a Numerai upload). See
         :mod:`packboost.standalone`.
         """
-        if not self.__sklearn_is_fitted__():
-            raise _not_fitted_error(self)
+        from types import SimpleNamespace
+
         from packboost.standalone import standalone_predictor
 
-        return standalone_predictor(self)
+        # One snapshot, like predict: the trees, width and classes of one fit.
+        return standalone_predictor(SimpleNamespace(**self._fitted_view()))
+
+
+def _round_range(ensemble, iteration_range):
+    """``iteration_range`` checked against ``ensemble``'s rounds: ``(start, end)``."""
+    n_rounds = ensemble.n_rounds
+    if iteration_range is None:
+        return 0, n_rounds
+    try:
+        start, end = iteration_range
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"iteration_range must be a (start, end) pair of rounds, got {iteration_range!r}"
+        ) from None
+    end = n_rounds if end is None else end
+    for value in (start, end):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"iteration_range must hold ints, got {iteration_range!r}")
+    if not 0 <= start <= end <= n_rounds:
+        raise ValueError(
+            f"iteration_range must satisfy 0 <= start <= end <= {n_rounds} (the model's "
+            f"rounds), got {iteration_range!r}"
+        )
+    return int(start), int(end)
+
 
 
 def _interactive_session() -> bool:
@@ -529,7 +585,10 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
             return self._contributions(X, iteration_range)
         return self._raw_predict(X, iteration_range)
 
-    def _encode_target(self, y, n_rows, argument="y", learn=True, init=None):
+    def _learn_target(self, y, n_rows, init):
+        return _validation.check_y(y, n_rows), {}
+
+    def _encode_target(self, y, n_rows, target, argument="y"):
         return _validation.check_y(y, n_rows, argument=argument)
 
 
@@ -565,11 +624,40 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
     fit.__doc__ = "Fit on ``X`` and binary labels ``y``.\n" + _FIT_DOC % {
         "default": '``["logloss"]``'}
 
-    def _reset_target_encoding(self):
-        if hasattr(self, "classes_"):
-            del self.classes_
+    def _learn_target(self, y, n_rows, init):
+        """``y`` as 0/1 and the fitted attributes it gives (``classes_``): the
+        classes of ``init`` (a view) when continuing, else those of ``y``."""
+        y = self._check_labels(y, n_rows, "y")
+        if init is not None:
+            classes = init["classes_"]
+        else:
+            if y.dtype.kind == "f" and np.any(y != np.round(y)):
+                raise ValueError(
+                    "Unknown label type: continuous. y must hold class labels; "
+                    "use PackBoostRegressor for a continuous target"
+                )
+            try:
+                classes = np.unique(y)
+            except TypeError as error:
+                raise ValueError(f"Unknown label type: y labels cannot be "
+                                 f"ordered ({error})") from None
+            if len(classes) > 2:
+                raise ValueError(
+                    "Only binary classification is supported. The type of the target "
+                    f"is multiclass: y has {len(classes)} classes"
+                )
+            if len(classes) < 2:
+                raise ValueError(
+                    f"y has 1 class ({classes.tolist()}); a binary classifier needs two"
+                )
+        return _positive(y, classes, "y"), {"classes_": classes}
 
-    def _encode_target(self, y, n_rows, argument="y", learn=True, init=None):
+    def _encode_target(self, y, n_rows, target, argument="y"):
+        """Labels ``y`` as 1.0 for ``target["classes_"][1]``, else 0.0."""
+        return _positive(self._check_labels(y, n_rows, argument), target["classes_"], argument)
+
+    @staticmethod
+    def _check_labels(y, n_rows, argument):
         if y is None:
             raise ValueError(f"fit requires y to be passed, but the target {argument} is None")
         y = np.asarray(y)
@@ -587,34 +675,7 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
             row = int(np.argmax(missing))
             raise ValueError(f"Input {argument} contains NaN or another missing label "
                              f"({_validation.show(y[row])} at row {row})")
-        if init is not None:
-            self.classes_ = init.classes_
-        elif learn:
-            if y.dtype.kind == "f" and np.any(y != np.round(y)):
-                raise ValueError(
-                    f"Unknown label type: continuous. {argument} must hold class labels; "
-                    "use PackBoostRegressor for a continuous target"
-                )
-            try:
-                classes = np.unique(y)
-            except TypeError as error:
-                raise ValueError(f"Unknown label type: {argument} labels cannot be "
-                                 f"ordered ({error})") from None
-            if len(classes) > 2:
-                raise ValueError(
-                    "Only binary classification is supported. The type of the target "
-                    f"is multiclass: {argument} has {len(classes)} classes"
-                )
-            if len(classes) < 2:
-                raise ValueError(
-                    f"{argument} has 1 class ({classes.tolist()}); a binary classifier "
-                    "needs two"
-                )
-            self.classes_ = classes
-        unknown = ~np.isin(y, self.classes_)
-        if unknown.any():
-            raise ValueError(f"{argument} has labels not seen in fit: {np.unique(y[unknown])[:5]}")
-        return (y == self.classes_[1]).astype(np.float64)
+        return y
 
     def decision_function(self, X, iteration_range=None):
         """Raw log-odds of the positive class ``classes_[1]``.
@@ -625,7 +686,7 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
 
     def predict_proba(self, X, iteration_range=None):
         """Class probabilities, columns in the order of ``classes_``."""
-        positive = get_objective("logistic").transform(self.decision_function(X, iteration_range))
+        positive = get_objective("logistic").transform(self._raw_predict(X, iteration_range))
         return np.column_stack([1.0 - positive, positive])
 
     def predict(self, X, iteration_range=None, *, pred_contrib=False):
@@ -635,7 +696,16 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
         raw log-odds (``decision_function``), shape ``(n_rows, n_features + 1)``,
         the last column the expected value.
         """
+        view = self._fitted_view()  # the classes of the very model that scores
         if pred_contrib:
-            return self._contributions(X, iteration_range)
-        raw = self.decision_function(X, iteration_range)
-        return self.classes_[(raw > 0).astype(np.intp)]
+            return self._contributions(X, iteration_range, view)
+        raw = self._raw_predict(X, iteration_range, view)
+        return view["classes_"][(raw > 0).astype(np.intp)]
+
+
+def _positive(y, classes, argument):
+    """1.0 where ``y`` is ``classes[1]``, 0.0 where it is ``classes[0]``."""
+    unknown = ~np.isin(y, classes)
+    if unknown.any():
+        raise ValueError(f"{argument} has labels not seen in fit: {np.unique(y[unknown])[:5]}")
+    return (y == classes[1]).astype(np.float64)
