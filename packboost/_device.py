@@ -88,6 +88,11 @@ def cuda_build_info() -> dict:
     try:
         info["runtime_version"] = module.runtime_version()
         info["driver_version"] = module.driver_version()
+        if info["driver_version"] == 0:
+            # No driver at all: say so plainly rather than CUDA's "driver version
+            # is insufficient" (error 35), which reads like an upgrade problem.
+            info["error"] = "no GPU: no NVIDIA driver is installed"
+            return info
         count = module.device_count()
         info["devices"] = [module.device_name(device) for device in range(count)]
         info["available"] = count > 0

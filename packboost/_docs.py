@@ -27,7 +27,8 @@ ATTRIBUTE_DOC = """
         With early stopping: the rounds of the best model (the model keeps
         exactly these); None otherwise.
     best_score_ : dict
-        ``{eval set name: {metric name: value}}`` at ``best_iteration_``.
+        ``{eval set name: {metric name: value}}`` at ``best_iteration_``, or
+        after the last round without early stopping (empty without eval sets).
     feature_importances_ : ndarray of shape (n_features_in_,)
         Per feature, its share of the ``importance_type`` totals.
 """

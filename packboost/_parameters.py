@@ -368,6 +368,46 @@ def check_file_parameter(name: str, value):
     return check_parameter(name, value)
 
 
+# Parameter names of LightGBM and XGBoost (and their aliases) that users carry
+# over, with what PackBoost calls the same idea (README "Coming from LightGBM").
+FOREIGN_NAMES = {
+    "num_leaves": "max_depth (trees grow depth-wise: up to 2**max_depth leaves)",
+    "max_leaves": "max_depth (trees grow depth-wise: up to 2**max_depth leaves)",
+    "colsample_bytree": "tree_feature_fraction (each tree's share of a depth's features) "
+                        "and layer_feature_fraction (the features drawn per depth)",
+    "feature_fraction": "layer_feature_fraction or tree_feature_fraction",
+    "colsample_bylevel": "layer_feature_fraction",
+    "colsample_bynode": "tree_feature_fraction",
+    "subsample": "row_subsample (or era_subsample for whole eras)",
+    "bagging_fraction": "row_subsample (or era_subsample for whole eras)",
+    "min_child_samples": "min_samples_leaf", "min_data_in_leaf": "min_samples_leaf",
+    "min_sum_hessian_in_leaf": "min_child_weight",
+    "lambda_l2": "reg_lambda", "reg_lambda_l2": "reg_lambda", "lambda": "reg_lambda",
+    "min_gain_to_split": "min_split_gain", "gamma": "min_split_gain",
+    "min_split_loss": "min_split_gain",
+    "num_iterations": "n_estimators", "num_boost_round": "n_estimators",
+    "n_iter": "n_estimators",
+    "eta": "learning_rate", "shrinkage_rate": "learning_rate",
+    "max_bin": "max_bins", "seed": "random_state", "num_threads": "n_jobs",
+    "nthread": "n_jobs",
+    "verbose": "fit(..., progress=False) or callbacks=[LogEvaluation(period)]",
+    "verbosity": "fit(..., progress=False) or callbacks=[LogEvaluation(period)]",
+    "silent": "fit(..., progress=False)",
+}
+
+
+def unknown_parameter_message(estimator: str, unknown: list) -> str:
+    """The TypeError for keywords that are not parameters, naming PackBoost's equivalents."""
+    parts = []
+    for name in unknown:
+        if name in FOREIGN_NAMES:
+            parts.append(f"{name!r} is not a PackBoost parameter; use {FOREIGN_NAMES[name]}")
+        else:
+            parts.append(f"{name!r} is not a parameter")
+    return (f"{estimator}: " + "; ".join(parts) + f". Its parameters: "
+            f"{', '.join(parameter.name for parameter in SCHEMA)}")
+
+
 # ----------------------------------------------------------------------------- consumers
 
 

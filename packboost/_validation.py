@@ -304,3 +304,30 @@ def _data_conversion_warning():
         return DataConversionWarning
     except ImportError:  # pragma: no cover
         return UserWarning
+
+
+# Rows compared first: a feature that differs from y there cannot be y.
+_TARGET_PROBE_ROWS = 1024
+
+
+def warn_if_a_feature_is_the_target(X, y: np.ndarray, feature_names) -> None:
+    """Warn when a column of ``X`` equals ``y`` (a table passed whole, its target
+    column still in it): the model would learn nothing but that column.
+
+    Cheap at any size: a probe of the first rows rules out almost every column
+    before any is compared in full.
+    """
+    n_rows = X.shape[0]
+    if n_rows < 2 or not np.issubdtype(np.asarray(X[:0]).dtype, np.number):
+        return
+    probe = slice(0, min(n_rows, _TARGET_PROBE_ROWS))
+    candidates = np.flatnonzero(np.all(np.asarray(X[probe], dtype=np.float64)
+                                       == y[probe, np.newaxis], axis=0))
+    equal = [int(column) for column in candidates
+             if np.array_equal(np.asarray(X[:, column], dtype=np.float64), y)]
+    if equal and np.ptp(y) > 0:
+        names = [feature_names[column] if feature_names is not None else f"column {column}"
+                 for column in equal]
+        warnings.warn(f"X has a feature equal to the target y ({', '.join(map(str, names))}): "
+                      "is the target column still in the table? The model would only learn "
+                      "to copy it", UserWarning, stacklevel=4)

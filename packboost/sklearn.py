@@ -12,6 +12,7 @@ early stopping, callbacks, ``init_model``) are keyword arguments of ``fit``.
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import os
 import sys
@@ -53,6 +54,14 @@ _MISSING = object()
 
 class _PackBoostEstimator(BaseEstimator):
     """Shared fit/predict machinery; subclasses set the objective."""
+
+    def __new__(cls, *args, **kwargs):
+        # Python's own error for an unknown keyword names no alternative; a
+        # LightGBM / XGBoost user porting a configuration gets the equivalent.
+        unknown = [name for name in kwargs if name not in _parameters.PARAMETERS]
+        if unknown:
+            raise TypeError(_parameters.unknown_parameter_message(cls.__name__, unknown))
+        return super().__new__(cls)
 
     _objective_name = "squared_error"
 
@@ -210,6 +219,7 @@ class _PackBoostEstimator(BaseEstimator):
         y, target = self._learn_target(y, n_rows, init)
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
         _validation.check_gradient_scale(y, sample_weight)
+        _validation.warn_if_a_feature_is_the_target(X, y, feature_names)
         era_codes, _ = _validation.encode_eras(era, n_rows)
 
         # Rows sorted once by era (stable): each era becomes one contiguous span.
@@ -269,7 +279,10 @@ class _PackBoostEstimator(BaseEstimator):
             "n_iter_": ensemble.n_rounds,
             "evals_result_": info.evals_result,
             "best_iteration_": info.best_iteration,
-            "best_score_": info.best_score or {},
+            # Without early stopping, the scores of the last round (as LightGBM).
+            "best_score_": info.best_score or {
+                name: {metric: values[-1] for metric, values in metrics.items() if values}
+                for name, metrics in info.evals_result.items()},
             "_evals_first_round": info.begin_iteration,
         }
         if feature_names is not None:
@@ -488,6 +501,10 @@ class _PackBoostEstimator(BaseEstimator):
         # One snapshot, like predict: the trees, width and classes of one fit.
         return standalone_predictor(SimpleNamespace(**self._fitted_view()))
 
+
+
+# inspect.signature(PackBoostRegressor) reads __new__ first: show __init__'s keywords.
+_PackBoostEstimator.__new__.__signature__ = inspect.signature(_PackBoostEstimator.__init__)
 
 def _round_range(ensemble, iteration_range):
     """``iteration_range`` checked against ``ensemble``'s rounds: ``(start, end)``."""

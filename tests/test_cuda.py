@@ -341,6 +341,8 @@ def test_cuda_available_is_a_bool_and_build_info_says_why():
     assert info["built"] == _device.cuda_built()
     if not info["available"]:
         assert info["error"]
+    if info["built"] and info["driver_version"] == 0:  # a machine without NVIDIA's driver
+        assert info["error"] == "no GPU: no NVIDIA driver is installed"
 
 
 @pytest.mark.skipif(CUDA, reason="checks the error raised without a usable GPU")

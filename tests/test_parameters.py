@@ -304,3 +304,43 @@ def test_cli_flags_parse_to_the_parameters():
                               "--learning-rate", "0.05", "--seed", "1"])
     assert (args.param_max_depth, args.param_era_std, args.param_learning_rate,
             args.param_random_state) == (3, "total", 0.05, 1)
+
+
+# ----------------------------------------------------------------------------- foreign names
+
+
+@pytest.mark.parametrize("estimator", [PackBoostRegressor, PackBoostClassifier])
+@pytest.mark.parametrize("name, equivalent", [("num_leaves", "max_depth"),
+                                              ("colsample_bytree", "tree_feature_fraction"),
+                                              ("verbose", "fit(..., progress=False)"),
+                                              ("subsample", "row_subsample")])
+def test_lightgbm_names_get_their_packboost_equivalent(estimator, name, equivalent):
+    with pytest.raises(TypeError, match=f"'{name}' is not a PackBoost parameter; use "
+                                        f"{re.escape(equivalent)}"):
+        estimator(**{name: 1})
+
+
+def test_unknown_names_list_the_parameters_and_clone_still_works():
+    with pytest.raises(TypeError, match="'depth' is not a parameter.*max_depth"):
+        PackBoostRegressor(depth=3)
+    assert list(inspect.signature(PackBoostRegressor).parameters) == [
+        parameter.name for parameter in _parameters.SCHEMA]
+    assert set(_parameters.FOREIGN_NAMES).isdisjoint(_parameters.PARAMETERS)
+    sklearn_base = pytest.importorskip("sklearn.base")
+    model = PackBoostRegressor(max_depth=3)
+    assert sklearn_base.clone(model).get_params() == model.get_params()
+
+
+def test_a_feature_equal_to_the_target_warns():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2_000, 4))
+    y = rng.normal(size=2_000)
+    X[:, 2] = y
+    with pytest.warns(UserWarning, match="equal to the target y.*column 2"):
+        PackBoostRegressor(n_estimators=1, max_depth=1).fit(X, y)
+    X[-1, 2] += 1.0  # equal on the probe rows only: not the target
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PackBoostRegressor(n_estimators=1, max_depth=1).fit(X, y)

@@ -52,7 +52,11 @@ def test_evals_result_holds_per_round_era_metrics(split, full_model):
     early = full_model.predict(test.X, iteration_range=(0, 5))
     _, numerai_5 = per_era_correlation(test.y, early, test.era, method="numerai")
     assert history["numerai_mean"][4] == pytest.approx(era_summary(numerai_5)["mean"], rel=1e-9)
-    assert full_model.best_iteration_ is None and full_model.best_score_ == {}
+    # Without early stopping: no best iteration, and best_score_ holds the last
+    # round's scores (as LightGBM's).
+    assert full_model.best_iteration_ is None
+    assert full_model.best_score_ == {"valid_0": {name: values[-1]
+                                                  for name, values in history.items()}}
     assert full_model.n_iter_ == 12
 
 
