@@ -26,6 +26,7 @@ Examples
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 import time
 import warnings
@@ -287,6 +288,7 @@ class ProgressBar(TrainingCallback):
     def before_training(self, info):
         self._shown = False
         self._last_draw = -math.inf
+        self._last_length = 0
 
     def after_iteration(self, info):
         elapsed = info.elapsed
@@ -317,8 +319,14 @@ class ProgressBar(TrainingCallback):
                 text += f"  {info.eval_names[-1]} {metric}={info.latest(metric=metric):.4g}"
             except (KeyError, IndexError):
                 pass
-        self._stream().write(text)
+        # One line whatever the terminal: a line longer than the terminal wraps,
+        # and "\r" then returns to the start of its last part only (the bar
+        # would scroll a new line every draw); shorter text must cover the last.
+        columns = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
+        body = text[1:][:columns]
+        self._stream().write("\r" + body.ljust(min(columns, self._last_length)))
         self._stream().flush()
+        self._last_length = len(body)
         self._shown = True
         self._last_draw = elapsed
 

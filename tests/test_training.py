@@ -188,6 +188,24 @@ def test_log_evaluation_and_progress_bar_output(split):
     assert drawn.count("\r") >= 5 and "5/5 rounds" in drawn and drawn.endswith("\n")
 
 
+@pytest.mark.parametrize("columns", [80, 40])
+def test_progress_bar_stays_one_line_in_a_narrow_terminal(split, monkeypatch, columns):
+    """Every draw fits the terminal (a wrapped line would make "\r" scroll) and
+    covers the previous one."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    train, test = split
+    bar = io.StringIO()
+    PackBoostRegressor(n_estimators=4, **PARAMS).fit(
+        train.X, train.y, era=train.era, eval_set=[(test.X, test.y, test.era)],
+        eval_metric=["numerai_sharpe"], callbacks=[ProgressBar(delay=0.0, refresh=0.0,
+                                                               stream=bar)])
+    draws = bar.getvalue().rstrip("\n").split("\r")[1:]
+    assert len(draws) >= 4 and "\n" not in "".join(draws)
+    assert all(len(draw) <= columns - 1 for draw in draws)
+    assert all(len(later) >= len(earlier.rstrip())
+               for earlier, later in zip(draws, draws[1:], strict=False))
+
+
 def test_progress_bar_is_off_when_not_interactive(split, capsys):
     train, _ = split
     PackBoostRegressor(n_estimators=2, **PARAMS).fit(train.X, train.y)
