@@ -16,6 +16,9 @@ ATTRIBUTE_DOC = """
         Raw value -> bin mapping learnt in ``fit`` (or taken from ``init_model``).
     n_features_in_ : int
     feature_names_in_ : ndarray of str, only when X had string column names
+    era_column_ : str, only when ``era`` was a column name of X
+        That column is dropped from a table given to ``predict``: the frame
+        used in ``fit`` can be predicted as it is.
     n_eras_ : int
         Number of distinct eras seen in ``fit`` (1 when ``era`` is None).
     n_iter_ : int

@@ -96,6 +96,7 @@ def save_estimator(estimator, path) -> None:
         "feature_names": (None if getattr(estimator, "feature_names_in_", None) is None
                           else [str(name) for name in estimator.feature_names_in_]),
         "n_eras": int(estimator.n_eras_),
+        "era_column": getattr(estimator, "era_column_", None),
         "pack_size": int(ensemble.pack_size),
         "base_score": float(ensemble.base_score),
         "bin_mapper": estimator.bin_mapper_.to_metadata(),
@@ -275,6 +276,11 @@ def _build_estimator(metadata: dict, arrays: dict):
             raise ModelFileError(f"feature_names must be {n_features} strings")
         estimator.feature_names_in_ = np.asarray(names, dtype=object)
     estimator.n_eras_ = _count(metadata, "n_eras", 1)
+    era_column = metadata.get("era_column")  # absent from files written before it existed
+    if era_column is not None:
+        if not isinstance(era_column, str) or len(era_column) > 10_000:
+            raise ModelFileError("era_column must be a string or null")
+        estimator.era_column_ = era_column
     estimator.n_iter_ = estimator.ensemble_.n_rounds
     estimator.evals_result_ = {}
     best_iteration = metadata.get("best_iteration")

@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from packboost import _parameters, _validation, backends
+from packboost import _inputs, _parameters, _validation, backends
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._docs import ATTRIBUTE_DOC as _ATTRIBUTE_DOC
 from packboost._docs import FIT_DOC as _FIT_DOC
@@ -45,7 +45,8 @@ MAX_PACK_SIZE = _parameters.MAX_PACK_SIZE
 # Every fitted attribute (scikit-learn's trailing underscore, plus the first
 # round of ``evals_result_``). A fit publishes them all in one step, and keeps
 # the same values, as one dict, in _SNAPSHOT; see _PackBoostEstimator._view.
-_FITTED = ("ensemble_", "bin_mapper_", "n_features_in_", "feature_names_in_", "n_eras_",
+_FITTED = ("ensemble_", "bin_mapper_", "n_features_in_", "feature_names_in_", "era_column_",
+           "n_eras_",
            "n_iter_", "evals_result_", "best_iteration_", "best_score_", "classes_",
            "_evals_first_round")
 _SNAPSHOT = "_fitted_snapshot"
@@ -207,8 +208,9 @@ class _PackBoostEstimator(BaseEstimator):
         # Training further from itself uses the model this fit started from.
         init = self._resolve_init_model(source if init_model is self else init_model,
                                         params["pack_size"])
-        if isinstance(era, str):
-            era, X = _validation.frame_column(X, era, "era")
+        era_column = era if isinstance(era, str) else None
+        if era_column is not None:
+            era, X = _validation.frame_column(X, era_column, "era")
         X, feature_names = _validation.check_X(X)
         if init is not None:
             self._check_features(X, feature_names, init["n_features_in_"],
@@ -287,6 +289,8 @@ class _PackBoostEstimator(BaseEstimator):
         }
         if feature_names is not None:
             fitted["feature_names_in_"] = feature_names
+        if era_column is not None:
+            fitted["era_column_"] = era_column
         return fitted
 
     def _resolve_init_model(self, init_model, pack_size) -> dict | None:
@@ -382,13 +386,34 @@ class _PackBoostEstimator(BaseEstimator):
 
     # -- prediction ------------------------------------------------------------
 
-    def _check_predict_X(self, X, *, n_features, feature_names, argument="X"):
+    def _check_predict_X(self, X, *, n_features, feature_names, argument="X",
+                         era_column=None):
+        # A model fitted with era="<column>" predicts the same frame, its era
+        # column still in it (as users hold their data): that column is not a feature.
+        if (era_column is not None and _inputs.frame_kind(X) is not None
+                and era_column in _inputs.column_names(X)
+                and (feature_names is None or era_column not in list(feature_names))):
+            X = _inputs.drop_columns(X, [era_column])
         X, names = _validation.check_X(X, argument=argument)
         self._check_features(X, names, n_features, feature_names, argument)
         return X
 
     def _check_features(self, X, names, n_features, feature_names, argument):
-        """The width and names of a validated ``X`` against those expected."""
+        """The names and width of a validated ``X`` against those expected.
+
+        Names first (as scikit-learn): a table with other columns is told which.
+        """
+        if (names is not None and feature_names is not None
+                and not np.array_equal(names, feature_names)):
+            expected, got = list(feature_names), list(names)
+            missing = [name for name in expected if name not in set(got)]
+            unexpected = [name for name in got if name not in set(expected)]
+            detail = (f"missing {missing[:5]}, unexpected {unexpected[:5]}"
+                      if missing or unexpected else "same names in another order")
+            raise ValueError(
+                "The feature names should match those that were passed during fit: "
+                f"{detail} (expected {expected[:5]}..., got {got[:5]}...)"
+            )
         if X.shape[1] != n_features:
             raise ValueError(
                 f"{argument} has {X.shape[1]} features, but {type(self).__name__} is "
@@ -401,16 +426,6 @@ class _PackBoostEstimator(BaseEstimator):
             warnings.warn(f"{argument} does not have valid feature names, but "
                           f"{type(self).__name__} was fitted with feature names", UserWarning,
                           stacklevel=4)
-        elif names is not None and not np.array_equal(names, feature_names):
-            expected, got = list(feature_names), list(names)
-            missing = [name for name in expected if name not in set(got)]
-            unexpected = [name for name in got if name not in set(expected)]
-            detail = (f"missing {missing[:5]}, unexpected {unexpected[:5]}"
-                      if missing or unexpected else "same names in another order")
-            raise ValueError(
-                "The feature names should match those that were passed during fit: "
-                f"{detail} (expected {expected[:5]}..., got {got[:5]}...)"
-            )
 
     def _raw_predict(self, X, iteration_range=None, view=None):
         """Raw scores of the model in ``view`` (default: a snapshot taken now)."""
@@ -418,6 +433,7 @@ class _PackBoostEstimator(BaseEstimator):
         ensemble = view["ensemble_"]
         start, end = _round_range(ensemble, iteration_range)
         X = self._check_predict_X(X, n_features=view["n_features_in_"],
+                                  era_column=view.get("era_column_"),
                                   feature_names=view.get("feature_names_in_"))
         return backends.predict_raw(_check_parameter("device", view["device"]), ensemble, X,
                                     _resolve_n_jobs(view["n_jobs"]), n_rounds=end,
@@ -429,6 +445,7 @@ class _PackBoostEstimator(BaseEstimator):
         ensemble = view["ensemble_"]
         start, end = _round_range(ensemble, iteration_range)
         X = self._check_predict_X(X, n_features=view["n_features_in_"],
+                                  era_column=view.get("era_column_"),
                                   feature_names=view.get("feature_names_in_"))
         return ensemble.predict_contributions(X, _resolve_n_jobs(view["n_jobs"]), n_rounds=end,
                                               start_round=start)

@@ -223,3 +223,27 @@ def test_predict_checks_feature_count():
         model.predict(X[:, :5])
     with pytest.raises(ValueError, match="infinity"):
         model.predict(np.full_like(X, np.inf))
+
+
+def test_a_frame_keeps_its_era_column_at_predict(tmp_path):
+    """Fitted with era="era", the model predicts the same frame, era column and
+    all; other columns that are not features are still an error naming them."""
+    pd = pytest.importorskip("pandas")
+    from packboost import load_model
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.integers(0, 5, size=(600, 4)), columns=list("abcd"))
+    frame["era"] = np.repeat([f"{i:04d}" for i in range(6)], 100)
+    y = frame["a"] * 0.1 + rng.normal(size=600)
+    model = PackBoostRegressor(n_estimators=3, random_state=0, n_jobs=1).fit(frame, y,
+                                                                             era="era")
+    assert model.era_column_ == "era" and list(model.feature_names_in_) == list("abcd")
+    expected = model.predict(frame[list("abcd")])
+    np.testing.assert_array_equal(model.predict(frame), expected)
+    np.testing.assert_array_equal(model.predict(frame[["era", *"abcd"]]), expected)
+    with pytest.raises(ValueError, match="unexpected \\['id'\\]"):
+        model.predict(frame.assign(id=1))
+    model.save_model(tmp_path / "m.pbm")
+    np.testing.assert_array_equal(load_model(tmp_path / "m.pbm").predict(frame), expected)
+    plain = PackBoostRegressor(n_estimators=1, random_state=0).fit(frame[list("abcd")], y)
+    assert not hasattr(plain, "era_column_")
