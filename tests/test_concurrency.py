@@ -189,7 +189,7 @@ def test_regressor_refit_while_predicting_sees_old_or_new():
         assert matches_one(got, expected)
 
 
-def test_refit_with_another_width_while_predicting_never_crashes():
+def test_refit_with_another_width_while_predicting_never_crashes(tmp_path):
     """Models of 6 and 3 features in turn, predict on 3: the new model's wider
     trees must never meet the old model's width check (that read out of bounds
     and killed the interpreter). Run in a child so a crash is a clear failure."""
@@ -231,8 +231,9 @@ def test_refit_with_another_width_while_predicting_never_crashes():
         assert not bad, bad[:3]
         print("ok")
     """)
+    # cwd: not the source tree, whose uncompiled packboost/ would shadow the install.
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, cwd=tmp_path)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.strip() == "ok"
 
