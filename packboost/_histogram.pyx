@@ -113,9 +113,12 @@ def round_to_grid(const double[::1] values, double scale, double[::1] rounded,
     cdef Py_ssize_t n = values.shape[0], row
     cdef double unit
     cdef int64_t one = 1 if count_bits > 0 else 0
+    # A multiplication, not ``<<``: shifting a negative value left is undefined
+    # in C (UBSan); times 2**count_bits is the same two's-complement bits.
+    cdef int64_t count_unit = (<int64_t>1) << count_bits
     if rounded.shape[0] != n or units.shape[0] != n:
         raise ValueError("values, rounded and units must have one length")
     for row in prange(n, nogil=True, schedule='static', num_threads=max(1, min(n_threads, n))):
         unit = rint(values[row] * scale)
         rounded[row] = unit / scale
-        units[row] = ((<int64_t>unit) << count_bits) | one
+        units[row] = (<int64_t>unit) * count_unit + one
