@@ -427,28 +427,28 @@ class _PackBoostEstimator(BaseEstimator):
                           f"{type(self).__name__} was fitted with feature names", UserWarning,
                           stacklevel=4)
 
-    def _raw_predict(self, X, iteration_range=None, view=None):
-        """Raw scores of the model in ``view`` (default: a snapshot taken now)."""
+    def _prediction_input(self, X, iteration_range, view):
+        """``(view, X checked, start round, end round)`` of one snapshot of the model
+        (``view``; default: one taken now)."""
         view = self._fitted_view() if view is None else view
-        ensemble = view["ensemble_"]
-        start, end = _round_range(ensemble, iteration_range)
+        start, end = _round_range(view["ensemble_"], iteration_range)
         X = self._check_predict_X(X, n_features=view["n_features_in_"],
                                   era_column=view.get("era_column_"),
                                   feature_names=view.get("feature_names_in_"))
-        return backends.predict_raw(_check_parameter("device", view["device"]), ensemble, X,
-                                    _resolve_n_jobs(view["n_jobs"]), n_rounds=end,
-                                    start_round=start)
+        return view, X, start, end
+
+    def _raw_predict(self, X, iteration_range=None, view=None):
+        """Raw scores of the model in ``view`` (default: a snapshot taken now)."""
+        view, X, start, end = self._prediction_input(X, iteration_range, view)
+        return backends.predict_raw(_check_parameter("device", view["device"]),
+                                    view["ensemble_"], X, _resolve_n_jobs(view["n_jobs"]),
+                                    n_rounds=end, start_round=start)
 
     def _contributions(self, X, iteration_range=None, view=None):
         """TreeSHAP contributions of the raw score: (n_rows, n_features + 1)."""
-        view = self._fitted_view() if view is None else view
-        ensemble = view["ensemble_"]
-        start, end = _round_range(ensemble, iteration_range)
-        X = self._check_predict_X(X, n_features=view["n_features_in_"],
-                                  era_column=view.get("era_column_"),
-                                  feature_names=view.get("feature_names_in_"))
-        return ensemble.predict_contributions(X, _resolve_n_jobs(view["n_jobs"]), n_rounds=end,
-                                              start_round=start)
+        view, X, start, end = self._prediction_input(X, iteration_range, view)
+        return view["ensemble_"].predict_contributions(X, _resolve_n_jobs(view["n_jobs"]),
+                                                       n_rounds=end, start_round=start)
 
     # -- insight -------------------------------------------------------------------
 
