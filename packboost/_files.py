@@ -82,12 +82,18 @@ def _reading(path):
     return reading()
 
 
-def _check_unique(path, names) -> list:
+def duplicated_names(names) -> list:
+    """The names that occur more than once, each once, in order of first repeat."""
     seen, duplicated = set(), []
     for name in names:
         if name in seen and name not in duplicated:
             duplicated.append(name)
         seen.add(name)
+    return duplicated
+
+
+def _check_unique(path, names) -> list:
+    duplicated = duplicated_names(names)
     if duplicated:
         raise FileReadError(
             f"{path}: duplicated column names {duplicated[:8]}: each column must have "

@@ -171,7 +171,7 @@ def standalone_predictor(model) -> StandalonePredictor:
         "right_child": np.array(nodes["right_child"], dtype=np.int64),
         "value": np.array(nodes["value"], dtype=np.float64),
         "tree_roots": roots,
-        "max_depth": _max_depth(nodes, roots),
+        "max_depth": ensemble.max_depth(roots),
         "base_score": float(ensemble.base_score),
         "n_features": int(model.n_features_in_),
         "feature_names": None if names is None else [str(name) for name in names],
@@ -179,18 +179,3 @@ def standalone_predictor(model) -> StandalonePredictor:
     }
     return StandalonePredictor(state)
 
-
-def _max_depth(nodes, roots: np.ndarray) -> int:
-    """Edges on the longest root-to-leaf path of any tree (levels the walk needs)."""
-    depth = 0
-    frontier = np.asarray(roots, dtype=np.int64)
-    left = np.asarray(nodes["left_child"], dtype=np.int64)
-    right = np.asarray(nodes["right_child"], dtype=np.int64)
-    feature = np.asarray(nodes["feature"])
-    while len(frontier):
-        frontier = frontier[feature[frontier] >= 0]
-        if not len(frontier):
-            break
-        frontier = np.concatenate([left[frontier], right[frontier]])
-        depth += 1
-    return depth

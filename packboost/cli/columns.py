@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from packboost._files import duplicated_names
 from packboost.cli._common import CommandError
 
 # Columns never taken as features by default.
@@ -192,11 +193,7 @@ def _check_feature_names(names, where) -> list:
     empty = [name for name in names if not name.strip()]
     if empty:
         raise CommandError(f"{where}: empty feature name")
-    seen, duplicated = set(), []
-    for name in names:
-        if name in seen and name not in duplicated:
-            duplicated.append(name)
-        seen.add(name)
+    duplicated = duplicated_names(names)
     if duplicated:
         raise CommandError(f"{where}: duplicated feature names {duplicated[:5]}")
     return names
