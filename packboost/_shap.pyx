@@ -26,7 +26,7 @@ import numpy as np
 from cython.parallel cimport prange, parallel, threadid
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
-from packboost.tree cimport raw_value_t, feature_index_t, node_index_t
+from packboost.tree cimport TreeNodes, raw_value_t, feature_index_t, node_index_t
 
 
 cdef enum:
@@ -41,13 +41,8 @@ cdef struct path_element:
 
 
 cdef struct tree_view:
-    const feature_index_t* feature
-    const double* threshold
-    const uint8_t* missing_left
-    const node_index_t* left_child
-    const node_index_t* right_child
-    const double* value
-    const int64_t* cover
+    TreeNodes nodes          # tree.pxd's node arrays (threshold_bin unused here)
+    const int64_t* cover     # training rows reaching each node (n_samples)
 
 
 cdef inline void extend_path(path_element* path, int depth, double zero, double one,
@@ -109,21 +104,21 @@ cdef void tree_shap(const tree_view* tree, const raw_value_t* row, Py_ssize_t fe
         path[i] = parent_path[i]
     extend_path(path, depth, parent_zero, parent_one, parent_feature)
 
-    split = tree.feature[node]
+    split = tree.nodes.feature[node]
     if split < 0:  # a leaf: every feature on the path gets its share of the value
         for i in range(1, depth + 1):
             weight = unwound_path_sum(path, depth, i)
             phi[path[i].feature] += (weight * (path[i].one - path[i].zero)
-                                     * tree.value[node])
+                                     * tree.nodes.value[node])
         return
 
     x = <double>row[split * feature_stride]
     if x != x:
-        go_left = tree.missing_left[node]
+        go_left = tree.nodes.missing_left[node]
     else:
-        go_left = x <= tree.threshold[node]
-    hot = tree.left_child[node] if go_left else tree.right_child[node]
-    cold = tree.right_child[node] if go_left else tree.left_child[node]
+        go_left = x <= tree.nodes.threshold[node]
+    hot = tree.nodes.left_child[node] if go_left else tree.nodes.right_child[node]
+    cold = tree.nodes.right_child[node] if go_left else tree.nodes.left_child[node]
 
     # A feature already on the path: undo its earlier split, carry its fractions.
     index = depth + 1
@@ -170,12 +165,13 @@ def contributions(
     cdef Py_ssize_t row_stride = X.strides[0] // itemsize
     cdef Py_ssize_t feature_stride = X.strides[1] // itemsize
     cdef tree_view tree
-    tree.feature = &feature[0]
-    tree.threshold = &threshold[0]
-    tree.missing_left = &missing_left[0]
-    tree.left_child = &left_child[0]
-    tree.right_child = &right_child[0]
-    tree.value = &value[0]
+    tree.nodes.feature = &feature[0]
+    tree.nodes.threshold = &threshold[0]
+    tree.nodes.missing_left = &missing_left[0]
+    tree.nodes.left_child = &left_child[0]
+    tree.nodes.right_child = &right_child[0]
+    tree.nodes.value = &value[0]
+    tree.nodes.threshold_bin = NULL
     tree.cover = &cover[0]
 
     # Expected value of each tree: its leaves' values weighted by cover.
@@ -203,9 +199,9 @@ def contributions(
 
 
 cdef double _expected_value(const tree_view* tree, Py_ssize_t node) noexcept nogil:
-    if tree.feature[node] < 0:
-        return tree.value[node]
-    cdef Py_ssize_t left = tree.left_child[node], right = tree.right_child[node]
+    if tree.nodes.feature[node] < 0:
+        return tree.nodes.value[node]
+    cdef Py_ssize_t left = tree.nodes.left_child[node], right = tree.nodes.right_child[node]
     return (tree.cover[left] * _expected_value(tree, left)
             + tree.cover[right] * _expected_value(tree, right)) / <double>tree.cover[node]
 
