@@ -17,7 +17,8 @@ from libc.stdint cimport uint8_t, int64_t
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
-                                   view_fixed_point, build_pack_histograms, unpack_tile)
+                                   view_fixed_point, block_cell_offsets,
+                                   build_pack_histograms, unpack_tile)
 from packboost._fixed_point import FixedPointGradients, to_fixed_point
 
 HIST_DTYPE = np.dtype([("sum_gradients", np.float64),
@@ -30,7 +31,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                      const row_index_t[::1] active_rows, const offset_t[::1] era_offsets,
                      const node_index_t[:, ::1] node_of_row,
                      tree_uses_feature, Py_ssize_t n_slots,
-                     Py_ssize_t width, row_era_offsets=None):
+                     Py_ssize_t width, row_era_offsets=None, bint unpack=True):
     """Per-era histograms of ``features`` for slots ``0 .. n_slots-1``,
     over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``),
     in one pass over the rows, as the split finder builds them.
@@ -59,9 +60,43 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
         raise ValueError(f"at most {MAX_FEATURES_PER_PASS} features per pass")
     if node_of_row.shape[1] > MAX_PACK_SIZE:
         raise ValueError(f"at most {MAX_PACK_SIZE} trees per pack")
-    hist = np.zeros((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)
-    if hist.size == 0:
+    n_cells = n_block * n_eras * n_slots * width
+    if n_cells == 0:
+        hist = np.zeros((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)
         return hist[0] if single else hist
+    if isinstance(gradients, FixedPointGradients):
+        fixed = gradients
+    else:
+        fixed = to_fixed_point(gradients, hessians, np.asarray(
+            era_offsets if row_era_offsets is None else row_era_offsets))
+    cdef const feature_index_t[::1] features_view = block_features
+    cdef const uint8_t[:, ::1] uses_view = uses
+    n_bins = np.full(X_binned.shape[0], width - 1, dtype=np.int32)
+    cdef bin_index_t[::1] n_bins_view = n_bins
+    cdef fixed_point_rows rows = view_fixed_point(fixed, X_binned.shape[1])
+    cdef Py_ssize_t words = rows.words
+    cdef Py_ssize_t feature_offset[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t slot_stride
+    cells = np.empty(n_cells * words, dtype=np.int64)
+    cdef int64_t[::1] cells_view = cells
+    cdef Py_ssize_t slot, member
+    with nogil:
+        slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,
+                                         feature_offset)
+        build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
+                              active_rows, era_offsets, node_of_row, &uses_view[0, 0],
+                              0, n_slots, feature_offset, slot_stride, &cells_view[0])
+    if not unpack:
+        return cells.reshape(n_eras, n_slots, slot_stride * words)
+    hist = np.empty((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)
+    cdef hist_entry[:, :, :, ::1] hist_view = hist
+    with nogil:
+        for member in range(n_block):
+            for slot in range(n_slots):
+                unpack_tile(&cells_view[0] + (slot * slot_stride + feature_offset[member]) * words,
+                            n_slots * slot_stride, n_eras, width, &rows,
+                            &hist_view[member, 0, slot, 0], n_slots * width)
+    return hist[0] if single else hist
     if isinstance(gradients, FixedPointGradients):
         fixed = gradients
     else:
@@ -74,18 +109,21 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     cdef bin_index_t[::1] n_bins_view = n_bins
     cdef fixed_point_rows rows = view_fixed_point(fixed, X_binned.shape[1])
     cdef Py_ssize_t words = rows.words
-    cdef Py_ssize_t feature_stride = n_eras * n_slots * width
+    cdef Py_ssize_t feature_offset[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t slot_stride
     cells = np.empty(hist.size * words, dtype=np.int64)
     cdef int64_t[::1] cells_view = cells
     cdef Py_ssize_t slot, member
     with nogil:
+        slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,
+                                         feature_offset)
         build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
                               active_rows, era_offsets, node_of_row, &uses_view[0, 0],
-                              0, n_slots, feature_stride, &cells_view[0])
+                              0, n_slots, feature_offset, slot_stride, &cells_view[0])
         for member in range(n_block):
             for slot in range(n_slots):
-                unpack_tile(&cells_view[0] + (member * feature_stride + slot * width) * words,
-                            n_slots * width, n_eras, width, &rows,
+                unpack_tile(&cells_view[0] + (slot * slot_stride + feature_offset[member]) * words,
+                            n_slots * slot_stride, n_eras, width, &rows,
                             &hist_view[member, 0, slot, 0], n_slots * width)
     return hist[0] if single else hist
 

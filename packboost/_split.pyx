@@ -46,7 +46,8 @@ from libc.stdint cimport uint8_t, int32_t, int64_t
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
-                                   view_fixed_point, build_pack_histograms, unpack_tile)
+                                   view_fixed_point, block_cell_offsets,
+                                   build_pack_histograms, unpack_tile)
 from packboost._histogram import HIST_DTYPE
 from packboost._split_params cimport (pb_split_params, make_split_params, DES_ERA_GAIN_NEWTON,
                                       DES_ERA_GAIN_REALIZED, PB_ERA_WEIGHTING_COUNT,
@@ -389,19 +390,20 @@ def find_best_splits(
     cdef Py_ssize_t n_blocks
     features_per_pass, n_blocks, n_threads = feature_blocks(n_candidates, features_per_pass,
                                                             n_threads)
-    cdef Py_ssize_t block, first, n_block, member, feature_stride, n_group
+    cdef Py_ssize_t block, first, n_block, member, thread_cells, n_group, slot_stride
     for position in range(n_candidates):
         max_width = max(max_width, n_bins[features[position]] + 1)
     group_size = max(1, min(n_slots, histogram_budget_bytes // (
         features_per_pass * n_eras * max_width * words * sizeof(int64_t))))
-    feature_stride = n_eras * group_size * max_width
+    thread_cells = n_eras * group_size * features_per_pass * max_width * words
     # Per-thread buffers, allocated by NumPy so that a failure is a MemoryError.
-    cell_buffers = np.empty((n_threads, features_per_pass * feature_stride * words),
-                            dtype=np.int64)
+    cell_buffers = np.empty((n_threads, thread_cells), dtype=np.int64)
+    offset_buffers = np.empty((n_threads, MAX_FEATURES_PER_PASS), dtype=np.intp)
     tile_buffers = np.empty((n_threads, n_eras * max_width), dtype=HIST_DTYPE)
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
     era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
     cdef int64_t[:, ::1] cell_view = cell_buffers
+    cdef Py_ssize_t[:, ::1] offset_view = offset_buffers
     cdef hist_entry[:, ::1] tile_view = tile_buffers
     cdef double[:, ::1] scratch_view = scratch_buffers
     cdef int32_t[:, ::1] era_id_view = era_id_buffers
@@ -411,6 +413,8 @@ def find_best_splits(
             thread = threadid()
             first = block * features_per_pass
             n_block = min(features_per_pass, n_candidates - first)
+            slot_stride = block_cell_offsets(&features[first], n_block, n_bins,
+                                             &offset_view[thread, 0])
             group_start = 0
             while group_start < n_slots:
                 group_end = min(group_start + group_size, n_slots)
@@ -425,7 +429,8 @@ def find_best_splits(
                     build_pack_histograms(X_binned, &features[first], n_block, n_bins,
                                           &rows, active_rows, era_offsets, node_of_row,
                                           &tree_uses_feature[first, 0], group_start,
-                                          group_end, feature_stride, &cell_view[thread, 0])
+                                          group_end, &offset_view[thread, 0], slot_stride,
+                                          &cell_view[thread, 0])
                     for member in range(n_block):
                         position = first + member
                         feature = features[position]
@@ -435,9 +440,9 @@ def find_best_splits(
                                     and tree_uses_feature[position, slot_tree[slot]]):
                                 continue
                             unpack_tile(&cell_view[thread, 0]
-                                        + (member * feature_stride
-                                           + (slot - group_start) * width) * words,
-                                        n_group * width, n_eras, width, &rows,
+                                        + ((slot - group_start) * slot_stride
+                                           + offset_view[thread, member]) * words,
+                                        n_group * slot_stride, n_eras, width, &rows,
                                         &tile_view[thread, 0], width)
                             best = score_tile(
                                 &tile_view[thread, 0], width, n_eras, n_bins[feature],
