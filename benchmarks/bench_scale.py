@@ -1,0 +1,223 @@
+"""PackBoost against its peers at the sizes users run, Numerai scale included.
+
+    python benchmarks/bench_scale.py                          # every case, 3 repeats
+    python benchmarks/bench_scale.py --cases numerai --repeats 3
+    python benchmarks/bench_scale.py --cases full --libraries packboost --depths 6 10
+
+Cases (``make_numerai_like``: int8 quintile features, rows sorted by era):
+
+========== ============================ ====== =============================
+case       data                         trees  feature sampling
+========== ============================ ====== =============================
+numerai    2.7M rows x 500, 600 eras    40     0.1
+full       2.7M rows x 2,376, 600 eras  16     0.1 (Numerai's whole width)
+small      150k rows x 200, 150 eras    100    0.1
+small240   90k rows x 200, 120 eras     240    0.1, learning rate 0.05
+every      150k rows x 200, 150 eras    100    1.0 (every feature, every depth)
+========== ============================ ====== =============================
+
+Depth 6 unless ``--depths`` says otherwise; 2 threads. Peers run as their
+users run them, in their default environment (no ``OMP_WAIT_POLICY`` or other
+override): LightGBM ``feature_fraction`` (per tree) with ``num_leaves =
+2**depth``, XGBoost ``hist`` with ``colsample_bytree``. PackBoost, in packs of
+8, draws the share per depth (``layer_feature_fraction``; each tree then
+splits on ``tree_feature_fraction`` = 0.5 of them, the default), and every
+feature in every tree (both fractions 1) in the "every" case. Setup (LightGBM's ``Dataset``, XGBoost's ``QuantileDMatrix``,
+PackBoost's binning and checks) is timed apart from training, since users
+build a Dataset once and then train many models on it; ``s/tree`` is training
+time over trees.
+
+Every (case, library, repeat) is one fresh process; libraries alternate within
+a repeat. Data are generated once per case and cached as ``.npy`` under
+``--cache`` (the full width takes 6.4 GB). Peak memory is the process's
+``VmHWM`` above its resident size once the data are loaded. The machine is
+shared and noisy: read the ratios of one run, not absolute times across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CASES = {
+    "numerai": dict(n_rows=2_700_000, n_features=500, n_eras=600, trees=40, fraction=0.1,
+                    learning_rate=0.01),
+    "full": dict(n_rows=2_700_000, n_features=2376, n_eras=600, trees=16, fraction=0.1,
+                 learning_rate=0.01),
+    "small": dict(n_rows=150_000, n_features=200, n_eras=150, trees=100, fraction=0.1,
+                  learning_rate=0.01),
+    "small240": dict(n_rows=90_000, n_features=200, n_eras=120, trees=240, fraction=0.1,
+                     learning_rate=0.05),
+    "every": dict(n_rows=150_000, n_features=200, n_eras=150, trees=100, fraction=1.0,
+                  learning_rate=0.01),
+}
+LIBRARIES = ("packboost", "lightgbm", "xgboost")
+PACK_SIZE = 8
+
+
+def _reset_peak_rss() -> None:
+    with open("/proc/self/clear_refs", "w") as handle:  # resets VmHWM (Linux >= 4.0)
+        handle.write("5")
+
+
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def cached_data(case: str, cache: Path):
+    """The case's (X, y, era) from ``cache``, generated on first use."""
+    import numpy as np
+
+    spec = CASES[case]
+    folder = cache / f"{case}-{spec['n_rows']}x{spec['n_features']}x{spec['n_eras']}"
+    if not (folder / "done").exists():
+        from packboost.datasets import make_numerai_like
+
+        folder.mkdir(parents=True, exist_ok=True)
+        data = make_numerai_like(spec["n_rows"], spec["n_features"], spec["n_eras"],
+                                 random_state=0)
+        # Column-major on disk as generated: one feature's rows are contiguous.
+        np.save(folder / "XT.npy", np.ascontiguousarray(data.X.T))
+        np.save(folder / "y.npy", data.y)
+        np.save(folder / "era.npy", data.era)
+        (folder / "done").write_text("ok")
+    X = np.load(folder / "XT.npy").T  # a Fortran-ordered view, no copy
+    return X, np.load(folder / "y.npy"), np.load(folder / "era.npy")
+
+
+def run_one(config: dict) -> dict:
+    """Child process: load the data, set up and train one model, report."""
+    X, y, era = cached_data(config["case"], Path(config["cache"]))
+    library, depth, threads = config["library"], config["depth"], config["threads"]
+    trees, fraction, rate = config["trees"], config["fraction"], config["learning_rate"]
+    _reset_peak_rss()
+    rss_before = _rss_kib("VmRSS")
+    if library == "packboost":
+        from packboost import PackBoostRegressor
+
+        model = PackBoostRegressor(
+            n_estimators=trees // PACK_SIZE, pack_size=PACK_SIZE, max_depth=depth,
+            learning_rate=rate, layer_feature_fraction=fraction,
+            # every feature in every tree too when the case says "every feature"
+            **({"tree_feature_fraction": 1.0} if fraction == 1.0 else {}),
+            n_jobs=threads, random_state=0)
+        start = time.perf_counter()
+        model.fit(X, y, era=era)
+        setup, train = 0.0, time.perf_counter() - start
+    elif library == "lightgbm":
+        import lightgbm
+
+        start = time.perf_counter()
+        dataset = lightgbm.Dataset(X, y, params={"verbose": -1, "max_bin": 255}).construct()
+        setup = time.perf_counter() - start
+        params = dict(objective="regression", max_depth=depth, num_leaves=2**depth,
+                      learning_rate=rate, feature_fraction=fraction, num_threads=threads,
+                      verbose=-1, seed=0)
+        start = time.perf_counter()
+        lightgbm.train(params, dataset, num_boost_round=trees)
+        train = time.perf_counter() - start
+    elif library == "xgboost":
+        import xgboost
+
+        start = time.perf_counter()
+        matrix = xgboost.QuantileDMatrix(X, y, nthread=threads)
+        setup = time.perf_counter() - start
+        params = dict(tree_method="hist", max_depth=depth, eta=rate,
+                      colsample_bytree=fraction, nthread=threads, seed=0)
+        start = time.perf_counter()
+        xgboost.train(params, matrix, num_boost_round=trees)
+        train = time.perf_counter() - start
+    else:
+        raise ValueError(library)
+    return dict(config, setup_seconds=setup, train_seconds=train,
+                seconds_per_tree=train / trees,
+                peak_gib=(_rss_kib("VmHWM") - rss_before) / 2**20,
+                data_gib=X.nbytes / 2**30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    parser.add_argument("--libraries", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
+    parser.add_argument("--depths", type=int, nargs="+", default=[6])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--trees", type=int, help="override every case's tree count")
+    parser.add_argument("--cache", default=os.path.expanduser("~/.cache/packboost-bench"))
+    parser.add_argument("--json", help="also write every run to this JSON file")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_one(json.loads(args.child))))
+        return
+
+    print(f"# {time.strftime('%Y-%m-%d')} {platform.node()} {os.cpu_count()} cpus | "
+          f"python {' '.join(sys.argv)}", flush=True)
+    runs = []
+    for case in args.cases:
+        # "full" is PackBoost's alone unless peers are named: LightGBM's Dataset of
+        # the whole width does not fit in 24 GiB (issue 18's table).
+        libraries = args.libraries
+        if case == "full" and args.libraries == list(LIBRARIES):
+            libraries = ["packboost"]
+        spec = CASES[case]
+        for depth in args.depths:
+            for repeat in range(args.repeats):
+                for library in libraries:
+                    config = dict(case=case, library=library, depth=depth, repeat=repeat,
+                                  threads=args.threads, cache=args.cache,
+                                  trees=args.trees or spec["trees"], fraction=spec["fraction"],
+                                  learning_rate=spec["learning_rate"])
+                    done = subprocess.run([sys.executable, __file__, "--child",
+                                           json.dumps(config)], capture_output=True, text=True)
+                    if done.returncode != 0:
+                        print(f"  {case} {library} depth {depth} failed: "
+                              f"{done.stderr[-400:]}", flush=True)
+                        continue
+                    runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+                    run = runs[-1]
+                    print(f"  {case} depth {depth} {library:9s} repeat {repeat}: setup "
+                          f"{run['setup_seconds']:.1f} s, {run['seconds_per_tree']:.3f} s/tree, "
+                          f"peak {run['peak_gib']:.2f} GiB", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(runs, indent=1))
+    report(runs)
+
+
+def report(runs: list) -> None:
+    """Markdown table: medians per (case, depth, library), PackBoost's speed-up
+    as the ratio of s/tree (> 1: PackBoost faster)."""
+    print("\n| case | depth | library | setup s | s/tree | PackBoost speed-up "
+          "(s/tree ratio) | peak GiB above data | runs |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    keys = sorted({(r["case"], r["depth"]) for r in runs}, key=lambda k: (list(CASES).index(k[0]),
+                                                                           k[1]))
+    for case, depth in keys:
+        ours = [r["seconds_per_tree"] for r in runs if (r["case"], r["depth"], r["library"])
+                == (case, depth, "packboost")]
+        for library in LIBRARIES:
+            mine = [r for r in runs if (r["case"], r["depth"], r["library"])
+                    == (case, depth, library)]
+            if not mine:
+                continue
+            per_tree = statistics.median(r["seconds_per_tree"] for r in mine)
+            ratio = per_tree / statistics.median(ours) if ours else float("nan")
+            print(f"| {case} | {depth} | {library} | "
+                  f"{statistics.median(r['setup_seconds'] for r in mine):.1f} | "
+                  f"{per_tree:.3f} | {ratio:.2f}x | "
+                  f"{statistics.median(r['peak_gib'] for r in mine):.2f} | {len(mine)} |")
+
+
+if __name__ == "__main__":
+    main()
