@@ -6,7 +6,7 @@
 # by one thread, on a buffer that stays in that thread's cache.
 
 from libc.string cimport memset
-from libc.stdint cimport uint8_t, int64_t
+from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport row_index_t, offset_t, hist_entry
@@ -14,6 +14,14 @@ from packboost._types cimport row_index_t, offset_t, hist_entry
 cdef enum:
     MAX_PACK_SIZE = 64        # trees per pack the kernels accept (stack arrays)
     MAX_FEATURES_PER_PASS = 64
+
+# What a histogram pass does for a slot (histogram subtraction, docs/cpu-kernels.md §3);
+# cpdef: also Python names of packboost._histogram, for the CPU backend's plan.
+cpdef enum slot_kind:
+    SLOT_SKIP = 0      # no cells needed (its pair has no open slot)
+    SLOT_BUILD = 1     # sum every feature its tree uses
+    SLOT_DERIVE = 2    # parent minus built sibling; sum only the features the
+                       # parent's tree did not use (tree_extra_feature)
 
 
 # A round's _fixed_point.FixedPointGradients as the kernels read it. The
@@ -78,6 +86,9 @@ cdef inline void build_pack_histograms(
         Py_ssize_t slot_end,                    #     are histogrammed here
         const Py_ssize_t* feature_offset,       # IN  (n_block,) from block_cell_offsets
         Py_ssize_t slot_stride,                 # IN  cells per (era, slot): block_cell_offsets
+        const uint8_t* slot_kind,               # IN  (n_slots,) SLOT_* or NULL: build every slot
+        const uint8_t* tree_extra_feature,      # IN  (n_block, pack_size): features a
+                                                #     SLOT_DERIVE slot sums itself (with slot_kind)
         int64_t* hist,                          # OUT cell (era, slot, feature j, bin) at
                                                 #     ((era * n_group + slot) * slot_stride
                                                 #      + feature_offset[j] + bin) * words
@@ -116,6 +127,12 @@ cdef inline void build_pack_histograms(
     cdef size_t slot
     cdef const bin_code_t* column[MAX_FEATURES_PER_PASS]
     cdef Py_ssize_t offset[MAX_FEATURES_PER_PASS]
+    cdef const bin_code_t* extra_column[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t extra_offset[MAX_FEATURES_PER_PASS]
+    cdef const bin_code_t** row_column
+    cdef Py_ssize_t* row_offset
+    cdef Py_ssize_t n_extra, n_row
+    cdef uint8_t kind
     cdef int64_t value, hessian
     cdef int64_t* era_cells
     cdef int64_t* run
@@ -127,14 +144,44 @@ cdef inline void build_pack_histograms(
         era_cells = hist + era * n_group * run_cells
         for tree in range(pack_size):
             n_used = 0
+            n_extra = 0
             for block in range(n_block):
                 if tree_uses_feature[block * pack_size + tree]:
                     column[n_used] = &X_binned[block_features[block], 0]
                     offset[n_used] = feature_offset[block] * words
                     n_used += 1
+                    if slot_kind != NULL and tree_extra_feature[block * pack_size + tree]:
+                        extra_column[n_extra] = column[n_used - 1]
+                        extra_offset[n_extra] = offset[n_used - 1]
+                        n_extra += 1
             if n_used == 0:
                 continue
-            if words == 1:
+            if slot_kind != NULL:
+                # Subtraction pass: per row, the slot says which list to sum.
+                for position in range(era_offsets[era], era_offsets[era + 1]):
+                    row = active_rows[position]
+                    slot = <size_t>(node_of_row[row, tree] - slot_start)
+                    if slot >= <size_t>n_group:
+                        continue
+                    kind = slot_kind[slot + slot_start]
+                    if kind == SLOT_BUILD:
+                        row_column, row_offset, n_row = column, offset, n_used
+                    elif kind == SLOT_DERIVE and n_extra > 0:
+                        row_column, row_offset, n_row = extra_column, extra_offset, n_extra
+                    else:
+                        continue
+                    value = packed[row]
+                    run = era_cells + slot * run_cells
+                    if words == 1:
+                        for index in range(n_row):
+                            run[row_offset[index] + row_column[index][row]] += value
+                    else:
+                        hessian = hessian_fixed[row]
+                        for index in range(n_row):
+                            cell = run + row_offset[index] + 2 * row_column[index][row]
+                            cell[0] += value
+                            cell[1] += hessian
+            elif words == 1:
                 for position in range(era_offsets[era], era_offsets[era + 1]):
                     row = active_rows[position]
                     # Unsigned: slot -1 (row not in the tree) and slots of
@@ -159,6 +206,53 @@ cdef inline void build_pack_histograms(
                         cell = run + offset[index] + 2 * column[index][row]
                         cell[0] += value
                         cell[1] += hessian
+
+
+cdef inline void derive_slots(
+        const int64_t* parent,                  # IN  the parent depth's cells of this block,
+                                                #     (n_eras, n_parent_slots, slot_stride * words)
+        Py_ssize_t n_parent_slots,
+        int64_t* hist,                          # IN/OUT this depth's cells of the block,
+                                                #     (n_eras, n_slots, slot_stride * words)
+        Py_ssize_t n_slots,
+        Py_ssize_t n_eras,
+        Py_ssize_t slot_stride,
+        Py_ssize_t words,
+        const uint8_t* slot_kind,               # IN  (n_slots,) SLOT_*
+        const int32_t* slot_parent,             # IN  (n_slots,) parent slot; sibling = slot ^ 1
+        const int32_t* slot_tree,               # IN  (n_slots,)
+        Py_ssize_t pack_size,
+        const feature_index_t* block_features,  # IN  (n_block,)
+        Py_ssize_t n_block,
+        const bin_index_t[::1] n_bins,          # IN  (n_features,) width = n_bins + 1
+        const Py_ssize_t* feature_offset,       # IN  (n_block,)
+        const uint8_t* tree_uses_feature,       # IN  (n_block, pack_size)
+        const uint8_t* tree_extra_feature,      # IN  (n_block, pack_size)
+) noexcept nogil:
+    """Cells of every SLOT_DERIVE slot = its parent's minus its built
+    sibling's, for the features the parent's tree also used (the others the
+    pass summed directly). Exact: cells are integers and the packing
+    (gradient << count_bits | count) is linear."""
+    cdef Py_ssize_t slot, era, member, cell, tree, run = slot_stride * words
+    cdef const int64_t* from_parent
+    cdef const int64_t* from_sibling
+    cdef int64_t* target
+    for slot in range(n_slots):
+        if slot_kind[slot] != SLOT_DERIVE:
+            continue
+        tree = slot_tree[slot]
+        for member in range(n_block):
+            if (not tree_uses_feature[member * pack_size + tree]
+                    or tree_extra_feature[member * pack_size + tree]):
+                continue
+            for era in range(n_eras):
+                from_parent = parent + (era * n_parent_slots + slot_parent[slot]) * run \
+                    + feature_offset[member] * words
+                from_sibling = hist + (era * n_slots + (slot ^ 1)) * run \
+                    + feature_offset[member] * words
+                target = hist + (era * n_slots + slot) * run + feature_offset[member] * words
+                for cell in range((n_bins[block_features[member]] + 1) * words):
+                    target[cell] = from_parent[cell] - from_sibling[cell]
 
 
 cdef inline void unpack_tile(

@@ -46,7 +46,10 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
 
     Returns a structured array (n_eras, n_slots, width) -- (n_block, n_eras,
     n_slots, width) for a block -- with fields ``sum_gradients``,
-    ``sum_hessians``, ``count``.
+    ``sum_hessians``, ``count``. ``unpack=False`` returns the kernel's raw
+    int64 cells instead, (n_eras, n_slots, cells per slot) in the layout
+    build_pack_histograms documents (benchmarks/bench_histogram.py: the
+    pass alone, without the float unpacking).
     """
     single = np.ndim(features) == 0
     block_features = np.atleast_1d(np.asarray(features, dtype=np.int32))
@@ -85,41 +88,13 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                                          feature_offset)
         build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
                               active_rows, era_offsets, node_of_row, &uses_view[0, 0],
-                              0, n_slots, feature_offset, slot_stride, &cells_view[0])
+                              0, n_slots, feature_offset, slot_stride, NULL, NULL,
+                              &cells_view[0])
     if not unpack:
         return cells.reshape(n_eras, n_slots, slot_stride * words)
     hist = np.empty((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)
     cdef hist_entry[:, :, :, ::1] hist_view = hist
     with nogil:
-        for member in range(n_block):
-            for slot in range(n_slots):
-                unpack_tile(&cells_view[0] + (slot * slot_stride + feature_offset[member]) * words,
-                            n_slots * slot_stride, n_eras, width, &rows,
-                            &hist_view[member, 0, slot, 0], n_slots * width)
-    return hist[0] if single else hist
-    if isinstance(gradients, FixedPointGradients):
-        fixed = gradients
-    else:
-        fixed = to_fixed_point(gradients, hessians, np.asarray(
-            era_offsets if row_era_offsets is None else row_era_offsets))
-    cdef hist_entry[:, :, :, ::1] hist_view = hist
-    cdef const feature_index_t[::1] features_view = block_features
-    cdef const uint8_t[:, ::1] uses_view = uses
-    n_bins = np.full(X_binned.shape[0], width - 1, dtype=np.int32)
-    cdef bin_index_t[::1] n_bins_view = n_bins
-    cdef fixed_point_rows rows = view_fixed_point(fixed, X_binned.shape[1])
-    cdef Py_ssize_t words = rows.words
-    cdef Py_ssize_t feature_offset[MAX_FEATURES_PER_PASS]
-    cdef Py_ssize_t slot_stride
-    cells = np.empty(hist.size * words, dtype=np.int64)
-    cdef int64_t[::1] cells_view = cells
-    cdef Py_ssize_t slot, member
-    with nogil:
-        slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,
-                                         feature_offset)
-        build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
-                              active_rows, era_offsets, node_of_row, &uses_view[0, 0],
-                              0, n_slots, feature_offset, slot_stride, &cells_view[0])
         for member in range(n_block):
             for slot in range(n_slots):
                 unpack_tile(&cells_view[0] + (slot * slot_stride + feature_offset[member]) * words,

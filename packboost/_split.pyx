@@ -47,7 +47,8 @@ from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index
 from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
                                    view_fixed_point, block_cell_offsets,
-                                   build_pack_histograms, unpack_tile)
+                                   build_pack_histograms, derive_slots, unpack_tile,
+                                   SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE)
 from packboost._histogram import HIST_DTYPE
 from packboost._split_params cimport (pb_split_params, make_split_params, DES_ERA_GAIN_NEWTON,
                                       DES_ERA_GAIN_REALIZED, PB_ERA_WEIGHTING_COUNT,
@@ -332,6 +333,11 @@ def find_best_splits(
         Py_ssize_t histogram_budget_bytes=DEFAULT_HISTOGRAM_BUDGET_BYTES,
         Py_ssize_t features_per_pass=DEFAULT_FEATURES_PER_PASS,
         slot_gradient_variance=None,
+        int64_t[::1] depth_cells=None,
+        const int64_t[::1] parent_cells=None,
+        const uint8_t[::1] slot_kind=None,
+        const int32_t[::1] slot_parent=None,
+        const uint8_t[:, ::1] tree_extra_feature=None,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -340,6 +346,16 @@ def find_best_splits(
     ``slot_gradient_variance`` (n_slots,) is the per-row variance of each
     slot's gradients, used by ``era_std="between"`` (None: zeros, the total
     std).
+
+    **Histogram subtraction** (``depth_cells`` given; docs/cpu-kernels.md
+    §3): every slot's cells are kept in ``depth_cells`` (``depth_cells_size``
+    int64), all slots in one group, so that the next depth can derive from
+    them. ``slot_kind`` (n_slots,) says per slot SLOT_BUILD (sum its rows),
+    SLOT_DERIVE (``parent_cells`` of ``slot_parent`` minus the built sibling
+    ``slot ^ 1``; only the features the parent's tree did not use,
+    ``tree_extra_feature`` (n_candidates, pack_size), are summed) or
+    SLOT_SKIP (no cells: not scored). Cells are exact integers, so the
+    splits are the same as without subtraction.
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -391,11 +407,45 @@ def find_best_splits(
     features_per_pass, n_blocks, n_threads = feature_blocks(n_candidates, features_per_pass,
                                                             n_threads)
     cdef Py_ssize_t block, first, n_block, member, thread_cells, n_group, slot_stride
+    cdef Py_ssize_t pack_size = node_of_row.shape[1], n_parent_slots = 0
+    cdef bint subtracting = depth_cells is not None
+    cdef const uint8_t* kind_pointer = NULL
+    cdef const int64_t* parent_pointer = NULL
+    cdef int64_t* block_cells
+    width_prefix = np.zeros(n_candidates + 1, dtype=np.intp)
+    np.cumsum(np.asarray(n_bins)[np.asarray(features)] + 1, out=width_prefix[1:])
+    cdef const Py_ssize_t[::1] width_prefix_view = width_prefix
+    if subtracting:
+        if slot_kind is None or slot_parent is None or tree_extra_feature is None:
+            raise ValueError("depth_cells needs slot_kind, slot_parent and tree_extra_feature")
+        if depth_cells.shape[0] != n_eras * n_slots * width_prefix[n_candidates] * words:
+            raise ValueError("depth_cells must have depth_cells_size(...) entries")
+        if slot_kind.shape[0] != n_slots or slot_parent.shape[0] != n_slots:
+            raise ValueError(f"slot_kind and slot_parent must have {n_slots} entries")
+        if tree_extra_feature.shape[0] != n_candidates or tree_extra_feature.shape[1] != pack_size:
+            raise ValueError("tree_extra_feature must be (n_candidates, pack_size)")
+        kind_pointer = &slot_kind[0]
+        kinds = np.asarray(slot_kind)
+        derived = np.flatnonzero(kinds == SLOT_DERIVE)
+        if np.any((np.asarray(slot_open) != 0) & (kinds == SLOT_SKIP)):
+            raise ValueError("an open slot has slot_kind SLOT_SKIP (no cells to score)")
+        if len(derived) and (parent_cells is None
+                             or np.any(kinds[derived ^ 1] != SLOT_BUILD)
+                             or np.any(np.asarray(slot_parent)[derived] < 0)):
+            raise ValueError("a SLOT_DERIVE slot needs parent_cells, a parent and a "
+                             "SLOT_BUILD sibling")
+        if parent_cells is not None and parent_cells.shape[0] > 0:
+            n_parent_slots = parent_cells.shape[0] // (n_eras * width_prefix[n_candidates] * words)
+            if parent_cells.shape[0] != n_eras * n_parent_slots * width_prefix[n_candidates] * words:
+                raise ValueError("parent_cells do not match the features' cells")
+            parent_pointer = &parent_cells[0]
     for position in range(n_candidates):
         max_width = max(max_width, n_bins[features[position]] + 1)
     group_size = max(1, min(n_slots, histogram_budget_bytes // (
         features_per_pass * n_eras * max_width * words * sizeof(int64_t))))
     thread_cells = n_eras * group_size * features_per_pass * max_width * words
+    if subtracting:
+        thread_cells = 0  # the cells live in depth_cells
     # Per-thread buffers, allocated by NumPy so that a failure is a MemoryError.
     cell_buffers = np.empty((n_threads, thread_cells), dtype=np.int64)
     offset_buffers = np.empty((n_threads, MAX_FEATURES_PER_PASS), dtype=np.intp)
@@ -417,7 +467,12 @@ def find_best_splits(
                                              &offset_view[thread, 0])
             group_start = 0
             while group_start < n_slots:
-                group_end = min(group_start + group_size, n_slots)
+                if subtracting:
+                    group_end = n_slots
+                    block_cells = &depth_cells[0] + n_eras * n_slots * words * width_prefix_view[first]
+                else:
+                    group_end = min(group_start + group_size, n_slots)
+                    block_cells = &cell_view[thread, 0]
                 n_group = group_end - group_start
                 any_open = False
                 for slot in range(group_start, group_end):
@@ -430,7 +485,17 @@ def find_best_splits(
                                           &rows, active_rows, era_offsets, node_of_row,
                                           &tree_uses_feature[first, 0], group_start,
                                           group_end, &offset_view[thread, 0], slot_stride,
-                                          &cell_view[thread, 0])
+                                          kind_pointer,
+                                          &tree_extra_feature[first, 0] if subtracting else NULL,
+                                          block_cells)
+                    if parent_pointer != NULL:
+                        derive_slots(parent_pointer + n_eras * n_parent_slots * words
+                                     * width_prefix_view[first], n_parent_slots, block_cells,
+                                     n_slots, n_eras, slot_stride, words, kind_pointer,
+                                     &slot_parent[0], &slot_tree[0], pack_size,
+                                     &features[first], n_block, n_bins,
+                                     &offset_view[thread, 0], &tree_uses_feature[first, 0],
+                                     &tree_extra_feature[first, 0])
                     for member in range(n_block):
                         position = first + member
                         feature = features[position]
@@ -439,7 +504,7 @@ def find_best_splits(
                             if not (slot_open[slot]
                                     and tree_uses_feature[position, slot_tree[slot]]):
                                 continue
-                            unpack_tile(&cell_view[thread, 0]
+                            unpack_tile(block_cells
                                         + ((slot - group_start) * slot_stride
                                            + offset_view[thread, member]) * words,
                                         n_group * slot_stride, n_eras, width, &rows,
@@ -459,6 +524,14 @@ def find_best_splits(
                                 missing_left_view[slot, position] = best.missing_left
                 group_start = group_end
     return result
+
+
+def depth_cells_size(Py_ssize_t n_eras, Py_ssize_t n_slots, features, n_bins,
+                     Py_ssize_t words):
+    """Entries of find_best_splits' ``depth_cells`` for this depth: every
+    slot's cells of every feature (widths ``n_bins + 1``) in every era."""
+    widths = int(np.sum(np.asarray(n_bins)[np.asarray(features)] + 1, dtype=np.int64))
+    return n_eras * n_slots * widths * words
 
 
 def best_candidate_per_slot(const double[:, ::1] score, const uint8_t[:, ::1] found):

@@ -150,11 +150,15 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
 
         split_slots = np.zeros(0, dtype=np.int64)
         if depth < params.max_depth:
+            # The next depth scans the same features: the backend may keep this
+            # depth's histograms and derive the children's (histogram subtraction).
+            keep = (depth + 1 < params.max_depth
+                    and np.array_equal(layer_features[depth + 1], layer_features[depth]))
             split_slots = _split_level(backend, data, slot_tree, pack_size, counts,
                                        gradient_variance(sums.gradients,
                                                          sums.gradients_squared, counts),
                                        layer_features[depth], tree_feature_masks[depth],
-                                       params, level)
+                                       params, level, keep)
         split_trees, left_local = number_children(level, split_slots, slot_tree, next_local)
         levels.append((slot_tree, slot_local, level))
 
@@ -220,7 +224,7 @@ def gradient_variance(sum_g: np.ndarray, sum_g2: np.ndarray, counts: np.ndarray)
 
 
 def _split_level(backend, data, slot_tree, pack_size, counts, slot_variance, features,
-                 feature_mask, params, level):
+                 feature_mask, params, level, keep_for_children=False):
     """Find the best split of every frontier slot, fill ``level`` with the
     accepted ones and return their slot indices."""
     # A slot too small for two children of min_samples_leaf rows is not scored.
@@ -231,7 +235,7 @@ def _split_level(backend, data, slot_tree, pack_size, counts, slot_variance, fea
     features = np.ascontiguousarray(features, dtype=np.int32)
     best = backend.find_splits(slot_tree, slot_open, features, tree_uses_feature,
                                np.ascontiguousarray(slot_variance, dtype=np.float64),
-                               params.split)
+                               params.split, keep_for_children=keep_for_children)
     candidates = np.flatnonzero(best.column >= 0)
     column = best.column[candidates]
     score = best.score[candidates]

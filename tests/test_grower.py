@@ -295,3 +295,103 @@ def test_era_subsample_keeps_every_row_of_the_kept_eras_and_no_other():
         np.testing.assert_array_equal(rows, np.flatnonzero(np.isin(data.row_era, kept)))
         assert rows.dtype == np.int32
     assert len({tuple(rows) for rows in draws.tree_samples}) > 1
+
+
+SUBTRACTION_PARAMS = {
+    "same-tree-features": dict(tree_feature_fraction=1.0),
+    "tree-features-redrawn": dict(tree_feature_fraction=0.6),
+    "newton-no-sampling": dict(era_gain="newton", era_subsample=1.0, row_subsample=1.0,
+                               tree_feature_fraction=1.0, pack_size=2),
+}
+
+
+@pytest.mark.parametrize("constant_hessian", [True, False], ids=["one-word", "two-words"])
+@pytest.mark.parametrize("overrides", SUBTRACTION_PARAMS.values(), ids=SUBTRACTION_PARAMS.keys())
+@pytest.mark.parametrize("case", ["many-eras", "few-rows-absent-eras", "one-row", "one-era",
+                                  "one-sided-eras", "many-bins-uint16"])
+def test_histogram_subtraction_gives_the_same_pack(case, overrides, constant_hessian,
+                                                   monkeypatch):
+    """Children derived as parent minus sibling (every depth, however few the
+    rows) grow the pack that full passes grow, node array for node array, and
+    the derivation really ran where the pack split twice."""
+    from packboost.backends import cpu
+
+    data, g, h = make_binned_problem(3, **CASES[case])
+    if data.X_binned.max() > 255:
+        data.X_binned = data.X_binned.astype(np.uint16)
+    if constant_hessian:
+        h = np.ones_like(h)
+    params = {**BASE, "max_depth": 5, "layer_feature_fraction": 1.0, **overrides}
+    draws = draw_round(np.random.default_rng(3), data, params)
+    settings = grower_params(params)
+    full = grow_on_cpu(data, g, h, draws, settings, 2, subtraction_budget_bytes=0)
+
+    derived = []
+    plan = cpu.CpuBackend._subtraction_plan
+
+    def counting_plan(self, *args):
+        chosen = plan(self, *args)
+        if chosen is not None:
+            derived.append(int((chosen["slot_kind"] == cpu.SLOT_DERIVE).sum()))
+        return chosen
+
+    monkeypatch.setattr(cpu, "SUBTRACTION_MIN_ROWS_PER_CELL", 0.0)
+    monkeypatch.setattr(cpu.CpuBackend, "_subtraction_plan", counting_plan)
+    subtracted = grow_on_cpu(data, g, h, draws, settings, 2,
+                             subtraction_budget_bytes=2**40)
+    for name in full.nodes:
+        np.testing.assert_array_equal(full.nodes[name], subtracted.nodes[name], err_msg=name)
+    depth_of_pack = max(int(np.max(np.diff(full.tree_offsets))), 1)
+    if depth_of_pack > 3 and (full.nodes["feature"] >= 0).sum() > params["pack_size"]:
+        assert sum(derived) > 0
+
+
+def test_subtraction_is_skipped_over_its_budget_and_for_few_rows(monkeypatch):
+    """No plan when the kept cells would pass the budget, or when a depth has
+    few rows per cell (full passes are cheaper); the pack is the same."""
+    from packboost.backends import cpu
+
+    data, g, h = make_binned_problem(4, **CASES["many-eras"])
+    params = {**BASE, "max_depth": 4, "layer_feature_fraction": 1.0}
+    draws = draw_round(np.random.default_rng(4), data, params)
+    settings = grower_params(params)
+    plans = []
+    plan = cpu.CpuBackend._subtraction_plan
+    monkeypatch.setattr(cpu.CpuBackend, "_subtraction_plan",
+                        lambda self, *args: plans.append(plan(self, *args)) or plans[-1])
+    small_budget = grow_on_cpu(data, g, h, draws, settings, 1, subtraction_budget_bytes=64)
+    assert plans and all(p is None for p in plans)
+    plans.clear()
+    monkeypatch.setattr(cpu, "SUBTRACTION_MIN_ROWS_PER_CELL", 1e9)
+    few_rows = grow_on_cpu(data, g, h, draws, settings, 1, subtraction_budget_bytes=2**40)
+    assert plans and all(p is None for p in plans)
+    for name in small_budget.nodes:
+        np.testing.assert_array_equal(small_budget.nodes[name], few_rows.nodes[name])
+
+
+def test_find_best_splits_refuses_an_inconsistent_subtraction_plan():
+    from packboost import _split
+    from packboost.backends import cpu
+
+    data, g, h = make_binned_problem(5, n_rows=200, n_features=3, n_eras=4)
+    fixed = to_fixed_point(g, np.ones_like(g), data.era_offsets)
+    node_of_row = np.zeros((data.n_rows, 1), dtype=np.int32)
+    node_of_row[::2] = 1
+    features = np.arange(3, dtype=np.int32)
+    uses = np.ones((3, 1), dtype=np.uint8)
+    size = _split.depth_cells_size(data.n_eras, 2, features, data.n_bins, 1)
+    args = (data.X_binned, fixed, data.all_rows, data.era_offsets, node_of_row,
+            np.zeros(2, dtype=np.int32), np.ones(2, dtype=np.uint8), features, uses,
+            data.n_bins, grower_params(BASE).split, 1)
+    common = dict(depth_cells=np.empty(size, dtype=np.int64),
+                  slot_parent=np.zeros(2, dtype=np.int32),
+                  tree_extra_feature=np.zeros((3, 1), dtype=np.uint8))
+    with pytest.raises(ValueError, match="SLOT_SKIP"):
+        _split.find_best_splits(*args, slot_kind=np.array([cpu.SLOT_BUILD, cpu.SLOT_SKIP],
+                                                          dtype=np.uint8), **common)
+    with pytest.raises(ValueError, match="SLOT_DERIVE"):
+        _split.find_best_splits(*args, slot_kind=np.array([cpu.SLOT_BUILD, cpu.SLOT_DERIVE],
+                                                          dtype=np.uint8), **common)
+    with pytest.raises(ValueError, match="depth_cells_size"):
+        _split.find_best_splits(*args, **{**common, "depth_cells": np.empty(3, dtype=np.int64)},
+                                slot_kind=np.ones(2, dtype=np.uint8))

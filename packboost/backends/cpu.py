@@ -4,6 +4,12 @@ Rows stay in their era-sorted order for good; ``node_of_row[row, tree]``
 (packboost/_partition.pyx) says which slot each row is in, and
 ``leaf_of_row[row, tree]`` collects every training row's leaf as the pack
 grows, so that the prediction update is a lookup.
+
+Histogram subtraction (docs/cpu-kernels.md §3): when the driver says the next
+depth scans the same features (``keep_for_children``), this depth's per-era
+cells of every slot are kept; at the next depth each pair of children sums
+only its smaller child's rows and takes the other as parent minus sibling.
+Cells are exact integers, so the trees are those of the full passes.
 """
 
 from __future__ import annotations
@@ -11,7 +17,18 @@ from __future__ import annotations
 import numpy as np
 
 from packboost import _partition, _predict, _split
+from packboost._histogram import slot_kind as _slot_kind
 from packboost.backends.interface import BestSplits, SlotSums
+
+# Cap on the kept histograms of two consecutive depths (parent and children);
+# past it a depth is histogrammed in full passes. Also capped at a quarter of
+# the memory available when the backend opens.
+DEFAULT_SUBTRACTION_BUDGET_BYTES = 2 * 1024**3
+# Rows per kept cell (one slot's rows in one era, over its feature's bins)
+# below which a depth is histogrammed in full passes: see _subtraction_plan.
+SUBTRACTION_MIN_ROWS_PER_CELL = 12.0
+SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE = (int(_slot_kind.SLOT_SKIP), int(_slot_kind.SLOT_BUILD),
+                                      int(_slot_kind.SLOT_DERIVE))
 
 
 class CpuBackend:
@@ -21,45 +38,84 @@ class CpuBackend:
     slots x bins cells; past it the slots of a depth are histogrammed in
     groups, one pass each); ``features_per_pass`` features are histogrammed
     per pass over the rows (a row's gradient and slots are read once per
-    block of features). Neither changes the trees.
+    block of features). ``subtraction_budget_bytes`` caps the histograms kept
+    for subtraction (None: the default, or a quarter of the available memory
+    if less; 0 turns subtraction off). None of them changes the trees.
     """
 
     def __init__(self, data, pack_size: int, n_threads: int, *,
                  histogram_budget_bytes: int = _split.DEFAULT_HISTOGRAM_BUDGET_BYTES,
-                 features_per_pass: int = _split.DEFAULT_FEATURES_PER_PASS):
+                 features_per_pass: int = _split.DEFAULT_FEATURES_PER_PASS,
+                 subtraction_budget_bytes: int | None = None):
         self.data = data
         self.pack_size = pack_size
         self.n_threads = n_threads
         self.histogram_budget_bytes = histogram_budget_bytes
         self.features_per_pass = features_per_pass
+        if subtraction_budget_bytes is None:
+            from packboost._memory import available_memory_bytes
+
+            available, _ = available_memory_bytes()
+            subtraction_budget_bytes = DEFAULT_SUBTRACTION_BUDGET_BYTES
+            if available is not None:
+                subtraction_budget_bytes = min(subtraction_budget_bytes, available // 4)
+        self.subtraction_budget_bytes = subtraction_budget_bytes
         self.node_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
         self.leaf_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
         self.fixed = None
+        self._forget_depth()
+        self._free_buffers()
+
+    def _forget_depth(self) -> None:
+        # What subtraction carries from one depth to the next: the kept cells
+        # and what they were built over, the last node counts, and each
+        # current slot's parent (from route_rows).
+        self._kept = None
+        self._counts = None
+        self._slot_parent = None
+
+    def _free_buffers(self) -> None:
+        self._buffers = [np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)]
 
     def close(self) -> None:
         self.node_of_row = self.leaf_of_row = self.fixed = None
+        self._forget_depth()
+        self._free_buffers()
 
     def begin_pack(self, fixed, tree_samples: list) -> None:
         if len(tree_samples) != self.pack_size:
             raise ValueError(f"expected {self.pack_size} tree samples, got {len(tree_samples)}")
         self.fixed = fixed
+        self._forget_depth()
         for tree, rows in enumerate(tree_samples):
             _partition.start_tree(self.node_of_row, rows, tree, self.n_threads)
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         fixed = self.fixed
-        return SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians, self.node_of_row,
+        sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians, self.node_of_row,
                                               n_slots, self.n_threads))
+        self._counts = sums.count
+        return sums
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
-                    split_params) -> BestSplits:
+                    split_params, *, keep_for_children=False) -> BestSplits:
         data = self.data
-        rows, era_offsets = _partition.active_rows(self.node_of_row, slot_open, data.row_era,
+        plan = self._subtraction_plan(slot_tree, slot_open, features, tree_uses_feature,
+                                      keep_for_children)
+        visit = slot_open if plan is None else plan["visit"]
+        rows, era_offsets = _partition.active_rows(self.node_of_row, visit, data.row_era,
                                                    data.n_eras)
+        subtraction = {} if plan is None else {
+            name: plan[name] for name in ("depth_cells", "parent_cells", "slot_kind",
+                                          "slot_parent", "tree_extra_feature")}
         found = _split.find_best_splits(
             data.X_binned, self.fixed, rows, era_offsets, self.node_of_row, slot_tree,
             slot_open, features, tree_uses_feature, data.n_bins, split_params, self.n_threads,
-            self.histogram_budget_bytes, self.features_per_pass, slot_variance)
+            self.histogram_budget_bytes, self.features_per_pass, slot_variance, **subtraction)
+        self._kept = None
+        if plan is not None and keep_for_children:
+            self._kept = dict(cells=plan["depth_cells"], features=features,
+                              uses=tree_uses_feature, n_slots=len(slot_tree))
         column = _split.best_candidate_per_slot(found["score"], found["found"])
         slots = np.arange(len(column))
         chosen = np.maximum(column, 0)
@@ -71,9 +127,87 @@ class CpuBackend:
             threshold=np.where(has, found["threshold"][slots, chosen], 0).astype(np.int32),
             missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8))
 
+    def _subtraction_plan(self, slot_tree, slot_open, features, tree_uses_feature,
+                          keep_for_children):
+        """What each slot's histograms come from this depth, or None for full
+        passes (no kept parent and nothing to keep, or over the budget)."""
+        kept = self._kept
+        derive = (kept is not None and self._slot_parent is not None
+                  and np.array_equal(kept["features"], features))
+        if not (derive or keep_for_children) or self._counts is None:
+            return None
+        words = 1 if self.fixed.hessian_is_constant else 2
+        n_eras = self.data.n_eras
+        size = _split.depth_cells_size(n_eras, len(slot_tree), features, self.data.n_bins,
+                                       words)
+        kept_bytes = kept["cells"].nbytes if derive else 0
+        if 8 * size + kept_bytes > self.subtraction_budget_bytes:
+            return None
+        # Worth it only when a (slot, era) has many rows per cell: a derived
+        # slot saves about half its rows' updates (~1.3 ns each) but every
+        # kept cell is cleared, written and subtracted (~4 ns per cell, for
+        # the slot and its parent). With few rows per era (small data, deep
+        # nodes) full passes are cheaper (benchmarks/RESULTS.md).
+        rows_per_cell = (np.sum(self._counts, dtype=np.float64)
+                         / max(1, n_eras * len(slot_tree))
+                         / max(1.0, float(np.mean(self.data.n_bins[features] + 1))))
+        if rows_per_cell < SUBTRACTION_MIN_ROWS_PER_CELL:
+            return None
+        n_slots = len(slot_tree)
+        slot_kind = np.where(slot_open != 0, SLOT_BUILD, SLOT_SKIP).astype(np.uint8)
+        slot_parent = np.full(n_slots, -1, dtype=np.int32)
+        extra = np.zeros_like(tree_uses_feature)
+        parent_cells = None
+        if derive:
+            # Children come in pairs (2k, 2k + 1) of one parent (grower.grow_pack).
+            # Of a pair with an open child, the one with fewer rows is summed
+            # and the other, if open, derived.
+            slot_parent = self._slot_parent
+            counts = self._counts
+            left = np.arange(0, n_slots, 2)
+            right = left + 1
+            needed = (slot_open[left] != 0) | (slot_open[right] != 0)
+            build_left = counts[left] <= counts[right]
+            smaller = np.where(build_left, left, right)
+            larger = np.where(build_left, right, left)
+            slot_kind[:] = SLOT_SKIP
+            slot_kind[smaller[needed]] = SLOT_BUILD
+            open_larger = larger[needed][slot_open[larger[needed]] != 0]
+            slot_kind[open_larger] = SLOT_DERIVE
+            # Features a tree uses now but did not at the parent's depth have no
+            # parent cells: a derived slot sums those itself.
+            extra = (tree_uses_feature & (kept["uses"] == 0)).astype(np.uint8)
+            parent_cells = kept["cells"]
+        visit = (slot_kind == SLOT_BUILD) | ((slot_kind == SLOT_DERIVE)
+                                             & extra[:, slot_tree].any(axis=0))
+        return dict(depth_cells=self._cell_buffer(size, avoid=parent_cells),
+                    parent_cells=parent_cells,
+                    slot_kind=slot_kind, slot_parent=slot_parent,
+                    tree_extra_feature=np.ascontiguousarray(extra),
+                    visit=visit.astype(np.uint8))
+
+    def _cell_buffer(self, size: int, avoid) -> np.ndarray:
+        """``size`` int64 cells from two buffers kept for the fit (parent and
+        children take turns), so that a depth does not fault in fresh pages;
+        never the one holding ``avoid`` (the parent's cells)."""
+        for index, buffer in enumerate(self._buffers):
+            if avoid is not None and np.shares_memory(buffer, avoid):
+                continue
+            if buffer.size < size:
+                buffer = self._buffers[index] = np.empty(size, dtype=np.int64)
+            return buffer[:size]
+        raise AssertionError("two buffers, one parent")
+
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node) -> None:
         data = self.data
+        # The next depth's slot 2k and 2k + 1 are the children of the slot whose
+        # left_child_slot is 2k (subtraction derives them from its cells).
+        split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
+        self._slot_parent = np.repeat(split, 2).astype(np.int32)
+        if len(split) and not np.array_equal(np.asarray(left_child_slot)[split],
+                                             2 * np.arange(len(split))):
+            self._slot_parent = None  # children numbered otherwise: no subtraction
         _partition.route_rows(data.X_binned, self.node_of_row, split_feature, split_threshold,
                               split_missing_left, left_child_slot, data.n_bins, slot_node,
                               self.leaf_of_row, self.n_threads)

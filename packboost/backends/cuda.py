@@ -66,7 +66,8 @@ class CudaBackend:
                         fixed_g2.astype(np.float64) * inverse_g2)
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
-                    split_params) -> BestSplits:
+                    split_params, *, keep_for_children=False) -> BestSplits:
+        # keep_for_children: the GPU kernels do not subtract histograms (yet); a hint only.
         best = self.kernels.find_splits(np.ascontiguousarray(slot_tree, dtype=np.int32),
                                         slot_open, features, tree_uses_feature, slot_variance,
                                         split_params)

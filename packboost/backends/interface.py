@@ -69,12 +69,17 @@ class Backend(Protocol):
 
     def find_splits(self, slot_tree: np.ndarray, slot_open: np.ndarray,
                     features: np.ndarray, tree_uses_feature: np.ndarray,
-                    slot_variance: np.ndarray, split_params: dict) -> BestSplits:
+                    slot_variance: np.ndarray, split_params: dict, *,
+                    keep_for_children: bool = False) -> BestSplits:
         """Best DES split of every open slot over ``features`` (ascending
         int32, the depth's K_d); ``tree_uses_feature`` (n_features_d,
         pack_size) uint8 says which trees may use each; ``slot_variance`` is
         each slot's per-row gradient variance; ``split_params`` the split
-        kernels' parameters (:func:`packboost._split.split_params_as_dict`)."""
+        kernels' parameters (:func:`packboost._split.split_params_as_dict`).
+
+        ``keep_for_children``: the next depth scans the same features, so a
+        backend may keep this depth's histograms and derive the children's
+        from them (histogram subtraction; a hint, never a change of the result)."""
 
     def route_rows(self, split_feature: np.ndarray, split_threshold: np.ndarray,
                    split_missing_left: np.ndarray, left_child_slot: np.ndarray,
