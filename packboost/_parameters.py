@@ -187,6 +187,15 @@ SCHEMA: tuple = (
     _real("tree_feature_fraction", 0.5,
           "Fraction of the depth's features each tree of a pack may use.",
           ("sampling",), **_FRACTION),
+    _choice("feature_sampling", ("depth", "pack"),
+            "When ``layer_feature_fraction`` and ``tree_feature_fraction`` draw: "
+            "``\"depth\"``, afresh at every depth; ``\"pack\"``, once per pack for all "
+            "of its depths (as LightGBM's ``feature_fraction`` and XGBoost's "
+            "``colsample_bytree`` keep a tree's features). With ``\"pack\"`` every depth "
+            "scans its parent's features, so the CPU derives half of each depth's "
+            "histograms by subtraction (docs/cpu-kernels.md §3): fewer passes over the rows "
+            "at a feature fraction below 1.",
+            ("sampling",), before="depth"),
     _real("row_subsample", 1.0,
           "Probability that a row is used by a tree (drawn per tree and round).",
           ("sampling",), **_FRACTION),

@@ -49,7 +49,8 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
     * ``layer_feature_fraction``: K_d, shared by the pack at depth d,
     * ``tree_feature_fraction``: each tree's own features inside K_d.
     A fraction of 1 draws nothing, so turning a sampler off leaves the
-    other draws of a seed unchanged.
+    other draws of a seed unchanged. With ``feature_sampling="pack"`` the
+    depth-0 draw of both is kept for every depth (the same arrays).
     """
     pack_size = params["pack_size"]
     n_eras, n_features = data.n_eras, data.n_features
@@ -72,7 +73,11 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
         tree_samples.append(np.ascontiguousarray(rows, dtype=np.int32))
 
     layer_features, tree_feature_masks = [], []
-    for _ in range(params["max_depth"]):
+    for depth in range(params["max_depth"]):
+        if depth > 0 and params["feature_sampling"] == "pack":
+            layer_features.append(layer_features[0])
+            tree_feature_masks.append(tree_feature_masks[0])
+            continue
         if params["layer_feature_fraction"] < 1.0:
             n_layer = _fraction_count(params["layer_feature_fraction"], n_features)
             features = np.sort(rng.choice(n_features, size=n_layer, replace=False))

@@ -70,7 +70,7 @@ class _PackBoostEstimator(BaseEstimator):
                  reg_lambda=1.0, min_samples_leaf=20, min_child_weight=1e-3,
                  min_split_gain=0.0, max_delta_step=0.0, max_bins=255,
                  layer_feature_fraction=1.0, tree_feature_fraction=0.5,
-                 row_subsample=1.0, era_subsample=0.75, era_gain="realized",
+                 feature_sampling="depth", row_subsample=1.0, era_subsample=0.75, era_gain="realized",
                  lambda_dro=1.0, lambda_dir=0.0, era_weighting="equal", era_alpha=0.0,
                  dir_tanh_scale=1.0, era_std="between", n_jobs=None, random_state=None,
                  device="cpu",
@@ -87,6 +87,7 @@ class _PackBoostEstimator(BaseEstimator):
         self.max_bins = max_bins
         self.layer_feature_fraction = layer_feature_fraction
         self.tree_feature_fraction = tree_feature_fraction
+        self.feature_sampling = feature_sampling
         self.row_subsample = row_subsample
         self.era_subsample = era_subsample
         self.era_gain = era_gain

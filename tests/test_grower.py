@@ -17,7 +17,8 @@ BASE = dict(
     min_samples_leaf=2, min_child_weight=0.0, min_split_gain=0.0, max_delta_step=0.0,
     era_gain="realized", era_weighting="equal", era_alpha=0.0, lambda_dro=0.25,
     lambda_dir=0.5, dir_tanh_scale=1.0, era_std="between", era_subsample=0.7, row_subsample=0.8,
-    layer_feature_fraction=0.8, tree_feature_fraction=0.7, random_state=0,
+    layer_feature_fraction=0.8, tree_feature_fraction=0.7, feature_sampling="depth",
+    random_state=0,
 )
 
 CASES = {
@@ -302,6 +303,7 @@ SUBTRACTION_PARAMS = {
     "tree-features-redrawn": dict(tree_feature_fraction=0.6),
     "newton-no-sampling": dict(era_gain="newton", era_subsample=1.0, row_subsample=1.0,
                                tree_feature_fraction=1.0, pack_size=2),
+    "pack-sampling": dict(feature_sampling="pack", layer_feature_fraction=0.7),
 }
 
 
@@ -323,6 +325,7 @@ def test_histogram_subtraction_gives_the_same_pack(case, overrides, constant_hes
         h = np.ones_like(h)
     params = {**BASE, "max_depth": 5, "layer_feature_fraction": 1.0, **overrides}
     draws = draw_round(np.random.default_rng(3), data, params)
+    assert all(np.array_equal(k, draws.layer_features[0]) for k in draws.layer_features)
     settings = grower_params(params)
     full = grow_on_cpu(data, g, h, draws, settings, 2, subtraction_budget_bytes=0)
 
@@ -395,3 +398,18 @@ def test_find_best_splits_refuses_an_inconsistent_subtraction_plan():
     with pytest.raises(ValueError, match="depth_cells_size"):
         _split.find_best_splits(*args, **{**common, "depth_cells": np.empty(3, dtype=np.int64)},
                                 slot_kind=np.ones(2, dtype=np.uint8))
+
+
+def test_pack_feature_sampling_draws_once_per_pack():
+    """feature_sampling="pack": every depth gets depth 0's K and tree masks;
+    "depth" draws them afresh (different at some depth, same seed)."""
+    data, _, _ = make_binned_problem(6, n_rows=300, n_features=20, n_eras=5)
+    params = {**BASE, "max_depth": 5, "layer_feature_fraction": 0.5,
+              "tree_feature_fraction": 0.5}
+    pack = draw_round(np.random.default_rng(6), data, {**params, "feature_sampling": "pack"})
+    depth = draw_round(np.random.default_rng(6), data, params)
+    for k, mask in zip(pack.layer_features, pack.tree_feature_masks):
+        np.testing.assert_array_equal(k, pack.layer_features[0])
+        np.testing.assert_array_equal(mask, pack.tree_feature_masks[0])
+    assert len(pack.layer_features[0]) == 10 and pack.tree_feature_masks[0].sum(axis=1).max() == 5
+    assert not all(np.array_equal(k, depth.layer_features[0]) for k in depth.layer_features)

@@ -212,9 +212,11 @@ def test_file_parameters_are_checked_like_fit_and_random_state_as_json():
 
 
 def test_older_files_get_the_schema_values():
-    assert _parameters.PARAMETERS_BEFORE_THEY_EXISTED == {"era_std": "total"}
+    assert _parameters.PARAMETERS_BEFORE_THEY_EXISTED == {"era_std": "total",
+                                                          "feature_sampling": "depth"}
     assert model_io.PARAMETERS_BEFORE_THEY_EXISTED is _parameters.PARAMETERS_BEFORE_THEY_EXISTED
-    assert model_io._checked_params(PackBoostRegressor(), {})["era_std"] == "total"
+    checked = model_io._checked_params(PackBoostRegressor(), {})
+    assert checked["era_std"] == "total" and checked["feature_sampling"] == "depth"
 
 
 # ----------------------------------------------------------------------------- consumers
