@@ -59,6 +59,7 @@ CASES = {
                   learning_rate=0.01),
 }
 LIBRARIES = ("packboost", "lightgbm", "xgboost")
+BLOCK = 500  # features generated at once (cached_data)
 PACK_SIZE = 8
 
 
@@ -85,12 +86,24 @@ def cached_data(case: str, cache: Path):
         from packboost.datasets import make_numerai_like
 
         folder.mkdir(parents=True, exist_ok=True)
-        data = make_numerai_like(spec["n_rows"], spec["n_features"], spec["n_eras"],
-                                 random_state=0)
+        n_rows, n_features, n_eras = spec["n_rows"], spec["n_features"], spec["n_eras"]
         # Column-major on disk as generated: one feature's rows are contiguous.
-        np.save(folder / "XT.npy", np.ascontiguousarray(data.X.T))
-        np.save(folder / "y.npy", data.y)
-        np.save(folder / "era.npy", data.era)
+        # Wide cases are generated in blocks of at most BLOCK features (the
+        # generator holds ~2.5x its output), the target from the first block:
+        # the other blocks are independent draws of the same process, which
+        # is what their timing needs.
+        XT = np.lib.format.open_memmap(folder / "XT.npy", mode="w+", dtype=np.uint8,
+                                       shape=(n_features, n_rows))
+        for seed, start in enumerate(range(0, n_features, BLOCK)):
+            width = min(BLOCK, n_features - start)
+            data = make_numerai_like(n_rows, width, n_eras, random_state=seed)
+            XT[start:start + width] = data.X.T
+            if seed == 0:
+                np.save(folder / "y.npy", data.y)
+                np.save(folder / "era.npy", data.era)
+            del data
+        XT.flush()
+        del XT
         (folder / "done").write_text("ok")
     X = np.load(folder / "XT.npy").T  # a Fortran-ordered view, no copy
     return X, np.load(folder / "y.npy"), np.load(folder / "era.npy")

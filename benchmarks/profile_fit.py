@@ -74,6 +74,8 @@ def main():
     parser.add_argument("--pack-size", type=int, default=4)
     parser.add_argument("--depth", type=int, default=6)
     parser.add_argument("--lambda-dro", type=float, default=1.0)
+    parser.add_argument("--feature-sampling", choices=["depth", "pack"], default="depth")
+    parser.add_argument("--tree-feature-fraction", type=float, default=0.5)
     args = parser.parse_args()
 
     data = make_numerai_like(**SIZES[args.size], random_state=0)
@@ -101,7 +103,10 @@ def main():
 
     model = PackBoostRegressor(n_estimators=args.rounds, pack_size=args.pack_size,
                                max_depth=args.depth, layer_feature_fraction=args.feature_fraction,
-                               lambda_dro=args.lambda_dro, n_jobs=1, random_state=0)
+                               lambda_dro=args.lambda_dro,
+                               feature_sampling=args.feature_sampling,
+                               tree_feature_fraction=args.tree_feature_fraction,
+                               n_jobs=1, random_state=0)
     start = time.process_time()
     model.fit(train.X, train.y, era=train.era)
     wall = time.process_time() - start

@@ -96,13 +96,15 @@ cdef enum:
     SCRATCH_G
     SCRATCH_H
     SCRATCH_COUNT
-    SCRATCH_LEFT_G
-    SCRATCH_LEFT_H
-    SCRATCH_LEFT_COUNT
     SCRATCH_MISSING_G
     SCRATCH_MISSING_H
     SCRATCH_MISSING_COUNT
     N_SCRATCH
+
+# Per-threshold and per-candidate scratch of score_tile, each of n_bins
+# doubles: 5 per threshold, 3 x 2 per candidate (two per threshold).
+cdef enum:
+    N_CANDIDATE_SCRATCH = 11
 
 
 cdef struct tile_best:
@@ -128,8 +130,15 @@ def split_params_as_dict(dict params):
     return make_split_params(params)
 
 
+cdef inline double candidate_bound(double mean, double lambda_dir) noexcept nogil:
+    # DES = mu - lambda_dro sigma + lambda_dir |mu| D is at most mu + lambda_dir |mu|
+    # (sigma >= 0, |D| <= 1): what a candidate can score before its era pass.
+    return mean + lambda_dir * fabs(mean)
+
+
 cdef tile_best score_tile(
-        const hist_entry* hist,          # IN  cell (era, bin) at hist[era * era_stride + bin]
+        hist_entry* hist,                # IN  cell (era, bin) at hist[era * era_stride + bin];
+                                         #     OUT its non-missing bins become per-era prefix sums
         Py_ssize_t era_stride,
         Py_ssize_t n_eras,
         Py_ssize_t n_bins,               # non-missing bins; missing bin = n_bins
@@ -137,22 +146,30 @@ cdef tile_best score_tile(
         double gradient_variance,        # per-row variance of the node's gradients
         int32_t* era_ids,                # scratch (n_eras,)
         double* scratch,                 # scratch (N_SCRATCH, n_eras)
+        double* candidates,              # scratch (N_CANDIDATE_SCRATCH, n_bins)
 ) noexcept nogil:
     # Returned by value: inside prange an assigned variable is thread-private,
     # a struct written through a pointer would be shared by every thread.
-    cdef Py_ssize_t era, bin_idx, i, n_present = 0
+    cdef Py_ssize_t era, bin_idx, i, n_present = 0, n_candidates = 0, k, first
     cdef double* era_weight = scratch + SCRATCH_WEIGHT * n_eras
     cdef double* era_g = scratch + SCRATCH_G * n_eras
     cdef double* era_h = scratch + SCRATCH_H * n_eras
     cdef double* era_count = scratch + SCRATCH_COUNT * n_eras
-    cdef double* left_g = scratch + SCRATCH_LEFT_G * n_eras
-    cdef double* left_h = scratch + SCRATCH_LEFT_H * n_eras
-    cdef double* left_count = scratch + SCRATCH_LEFT_COUNT * n_eras
     cdef double* missing_g = scratch + SCRATCH_MISSING_G * n_eras
     cdef double* missing_h = scratch + SCRATCH_MISSING_H * n_eras
     cdef double* missing_count = scratch + SCRATCH_MISSING_COUNT * n_eras
-    cdef const hist_entry* row
-    cdef const hist_entry* cell
+    # per threshold t (left = bins <= t): pooled and era-weighted left sums
+    cdef double* at_p_g = candidates
+    cdef double* at_p_h = at_p_g + n_bins
+    cdef double* at_p_count = at_p_h + n_bins
+    cdef double* at_w_g = at_p_count + n_bins
+    cdef double* at_w_h = at_w_g + n_bins
+    # per candidate (up to two per threshold): code 2 t + side, mean, bound
+    cdef double* candidate_code = at_w_h + n_bins
+    cdef double* candidate_mean = candidate_code + 2 * n_bins
+    cdef double* candidate_ub = candidate_mean + 2 * n_bins
+    cdef hist_entry* row
+    cdef hist_entry* cell
     # pooled (p), era-weighted (w) sums of the node, of its missing rows, and
     # of the non-missing bins left of the threshold
     cdef double sum_g = 0.0, sum_h = 0.0, sum_count = 0.0, weight_total = 0.0
@@ -163,13 +180,14 @@ cdef tile_best score_tile(
     cdef double w_left_g = 0.0, w_left_h = 0.0
     cdef double cand_g, cand_h, cand_count, cand_w_g, cand_w_h, g, h, c, w, mean
     cdef double era_left_g, era_left_h, era_left_count, bin_count
-    cdef int side, missing_goes_left
+    cdef int side, missing_goes_left, code
     cdef bint with_direction = params.lambda_dir != 0.0
     cdef bint needs_pass = (params.lambda_dro != 0.0 or with_direction
                             or params.era_gain == DES_ERA_GAIN_NEWTON)
     cdef des_candidate_t state
     cdef des_result_t result
     cdef tile_best best
+    cdef int best_code = 0
 
     best.found = 0
     best.score = -INFINITY
@@ -192,9 +210,6 @@ cdef tile_best score_tile(
         era_h[n_present] = h
         era_count[n_present] = c
         era_weight[n_present] = w
-        left_g[n_present] = 0.0
-        left_h[n_present] = 0.0
-        left_count[n_present] = 0.0
         missing_g[n_present] = row[n_bins].sum_gradients
         missing_h[n_present] = row[n_bins].sum_hessians
         missing_count[n_present] = row[n_bins].count
@@ -211,20 +226,29 @@ cdef tile_best score_tile(
         w_missing_h += w * missing_h[n_present]
         n_present += 1
 
+    # Thresholds. Bin `bin_idx` moves to the left side era by era, pooled and
+    # weighted; each era's left sums become prefix sums of the tile in place
+    # (the same additions, in the same order, as a running sum per era), so
+    # that any candidate's era pass can read them later.
     for bin_idx in range(n_bins):
-        # Move bin `bin_idx` to the left side, era by era, pooled and weighted.
         bin_count = 0.0
         for i in range(n_present):
             cell = hist + era_ids[i] * era_stride + bin_idx
-            left_g[i] += cell.sum_gradients
-            left_h[i] += cell.sum_hessians
-            left_count[i] += cell.count
             bin_count += cell.count
             w_left_g += era_weight[i] * cell.sum_gradients
             w_left_h += era_weight[i] * cell.sum_hessians
             p_left_g += cell.sum_gradients
             p_left_h += cell.sum_hessians
+            if bin_idx > 0:
+                cell.sum_gradients = (cell - 1).sum_gradients + cell.sum_gradients
+                cell.sum_hessians = (cell - 1).sum_hessians + cell.sum_hessians
+                cell.count = (cell - 1).count + cell.count
         p_left_count += bin_count
+        at_p_g[bin_idx] = p_left_g
+        at_p_h[bin_idx] = p_left_h
+        at_p_count[bin_idx] = p_left_count
+        at_w_g[bin_idx] = w_left_g
+        at_w_h[bin_idx] = w_left_h
         if bin_count == 0.0:
             # An empty bin leaves the partition (and every sum) of the previous
             # threshold unchanged: its candidates would tie it and lose. Small
@@ -247,52 +271,95 @@ cdef tile_best score_tile(
                     or cand_h < params.min_child_weight
                     or sum_h - cand_h < params.min_child_weight):
                 continue
-            cand_w_g = w_left_g + w_missing_g if missing_goes_left else w_left_g
-            cand_w_h = w_left_h + w_missing_h if missing_goes_left else w_left_h
-            des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
-                                params.era_gain, params.dir_tanh_scale, with_direction)
-            if params.era_gain == DES_ERA_GAIN_NEWTON:
-                mean = 0.0
-                for i in range(n_present):
-                    era_left_g = left_g[i] + missing_g[i] if missing_goes_left else left_g[i]
-                    era_left_h = left_h[i] + missing_h[i] if missing_goes_left else left_h[i]
-                    mean += era_weight[i] * des_era_gain(&state, era_g[i], era_h[i],
-                                                         era_left_g, era_left_h)
-                mean = mean / weight_total
-            else:
-                mean = des_realized_mean(&state, w_sum_g, w_sum_h, cand_w_g, cand_w_h,
-                                         weight_total)
-            des_candidate_set_mean(&state, mean)
-            # Early exit: DES = mu - lambda_dro sigma + lambda_dir |mu| D is at most
-            # mu + lambda_dir |mu| (sigma >= 0, |D| <= 1). A candidate that cannot
-            # beat the best so far (ties keep the earlier one) skips its era pass.
-            if best.found and mean + params.lambda_dir * fabs(mean) <= best.score:
+            candidate_code[n_candidates] = 2 * bin_idx + side
+            n_candidates += 1
+
+    # Means and bounds of every candidate (realized: closed form; newton: a
+    # pass over the eras).
+    for k in range(n_candidates):
+        code = <int>candidate_code[k]
+        bin_idx = code >> 1
+        missing_goes_left = (code & 1) == 0
+        cand_g = at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx]
+        cand_h = at_p_h[bin_idx] + p_missing_h if missing_goes_left else at_p_h[bin_idx]
+        des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
+                            params.era_gain, params.dir_tanh_scale, with_direction)
+        if params.era_gain == DES_ERA_GAIN_NEWTON:
+            mean = 0.0
+            for i in range(n_present):
+                cell = hist + era_ids[i] * era_stride + bin_idx
+                era_left_g = cell.sum_gradients + missing_g[i] if missing_goes_left \
+                    else cell.sum_gradients
+                era_left_h = cell.sum_hessians + missing_h[i] if missing_goes_left \
+                    else cell.sum_hessians
+                mean += era_weight[i] * des_era_gain(&state, era_g[i], era_h[i],
+                                                     era_left_g, era_left_h)
+            mean = mean / weight_total
+        else:
+            cand_w_g = at_w_g[bin_idx] + w_missing_g if missing_goes_left else at_w_g[bin_idx]
+            cand_w_h = at_w_h[bin_idx] + w_missing_h if missing_goes_left else at_w_h[bin_idx]
+            mean = des_realized_mean(&state, w_sum_g, w_sum_h, cand_w_g, cand_w_h,
+                                     weight_total)
+        candidate_mean[k] = mean
+        candidate_ub[k] = candidate_bound(mean, params.lambda_dir)
+
+    # Best first: the candidate with the highest bound gets its era pass
+    # first, so that the others are compared with a strong score and most
+    # skip theirs (a candidate whose bound cannot beat the best -- ties keep
+    # the lower code: lower threshold, missing-left first -- is skipped).
+    # The result is the first maximum in code order, as a plain scan finds.
+    first = 0
+    for k in range(1, n_candidates):
+        if candidate_ub[k] > candidate_ub[first]:
+            first = k
+    for i in range(n_candidates + 1):
+        if i == 0:
+            k = first
+        else:
+            k = i - 1
+            if k == first:
                 continue
-            if params.era_std_between:
-                des_candidate_set_noise(&state, gradient_variance)
-            if needs_pass:
-                for i in range(n_present):
-                    era_left_g = left_g[i]
-                    era_left_h = left_h[i]
-                    era_left_count = left_count[i]
-                    if missing_goes_left:
-                        era_left_g = era_left_g + missing_g[i]
-                        era_left_h = era_left_h + missing_h[i]
-                        era_left_count = era_left_count + missing_count[i]
-                    des_candidate_push(&state, era_weight[i], era_g[i], era_h[i],
-                                       era_left_g, era_left_h, era_left_count,
-                                       era_count[i] - era_left_count)
-            result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)
-            if result.score > best.score:
-                best.found = 1
-                best.score = result.score
-                best.mean = result.mean
-                best.std = result.std
-                best.direction = result.direction
-                best.gain = des_pooled_gain(sum_g, sum_h, cand_g, cand_h,
-                                            params.reg_lambda)
-                best.threshold = <bin_index_t>bin_idx
-                best.missing_left = <uint8_t>missing_goes_left
+        if n_candidates == 0:
+            break
+        code = <int>candidate_code[k]
+        if best.found and (candidate_ub[k] < best.score
+                           or (candidate_ub[k] == best.score and code > best_code)):
+            continue
+        bin_idx = code >> 1
+        missing_goes_left = (code & 1) == 0
+        cand_g = at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx]
+        cand_h = at_p_h[bin_idx] + p_missing_h if missing_goes_left else at_p_h[bin_idx]
+        des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
+                            params.era_gain, params.dir_tanh_scale, with_direction)
+        des_candidate_set_mean(&state, candidate_mean[k])
+        if params.era_std_between:
+            des_candidate_set_noise(&state, gradient_variance)
+        if needs_pass:
+            for i in range(n_present):
+                cell = hist + era_ids[i] * era_stride + bin_idx
+                era_left_g = cell.sum_gradients
+                era_left_h = cell.sum_hessians
+                era_left_count = cell.count
+                if missing_goes_left:
+                    era_left_g = era_left_g + missing_g[i]
+                    era_left_h = era_left_h + missing_h[i]
+                    era_left_count = era_left_count + missing_count[i]
+                des_candidate_push(&state, era_weight[i], era_g[i], era_h[i],
+                                   era_left_g, era_left_h, era_left_count,
+                                   era_count[i] - era_left_count)
+        result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)
+        if result.score > best.score or (best.found and result.score == best.score
+                                          and code < best_code):
+            best.found = 1
+            best_code = code
+            best.score = result.score
+            best.mean = result.mean
+            best.std = result.std
+            best.direction = result.direction
+            best.gain = des_pooled_gain(sum_g, sum_h, cand_g, cand_h,
+                                        params.reg_lambda)
+            best.threshold = <bin_index_t>bin_idx
+            best.missing_left = <uint8_t>missing_goes_left
     return best
 
 
@@ -451,11 +518,13 @@ def find_best_splits(
     offset_buffers = np.empty((n_threads, MAX_FEATURES_PER_PASS), dtype=np.intp)
     tile_buffers = np.empty((n_threads, n_eras * max_width), dtype=HIST_DTYPE)
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
+    candidate_buffers = np.empty((n_threads, N_CANDIDATE_SCRATCH * max_width), dtype=np.float64)
     era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
     cdef int64_t[:, ::1] cell_view = cell_buffers
     cdef Py_ssize_t[:, ::1] offset_view = offset_buffers
     cdef hist_entry[:, ::1] tile_view = tile_buffers
     cdef double[:, ::1] scratch_view = scratch_buffers
+    cdef double[:, ::1] candidate_view = candidate_buffers
     cdef int32_t[:, ::1] era_id_view = era_id_buffers
 
     with nogil, parallel(num_threads=n_threads):
@@ -512,7 +581,7 @@ def find_best_splits(
                             best = score_tile(
                                 &tile_view[thread, 0], width, n_eras, n_bins[feature],
                                 &c_params, slot_noise[slot], &era_id_view[thread, 0],
-                                &scratch_view[thread, 0])
+                                &scratch_view[thread, 0], &candidate_view[thread, 0])
                             found_view[slot, position] = best.found
                             if best.found:
                                 score_view[slot, position] = best.score
@@ -559,7 +628,8 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
     missing bin last; ``gradient_variance`` as in find_best_splits. Returns a dict (score, gain, mean, std, direction,
     threshold, missing_left) or None when no candidate meets the constraints.
     """
-    hist = np.ascontiguousarray(hist, dtype=HIST_DTYPE)
+    # A copy: scoring turns the tile's bins into prefix sums in place.
+    hist = np.array(hist, dtype=HIST_DTYPE, order="C", copy=True)
     if hist.ndim != 2 or hist.shape[1] != n_bins + 1:
         raise ValueError("hist must have shape (n_eras, n_bins + 1)")
     cdef Py_ssize_t n_eras = hist.shape[0]
@@ -570,10 +640,12 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
     cdef tile_best best
     era_ids = np.empty(n_eras, dtype=np.int32)
     scratch = np.empty(N_SCRATCH * n_eras)
+    candidates = np.empty(N_CANDIDATE_SCRATCH * max(n_bins, 1))
     cdef int32_t[::1] era_view = era_ids
     cdef double[::1] scratch_view = scratch
+    cdef double[::1] candidate_view = candidates
     best = score_tile(&hist_view[0, 0], n_bins + 1, n_eras, n_bins, &c_params,
-                      gradient_variance, &era_view[0], &scratch_view[0])
+                      gradient_variance, &era_view[0], &scratch_view[0], &candidate_view[0])
     if not best.found:
         return None
     return dict(score=best.score, gain=best.gain, mean=best.mean, std=best.std,
