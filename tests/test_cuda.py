@@ -292,6 +292,13 @@ def random_problem(seed, n_rows, n_features, n_eras, nan_rate=0.1):
     return X, y, era, weight
 
 
+def _pseudo_huber(y_true, y_pred):
+    """A custom objective: the pseudo-Huber loss sqrt(1 + r^2) - 1."""
+    residual = y_pred - y_true
+    scale = np.sqrt(1.0 + residual * residual)
+    return residual / scale, 1.0 / scale**3
+
+
 FIT_CASES = [
     (0, 400, 6, 9, dict(), True),
     (1, 333, 4, 1, dict(era_gain="newton", lambda_dir=0.5), False),
@@ -300,6 +307,11 @@ FIT_CASES = [
                         layer_feature_fraction=0.5, row_subsample=0.7), True),
     (4, 280, 3, 4, dict(max_bins=300), False),  # uint16 bins
     (5, 360, 4, 10, dict(era_std="total", lambda_dro=0.5), True),
+    # Gradients are computed on the host for both backends: every objective
+    # reaches the GPU kernels as the same g, h.
+    (6, 400, 5, 8, dict(objective="huber", alpha=0.5), True),
+    (7, 400, 5, 8, dict(objective="quantile", alpha=0.3), False),
+    (8, 400, 5, 8, dict(objective=_pseudo_huber), True),
 ]
 
 

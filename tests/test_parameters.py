@@ -144,8 +144,10 @@ def test_docstring_is_generated_from_the_schema(estimator):
 
 def test_validated_params_cover_the_rules_and_the_seed():
     params = PackBoostRegressor(random_state=3)._validated_params()
-    assert list(params) == [*PARAMETER_RULES, "random_state"]
+    assert list(params) == [*PARAMETER_RULES, "objective", "random_state"]
     assert params["random_state"] == 3
+    assert params["objective"] == "squared_error"  # None: the estimator's own
+    assert PackBoostClassifier()._validated_params()["objective"] == "logistic"
 
 
 # ----------------------------------------------------------------------------- bounds
@@ -162,6 +164,9 @@ def _edge_cases(parameter):
         return {
             "n_jobs": [(None, True), (-1, True), (1, True), (0, False), ("all", False),
                        (1.5, False), (2**31, False), (True, False)],
+            "objective": [(None, True), ("squared_error", True), ("huber", True),
+                          ("quantile", True), ("logistic", True), (len, True),
+                          ("l2", False), ("custom", False), (1, False)],
             "random_state": [(None, True), (0, True), (7, True),
                              (np.random.default_rng(0), True),
                              (np.random.RandomState(0), True), (-1, False),
@@ -292,6 +297,9 @@ def test_cli_flags_are_the_schema():
         assert action.default is None
         if parameter.kind == CHOICE:
             assert tuple(action.choices) == parameter.choices
+        elif parameter.cli_choices:
+            assert parameter.kind == OTHER
+            assert tuple(action.choices) == parameter.cli_choices
         else:
             assert action.type is (float if parameter.kind == REAL else int)
     assert flags["param_random_state"].option_strings == ["--seed", "--random-state"]
