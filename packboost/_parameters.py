@@ -191,6 +191,12 @@ SCHEMA: tuple = (
     _real("reg_lambda", 1.0,
           "L2 regularisation of leaf values (``v = -G / (H + reg_lambda)``).",
           ("grower", "split")),
+    _real("reg_alpha", 0.0,
+          "L1 regularisation of leaf values: ``v = -T(G) / (H + reg_lambda)`` with "
+          "``T(G) = sign(G) max(|G| - reg_alpha, 0)``, so a leaf whose gradient sum is "
+          "below ``reg_alpha`` is 0; the split gains (pooled and per era) use the same "
+          "soft-thresholded sums, as in XGBoost and LightGBM.",
+          ("grower", "split")),
     _int("min_samples_leaf", 20,
          "Minimum rows in each child of a split.",
          ("grower", "split"), low=1),

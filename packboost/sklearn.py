@@ -74,7 +74,8 @@ class _PackBoostEstimator(BaseEstimator):
     _objective_name = "squared_error"   # the default objective, whose link maps raw scores
 
     def __init__(self, *, n_estimators=100, pack_size=4, max_depth=6, learning_rate=0.1,
-                 objective=None, alpha=0.9, reg_lambda=1.0, min_samples_leaf=20, min_child_weight=1e-3,
+                 objective=None, alpha=0.9, reg_lambda=1.0, reg_alpha=0.0, min_samples_leaf=20,
+                 min_child_weight=1e-3,
                  min_split_gain=0.0, max_delta_step=0.0, max_bins=255,
                  layer_feature_fraction=1.0, tree_feature_fraction=0.5,
                  row_subsample=1.0, era_subsample=0.75, era_gain="realized",
@@ -89,6 +90,7 @@ class _PackBoostEstimator(BaseEstimator):
         self.objective = objective
         self.alpha = alpha
         self.reg_lambda = reg_lambda
+        self.reg_alpha = reg_alpha
         self.min_samples_leaf = min_samples_leaf
         self.min_child_weight = min_child_weight
         self.min_split_gain = min_split_gain

@@ -102,7 +102,8 @@ def test_max_pack_size_copies_agree():
 
 def test_layers():
     assert names("split") == tuple(p.name for p in SCHEMA if "split" in p.layers)
-    assert set(names("split")) == {"reg_lambda", "era_gain", "era_weighting", "era_alpha",
+    assert set(names("split")) == {"reg_lambda", "reg_alpha", "era_gain", "era_weighting",
+                                   "era_alpha",
                                    "lambda_dro", "lambda_dir", "dir_tanh_scale", "era_std",
                                    "min_samples_leaf", "min_child_weight"}
     assert set(names("sampling")) >= {"pack_size", "max_depth", "layer_feature_fraction",
@@ -234,7 +235,7 @@ def test_split_kernel_params_and_grower_params():
     settings = grower_params(params)
     assert settings.split == split
     assert settings.shrinkage == pytest.approx(0.2 / 5)
-    for key in ("max_depth", "reg_lambda", "min_samples_leaf", "min_child_weight",
+    for key in ("max_depth", "reg_lambda", "reg_alpha", "min_samples_leaf", "min_child_weight",
                 "min_split_gain", "max_delta_step"):
         assert getattr(settings, key) == params[key]
     expected = grower_settings(params)
@@ -252,8 +253,8 @@ def test_the_split_kernels_receive_the_schema_values(overrides):
     params = {**PackBoostRegressor()._validated_params(), **overrides}
     received = _split.split_params_as_dict(split_kernel_params(params))
     assert set(received) == set(names("split")) - {"era_std"} | {"era_std_between"}
-    for name in ("reg_lambda", "era_alpha", "lambda_dro", "lambda_dir", "dir_tanh_scale",
-                 "min_child_weight"):
+    for name in ("reg_lambda", "reg_alpha", "era_alpha", "lambda_dro", "lambda_dir",
+                 "dir_tanh_scale", "min_child_weight"):
         assert received[name] == params[name], name
     assert received["min_samples_leaf"] == max(1, params["min_samples_leaf"])
     assert received["era_gain"] == _split.ERA_GAIN_CODES[params["era_gain"]]
