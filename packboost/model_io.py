@@ -75,6 +75,10 @@ def register_estimator(cls):
 
 
 def _estimator_classes():
+    # The estimators register when packboost.sklearn is imported, which
+    # ``import packboost`` leaves for first use (it imports scikit-learn).
+    import packboost.sklearn  # noqa: F401
+
     return dict(_ESTIMATORS)
 
 
