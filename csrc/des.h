@@ -11,6 +11,11 @@
  *   G_L, H_L    pooled sums of the left child (right = node - left)
  *   G_e, H_e    era e's sums in the node; G_eL, H_eL era e's sums in the left child
  *   lambda      reg_lambda (L2 regularisation of leaf values)
+ *   alpha       reg_alpha (L1 regularisation of leaf values): every leaf value
+ *               and gain uses the soft-thresholded gradient sum
+ *               T(G) = sign(G) max(|G| - alpha, 0) in place of G, as XGBoost
+ *               and LightGBM do (des_threshold_l1); alpha = 0 is the plain
+ *               Newton math, bit for bit (T is then skipped, not evaluated)
  *
  * Scoring a candidate (feature, threshold, missing side) of a node:
  *
@@ -65,27 +70,45 @@
 #define DES_ERA_GAIN_REALIZED 0
 #define DES_ERA_GAIN_NEWTON 1
 
-/* phi(G, H) = 0.5 G^2 / (H + lambda): the loss reduction of a Newton leaf. */
-DES_FN double des_phi(double sum_g, double sum_h, double reg_lambda)
+/*
+ * T(G) = sign(G) max(|G| - alpha, 0): the gradient sum left after the L1
+ * penalty alpha |v|. The leaf minimising G v + 0.5 (H + lambda) v^2 + alpha |v|
+ * is v = -T(G) / (H + lambda), and its loss reduction 0.5 T(G)^2 / (H + lambda).
+ */
+DES_FN double des_threshold_l1(double sum_g, double reg_alpha)
 {
-    double denom = sum_h + reg_lambda;
-    return denom > 0.0 ? 0.5 * sum_g * sum_g / denom : 0.0;
+    if (reg_alpha <= 0.0)
+        return sum_g;
+    if (sum_g > reg_alpha)
+        return sum_g - reg_alpha;
+    if (sum_g < -reg_alpha)
+        return sum_g + reg_alpha;
+    return 0.0;
 }
 
-/* v = -G / (H + lambda): the Newton leaf value. */
-DES_FN double des_leaf_value(double sum_g, double sum_h, double reg_lambda)
+/* phi(G, H) = 0.5 T(G)^2 / (H + lambda): the loss reduction of a Newton leaf. */
+DES_FN double des_phi(double sum_g, double sum_h, double reg_lambda, double reg_alpha)
 {
     double denom = sum_h + reg_lambda;
-    return denom > 0.0 ? -sum_g / denom : 0.0;
+    double g = des_threshold_l1(sum_g, reg_alpha);
+    return denom > 0.0 ? 0.5 * g * g / denom : 0.0;
+}
+
+/* v = -T(G) / (H + lambda): the Newton leaf value. */
+DES_FN double des_leaf_value(double sum_g, double sum_h, double reg_lambda, double reg_alpha)
+{
+    double denom = sum_h + reg_lambda;
+    return denom > 0.0 ? -des_threshold_l1(sum_g, reg_alpha) / denom : 0.0;
 }
 
 /* Pooled Newton gain of a split: phi(L) + phi(R) - phi(node). */
 DES_FN double des_pooled_gain(double sum_g, double sum_h,
-                              double left_g, double left_h, double reg_lambda)
+                              double left_g, double left_h, double reg_lambda,
+                              double reg_alpha)
 {
-    return des_phi(left_g, left_h, reg_lambda)
-         + des_phi(sum_g - left_g, sum_h - left_h, reg_lambda)
-         - des_phi(sum_g, sum_h, reg_lambda);
+    return des_phi(left_g, left_h, reg_lambda, reg_alpha)
+         + des_phi(sum_g - left_g, sum_h - left_h, reg_lambda, reg_alpha)
+         - des_phi(sum_g, sum_h, reg_lambda, reg_alpha);
 }
 
 /*
@@ -94,11 +117,19 @@ DES_FN double des_pooled_gain(double sum_g, double sum_h,
  * Summed over eras it gives G_s v_s + 0.5 (H_s + lambda) v_s^2 = -phi(G_s, H_s),
  * so the per-era gains l_e(node) - l_e(left) - l_e(right) add up to the pooled
  * gain exactly.
+ *
+ * With L1 (alpha > 0) the side's penalty alpha |v_s| is shared by the eras in
+ * proportion to their hessian, l_e(s) += alpha |v_s| H_es / H_s: still linear
+ * in (G_es, H_es), and the sum G_s v_s + 0.5 (H_s + lambda) v_s^2 + alpha |v_s|
+ * is -0.5 T(G_s)^2 / (H_s + lambda) = -phi(G_s, H_s) for v_s = -T(G_s) / (H_s +
+ * lambda), so the era gains still add up to the pooled (L1) gain. The
+ * sampling-noise coefficients (v - v_L)^2 are those of the gradients and
+ * keep their form.
  */
 
 /* Running state of one candidate's pass over the eras. */
 typedef struct {
-    double reg_lambda;
+    double reg_lambda, reg_alpha;
     int era_gain;
     /* Newton values of the node and its children (pooled sums) */
     double value_node, value_left, value_right;
@@ -128,13 +159,22 @@ DES_FN double des_sign(double x)
 }
 
 /*
- * Era e's loss term on side s, l_e(s) = G_es v_s + 0.5 H_es (1 + lambda/H_s) v_s^2,
- * is linear in (G_es, H_es): l_e(s) = G_es a_s + H_es b_s. des_realized_curvature
- * returns b_s (0 for a side without hessian, whose eras have none either).
+ * Era e's loss term on side s, l_e(s) = G_es v_s + 0.5 H_es (1 + lambda/H_s) v_s^2
+ * (+ alpha |v_s| H_es / H_s with L1), is linear in (G_es, H_es): l_e(s) = G_es a_s +
+ * H_es b_s. des_realized_curvature returns b_s (0 for a side without hessian,
+ * whose eras have none either).
  */
-DES_FN double des_realized_curvature(double side_h, double side_value, double reg_lambda)
+DES_FN double des_realized_curvature(double side_h, double side_value, double reg_lambda,
+                                     double reg_alpha)
 {
-    return side_h > 0.0 ? 0.5 * (1.0 + reg_lambda / side_h) * side_value * side_value : 0.0;
+    double curvature;
+    if (side_h <= 0.0)
+        return 0.0;
+    curvature = 0.5 * (1.0 + reg_lambda / side_h) * side_value * side_value;
+    /* v_s = 0 adds no penalty (and alpha = inf, an overflowed rescaling, no NaN) */
+    if (reg_alpha > 0.0 && side_value != 0.0)
+        curvature += reg_alpha * fabs(side_value) / side_h;
+    return curvature;
 }
 
 /*
@@ -145,19 +185,21 @@ DES_FN double des_realized_curvature(double side_h, double side_value, double re
 DES_FN void des_candidate_begin(des_candidate_t *state,
                                 double sum_g, double sum_h,
                                 double left_g, double left_h,
-                                double reg_lambda, int era_gain,
+                                double reg_lambda, double reg_alpha, int era_gain,
                                 double dir_tanh_scale, int with_direction)
 {
     double right_g = sum_g - left_g, right_h = sum_h - left_h, spread;
     double curvature_node, curvature_left, curvature_right;
     state->reg_lambda = reg_lambda;
+    state->reg_alpha = reg_alpha;
     state->era_gain = era_gain;
-    state->value_node = des_leaf_value(sum_g, sum_h, reg_lambda);
-    state->value_left = des_leaf_value(left_g, left_h, reg_lambda);
-    state->value_right = des_leaf_value(right_g, right_h, reg_lambda);
-    curvature_node = des_realized_curvature(sum_h, state->value_node, reg_lambda);
-    curvature_left = des_realized_curvature(left_h, state->value_left, reg_lambda);
-    curvature_right = des_realized_curvature(right_h, state->value_right, reg_lambda);
+    state->value_node = des_leaf_value(sum_g, sum_h, reg_lambda, reg_alpha);
+    state->value_left = des_leaf_value(left_g, left_h, reg_lambda, reg_alpha);
+    state->value_right = des_leaf_value(right_g, right_h, reg_lambda, reg_alpha);
+    curvature_node = des_realized_curvature(sum_h, state->value_node, reg_lambda, reg_alpha);
+    curvature_left = des_realized_curvature(left_h, state->value_left, reg_lambda, reg_alpha);
+    curvature_right = des_realized_curvature(right_h, state->value_right, reg_lambda,
+                                             reg_alpha);
     /* gain_e = l_e(node) - l_e(left) - l_e(right), right sums = era - left */
     state->coef_g = state->value_node - state->value_right;
     state->coef_h = curvature_node - curvature_right;
@@ -186,11 +228,11 @@ DES_FN double des_era_gain(const des_candidate_t *state,
                            double era_g, double era_h,
                            double era_left_g, double era_left_h)
 {
-    double lambda = state->reg_lambda;
+    double lambda = state->reg_lambda, alpha = state->reg_alpha;
     if (state->era_gain == DES_ERA_GAIN_NEWTON) {
-        return des_phi(era_left_g, era_left_h, lambda)
-             + des_phi(era_g - era_left_g, era_h - era_left_h, lambda)
-             - des_phi(era_g, era_h, lambda);
+        return des_phi(era_left_g, era_left_h, lambda, alpha)
+             + des_phi(era_g - era_left_g, era_h - era_left_h, lambda, alpha)
+             - des_phi(era_g, era_h, lambda, alpha);
     }
     return state->coef_g * era_g + state->coef_h * era_h
          + state->coef_left_g * era_left_g + state->coef_left_h * era_left_h;
@@ -234,6 +276,9 @@ DES_FN void des_candidate_set_noise(des_candidate_t *state, double gradient_vari
 /*
  * Add one era with rows in the node, of weight w_e > 0. The era votes on the
  * direction only if it has rows on both sides (its own v_eL - v_eR exists).
+ * The vote reads the era's own L2 Newton values without the L1 threshold: an
+ * era's sums are a fraction of the node's, and alpha (sized for a leaf) would
+ * silence most eras' votes.
  */
 DES_FN void des_candidate_push(des_candidate_t *state, double era_weight,
                                double era_g, double era_h,
@@ -252,8 +297,8 @@ DES_FN void des_candidate_push(des_candidate_t *state, double era_weight,
     if (state->with_direction && state->direction_sign != 0.0
             && era_left_count > 0.0 && era_right_count > 0.0) {
         double lambda = state->reg_lambda;
-        double era_delta = des_leaf_value(era_left_g, era_left_h, lambda)
-                         - des_leaf_value(era_g - era_left_g, era_h - era_left_h, lambda);
+        double era_delta = des_leaf_value(era_left_g, era_left_h, lambda, 0.0)
+                         - des_leaf_value(era_g - era_left_g, era_h - era_left_h, lambda, 0.0);
         double vote = state->direction_inv_scale > 0.0
                     ? tanh(era_delta * state->direction_inv_scale)
                     : des_sign(era_delta);

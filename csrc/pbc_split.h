@@ -321,7 +321,8 @@ PBC_FN void pbc_candidate_start(des_candidate_t *state, const pbc_candidate *can
                                 const pb_split_params *params)
 {
     des_candidate_begin(state, cand->sum_g, cand->sum_h, cand->left_g, cand->left_h,
-                        params->reg_lambda, params->era_gain, params->dir_tanh_scale,
+                        params->reg_lambda, params->reg_alpha, params->era_gain,
+                        params->dir_tanh_scale,
                         params->lambda_dir != 0.0);
 }
 
@@ -350,7 +351,7 @@ PBC_FN void pbc_candidate_close(pbc_best *best, des_candidate_t *state,
         best->found = 1;
         best->score = result.score;
         best->gain = des_pooled_gain(cand->sum_g, cand->sum_h, cand->left_g, cand->left_h,
-                                     params->reg_lambda);
+                                     params->reg_lambda, params->reg_alpha);
         best->threshold = threshold;
         best->missing_left = missing_left;
     }

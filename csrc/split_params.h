@@ -18,6 +18,7 @@
 
 typedef struct {
     double reg_lambda;
+    double reg_alpha;        /* L1 on leaf values (des_threshold_l1); 0: off */
     int32_t era_gain;        /* DES_ERA_GAIN_REALIZED / DES_ERA_GAIN_NEWTON (des.h) */
     int32_t era_weighting;   /* PB_ERA_WEIGHTING_EQUAL / PB_ERA_WEIGHTING_COUNT */
     double era_alpha;

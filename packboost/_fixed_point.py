@@ -253,8 +253,9 @@ class GradientScaling:
     def grower_params(self, params):
         """``params`` (a :class:`packboost.grower.GrowerParams`) in rescaled units.
 
-        ``reg_lambda`` and ``min_child_weight`` are hessian sums, ``max_delta_step``
-        a leaf value (``g / h``), ``min_split_gain`` a gain (``g^2 / h``).
+        ``reg_lambda`` and ``min_child_weight`` are hessian sums, ``reg_alpha`` a
+        gradient sum, ``max_delta_step`` a leaf value (``g / h``),
+        ``min_split_gain`` a gain (``g^2 / h``).
         """
         if self.is_identity:
             return params
@@ -266,8 +267,11 @@ class GradientScaling:
                 f"2**{b} (sample_weight): reg_lambda / hessian exceeds float64; lower "
                 "reg_lambda or scale it with sample_weight")
         min_child_weight = _rescaled(params.min_child_weight, -b)
-        split = dict(params.split, reg_lambda=reg_lambda, min_child_weight=min_child_weight)
+        reg_alpha = _rescaled(params.reg_alpha, -a)
+        split = dict(params.split, reg_lambda=reg_lambda, min_child_weight=min_child_weight,
+                     reg_alpha=reg_alpha)
         return replace(params, reg_lambda=reg_lambda, min_child_weight=min_child_weight,
+                       reg_alpha=reg_alpha,
                        min_split_gain=_rescaled(params.min_split_gain, b - 2 * a),
                        max_delta_step=_rescaled(params.max_delta_step, b - a), split=split)
 

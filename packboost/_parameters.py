@@ -28,6 +28,8 @@ import numpy as np
 
 from packboost import _validation
 from packboost._threads import resolve_n_threads
+from packboost.objectives import BUILT_IN as BUILT_IN_OBJECTIVES
+from packboost.objectives import CUSTOM as CUSTOM_OBJECTIVE
 
 # Kinds of parameter.
 INT = "int"
@@ -101,6 +103,9 @@ class Parameter:
         ``packboost train`` flags (default: ``--name-with-dashes``).
     cli_help : str or None
         The flag's help text, if any.
+    cli_choices : tuple of str
+        The string values the flag of an "other" parameter takes (empty: an
+        int flag); the Python value may be more (a callable ``objective``).
     """
 
     name: str
@@ -119,6 +124,7 @@ class Parameter:
     before: object = MISSING
     flags: tuple | None = None
     cli_help: str | None = None
+    cli_choices: tuple = ()
 
     @property
     def cli_flags(self) -> tuple:
@@ -161,8 +167,35 @@ SCHEMA: tuple = (
     _real("learning_rate", 0.1,
           "Shrinkage of each round's update.",
           ("grower",), low_closed=False),
+    Parameter("objective", OTHER, None,
+              "The loss. None: the estimator's own (``\"squared_error\"`` for the regressor, "
+              "``\"logistic\"`` for the classifier). The regressor also takes ``\"huber\"`` "
+              "and ``\"quantile\"`` (see ``alpha``). A callable ``objective(y_true, y_pred) "
+              "-> (grad, hess)`` (LightGBM's scikit-learn convention) gets the target and the "
+              "raw scores as float64 arrays in the order of the rows of ``X`` and returns the "
+              "per-row first and second derivatives of the loss in the raw score, unweighted "
+              "(``sample_weight`` is applied by PackBoost); a classifier's ``y_true`` is 1.0 "
+              "for ``classes_[1]``, else 0.0, and its raw scores are read as log-odds. A model "
+              "trained with a callable starts from a raw score of 0, and its model file "
+              "stores ``\"custom\"`` instead of the function (loaded, it predicts; to train "
+              "further, pass the function again).",
+              ("boosting",), type_doc='str, callable or None',
+              cli_choices=("squared_error", "huber", "quantile", "logistic"),
+              cli_help="the loss (default: squared_error, or logistic with --classifier)"),
+    _real("alpha", 0.9,
+          "Parameter of the objective, as in LightGBM: the quantile level of "
+          "``objective=\"quantile\"`` (in (0, 1); 0.9 fits the 90th percentile), the "
+          "``delta`` of ``objective=\"huber\"`` (residuals beyond it count linearly, so an "
+          "outlier pulls a leaf by at most ``alpha`` per row). Unused otherwise.",
+          ("boosting",), low_closed=False),
     _real("reg_lambda", 1.0,
           "L2 regularisation of leaf values (``v = -G / (H + reg_lambda)``).",
+          ("grower", "split")),
+    _real("reg_alpha", 0.0,
+          "L1 regularisation of leaf values: ``v = -T(G) / (H + reg_lambda)`` with "
+          "``T(G) = sign(G) max(|G| - reg_alpha, 0)``, so a leaf whose gradient sum is "
+          "below ``reg_alpha`` is 0; the split gains (pooled and per era) use the same "
+          "soft-thresholded sums, as in XGBoost and LightGBM.",
           ("grower", "split")),
     _int("min_samples_leaf", 20,
          "Minimum rows in each child of a split.",
@@ -360,13 +393,25 @@ def _check_n_jobs(n_jobs):
         resolve_n_jobs(n_jobs)
 
 
-_OTHER_CHECKS = {"n_jobs": _check_n_jobs, "random_state": _check_random_state}
+def _check_objective(objective):
+    """None, a built-in name or a callable (which estimator takes which: at fit)."""
+    if objective is None or callable(objective):
+        return
+    if not isinstance(objective, str) or objective not in BUILT_IN_OBJECTIVES:
+        raise ValueError(f"objective must be None, a callable (y_true, y_pred) -> (grad, hess) "
+                         f"or one of {list(BUILT_IN_OBJECTIVES)}, got "
+                         f"{_validation.show(objective)}")
+
+
+_OTHER_CHECKS = {"n_jobs": _check_n_jobs, "random_state": _check_random_state,
+                 "objective": _check_objective}
 
 
 def check_file_parameter(name: str, value):
     """A parameter read from a model file, checked as ``fit`` checks it.
 
-    A file is JSON: ``random_state`` must be None or a non-negative int.
+    A file is JSON: ``random_state`` must be None or a non-negative int;
+    ``objective`` is None, a built-in name or ``"custom"`` (a callable's model).
     """
     if name == "random_state":
         if value is not None and not (
@@ -374,6 +419,8 @@ def check_file_parameter(name: str, value):
             raise ValueError(f"random_state must be None or a non-negative int, got "
                              f"{value!r:.80}")
         return value
+    if name == "objective" and value == CUSTOM_OBJECTIVE:
+        return value  # trained with a callable, which files do not store
     return check_parameter(name, value)
 
 
@@ -392,6 +439,8 @@ FOREIGN_NAMES = {
     "min_child_samples": "min_samples_leaf", "min_data_in_leaf": "min_samples_leaf",
     "min_sum_hessian_in_leaf": "min_child_weight",
     "lambda_l2": "reg_lambda", "reg_lambda_l2": "reg_lambda", "lambda": "reg_lambda",
+    "lambda_l1": "reg_alpha", "reg_lambda_l1": "reg_alpha",
+    "loss": "objective", "application": "objective", "objective_type": "objective",
     "min_gain_to_split": "min_split_gain", "gamma": "min_split_gain",
     "min_split_loss": "min_split_gain",
     "num_iterations": "n_estimators", "num_boost_round": "n_estimators",
@@ -450,6 +499,8 @@ def add_cli_flags(group) -> None:
         options = {"dest": f"param_{parameter.name}", "default": None}
         if parameter.kind == CHOICE:
             options["choices"] = parameter.choices
+        elif parameter.cli_choices:
+            options["choices"] = parameter.cli_choices
         else:
             options["type"] = float if parameter.kind == REAL else int
             options["metavar"] = "FLOAT" if parameter.kind == REAL else "INT"

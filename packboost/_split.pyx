@@ -64,10 +64,11 @@ cdef extern from "des.h" nogil:
         double std
         double direction
     double des_pooled_gain(double sum_g, double sum_h, double left_g,
-                           double left_h, double reg_lambda)
+                           double left_h, double reg_lambda, double reg_alpha)
     void des_candidate_begin(des_candidate_t *state, double sum_g, double sum_h,
                              double left_g, double left_h, double reg_lambda,
-                             int era_gain, double dir_tanh_scale, int with_direction)
+                             double reg_alpha, int era_gain, double dir_tanh_scale,
+                             int with_direction)
     double des_era_gain(const des_candidate_t *state, double era_g, double era_h,
                         double era_left_g, double era_left_h)
     double des_realized_mean(const des_candidate_t *state, double weighted_g,
@@ -283,7 +284,8 @@ cdef tile_best score_tile(
         cand_g = at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx]
         cand_h = at_p_h[bin_idx] + p_missing_h if missing_goes_left else at_p_h[bin_idx]
         des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
-                            params.era_gain, params.dir_tanh_scale, with_direction)
+                            params.reg_alpha, params.era_gain, params.dir_tanh_scale,
+                            with_direction)
         if params.era_gain == DES_ERA_GAIN_NEWTON:
             mean = 0.0
             for i in range(n_present):
@@ -330,7 +332,8 @@ cdef tile_best score_tile(
         cand_g = at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx]
         cand_h = at_p_h[bin_idx] + p_missing_h if missing_goes_left else at_p_h[bin_idx]
         des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
-                            params.era_gain, params.dir_tanh_scale, with_direction)
+                            params.reg_alpha, params.era_gain, params.dir_tanh_scale,
+                            with_direction)
         des_candidate_set_mean(&state, candidate_mean[k])
         if params.era_std_between:
             des_candidate_set_noise(&state, gradient_variance)
@@ -357,7 +360,7 @@ cdef tile_best score_tile(
             best.std = result.std
             best.direction = result.direction
             best.gain = des_pooled_gain(sum_g, sum_h, cand_g, cand_h,
-                                        params.reg_lambda)
+                                        params.reg_lambda, params.reg_alpha)
             best.threshold = <bin_index_t>bin_idx
             best.missing_left = <uint8_t>missing_goes_left
     return best

@@ -19,6 +19,7 @@ cdef extern from "split_params.h" nogil:
     int PB_ERA_WEIGHTING_COUNT
     ctypedef struct pb_split_params:
         double reg_lambda
+        double reg_alpha
         int32_t era_gain
         int32_t era_weighting
         double era_alpha
@@ -43,6 +44,7 @@ cdef inline pb_split_params make_split_params(dict params) except *:
     if era_std not in ("between", "total"):
         raise ValueError(f"era_std must be 'between' or 'total', got {era_std!r}")
     result.reg_lambda = params["reg_lambda"]
+    result.reg_alpha = params["reg_alpha"]
     result.era_gain = DES_ERA_GAIN_REALIZED if era_gain == "realized" else DES_ERA_GAIN_NEWTON
     result.era_weighting = (PB_ERA_WEIGHTING_EQUAL if era_weighting == "equal"
                             else PB_ERA_WEIGHTING_COUNT)

@@ -25,6 +25,7 @@ from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
 from packboost.grower import GrowerParams, TrainingData, grow_pack
 from packboost.metrics import EraScorer, era_summary, pooled_metric
+from packboost.objectives import ObjectiveError
 
 
 @dataclass
@@ -155,6 +156,16 @@ class InitModel:
     raw_prediction: np.ndarray          # training rows, in the row order of ``data``
 
 
+def _round_gradients(objective, round_index, y, raw_prediction, sample_weight, gradients,
+                     hessians) -> None:
+    """The objective's gradients of one round; a custom objective's bad output
+    (:class:`~packboost.objectives.ObjectiveError`) is reported with the round."""
+    try:
+        objective.gradients(y, raw_prediction, sample_weight, gradients, hessians)
+    except ObjectiveError as error:
+        raise ObjectiveError(f"round {round_index}: {error}") from None
+
+
 def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
           objective, params: dict, n_threads: int, *, eval_sets: list | None = None,
           metrics: list | None = None, callbacks=None, init: InitModel | None = None,
@@ -190,8 +201,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     # Grow on gradients of magnitude ~1 whatever the scale of y and the weights,
     # exactly (powers of two): one rescaling per fit, from the gradients at the
     # base score (docs/fixed-point.md §9).
-    objective.gradients(y, np.full(data.n_rows, base_score), sample_weight, gradients,
-                        hessians)
+    _round_gradients(objective, begin, y, np.full(data.n_rows, base_score), sample_weight,
+                     gradients, hessians)
     scaling = GradientScaling.for_gradients(gradients, hessians)
     settings = scaling.grower_params(grower_params(params))
     for eval_set in eval_sets:
@@ -209,7 +220,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
 
     packs = []
     for round_index in range(params["n_estimators"]):
-        objective.gradients(y, raw_prediction, sample_weight, gradients, hessians)
+        _round_gradients(objective, begin + round_index, y, raw_prediction, sample_weight,
+                         gradients, hessians)
         scaling.apply(gradients, hessians)
         draws = draw_round(rng, data, params)
         pack = grow_pack(backend, data, gradients, hessians, draws.tree_samples,

@@ -73,6 +73,7 @@ class TrainingData:
 class GrowerParams:
     max_depth: int
     reg_lambda: float
+    reg_alpha: float
     min_samples_leaf: int
     min_child_weight: float
     min_split_gain: float
@@ -97,8 +98,15 @@ class Pack:
 
 
 def leaf_values(sum_g: np.ndarray, sum_h: np.ndarray, reg_lambda: float,
-                max_delta_step: float) -> np.ndarray:
-    """Newton values ``-G / (H + lambda)``, clipped to +-max_delta_step if > 0."""
+                max_delta_step: float, reg_alpha: float = 0.0) -> np.ndarray:
+    """Newton values ``-T(G) / (H + lambda)``, clipped to +-max_delta_step if > 0.
+
+    ``T(G) = sign(G) max(|G| - reg_alpha, 0)`` (L1; des_threshold_l1 of
+    csrc/des.h, which the split gains use): skipped for ``reg_alpha = 0``,
+    whose values stay bit for bit those of plain L2.
+    """
+    if reg_alpha > 0:
+        sum_g = np.sign(sum_g) * np.maximum(np.abs(sum_g) - reg_alpha, 0.0)
     denom = sum_h + reg_lambda
     values = np.divide(-sum_g, denom, out=np.zeros_like(sum_g), where=denom > 0)
     if max_delta_step > 0:
@@ -144,7 +152,8 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
         counts = sums.count
         level = empty_nodes(n_slots)
         level["value"][:] = params.shrinkage * leaf_values(
-            sums.gradients, sums.hessians, params.reg_lambda, params.max_delta_step)
+            sums.gradients, sums.hessians, params.reg_lambda, params.max_delta_step,
+            params.reg_alpha)
         level["n_samples"][:] = counts
         level["sum_hessian"][:] = sums.hessians
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 
 import numpy as np
 
@@ -52,6 +53,7 @@ from packboost._version import __version__
 from packboost.binning import BinMapper
 from packboost.ensemble import NODE_FIELDS, TreeEnsemble
 from packboost.model_file import ModelFileError, read_model_file, write_model_file
+from packboost.objectives import CUSTOM as CUSTOM_OBJECTIVE
 
 MODEL_KIND = "packboost-model"
 
@@ -73,12 +75,20 @@ def register_estimator(cls):
 
 
 def _estimator_classes():
+    # The estimators register when packboost.sklearn is imported, which
+    # ``import packboost`` leaves for first use (it imports scikit-learn).
+    import packboost.sklearn  # noqa: F401
+
     return dict(_ESTIMATORS)
 
 
 def _json_params(estimator) -> dict:
     params = {key: value for key, value in estimator.get_params().items()
               if key not in RUNTIME_PARAMETERS}
+    # A callable objective is code: never stored. The file says "custom"; the
+    # model predicts from its trees alone (a raw score needs no loss).
+    if callable(params["objective"]):
+        params["objective"] = CUSTOM_OBJECTIVE
     # A Generator/RandomState seed cannot be stored; it has done its work.
     if not (params["random_state"] is None or isinstance(params["random_state"], int)):
         params["random_state"] = None
@@ -102,6 +112,13 @@ def save_estimator(estimator, path) -> None:
         "bin_mapper": estimator.bin_mapper_.to_metadata(),
         "best_iteration": getattr(estimator, "best_iteration_", None),
     }
+    if callable(estimator.get_params()["objective"]):
+        function = estimator.get_params()["objective"]
+        metadata["custom_objective"] = (
+            f"trained with the objective function "
+            f"{getattr(function, '__qualname__', type(function).__name__)!s:.200}, which "
+            "model files do not store: the model predicts; to train it further, pass the "
+            "function again (set_params(objective=...))")
     arrays = {f"node_{name}": values for name, values in ensemble.nodes.items()}
     arrays["tree_offsets"] = ensemble.tree_offsets
     arrays["layer_features"] = ensemble.layer_features
@@ -146,6 +163,12 @@ def load_model(path, *, n_jobs=None, device="cpu"):
         raise ModelFileError(f"{os.fsdecode(path)!r}: inconsistent model content: "
                              f"{error!r}") from None
     estimator.set_params(**runtime)
+    if estimator.get_params()["objective"] == CUSTOM_OBJECTIVE:
+        warnings.warn(
+            f"{os.fsdecode(path)!r} was trained with a custom objective function, which model "
+            "files do not store (loading runs no code): the model predicts as it did; to "
+            "continue training it (init_model=), set_params(objective=your_function)",
+            UserWarning, stacklevel=2)
     return estimator
 
 

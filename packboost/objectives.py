@@ -2,6 +2,20 @@
 
 Per row ``g_i = dL/dF`` and ``h_i = d2L/dF2``, both multiplied by the sample
 weight when one is given.
+
+The estimators' ``objective`` parameter picks one (:func:`make_objective`):
+
+* ``"squared_error"`` (the regressor's default), ``"huber"`` and
+  ``"quantile"`` for :class:`~packboost.PackBoostRegressor`, ``"logistic"``
+  for :class:`~packboost.PackBoostClassifier`;
+* a callable ``objective(y_true, y_pred) -> (grad, hess)`` (LightGBM's
+  scikit-learn convention): :class:`CustomObjective`.
+
+``huber`` and ``quantile`` read ``alpha`` as LightGBM does: the Huber loss's
+``delta`` (where it turns from quadratic to linear), and the quantile level.
+Both use a hessian of 1, so their leaves are Newton leaves ``-G / (n +
+reg_lambda)`` of the (clipped or signed) gradients; see
+:class:`Quantile` for why the leaves are not refitted to residual quantiles.
 """
 
 from __future__ import annotations
@@ -11,6 +25,19 @@ import numpy as np
 # Hessians of the logistic loss vanish for confident rows; a floor keeps the
 # Newton step finite there (XGBoost and LightGBM do the same).
 _MIN_LOGISTIC_HESSIAN = 1e-16
+
+# What a model file stores as ``objective`` when the model was trained with a
+# callable: the function itself is never stored (a loaded model runs no code).
+CUSTOM = "custom"
+
+# Built-in objectives of each estimator kind, the default first.
+REGRESSION_OBJECTIVES = ("squared_error", "huber", "quantile")
+CLASSIFICATION_OBJECTIVES = ("logistic",)
+BUILT_IN = REGRESSION_OBJECTIVES + CLASSIFICATION_OBJECTIVES
+
+
+class ObjectiveError(ValueError):
+    """A custom objective returned gradients that cannot be trained on."""
 
 
 class SquaredError:
@@ -34,6 +61,63 @@ class SquaredError:
     @staticmethod
     def transform(raw_prediction: np.ndarray) -> np.ndarray:
         return raw_prediction
+
+
+class Huber:
+    """Huber loss with ``delta = alpha``: quadratic for ``|F - y| <= alpha``, linear beyond.
+
+    ``g = clip(F - y, -alpha, alpha)``. The exact hessian is 1 inside and 0
+    outside; 0 would give a leaf of outliers an unbounded Newton step, so
+    ``h = 1`` everywhere (as LightGBM): outliers pull a leaf by at most
+    ``alpha`` per row instead of by their whole residual.
+    The starting score is the weighted median, which outliers do not move.
+    """
+
+    name = "huber"
+
+    def __init__(self, alpha: float):
+        self.alpha = float(alpha)
+
+    def base_score(self, y, sample_weight) -> float:
+        return weighted_quantile(y, sample_weight, 0.5)
+
+    def gradients(self, y, raw_prediction, sample_weight, out_g, out_h) -> None:
+        np.subtract(raw_prediction, y, out=out_g)
+        np.clip(out_g, -self.alpha, self.alpha, out=out_g)
+        _unit_hessian(out_g, out_h, sample_weight)
+
+    transform = staticmethod(SquaredError.transform)
+
+
+class Quantile:
+    """Pinball loss at level ``alpha``: ``L = alpha (y - F)`` for ``y > F``, else
+    ``(1 - alpha) (F - y)``.
+
+    ``g = 1 - alpha`` where ``F >= y``, ``-alpha`` where ``F < y``; ``h = 1``.
+    A leaf's Newton value ``-G / (n + reg_lambda)`` is then ``share of its rows
+    below F - (1 - alpha)`` (times ``n / (n + reg_lambda)``): a step towards the
+    alpha-quantile of the leaf's residuals, which is 0 exactly when that share
+    is alpha. Leaves are not refitted to the residuals' quantile (LightGBM
+    does): the pack's trees share one gradient pass, and a refit needs every
+    leaf's residuals, a per-leaf selection the kernels do not have; the
+    Newton step gets there over rounds, at most ``learning_rate`` per round,
+    so targets of unit scale (Numerai's) train at the usual rates.
+    The starting score is the weighted alpha-quantile of ``y``.
+    """
+
+    name = "quantile"
+
+    def __init__(self, alpha: float):
+        self.alpha = float(alpha)
+
+    def base_score(self, y, sample_weight) -> float:
+        return weighted_quantile(y, sample_weight, self.alpha)
+
+    def gradients(self, y, raw_prediction, sample_weight, out_g, out_h) -> None:
+        np.copyto(out_g, np.where(raw_prediction >= y, 1.0 - self.alpha, -self.alpha))
+        _unit_hessian(out_g, out_h, sample_weight)
+
+    transform = staticmethod(SquaredError.transform)
 
 
 class Logistic:
@@ -64,6 +148,94 @@ class Logistic:
         return _sigmoid(raw_prediction)
 
 
+class CustomObjective:
+    """A user function ``objective(y_true, y_pred) -> (grad, hess)``.
+
+    ``y_true`` is the target (a classifier's: 1.0 for ``classes_[1]``, else
+    0.0) and ``y_pred`` the raw scores, both in the caller's row order (not
+    the era-sorted order of training), as float64 arrays the function may
+    keep. ``grad`` and ``hess`` are per row, unweighted: the sample weights
+    are applied here. The model starts from a raw score of 0 (the function's
+    minimiser is unknown), as LightGBM does. ``link`` maps raw scores to
+    predictions: the identity for a regressor, the sigmoid for a classifier
+    (raw scores are log-odds).
+    """
+
+    name = CUSTOM
+
+    def __init__(self, function, link, row_order: np.ndarray | None = None):
+        self.function = function
+        self.link = link
+        # Training rows are era-sorted: row i is the caller's row row_order[i].
+        self.row_order = row_order
+
+    @staticmethod
+    def base_score(y, sample_weight) -> float:
+        return 0.0
+
+    def gradients(self, y, raw_prediction, sample_weight, out_g, out_h) -> None:
+        y_true, y_pred = np.array(y, dtype=np.float64), np.array(raw_prediction,
+                                                                  dtype=np.float64)
+        if self.row_order is not None:
+            y_true[self.row_order] = y
+            y_pred[self.row_order] = raw_prediction
+        returned = self.function(y_true, y_pred)
+        function_name = getattr(self.function, "__name__", type(self.function).__name__)
+        if not (isinstance(returned, tuple) and len(returned) == 2):
+            raise ObjectiveError(
+                f"objective {function_name!r} must return a (grad, hess) tuple of two arrays, "
+                f"got {type(returned).__name__}")
+        for label, values, out in (("grad", returned[0], out_g), ("hess", returned[1], out_h)):
+            try:
+                values = np.asarray(values, dtype=np.float64)
+            except (TypeError, ValueError) as error:
+                raise ObjectiveError(f"objective {function_name!r} returned a {label} that is "
+                                     f"not numeric: {error}") from None
+            if values.shape != (len(y),):
+                raise ObjectiveError(
+                    f"objective {function_name!r} returned {label} of shape {values.shape}; "
+                    f"expected ({len(y)},), one value per training row")
+            bad = ~np.isfinite(values)
+            if bad.any():
+                row = int(np.argmax(bad))
+                raise ObjectiveError(
+                    f"objective {function_name!r} returned a {label} that is not finite "
+                    f"({float(values[row])!r} at row {row}, {int(bad.sum())} rows in all)")
+            if label == "hess" and np.any(values < 0):
+                row = int(np.argmax(values < 0))
+                raise ObjectiveError(
+                    f"objective {function_name!r} returned a negative hess "
+                    f"({float(values[row])!r} "
+                    f"at row {row}); Newton leaves need hessians >= 0")
+            out[:] = values if self.row_order is None else values[self.row_order]
+        if sample_weight is not None:
+            out_g *= sample_weight
+            out_h *= sample_weight
+
+    def transform(self, raw_prediction: np.ndarray) -> np.ndarray:
+        return self.link(raw_prediction)
+
+
+def _unit_hessian(out_g, out_h, sample_weight) -> None:
+    """``h = 1`` (times the weights, which also scale ``g``)."""
+    if sample_weight is None:
+        out_h.fill(1.0)
+    else:
+        out_g *= sample_weight
+        out_h[:] = sample_weight
+
+
+def weighted_quantile(y: np.ndarray, sample_weight: np.ndarray | None, q: float) -> float:
+    """The smallest ``y`` value whose cumulative weight reaches ``q`` of the total."""
+    if not y.size:
+        return 0.0
+    order = np.argsort(y, kind="stable")
+    weights = np.ones(y.size) if sample_weight is None else sample_weight[order]
+    cumulative = np.cumsum(weights)
+    index = int(np.searchsorted(cumulative, q * cumulative[-1], side="left"))
+    return float(y[order][min(index, y.size - 1)])
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     # exp of a large positive x overflows; split by sign to stay finite.
     out = np.empty_like(x, dtype=np.float64)
@@ -74,13 +246,54 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return out
 
 
-OBJECTIVES = {cls.name: cls for cls in (SquaredError, Logistic)}
+OBJECTIVES = {cls.name: cls for cls in (SquaredError, Huber, Quantile, Logistic)}
 
 
 def get_objective(name: str):
+    """The built-in objective class ``name`` (those with parameters need ``alpha``)."""
     try:
         return OBJECTIVES[name]
     except KeyError:
         raise ValueError(
             f"objective must be one of {sorted(OBJECTIVES)}, got {name!r}"
         ) from None
+
+
+def check_objective(objective, allowed: tuple, estimator: str):
+    """``objective`` (None, a name of ``allowed`` or a callable) checked for ``estimator``.
+
+    Returns the name to use (None becomes ``allowed[0]``) or the callable.
+    """
+    if objective is None:
+        return allowed[0]
+    if callable(objective):
+        return objective
+    if objective == CUSTOM:
+        raise ValueError(
+            f"objective={CUSTOM!r} marks a model loaded from a file whose objective was a "
+            "function, which model files do not store; to train, pass the function again: "
+            "set_params(objective=your_function)")
+    if not isinstance(objective, str) or objective not in allowed:
+        raise ValueError(
+            f"objective of {estimator} must be None, a callable (y_true, y_pred) -> "
+            f"(grad, hess) or one of {list(allowed)}, got {objective!r}")
+    return objective
+
+
+def make_objective(objective, *, alpha: float, link, row_order=None):
+    """The objective object of a fit: a checked name or callable (:func:`check_objective`).
+
+    ``alpha`` parameterises ``"huber"`` (delta > 0) and ``"quantile"`` (a level
+    in (0, 1)); ``link`` and ``row_order`` serve a callable
+    (:class:`CustomObjective`).
+    """
+    if callable(objective):
+        return CustomObjective(objective, link, row_order)
+    if objective == "quantile":
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1) for objective='quantile' (the quantile "
+                             f"level), got {alpha!r}")
+        return Quantile(alpha)
+    if objective == "huber":
+        return Huber(alpha)
+    return get_objective(objective)

@@ -31,7 +31,13 @@ from packboost.booster import EvalSet, InitModel, _fraction_count, train
 from packboost.callback import EarlyStopping, LogEvaluation, ProgressBar
 from packboost.grower import TrainingData
 from packboost.model_io import register_estimator, save_estimator
-from packboost.objectives import get_objective
+from packboost.objectives import (
+    CLASSIFICATION_OBJECTIVES,
+    REGRESSION_OBJECTIVES,
+    check_objective,
+    get_objective,
+    make_objective,
+)
 
 # The schema's names, kept importable from here (tests and older code use them).
 _PARAMETER_DOC = _parameters.PARAMETER_DOC
@@ -54,7 +60,7 @@ _MISSING = object()
 
 
 class _PackBoostEstimator(BaseEstimator):
-    """Shared fit/predict machinery; subclasses set the objective."""
+    """Shared fit/predict machinery; subclasses set the objectives they take."""
 
     def __new__(cls, *args, **kwargs):
         # Python's own error for an unknown keyword names no alternative; a
@@ -64,10 +70,12 @@ class _PackBoostEstimator(BaseEstimator):
             raise TypeError(_parameters.unknown_parameter_message(cls.__name__, unknown))
         return super().__new__(cls)
 
-    _objective_name = "squared_error"
+    _objectives = REGRESSION_OBJECTIVES
+    _objective_name = "squared_error"   # the default objective, whose link maps raw scores
 
     def __init__(self, *, n_estimators=100, pack_size=4, max_depth=6, learning_rate=0.1,
-                 reg_lambda=1.0, min_samples_leaf=20, min_child_weight=1e-3,
+                 objective=None, alpha=0.9, reg_lambda=1.0, reg_alpha=0.0, min_samples_leaf=20,
+                 min_child_weight=1e-3,
                  min_split_gain=0.0, max_delta_step=0.0, max_bins=255,
                  layer_feature_fraction=1.0, tree_feature_fraction=0.5,
                  feature_sampling="depth", row_subsample=1.0, era_subsample=0.75, era_gain="realized",
@@ -79,7 +87,10 @@ class _PackBoostEstimator(BaseEstimator):
         self.pack_size = pack_size
         self.max_depth = max_depth
         self.learning_rate = learning_rate
+        self.objective = objective
+        self.alpha = alpha
         self.reg_lambda = reg_lambda
+        self.reg_alpha = reg_alpha
         self.min_samples_leaf = min_samples_leaf
         self.min_child_weight = min_child_weight
         self.min_split_gain = min_split_gain
@@ -169,6 +180,8 @@ class _PackBoostEstimator(BaseEstimator):
         """The parameters checked, from ``source`` (a snapshot of ``vars(self)``)."""
         source = vars(self).copy() if source is None else source
         params = {name: _check_parameter(name, source[name]) for name in _PARAMETER_RULES}
+        params["objective"] = check_objective(source["objective"], self._objectives,
+                                              type(self).__name__)
         params["random_state"] = _resolve_seed(source["random_state"])
         return params
 
@@ -266,7 +279,9 @@ class _PackBoostEstimator(BaseEstimator):
             n_estimators=params["n_estimators"],
             eval_rows=sum(item.X.shape[0] for item in eval_sets)),
             who=f"{type(self).__name__}.fit")
-        objective = get_objective(self._objective_name)
+        objective = make_objective(params["objective"], alpha=params["alpha"],
+                                   link=get_objective(self._objective_name).transform,
+                                   row_order=order)
         with backends.open_backend(params["device"], data, params["pack_size"],
                                    n_threads) as backend:
             ensemble, info = train(data, y, sample_weight, objective, params, n_threads,
@@ -572,7 +587,7 @@ def _not_fitted_error(estimator):
 
 @register_estimator
 class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
-    __doc__ = f"""Gradient-boosted tree packs with Directional Era Splitting (squared error).
+    __doc__ = f"""Regressor: packs of DES trees on squared error, Huber, quantile or your own loss.
 
     Parameters
     ----------{_PARAMETER_DOC}
@@ -588,6 +603,8 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
     (2,)
     """
 
+    # The built-in objectives it takes (the default first); raw scores are predictions.
+    _objectives = REGRESSION_OBJECTIVES
     _objective_name = "squared_error"
     _default_metrics = ("rmse",)
 
@@ -640,6 +657,8 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
     Era metrics in ``eval_metric`` score the probability of ``classes_[1]``.
     """
 
+    # Raw scores are log-odds, whatever the objective (a callable's too).
+    _objectives = CLASSIFICATION_OBJECTIVES
     _objective_name = "logistic"
     _default_metrics = ("logloss",)
 

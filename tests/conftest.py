@@ -8,7 +8,7 @@ import pytest
 from packboost.grower import TrainingData
 
 DEFAULT_SPLIT_PARAMS = dict(
-    reg_lambda=1.0, era_gain="realized", era_weighting="equal", era_alpha=0.0,
+    reg_lambda=1.0, reg_alpha=0.0, era_gain="realized", era_weighting="equal", era_alpha=0.0,
     lambda_dro=0.25, lambda_dir=0.5, dir_tanh_scale=1.0, min_samples_leaf=1,
     min_child_weight=0.0, era_std="total",
 )

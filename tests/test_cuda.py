@@ -39,6 +39,7 @@ SPLIT_KEYS = ("feature", "threshold_bin", "missing_left", "left_child", "right_c
 def grower_params(max_depth=4, min_samples_leaf=1, **split):
     settings = dict(DEFAULT_SPLIT_PARAMS, min_samples_leaf=min_samples_leaf, **split)
     return GrowerParams(max_depth=max_depth, reg_lambda=settings["reg_lambda"],
+                        reg_alpha=settings["reg_alpha"],
                         min_samples_leaf=min_samples_leaf,
                         min_child_weight=settings["min_child_weight"], min_split_gain=0.0,
                         max_delta_step=0.0, shrinkage=0.1, split=settings)
@@ -188,7 +189,7 @@ def test_emulated_tile_scoring_matches_cpu_score_tile(seed, era_gain, era_std):
     hessians = rng.uniform(0.5, 1.5, size=counts.shape) * counts
     params = dict(DEFAULT_SPLIT_PARAMS, era_gain=era_gain, era_std=era_std,
                   era_weighting=["equal", "count"][seed % 2], era_alpha=1.0,
-                  dir_tanh_scale=[1.0, 0.0][seed % 2])
+                  dir_tanh_scale=[1.0, 0.0][seed % 2], reg_alpha=[0.0, 0.0, 2.0][seed % 3])
     variance = float(rng.uniform(0.1, 2.0))
     scale_g = grid_scale(gradients)
     scale_h = grid_scale(hessians)
@@ -242,6 +243,8 @@ PACK_CASES = [
     (6, 64, 2, 33, 3, {"min_child_weight": 2.0}),
     (7, 450, 5, 12, 5, {"era_std": "between"}),
     (8, 300, 4, 30, 8, {"era_std": "between", "lambda_dro": 1.0, "lambda_dir": 0.0}),
+    (9, 300, 4, 9, 6, {"reg_alpha": 2.0, "era_std": "between"}),
+    (10, 200, 3, 5, 4, {"reg_alpha": 0.7, "era_gain": "newton"}),
 ]
 
 
@@ -292,6 +295,13 @@ def random_problem(seed, n_rows, n_features, n_eras, nan_rate=0.1):
     return X, y, era, weight
 
 
+def _pseudo_huber(y_true, y_pred):
+    """A custom objective: the pseudo-Huber loss sqrt(1 + r^2) - 1."""
+    residual = y_pred - y_true
+    scale = np.sqrt(1.0 + residual * residual)
+    return residual / scale, 1.0 / scale**3
+
+
 FIT_CASES = [
     (0, 400, 6, 9, dict(), True),
     (1, 333, 4, 1, dict(era_gain="newton", lambda_dir=0.5), False),
@@ -300,6 +310,13 @@ FIT_CASES = [
                         layer_feature_fraction=0.5, row_subsample=0.7), True),
     (4, 280, 3, 4, dict(max_bins=300), False),  # uint16 bins
     (5, 360, 4, 10, dict(era_std="total", lambda_dro=0.5), True),
+    # Gradients are computed on the host for both backends: every objective
+    # reaches the GPU kernels as the same g, h.
+    (6, 400, 5, 8, dict(objective="huber", alpha=0.5), True),
+    (7, 400, 5, 8, dict(objective="quantile", alpha=0.3), False),
+    (8, 400, 5, 8, dict(objective=_pseudo_huber), True),
+    (9, 400, 5, 8, dict(reg_alpha=2.0, lambda_dir=0.5), True),
+    (10, 360, 4, 6, dict(reg_alpha=0.5, era_gain="newton"), False),
 ]
 
 

@@ -137,7 +137,8 @@ def test_rescaling_is_exact_and_brings_the_peak_to_one(peak):
 def grower_params_for_test(**kwargs):
     from packboost.grower import GrowerParams
 
-    values = dict(max_depth=3, reg_lambda=1.0, min_samples_leaf=1, min_child_weight=1e-3,
+    values = dict(max_depth=3, reg_lambda=1.0, reg_alpha=0.0, min_samples_leaf=1,
+                  min_child_weight=1e-3,
                   min_split_gain=0.0, max_delta_step=0.0, shrinkage=0.1,
                   split=dict(reg_lambda=1.0, min_child_weight=1e-3, lambda_dro=1.0))
     values.update(kwargs)

@@ -13,7 +13,7 @@ from conftest import make_binned_problem
 from oracles import reference as _reference
 
 BASE = dict(
-    n_estimators=1, pack_size=3, max_depth=4, learning_rate=0.3, reg_lambda=1.0,
+    n_estimators=1, pack_size=3, max_depth=4, learning_rate=0.3, reg_lambda=1.0, reg_alpha=0.0,
     min_samples_leaf=2, min_child_weight=0.0, min_split_gain=0.0, max_delta_step=0.0,
     era_gain="realized", era_weighting="equal", era_alpha=0.0, lambda_dro=0.25,
     lambda_dir=0.5, dir_tanh_scale=1.0, era_std="between", era_subsample=0.7, row_subsample=0.8,
@@ -40,6 +40,8 @@ PARAMS = {
     "count-weights": dict(era_weighting="count", era_alpha=2.0, dir_tanh_scale=0.0),
     "max-delta-step": dict(max_delta_step=0.05, lambda_dro=1.0),
     "min-split-gain": dict(min_split_gain=5.0, min_samples_leaf=7),
+    "l1": dict(reg_alpha=3.0, lambda_dro=1.0),
+    "l1-newton-direction": dict(reg_alpha=1.0, era_gain="newton", lambda_dir=1.0),
     "no-sampling": dict(era_subsample=1.0, row_subsample=1.0, layer_feature_fraction=1.0,
                         tree_feature_fraction=1.0, pack_size=2),
 }

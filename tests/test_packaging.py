@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import runpy
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import packboost
@@ -111,3 +115,63 @@ def test_test_oracles_are_not_installed():
     if (include / "des.h").is_file():  # an installed packboost (editable: csrc/)
         for header in ("des.h", "split_params.h", "pbc_split.h"):
             assert (include / header).is_file(), f"{header} missing from {include}"
+
+
+def _python(code: str, tmp_path) -> subprocess.CompletedProcess:
+    """``python -c code`` in a scratch directory (no source tree to shadow the install)."""
+    env = dict(os.environ)
+    package_parent = str(Path(packboost.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_import_packboost_is_light(tmp_path):
+    """scikit-learn (about a second), pandas and matplotlib load only when used."""
+    result = _python(
+        "import sys, packboost\n"
+        "heavy = [m for m in ('sklearn', 'pandas', 'matplotlib') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "packboost.load_model, packboost.show_config, packboost.cuda_available\n"
+        "assert 'sklearn' not in sys.modules\n"
+        "print('light')\n", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "light"
+
+
+def test_the_estimators_load_on_first_access_and_are_sklearn_estimators(tmp_path):
+    pytest.importorskip("sklearn")
+    result = _python(
+        "import sys, numpy as np, packboost\n"
+        "from packboost import PackBoostRegressor\n"
+        "from sklearn.base import BaseEstimator, clone\n"
+        "from sklearn.model_selection import GridSearchCV\n"
+        "assert isinstance(PackBoostRegressor(), BaseEstimator)\n"
+        "assert packboost.PackBoostClassifier.__module__ == 'packboost.sklearn'\n"
+        "assert 'PackBoostRegressor' in dir(packboost)\n"
+        "assert clone(PackBoostRegressor(max_depth=2)).max_depth == 2\n"
+        "X = np.random.default_rng(0).normal(size=(300, 3)); y = X[:, 0] + X[:, 1]\n"
+        "search = GridSearchCV(PackBoostRegressor(n_estimators=2, n_jobs=1),\n"
+        "                      {'max_depth': [1, 2]}, cv=2).fit(X, y)\n"
+        "print(search.best_params_['max_depth'])\n", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() in ("1", "2")
+
+
+def test_load_model_needs_no_estimator_import_first(tmp_path):
+    """A model file loads in a fresh process that never named an estimator."""
+    from packboost import PackBoostRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = X[:, 0] + rng.normal(size=200)
+    PackBoostRegressor(n_estimators=2, n_jobs=1).fit(X, y).save_model(tmp_path / "m.pbm")
+    result = _python("import packboost\n"
+                     "print(type(packboost.load_model('m.pbm')).__name__)\n", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "PackBoostRegressor"
+
+
+def test_an_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'PackBoostRanker'"):
+        packboost.PackBoostRanker  # noqa: B018

@@ -102,7 +102,8 @@ def test_max_pack_size_copies_agree():
 
 def test_layers():
     assert names("split") == tuple(p.name for p in SCHEMA if "split" in p.layers)
-    assert set(names("split")) == {"reg_lambda", "era_gain", "era_weighting", "era_alpha",
+    assert set(names("split")) == {"reg_lambda", "reg_alpha", "era_gain", "era_weighting",
+                                   "era_alpha",
                                    "lambda_dro", "lambda_dir", "dir_tanh_scale", "era_std",
                                    "min_samples_leaf", "min_child_weight"}
     assert set(names("sampling")) >= {"pack_size", "max_depth", "layer_feature_fraction",
@@ -144,8 +145,10 @@ def test_docstring_is_generated_from_the_schema(estimator):
 
 def test_validated_params_cover_the_rules_and_the_seed():
     params = PackBoostRegressor(random_state=3)._validated_params()
-    assert list(params) == [*PARAMETER_RULES, "random_state"]
+    assert list(params) == [*PARAMETER_RULES, "objective", "random_state"]
     assert params["random_state"] == 3
+    assert params["objective"] == "squared_error"  # None: the estimator's own
+    assert PackBoostClassifier()._validated_params()["objective"] == "logistic"
 
 
 # ----------------------------------------------------------------------------- bounds
@@ -162,6 +165,9 @@ def _edge_cases(parameter):
         return {
             "n_jobs": [(None, True), (-1, True), (1, True), (0, False), ("all", False),
                        (1.5, False), (2**31, False), (True, False)],
+            "objective": [(None, True), ("squared_error", True), ("huber", True),
+                          ("quantile", True), ("logistic", True), (len, True),
+                          ("l2", False), ("custom", False), (1, False)],
             "random_state": [(None, True), (0, True), (7, True),
                              (np.random.default_rng(0), True),
                              (np.random.RandomState(0), True), (-1, False),
@@ -231,7 +237,7 @@ def test_split_kernel_params_and_grower_params():
     settings = grower_params(params)
     assert settings.split == split
     assert settings.shrinkage == pytest.approx(0.2 / 5)
-    for key in ("max_depth", "reg_lambda", "min_samples_leaf", "min_child_weight",
+    for key in ("max_depth", "reg_lambda", "reg_alpha", "min_samples_leaf", "min_child_weight",
                 "min_split_gain", "max_delta_step"):
         assert getattr(settings, key) == params[key]
     expected = grower_settings(params)
@@ -249,8 +255,8 @@ def test_the_split_kernels_receive_the_schema_values(overrides):
     params = {**PackBoostRegressor()._validated_params(), **overrides}
     received = _split.split_params_as_dict(split_kernel_params(params))
     assert set(received) == set(names("split")) - {"era_std"} | {"era_std_between"}
-    for name in ("reg_lambda", "era_alpha", "lambda_dro", "lambda_dir", "dir_tanh_scale",
-                 "min_child_weight"):
+    for name in ("reg_lambda", "reg_alpha", "era_alpha", "lambda_dro", "lambda_dir",
+                 "dir_tanh_scale", "min_child_weight"):
         assert received[name] == params[name], name
     assert received["min_samples_leaf"] == max(1, params["min_samples_leaf"])
     assert received["era_gain"] == _split.ERA_GAIN_CODES[params["era_gain"]]
@@ -294,6 +300,9 @@ def test_cli_flags_are_the_schema():
         assert action.default is None
         if parameter.kind == CHOICE:
             assert tuple(action.choices) == parameter.choices
+        elif parameter.cli_choices:
+            assert parameter.kind == OTHER
+            assert tuple(action.choices) == parameter.cli_choices
         else:
             assert action.type is (float if parameter.kind == REAL else int)
     assert flags["param_random_state"].option_strings == ["--seed", "--random-state"]

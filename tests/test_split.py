@@ -65,6 +65,51 @@ def test_best_split_matches_reference(params, shape):
                                        err_msg=key)
 
 
+@pytest.mark.parametrize("reg_alpha", [0.3, 3.0, 30.0])
+@pytest.mark.parametrize("params", PARAM_GRID[::3], ids=lambda p: "-".join(map(str, p.values())))
+@pytest.mark.parametrize("shape", [(60, 7), (400, 30)])
+def test_best_split_with_l1_matches_reference(params, shape, reg_alpha):
+    """reg_alpha: soft-thresholded sums in the pooled gain and every era's gain."""
+    n_rows, n_eras = shape
+    params = {**DEFAULT_SPLIT_PARAMS, **params, "reg_alpha": reg_alpha, "era_alpha": 3.0,
+              "min_samples_leaf": 3}
+    data, g, h = make_binned_problem(n_rows + n_eras, n_rows, 3, n_eras)
+    for feature in range(3):
+        hist = tile_histogram(data, g, h, feature)
+        n_bins = int(data.n_bins[feature])
+        got = _split.score_histogram(hist, n_bins, params)
+        want = reference_best(hist, n_bins, params)
+        assert (got is None) == (want is None)
+        if want is None:
+            continue
+        assert (got["threshold"], got["missing_left"]) == (want["threshold"],
+                                                           want["missing_left"])
+        for key in ("score", "gain", "mean"):
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-9, atol=1e-12,
+                                       err_msg=key)
+
+
+@pytest.mark.parametrize("reg_alpha", [0.0, 0.5, 4.0])
+def test_realized_era_gains_add_up_to_the_pooled_l1_gain(reg_alpha):
+    """With L1 the eras share a side's penalty by hessian (csrc/des.h), so their
+    realized gains still sum to the pooled gain: equal weights, every era present,
+    mean = gain / n_eras."""
+    data, g, h = make_binned_problem(3, 2000, 2, 8, missing_rate=0.0)
+    params = {**DEFAULT_SPLIT_PARAMS, "reg_alpha": reg_alpha, "lambda_dro": 0.0,
+              "lambda_dir": 0.0, "min_samples_leaf": 20}
+    hist = tile_histogram(data, g, h, 0)
+    assert (hist["count"].sum(axis=1) > 0).all()
+    best = _split.score_histogram(hist, int(data.n_bins[0]), params)
+    np.testing.assert_allclose(best["mean"] * data.n_eras, best["gain"], rtol=1e-9)
+    left = hist[:, : best["threshold"] + 1]
+    sums = [(hist["sum_gradients"].sum(), hist["sum_hessians"].sum()),
+            (left["sum_gradients"].sum(), left["sum_hessians"].sum())]
+    (G, H), (G_L, H_L) = sums
+    phi = [_reference.phi(g_, h_, 1.0, reg_alpha) for g_, h_ in
+           ((G_L, H_L), (G - G_L, H - H_L), (G, H))]
+    np.testing.assert_allclose(best["gain"], phi[0] + phi[1] - phi[2], rtol=1e-9)
+
+
 def test_constraints_reject_small_children(split_params):
     data, g, h = make_binned_problem(1, 50, 1, 3, missing_rate=0.0)
     hist = tile_histogram(data, g, h, 0)

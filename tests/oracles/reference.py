@@ -13,14 +13,21 @@ from __future__ import annotations
 import numpy as np
 
 
-def phi(sum_g, sum_h, reg_lambda):
+def shrink_l1(sum_g, reg_alpha):
+    """The gradient sum after the L1 penalty: sign(G) max(|G| - alpha, 0)."""
+    return float(np.sign(sum_g) * max(abs(sum_g) - reg_alpha, 0.0)) if reg_alpha else sum_g
+
+
+def phi(sum_g, sum_h, reg_lambda, reg_alpha=0.0):
+    """Loss reduction of the best leaf: -min_v G v + (H + lambda) v^2 / 2 + alpha |v|."""
     denom = sum_h + reg_lambda
+    sum_g = shrink_l1(sum_g, reg_alpha)
     return 0.5 * sum_g**2 / denom if denom > 0 else 0.0
 
 
-def newton_value(sum_g, sum_h, reg_lambda):
+def newton_value(sum_g, sum_h, reg_lambda, reg_alpha=0.0):
     denom = sum_h + reg_lambda
-    return -sum_g / denom if denom > 0 else 0.0
+    return -shrink_l1(sum_g, reg_alpha) / denom if denom > 0 else 0.0
 
 
 def histogram(X_binned, feature, rows, gradients, hessians, row_era, n_eras, width):
@@ -36,8 +43,12 @@ def histogram(X_binned, feature, rows, gradients, hessians, row_era, n_eras, wid
     return hist_g, hist_h, hist_c
 
 
-def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain):
-    """Per-era gains of one candidate (docs/des.md §3), one era at a time."""
+def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain, reg_alpha=0.0):
+    """Per-era gains of one candidate (docs/des.md §3), one era at a time.
+
+    Realized gains: era e's share of a side's regularised loss, the L2 and L1
+    penalties split by the era's share of the side's hessian.
+    """
     sum_g, sum_h = era_g.sum(), era_h.sum()
     left_g, left_h = era_left_g.sum(), era_left_h.sum()
     right_g, right_h = sum_g - left_g, sum_h - left_h
@@ -46,16 +57,20 @@ def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain):
         eg, eh, elg, elh = era_g[e], era_h[e], era_left_g[e], era_left_h[e]
         erg, erh = eg - elg, eh - elh
         if era_gain == "newton":
-            gains[e] = (phi(elg, elh, reg_lambda) + phi(erg, erh, reg_lambda)
-                        - phi(eg, eh, reg_lambda))
+            gains[e] = (phi(elg, elh, reg_lambda, reg_alpha) + phi(erg, erh, reg_lambda, reg_alpha)
+                        - phi(eg, eh, reg_lambda, reg_alpha))
         else:
             def loss(g_es, h_es, h_s, v_s):
-                curvature = h_es * (1 + reg_lambda / h_s) if h_s > 0 else 0.0
-                return g_es * v_s + 0.5 * curvature * v_s**2
+                share = h_es / h_s if h_s > 0 else 0.0
+                return (g_es * v_s + 0.5 * (h_es + share * reg_lambda) * v_s**2
+                        + share * reg_alpha * abs(v_s))
 
-            gains[e] = (loss(eg, eh, sum_h, newton_value(sum_g, sum_h, reg_lambda))
-                        - loss(elg, elh, left_h, newton_value(left_g, left_h, reg_lambda))
-                        - loss(erg, erh, right_h, newton_value(right_g, right_h, reg_lambda)))
+            def value(g, h):
+                return newton_value(g, h, reg_lambda, reg_alpha)
+
+            gains[e] = (loss(eg, eh, sum_h, value(sum_g, sum_h))
+                        - loss(elg, elh, left_h, value(left_g, left_h))
+                        - loss(erg, erh, right_h, value(right_g, right_h)))
     return gains
 
 
@@ -68,22 +83,24 @@ def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, par
     ``s^2 = gradient_variance``, is taken out of the variance (csrc/des.h).
     """
     reg_lambda = params["reg_lambda"]
+    reg_alpha = params.get("reg_alpha", 0.0)
     if params["era_weighting"] == "count":
         weights = params["era_alpha"] + era_c
     else:
         weights = np.ones(len(era_c))
     weights = weights / weights.sum()
-    gains = era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, params["era_gain"])
+    gains = era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, params["era_gain"],
+                      reg_alpha)
     mean = float(np.sum(weights * gains))
     variance = float(np.sum(weights * (gains - mean) ** 2))
 
     sum_g, sum_h = era_g.sum(), era_h.sum()
     left_g, left_h = era_left_g.sum(), era_left_h.sum()
-    value_left = newton_value(left_g, left_h, reg_lambda)
-    value_right = newton_value(sum_g - left_g, sum_h - left_h, reg_lambda)
+    value_left = newton_value(left_g, left_h, reg_lambda, reg_alpha)
+    value_right = newton_value(sum_g - left_g, sum_h - left_h, reg_lambda, reg_alpha)
     if (params.get("era_std", "total") == "between" and params["era_gain"] == "realized"
             and gradient_variance > 0):
-        value_node = newton_value(sum_g, sum_h, reg_lambda)
+        value_node = newton_value(sum_g, sum_h, reg_lambda, reg_alpha)
         noise = gradient_variance * ((value_node - value_left) ** 2 * era_left_c
                                      + (value_node - value_right) ** 2 * (era_c - era_left_c))
         variance -= (1.0 - np.sum(weights**2)) * float(np.sum(weights * noise))
@@ -93,6 +110,7 @@ def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, par
     direction = 0.0
     scale = params["dir_tanh_scale"]
     for e in range(len(era_c)):
+        # the era's own L2 values, not thresholded by alpha (csrc/des.h)
         if era_left_c[e] > 0 and era_c[e] - era_left_c[e] > 0 and d != 0:
             delta = (newton_value(era_left_g[e], era_left_h[e], reg_lambda)
                      - newton_value(era_g[e] - era_left_g[e], era_h[e] - era_left_h[e],
@@ -100,8 +118,9 @@ def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, par
             vote = np.tanh(delta / (scale * abs(spread))) if scale > 0 else np.sign(delta)
             direction += weights[e] * d * vote
     score = mean - params["lambda_dro"] * std + params["lambda_dir"] * abs(mean) * direction
-    gain = (phi(left_g, left_h, reg_lambda) + phi(sum_g - left_g, sum_h - left_h, reg_lambda)
-            - phi(sum_g, sum_h, reg_lambda))
+    gain = (phi(left_g, left_h, reg_lambda, reg_alpha)
+            + phi(sum_g - left_g, sum_h - left_h, reg_lambda, reg_alpha)
+            - phi(sum_g, sum_h, reg_lambda, reg_alpha))
     return dict(score=score, gain=gain, mean=mean, std=std, direction=direction)
 
 
@@ -132,11 +151,11 @@ def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False,
                     or era_h.sum() - left_h.sum() < params["min_child_weight"]):
                 continue
             if pooled_gain_only:
-                reg_lambda = params["reg_lambda"]
-                gain = (phi(left_g.sum(), left_h.sum(), reg_lambda)
+                reg_lambda, reg_alpha = params["reg_lambda"], params.get("reg_alpha", 0.0)
+                gain = (phi(left_g.sum(), left_h.sum(), reg_lambda, reg_alpha)
                         + phi(era_g.sum() - left_g.sum(), era_h.sum() - left_h.sum(),
-                              reg_lambda)
-                        - phi(era_g.sum(), era_h.sum(), reg_lambda))
+                              reg_lambda, reg_alpha)
+                        - phi(era_g.sum(), era_h.sum(), reg_lambda, reg_alpha))
                 result = dict(score=gain, gain=gain)
             else:
                 result = score_candidate(era_g, era_h, era_c, left_g, left_h, left_c, params,
@@ -171,7 +190,7 @@ def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
 
     def new_node(node_rows):
         sum_g, sum_h = gradients[node_rows].sum(), hessians[node_rows].sum()
-        value = newton_value(sum_g, sum_h, reg_lambda)
+        value = newton_value(sum_g, sum_h, reg_lambda, params.get("reg_alpha", 0.0))
         if params.get("max_delta_step", 0) > 0:
             value = float(np.clip(value, -params["max_delta_step"], params["max_delta_step"]))
         for key, item in (("feature", -1), ("threshold_bin", 0), ("missing_left", 0),

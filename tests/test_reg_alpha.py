@@ -1,0 +1,122 @@
+"""``reg_alpha``: L1 regularisation of leaf values (csrc/des.h, des_threshold_l1).
+
+The kernels' gains with L1 are checked against the NumPy oracle in
+test_split.py and test_grower.py, and across backends in test_cuda.py; here:
+what a user sees, the units of the rescaled fit, and that ``reg_alpha = 0``
+grows the very trees of before it existed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+
+import numpy as np
+import pytest
+from test_cuda import FIT_CASES, random_problem
+
+from packboost import PackBoostClassifier, PackBoostRegressor
+from packboost.grower import leaf_values
+
+
+def test_leaf_values_are_soft_thresholded():
+    sum_g = np.array([-5.0, -1.0, 0.0, 0.5, 1.0, 3.0])
+    sum_h = np.full(6, 3.0)
+    np.testing.assert_array_equal(leaf_values(sum_g, sum_h, 1.0, 0.0, reg_alpha=1.0),
+                                  [1.0, 0.0, 0.0, 0.0, 0.0, -0.5])
+    np.testing.assert_array_equal(leaf_values(sum_g, sum_h, 1.0, 0.0, reg_alpha=0.0),
+                                  -sum_g / 4.0)
+    # max_delta_step clips after the threshold
+    np.testing.assert_array_equal(leaf_values(sum_g, sum_h, 1.0, 0.25, reg_alpha=1.0),
+                                  [0.25, 0.0, 0.0, 0.0, 0.0, -0.25])
+
+
+def _problem(seed=0, n_rows=3000):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n_rows, 6))
+    era = np.repeat(np.arange(30), n_rows // 30)
+    y = X[:, 0] + 0.5 * X[:, 1] * X[:, 2] + rng.normal(size=n_rows)
+    return X, y, era
+
+
+def test_a_larger_reg_alpha_shrinks_the_leaves_and_a_huge_one_stops_every_split():
+    X, y, era = _problem()
+    params = dict(n_estimators=5, max_depth=4, random_state=0, n_jobs=1)
+    magnitude = []
+    for reg_alpha in (0.0, 5.0, 50.0):
+        model = PackBoostRegressor(reg_alpha=reg_alpha, **params).fit(X, y, era=era)
+        nodes = model.ensemble_.nodes
+        magnitude.append(np.abs(nodes["value"][nodes["feature"] < 0]).sum())
+    assert magnitude[0] > magnitude[1] > magnitude[2]
+    flat = PackBoostRegressor(reg_alpha=1e9, **params).fit(X, y, era=era)
+    assert (flat.ensemble_.nodes["feature"] == -1).all()
+    np.testing.assert_array_equal(flat.predict(X), flat.ensemble_.base_score)
+
+
+def test_reg_alpha_is_in_gradient_units_of_the_rescaled_fit():
+    """For y * c, c a power of two, reg_alpha * c grows the same trees (values * c):
+    the rescaled fit (docs/fixed-point.md §9) turns reg_alpha into its units."""
+    X, y, era = _problem(1, 1500)
+    params = dict(n_estimators=3, max_depth=3, random_state=0, n_jobs=1)
+    base = PackBoostRegressor(reg_alpha=4.0, **params).fit(X, y, era=era)
+    for exponent in (-300, 200):
+        scaled = PackBoostRegressor(reg_alpha=np.ldexp(4.0, exponent), **params)
+        scaled.fit(X, np.ldexp(y, exponent), era=era)
+        for field in ("feature", "threshold_bin", "missing_left"):
+            np.testing.assert_array_equal(scaled.ensemble_.nodes[field],
+                                          base.ensemble_.nodes[field])
+        np.testing.assert_array_equal(scaled.predict(X), np.ldexp(base.predict(X), exponent))
+
+
+def test_the_classifier_takes_reg_alpha():
+    X, y, era = _problem(2, 2100)
+    labels = y > 0
+    params = dict(n_estimators=5, random_state=0, n_jobs=1)
+    plain = PackBoostClassifier(**params).fit(X, labels, era=era)
+    l1 = PackBoostClassifier(reg_alpha=20.0, **params).fit(X, labels, era=era)
+    assert np.abs(l1.decision_function(X) - l1.ensemble_.base_score).mean() < \
+        np.abs(plain.decision_function(X) - plain.ensemble_.base_score).mean()
+
+
+def test_reg_alpha_has_lightgbms_name_for_it():
+    with pytest.raises(TypeError, match="'lambda_l1' is not a PackBoost parameter; use "
+                                        "reg_alpha"):
+        PackBoostRegressor(lambda_l1=1.0)
+    with pytest.raises(ValueError, match="reg_alpha"):
+        PackBoostRegressor(reg_alpha=-1.0).fit(np.zeros((10, 1)), np.zeros(10))
+
+
+def _digest(model):
+    digest = hashlib.sha256()
+    for name in sorted(model.ensemble_.nodes):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(model.ensemble_.nodes[name]).tobytes())
+    digest.update(np.float64(model.ensemble_.base_score).tobytes())
+    return digest.hexdigest()[:16]
+
+
+# SHA-256 of every node array of these fits, taken on x86_64 Linux (NumPy
+# 2.x, GCC) at the commit before reg_alpha existed (b727bfe).
+DIGESTS_BEFORE_REG_ALPHA = {
+    0: "eea2d30838f48825", 1: "d285d7b1dbe75717", 2: "55b19990502bbb68",
+    3: "900c4bedadbed56f", 4: "559d1311d8ce9cc5", 5: "3564028ec2779314",
+    6: "9c8b1fb5ccc1afbb", 7: "4e2dcec03fe74780", "classifier": "39029c4019e298aa",
+}
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or platform.system() != "Linux",
+                    reason="digests recorded on x86_64 Linux")
+def test_reg_alpha_zero_grows_the_trees_of_before_it_existed():
+    """des_threshold_l1 is skipped, not evaluated, at reg_alpha = 0: bit for bit."""
+    for seed, n_rows, n_features, n_eras, extra, weighted in FIT_CASES:
+        if seed not in DIGESTS_BEFORE_REG_ALPHA:
+            continue
+        X, y, era, weight = random_problem(seed, n_rows, n_features, n_eras)
+        model = PackBoostRegressor(n_estimators=4, pack_size=3, max_depth=4,
+                                   min_samples_leaf=5, random_state=seed, n_jobs=1, **extra)
+        model.fit(X, y, era=era, sample_weight=weight if weighted else None)
+        assert _digest(model) == DIGESTS_BEFORE_REG_ALPHA[seed], (seed, extra)
+    X, y, era, _ = random_problem(7, 300, 4, 6)
+    model = PackBoostClassifier(n_estimators=3, pack_size=2, max_depth=3, random_state=1,
+                                n_jobs=1).fit(X, (y > np.median(y)).astype(int), era=era)
+    assert _digest(model) == DIGESTS_BEFORE_REG_ALPHA["classifier"]
