@@ -101,9 +101,12 @@ def main(argv=None) -> None:
         slot_in_tree = rng.integers(0, n_slots_per_tree, size=(n_rows, pack))
         node_of_row = np.ascontiguousarray(
             slot_in_tree + np.arange(pack) * n_slots_per_tree, dtype=np.int32)
-        seconds = _median_seconds(lambda: _histogram.build_histograms(
-            X_binned, features, fixed, None, rows, era_offsets, node_of_row, uses, n_slots,
-            args.bins + 2, **({} if args.with_unpack else {"unpack": False})), args.repeats)
+        call = (X_binned, features, fixed, None, rows, era_offsets, node_of_row, uses, n_slots,
+                args.bins + 2)
+        options = {} if args.with_unpack else {"unpack": False}
+        seconds = _median_seconds(
+            lambda call=call, options=options: _histogram.build_histograms(*call, **options),
+            args.repeats)
         updates = n_rows * pack * args.features
         read_bytes = (X_binned.nbytes + fixed.packed.nbytes + node_of_row.nbytes
                       + rows.nbytes + (fixed.hessian_fixed.nbytes if args.hessians else 0))

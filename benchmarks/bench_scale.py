@@ -22,8 +22,11 @@ override): LightGBM ``feature_fraction`` (per tree) with ``num_leaves =
 2**depth``, XGBoost ``hist`` with ``colsample_bytree``. PackBoost, in packs of
 8, draws the share per depth (``layer_feature_fraction``; each tree then
 splits on ``tree_feature_fraction`` = 0.5 of them, the default), and every
-feature in every tree (both fractions 1) in the "every" case. Setup (LightGBM's ``Dataset``, XGBoost's ``QuantileDMatrix``,
-PackBoost's binning and checks) is timed apart from training, since users
+feature in every tree (both fractions 1) in the "every" case
+(``--feature-sampling pack`` draws once per pack, LightGBM's way, and lets the
+CPU subtract histograms). Setup (LightGBM's ``Dataset``, XGBoost's
+``QuantileDMatrix``, PackBoost's binning and checks) is timed apart from
+training, since users
 build a Dataset once and then train many models on it; ``s/tree`` is training
 time over trees.
 
@@ -114,6 +117,7 @@ def run_one(config: dict) -> dict:
     X, y, era = cached_data(config["case"], Path(config["cache"]))
     library, depth, threads = config["library"], config["depth"], config["threads"]
     trees, fraction, rate = config["trees"], config["fraction"], config["learning_rate"]
+    min_leaf = config.get("min_samples_leaf", 20)
     _reset_peak_rss()
     rss_before = _rss_kib("VmRSS")
     if library == "packboost":
@@ -121,7 +125,8 @@ def run_one(config: dict) -> dict:
 
         model = PackBoostRegressor(
             n_estimators=trees // PACK_SIZE, pack_size=PACK_SIZE, max_depth=depth,
-            learning_rate=rate, layer_feature_fraction=fraction,
+            learning_rate=rate, layer_feature_fraction=fraction, min_samples_leaf=min_leaf,
+            feature_sampling=config.get("feature_sampling", "depth"),
             # every feature in every tree too when the case says "every feature"
             **({"tree_feature_fraction": 1.0} if fraction == 1.0 else {}),
             n_jobs=threads, random_state=0)
@@ -135,6 +140,7 @@ def run_one(config: dict) -> dict:
         dataset = lightgbm.Dataset(X, y, params={"verbose": -1, "max_bin": 255}).construct()
         setup = time.perf_counter() - start
         params = dict(objective="regression", max_depth=depth, num_leaves=2**depth,
+                      min_child_samples=min_leaf,
                       learning_rate=rate, feature_fraction=fraction, num_threads=threads,
                       verbose=-1, seed=0)
         start = time.perf_counter()
@@ -146,7 +152,8 @@ def run_one(config: dict) -> dict:
         start = time.perf_counter()
         matrix = xgboost.QuantileDMatrix(X, y, nthread=threads)
         setup = time.perf_counter() - start
-        params = dict(tree_method="hist", max_depth=depth, eta=rate,
+        # squared error: a hessian of 1 per row, so min_child_weight counts rows
+        params = dict(tree_method="hist", max_depth=depth, eta=rate, min_child_weight=min_leaf,
                       colsample_bytree=fraction, nthread=threads, seed=0)
         start = time.perf_counter()
         xgboost.train(params, matrix, num_boost_round=trees)
@@ -167,6 +174,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--trees", type=int, help="override every case's tree count")
+    parser.add_argument("--min-samples-leaf", type=int, default=20,
+                        help="rows per leaf at least (LightGBM min_child_samples; Numerai's "
+                             "deep model: depth 10 with 10000)")
+    parser.add_argument("--feature-sampling", choices=["depth", "pack"], default="depth",
+                        help="PackBoost's feature_sampling")
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/packboost-bench"))
     parser.add_argument("--json", help="also write every run to this JSON file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -191,7 +203,9 @@ def main() -> None:
                     config = dict(case=case, library=library, depth=depth, repeat=repeat,
                                   threads=args.threads, cache=args.cache,
                                   trees=args.trees or spec["trees"], fraction=spec["fraction"],
-                                  learning_rate=spec["learning_rate"])
+                                  learning_rate=spec["learning_rate"],
+                                  min_samples_leaf=args.min_samples_leaf,
+                                  feature_sampling=args.feature_sampling)
                     done = subprocess.run([sys.executable, __file__, "--child",
                                            json.dumps(config)], capture_output=True, text=True)
                     if done.returncode != 0:

@@ -410,7 +410,7 @@ def test_pack_feature_sampling_draws_once_per_pack():
               "tree_feature_fraction": 0.5}
     pack = draw_round(np.random.default_rng(6), data, {**params, "feature_sampling": "pack"})
     depth = draw_round(np.random.default_rng(6), data, params)
-    for k, mask in zip(pack.layer_features, pack.tree_feature_masks):
+    for k, mask in zip(pack.layer_features, pack.tree_feature_masks, strict=True):
         np.testing.assert_array_equal(k, pack.layer_features[0])
         np.testing.assert_array_equal(mask, pack.tree_feature_masks[0])
     assert len(pack.layer_features[0]) == 10 and pack.tree_feature_masks[0].sum(axis=1).max() == 5
