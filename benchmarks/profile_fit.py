@@ -104,9 +104,11 @@ def main():
     model = PackBoostRegressor(n_estimators=args.rounds, pack_size=args.pack_size,
                                max_depth=args.depth, layer_feature_fraction=args.feature_fraction,
                                lambda_dro=args.lambda_dro,
-                               feature_sampling=args.feature_sampling,
                                tree_feature_fraction=args.tree_feature_fraction,
-                               n_jobs=1, random_state=0)
+                               n_jobs=1, random_state=0,
+                               # only when asked: builds before it existed run the rest
+                               **({} if args.feature_sampling == "depth"
+                                  else {"feature_sampling": args.feature_sampling}))
     start = time.process_time()
     model.fit(train.X, train.y, era=train.era)
     wall = time.process_time() - start
