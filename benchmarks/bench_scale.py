@@ -23,9 +23,10 @@ override): LightGBM ``feature_fraction`` (per tree) with ``num_leaves =
 8, draws the share per depth (``layer_feature_fraction``; each tree then
 splits on ``tree_feature_fraction`` = 0.5 of them, the default), and every
 feature in every tree (both fractions 1) in the "every" case
-(``--feature-sampling pack`` draws once per pack, LightGBM's way, and lets the
-CPU subtract histograms). Setup (LightGBM's ``Dataset``, XGBoost's
-``QuantileDMatrix``, PackBoost's binning and checks) is timed apart from
+(``packboost-pack``: ``feature_sampling="pack"``, drawn once per pack as
+LightGBM draws per tree, which lets the CPU subtract histograms). Setup
+(LightGBM's ``Dataset``, XGBoost's ``QuantileDMatrix``, PackBoost's binning
+and checks) is timed apart from
 training, since users
 build a Dataset once and then train many models on it; ``s/tree`` is training
 time over trees.
@@ -61,7 +62,9 @@ CASES = {
     "every": dict(n_rows=150_000, n_features=200, n_eras=150, trees=100, fraction=1.0,
                   learning_rate=0.01),
 }
-LIBRARIES = ("packboost", "lightgbm", "xgboost")
+# "packboost-pack": feature_sampling="pack" (draws once per pack, LightGBM's way,
+# and lets the CPU subtract histograms at every depth).
+LIBRARIES = ("packboost", "packboost-pack", "lightgbm", "xgboost")
 BLOCK = 500  # features generated at once (cached_data)
 PACK_SIZE = 8
 
@@ -120,13 +123,13 @@ def run_one(config: dict) -> dict:
     min_leaf = config.get("min_samples_leaf", 20)
     _reset_peak_rss()
     rss_before = _rss_kib("VmRSS")
-    if library == "packboost":
+    if library.startswith("packboost"):
         from packboost import PackBoostRegressor
 
         model = PackBoostRegressor(
             n_estimators=trees // PACK_SIZE, pack_size=PACK_SIZE, max_depth=depth,
             learning_rate=rate, layer_feature_fraction=fraction, min_samples_leaf=min_leaf,
-            feature_sampling=config.get("feature_sampling", "depth"),
+            feature_sampling="pack" if library == "packboost-pack" else "depth",
             # every feature in every tree too when the case says "every feature"
             **({"tree_feature_fraction": 1.0} if fraction == 1.0 else {}),
             n_jobs=threads, random_state=0)
@@ -177,8 +180,6 @@ def main() -> None:
     parser.add_argument("--min-samples-leaf", type=int, default=20,
                         help="rows per leaf at least (LightGBM min_child_samples; Numerai's "
                              "deep model: depth 10 with 10000)")
-    parser.add_argument("--feature-sampling", choices=["depth", "pack"], default="depth",
-                        help="PackBoost's feature_sampling")
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/packboost-bench"))
     parser.add_argument("--json", help="also write every run to this JSON file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -195,7 +196,7 @@ def main() -> None:
         # the whole width does not fit in 24 GiB (issue 18's table).
         libraries = args.libraries
         if case == "full" and args.libraries == list(LIBRARIES):
-            libraries = ["packboost"]
+            libraries = ["packboost", "packboost-pack"]
         spec = CASES[case]
         for depth in args.depths:
             for repeat in range(args.repeats):
@@ -204,8 +205,7 @@ def main() -> None:
                                   threads=args.threads, cache=args.cache,
                                   trees=args.trees or spec["trees"], fraction=spec["fraction"],
                                   learning_rate=spec["learning_rate"],
-                                  min_samples_leaf=args.min_samples_leaf,
-                                  feature_sampling=args.feature_sampling)
+                                  min_samples_leaf=args.min_samples_leaf)
                     done = subprocess.run([sys.executable, __file__, "--child",
                                            json.dumps(config)], capture_output=True, text=True)
                     if done.returncode != 0:

@@ -244,7 +244,10 @@ def run_case(case: str, size: str, args, results: list, curves: dict) -> None:
         checkpoints = {f"{label} @ {args.max_rounds if slowest is None else len(elapsed)} rounds":
                        len(elapsed)}
         for name, seconds in peer_seconds.items():
-            checkpoints[f"{label} = {name} time"] = rounds_within(elapsed, seconds)
+            for share in args.time_shares:
+                prefix = "" if share == 1.0 else f"{share:g} x "
+                checkpoints[f"{label} = {prefix}{name} time"] = rounds_within(
+                    elapsed, share * seconds)
         for row_label, rounds in checkpoints.items():
             prediction = model.predict(test.X, iteration_range=(0, rounds))
             summary, correlations = summarise(test, prediction)
@@ -279,6 +282,9 @@ def parse_args(argv=None):
     parser.add_argument("--packboost-params", type=json.loads, action="append", default=None,
                         metavar="JSON", help="extra PackBoost configuration(s), e.g. "
                         "'{\"lambda_dro\": 0.5}' (repeatable)")
+    parser.add_argument("--time-shares", type=float, nargs="+", default=[1.0],
+                        help="also score PackBoost at these shares of each peer's fit time "
+                             "(e.g. 0.5 1.0)")
     parser.add_argument("--plot-peer", default="lightgbm",
                         help="PackBoost curves drawn at this peer's fit time")
     parser.add_argument("--numerox-hdf", default=None)
