@@ -1,0 +1,351 @@
+"""The Dask backend: the rows live on Dask workers, whole eras per worker
+(docs/distributed.md).
+
+:class:`DaskBackend` implements :class:`packboost.backends.interface.Backend`
+for the one driver (:func:`packboost.grower.grow_pack`, run on the client by
+:func:`packboost.booster.train`). Each worker holds a *shard*: a contiguous
+range of whole eras, i.e. of the era-sorted training rows, binned, with the
+shard's ``node_of_row`` / ``leaf_of_row``. Per depth:
+
+1. every shard histograms its own eras (they never leave the worker) and
+   returns the pooled per-bin sums of every (slot, feature): exact fixed-point
+   sums, added on the client in any order;
+2. the client enumerates the candidates exactly as ``_split.score_tile``
+   does and, when DES needs its era pass, sends them along the shards in era
+   order: each shard continues the running float state of every candidate
+   over its eras (``_distributed.candidate_pass``), worker to worker through
+   Dask's dependencies; the client finishes the last state.
+
+The float sums are therefore added in the single-machine order, by the same
+des.h functions: the trees are bit for bit the CPU backend's.
+
+Worker-side state lives in a module-level registry keyed by a fit id; a task
+that finds no shard (the worker was restarted) raises, and the client
+watches that every shard's worker is alive while it waits, so a dead worker
+is an error, never a hang (:class:`WorkerLostError`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from packboost import _distributed, _partition, _predict, _split
+from packboost.backends.interface import BestSplits, SlotSums
+
+# How often the client checks that the shards' workers are alive while it waits.
+POLL_SECONDS = 0.5
+
+_SHARDS: dict = {}   # worker side: fit id -> _Shard
+
+
+class WorkerLostError(RuntimeError):
+    """A worker holding training eras left the cluster during a fit."""
+
+
+@dataclass
+class ShardInfo:
+    """Where a shard lives and which global (era-sorted) rows it holds."""
+
+    worker: str
+    first_row: int
+    end_row: int
+    first_era: int
+    end_era: int
+
+
+@dataclass
+class _Shard:
+    X_binned: np.ndarray       # (n_features, n_local) bin codes
+    row_era: np.ndarray        # (n_local,) int32, era codes relative to the shard
+    n_eras: int
+    n_bins: np.ndarray
+    first_row: int
+    total_rows: int
+    pack_size: int
+    n_threads: int
+    node_of_row: np.ndarray = None
+    leaf_of_row: np.ndarray = None
+    gradients: np.ndarray = None
+    hessians: np.ndarray = None
+    depth: dict = field(default_factory=dict)   # this depth's histograms
+
+
+# -- worker side ------------------------------------------------------------------
+
+def _shard(fit_id: str) -> _Shard:
+    try:
+        return _SHARDS[fit_id]
+    except KeyError:
+        raise WorkerLostError(
+            f"this worker holds no shard of fit {fit_id}: it was restarted during the fit"
+        ) from None
+
+
+def worker_store(fit_id: str, shard: _Shard) -> int:
+    shard.node_of_row = np.empty((shard.X_binned.shape[1], shard.pack_size), dtype=np.int32)
+    shard.leaf_of_row = np.empty_like(shard.node_of_row)
+    _SHARDS[fit_id] = shard
+    return shard.X_binned.shape[1]
+
+
+def worker_drop(fit_id: str) -> None:
+    _SHARDS.pop(fit_id, None)
+
+
+def worker_begin_pack(fit_id, gradients, hessians, tree_rows) -> None:
+    shard = _shard(fit_id)
+    shard.gradients, shard.hessians = gradients, hessians
+    for tree, rows in enumerate(tree_rows):
+        _partition.start_tree(shard.node_of_row, rows, tree, shard.n_threads)
+
+
+def worker_slot_sums(fit_id, n_slots, partial):
+    shard = _shard(fit_id)
+    return _distributed.chained_slot_sums(shard.gradients, shard.hessians, shard.node_of_row,
+                                          n_slots, shard.first_row, shard.total_rows,
+                                          np.array(partial, copy=True))
+
+
+def worker_histograms(fit_id, slot_tree, slot_open, features, tree_uses_feature, width):
+    shard = _shard(fit_id)
+    hist, era_rows = _distributed.era_histograms(
+        shard.X_binned, shard.gradients, shard.hessians, shard.node_of_row, shard.row_era,
+        shard.n_eras, slot_tree, slot_open, features, tree_uses_feature, width)
+    shard.depth = dict(hist=hist, era_rows=era_rows, features=features)
+    # Sums of grid values: exact, so the client may add the shards in any order.
+    return hist.sum(axis=2), (era_rows > 0).sum(axis=1).astype(np.float64)
+
+
+def worker_candidate_pass(fit_id, candidates, slot_variance, params, mode, state):
+    shard = _shard(fit_id)
+    depth = shard.depth
+    return _distributed.candidate_pass(candidates, slot_variance, params, mode, state,
+                                       depth["hist"], depth["era_rows"], shard.n_bins,
+                                       depth["features"])
+
+
+def worker_route_rows(fit_id, split_feature, split_threshold, split_missing_left,
+                      left_child_slot, slot_node) -> None:
+    shard = _shard(fit_id)
+    shard.depth = {}
+    _partition.route_rows(shard.X_binned, shard.node_of_row, split_feature, split_threshold,
+                          split_missing_left, left_child_slot, shard.n_bins, slot_node,
+                          shard.leaf_of_row, shard.n_threads)
+
+
+def worker_add_pack(fit_id, values, tree_roots, raw_prediction):
+    shard = _shard(fit_id)
+    raw_prediction = np.array(raw_prediction, dtype=np.float64, copy=True)
+    _predict.add_leaf_values(shard.leaf_of_row, values, tree_roots, raw_prediction,
+                             shard.n_threads)
+    return raw_prediction
+
+
+# -- client side ------------------------------------------------------------------
+
+class DaskBackend:
+    """:class:`packboost.backends.interface.Backend` over shards on Dask workers.
+
+    ``shards`` (era order) were stored by :func:`worker_store` under ``fit_id``.
+    ``bytes_log`` records ``(kind, bytes)`` of the arrays that crossed the
+    network (arguments, results, chained states): kind "depth" for a depth's
+    slot sums and split finding (the previous depth's routing included),
+    "pack" for the per-round gradients, samples and prediction update.
+    """
+
+    def __init__(self, client, fit_id: str, shards: list, data, pack_size: int):
+        self.client = client
+        self.fit_id = fit_id
+        self.shards = list(shards)
+        self.data = data
+        self.pack_size = pack_size
+        self.bytes_log: list = []
+        self.round_bytes = 0
+
+    # -- plumbing
+
+    def _submit(self, shard: ShardInfo, function, *args):
+        self.round_bytes += _nbytes(args)
+        return self.client.submit(function, self.fit_id, *args, workers=[shard.worker],
+                                  allow_other_workers=False, pure=False)
+
+    def _gather(self, futures):
+        """Results of ``futures``; a :class:`WorkerLostError` as soon as a
+        shard's worker is gone (its pinned tasks would wait forever)."""
+        from distributed import wait
+
+        futures = list(futures)
+        while True:
+            try:
+                wait(futures, timeout=POLL_SECONDS)
+                break
+            except TimeoutError:
+                self._check_workers(futures)
+        results = self.client.gather(futures)
+        self.round_bytes += _nbytes(results)
+        return results
+
+    def _check_workers(self, futures) -> None:
+        alive = set(self.client.run_on_scheduler(_worker_addresses))
+        lost = [shard for shard in self.shards if shard.worker not in alive]
+        if lost:
+            self.client.cancel(futures)
+            eras = ", ".join(f"{s.first_era}..{s.end_era - 1}" for s in lost)
+            raise WorkerLostError(
+                f"Dask worker {lost[0].worker} holding training eras {eras} left the cluster "
+                "during fit; the fit was abandoned (no model was kept). Restart the fit on "
+                "the remaining workers.")
+
+    def _chain(self, function, state, *args):
+        """Run ``function`` on every shard in era order, each continuing the
+        state the previous one returned (worker to worker, no client hop)."""
+        for shard in self.shards:
+            state = self._submit(shard, function, *args, state)
+        (result,) = self._gather([state])
+        # every hop moved one state of this size
+        self.round_bytes += _nbytes(result) * (len(self.shards) - 1)
+        return result
+
+    def close(self) -> None:
+        futures = [self.client.submit(worker_drop, self.fit_id, workers=[shard.worker],
+                                      pure=False) for shard in self.shards]
+        deadline = time.monotonic() + 5.0
+        for future in futures:
+            try:
+                future.result(timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 -- a lost worker has nothing left to free
+                pass
+
+    # -- the interface
+
+    def begin_pack(self, fixed, tree_samples: list) -> None:
+        if len(tree_samples) != self.pack_size:
+            raise ValueError(f"expected {self.pack_size} tree samples, got {len(tree_samples)}")
+        futures = []
+        for shard in self.shards:
+            span = slice(shard.first_row, shard.end_row)
+            tree_rows = []
+            for rows in tree_samples:
+                lo, hi = np.searchsorted(rows, [shard.first_row, shard.end_row])
+                tree_rows.append(np.ascontiguousarray(rows[lo:hi] - shard.first_row,
+                                                      dtype=np.int32))
+            futures.append(self._submit(shard, worker_begin_pack, fixed.gradients[span],
+                                        fixed.hessians[span], tree_rows))
+        self._gather(futures)
+        self._log("pack")
+
+    def slot_sums(self, n_slots: int) -> SlotSums:
+        partial = np.zeros((_distributed.SUM_CHUNKS, 4, max(n_slots, 1)))
+        partial = self._chain(worker_slot_sums, partial, n_slots)
+        # _partition.slot_sums' final additions, chunks in order
+        totals = partial[0].copy()
+        for chunk in range(1, _distributed.SUM_CHUNKS):
+            totals += partial[chunk]
+        totals = totals[:, :n_slots]
+        return SlotSums(totals[0], totals[1], totals[2].astype(np.int64), totals[3])
+
+    def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
+                    split_params) -> BestSplits:
+        n_slots, n_candidates = len(slot_tree), len(features)
+        n_bins = self.data.n_bins
+        width = int(n_bins[features].max()) + 1 if n_candidates else 1
+        results = self._gather([
+            self._submit(shard, worker_histograms, slot_tree, slot_open, features,
+                         tree_uses_feature, width) for shard in self.shards])
+        pooled = results[0][0].copy()
+        present = results[0][1].copy()
+        for shard_pooled, shard_present in results[1:]:
+            pooled += shard_pooled     # exact: integer numbers of grid steps
+            present += shard_present
+        candidates = _distributed.enumerate_candidates(
+            np.ascontiguousarray(pooled), present, slot_tree, slot_open, features,
+            tree_uses_feature, n_bins, split_params)
+        n = len(candidates["slot"])
+        if split_params["era_gain"] == "newton" and n:
+            sums = self._chain(worker_candidate_pass, np.zeros(n), candidates, slot_variance,
+                               split_params, _distributed.MODE_NEWTON_MEAN)
+            candidates["mean"] = sums / present[candidates["slot"]]
+        state = np.zeros((n, _distributed.N_STATE))
+        needs_pass = (split_params["lambda_dro"] != 0.0 or split_params["lambda_dir"] != 0.0
+                      or split_params["era_gain"] == "newton")
+        if needs_pass and n:
+            state = self._chain(worker_candidate_pass, state, candidates, slot_variance,
+                                split_params, _distributed.MODE_PASS)
+        score, gain = _distributed.candidate_pass(candidates, slot_variance, split_params,
+                                                  _distributed.MODE_FINISH, state)
+        self._log("depth")
+        return _best_splits(candidates, score, gain, n_slots, n_candidates)
+
+    def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
+                   slot_node) -> None:
+        self._gather([self._submit(shard, worker_route_rows, split_feature, split_threshold,
+                                   split_missing_left, left_child_slot, slot_node)
+                      for shard in self.shards])
+
+    def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
+        roots = np.ascontiguousarray(pack.tree_offsets[:-1])
+        values = np.ascontiguousarray(pack.nodes["value"])
+        updated = self._gather([
+            self._submit(shard, worker_add_pack, values, roots,
+                         raw_prediction[shard.first_row:shard.end_row])
+            for shard in self.shards])
+        for shard, part in zip(self.shards, updated, strict=True):
+            raw_prediction[shard.first_row:shard.end_row] = part
+        self._log("pack")
+
+    def _log(self, kind: str) -> None:
+        self.bytes_log.append((kind, self.round_bytes))
+        self.round_bytes = 0
+
+
+def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
+    """score_tile's choice per (slot, feature) -- the first candidate with the
+    strictly largest score -- then the best feature per slot."""
+    shape = (n_slots, n_candidates)
+    found = {"score": np.full(shape, -np.inf), "gain": np.zeros(shape),
+             "threshold": np.zeros(shape, dtype=np.int32),
+             "missing_left": np.zeros(shape, dtype=np.uint8),
+             "found": np.zeros(shape, dtype=np.uint8)}
+    valid = np.flatnonzero(score > -np.inf)   # NaN and -inf never beat the initial -inf
+    if len(valid):
+        key = candidates["slot"][valid].astype(np.int64) * n_candidates \
+            + candidates["position"][valid]
+        order = np.lexsort((valid, -score[valid], key))
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = key[order][1:] != key[order][:-1]
+        chosen = valid[order[first]]
+        slot, position = candidates["slot"][chosen], candidates["position"][chosen]
+        found["score"][slot, position] = score[chosen]
+        found["gain"][slot, position] = gain[chosen]
+        found["threshold"][slot, position] = candidates["threshold"][chosen]
+        found["missing_left"][slot, position] = candidates["missing_left"][chosen]
+        found["found"][slot, position] = 1
+    column = _split.best_candidate_per_slot(found["score"], found["found"])
+    slots = np.arange(n_slots)
+    chosen = np.maximum(column, 0)
+    has = column >= 0
+    return BestSplits(
+        column=column,
+        score=np.where(has, found["score"][slots, chosen], -np.inf),
+        gain=np.where(has, found["gain"][slots, chosen], 0.0),
+        threshold=np.where(has, found["threshold"][slots, chosen], 0).astype(np.int32),
+        missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8))
+
+
+def _worker_addresses(dask_scheduler=None):
+    return list(dask_scheduler.workers)
+
+
+def _nbytes(value) -> int:
+    """Bytes of the arrays in ``value`` (what a transfer carries, headers aside)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, dict):
+        return sum(_nbytes(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(item) for item in value)
+    return 8
