@@ -305,8 +305,9 @@ def _lazy(local, method, X, iteration_range, columns=None, **kwargs):
         if columns:
             import pandas as pd
 
-            return X.map_partitions(lambda part: pd.DataFrame(apply(part), index=part.index),
-                                    meta={str(k): "f8" for k in range(columns)})
+            return X.map_partitions(
+                lambda part: pd.DataFrame(apply(part), index=part.index),
+                meta=pd.DataFrame({k: pd.Series(dtype="f8") for k in range(columns)}))
         return X.map_partitions(apply, meta=(None, "f8" if method != "predict_labels"
                                              else "O"))
     X = X.rechunk({1: -1})
