@@ -27,8 +27,12 @@ from packboost.binning import BinMapper
 from packboost.booster import train
 from packboost.grower import TrainingData
 from packboost.objectives import get_objective
-from packboost.sklearn import (PackBoostClassifier, PackBoostRegressor, _fitted_state,
-                               _resolve_n_jobs)
+from packboost.sklearn import (
+    PackBoostClassifier,
+    PackBoostRegressor,
+    _fitted_state,
+    _resolve_n_jobs,
+)
 
 __all__ = ["DaskPackBoostRegressor", "DaskPackBoostClassifier", "WorkerLostError"]
 

@@ -16,8 +16,12 @@ pd = pytest.importorskip("pandas")
 
 from packboost import PackBoostClassifier, PackBoostRegressor, load_model  # noqa: E402
 from packboost.callback import TrainingCallback  # noqa: E402
-from packboost.dask import (DaskPackBoostClassifier, DaskPackBoostRegressor,  # noqa: E402
-                            WorkerLostError, shard_plan)
+from packboost.dask import (  # noqa: E402
+    DaskPackBoostClassifier,
+    DaskPackBoostRegressor,
+    WorkerLostError,
+    shard_plan,
+)
 from packboost.datasets import make_numerai_like  # noqa: E402
 
 PARAMS = dict(n_estimators=3, max_depth=3, min_samples_leaf=10, random_state=3, n_jobs=1)

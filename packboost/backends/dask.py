@@ -28,7 +28,6 @@ is an error, never a hang (:class:`WorkerLostError`).
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,9 +119,19 @@ def worker_histograms(fit_id, slot_tree, slot_open, features, tree_uses_feature,
     return hist.sum(axis=2), (era_rows > 0).sum(axis=1).astype(np.float64)
 
 
-def worker_candidate_pass(fit_id, candidates, slot_variance, params, mode, state):
+def worker_candidate_pass(fit_id, pooled, split_args, slot_variance, params, means, mode,
+                          state):
+    """Continue ``state`` over this shard's eras. The candidates are enumerated
+    here from the pooled sums (the same deterministic code as on the client),
+    so the per-bin pooled sums cross the network, not the candidate list;
+    ``pooled`` is None when this depth's candidates are already cached."""
     shard = _shard(fit_id)
     depth = shard.depth
+    if pooled is not None:
+        depth["candidates"] = _distributed.enumerate_candidates(*pooled, *split_args, params)
+    candidates = depth["candidates"]
+    if means is not None:
+        candidates["mean"] = means
     return _distributed.candidate_pass(candidates, slot_variance, params, mode, state,
                                        depth["hist"], depth["era_rows"], shard.n_bins,
                                        depth["features"])
@@ -151,7 +160,7 @@ class DaskBackend:
     """:class:`packboost.backends.interface.Backend` over shards on Dask workers.
 
     ``shards`` (era order) were stored by :func:`worker_store` under ``fit_id``.
-    ``bytes_log`` records ``(kind, bytes)`` of the arrays that crossed the
+    ``bytes_log`` records ``(kind, bytes, sizes)`` of the arrays that crossed the
     network (arguments, results, chained states): kind "depth" for a depth's
     slot sums and split finding (the previous depth's routing included),
     "pack" for the per-round gradients, samples and prediction update.
@@ -261,23 +270,29 @@ class DaskBackend:
         for shard_pooled, shard_present in results[1:]:
             pooled += shard_pooled     # exact: integer numbers of grid steps
             present += shard_present
-        candidates = _distributed.enumerate_candidates(
-            np.ascontiguousarray(pooled), present, slot_tree, slot_open, features,
-            tree_uses_feature, n_bins, split_params)
+        pooled = (np.ascontiguousarray(pooled), present)
+        split_args = (slot_tree, slot_open, features, tree_uses_feature, n_bins)
+        candidates = _distributed.enumerate_candidates(*pooled, *split_args, split_params)
         n = len(candidates["slot"])
-        if split_params["era_gain"] == "newton" and n:
-            sums = self._chain(worker_candidate_pass, np.zeros(n), candidates, slot_variance,
-                               split_params, _distributed.MODE_NEWTON_MEAN)
-            candidates["mean"] = sums / present[candidates["slot"]]
-        state = np.zeros((n, _distributed.N_STATE))
+        newton = split_params["era_gain"] == "newton"
         needs_pass = (split_params["lambda_dro"] != 0.0 or split_params["lambda_dir"] != 0.0
-                      or split_params["era_gain"] == "newton")
+                      or newton)
+        state = np.zeros((n, _distributed.N_STATE))
         if needs_pass and n:
-            state = self._chain(worker_candidate_pass, state, candidates, slot_variance,
-                                split_params, _distributed.MODE_PASS)
+            if newton:
+                sums = self._chain(worker_candidate_pass, np.zeros(n), pooled, split_args,
+                                   slot_variance, split_params, None,
+                                   _distributed.MODE_NEWTON_MEAN)
+                candidates["mean"] = sums / present[candidates["slot"]]
+                state = self._chain(worker_candidate_pass, state, None, None, slot_variance,
+                                    split_params, candidates["mean"], _distributed.MODE_PASS)
+            else:
+                state = self._chain(worker_candidate_pass, state, pooled, split_args,
+                                    slot_variance, split_params, None, _distributed.MODE_PASS)
         score, gain = _distributed.candidate_pass(candidates, slot_variance, split_params,
                                                   _distributed.MODE_FINISH, state)
-        self._log("depth")
+        self._log("depth", slots=n_slots, features=n_candidates, width=width,
+                  candidates=n, shards=len(self.shards), chained=bool(needs_pass and n))
         return _best_splits(candidates, score, gain, n_slots, n_candidates)
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
@@ -297,8 +312,8 @@ class DaskBackend:
             raw_prediction[shard.first_row:shard.end_row] = part
         self._log("pack")
 
-    def _log(self, kind: str) -> None:
-        self.bytes_log.append((kind, self.round_bytes))
+    def _log(self, kind: str, **sizes) -> None:
+        self.bytes_log.append((kind, self.round_bytes, sizes))
         self.round_bytes = 0
 
 
