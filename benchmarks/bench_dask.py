@@ -1,0 +1,140 @@
+"""Distributed training on Dask: fit time and bytes per depth, 1 vs 2 workers.
+
+    python benchmarks/bench_dask.py --size medium --rounds 5 --workers 1 2
+
+Fits :class:`packboost.dask.DaskPackBoostRegressor` on a
+``LocalCluster(n_workers=w, threads_per_worker=1, processes=True)`` and the
+local :class:`packboost.PackBoostRegressor` (``n_jobs=1``) on the same
+Numerai-like data (the last quarter of eras held out; the Dask input is the
+shuffled training rows in 8 partitions, so every era is split across
+partitions). Reports fit seconds, whether the trees and predictions are
+bit-identical to the local fit, and per depth the bytes that crossed the
+network (the arrays of every task's arguments and results, and the states
+chained from worker to worker; pickle framing not counted) next to the formula
+of docs/distributed.md §4.
+
+Then extrapolates (``--extrapolate``) to a Numerai-scale fit on 10 nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+SIZES = {
+    "tiny": dict(n_rows=20_000, n_features=50, n_eras=40),
+    "small": dict(n_rows=200_000, n_features=200, n_eras=200),
+    "medium": dict(n_rows=1_000_000, n_features=400, n_eras=400),
+}
+
+STATE_BYTES = 40        # _distributed.N_STATE float64 per candidate
+SUM_PARTIAL_BYTES = 512  # SUM_CHUNKS x 4 float64 per slot
+
+
+def depth_bytes(shards, slots, features, width, candidates, chained):
+    """docs/distributed.md §4: the bytes of one depth, leading terms.
+
+    Each shard uploads its pooled per-bin sums (slots x features x width x
+    (g, h, n)) and downloads the summed ones with the first chained call
+    (2 x); the candidate state hops client -> shard 1 -> ... -> shard P ->
+    client (P + 1 states); the slot-sum partials hop the same way.
+    """
+    pooled = slots * features * width * 3 * 8
+    return (2 * shards * pooled
+            + (shards + 1) * STATE_BYTES * candidates * chained
+            + (shards + 1) * SUM_PARTIAL_BYTES * slots)
+
+
+def run(size, rounds, worker_counts, pack_size, max_depth, feature_fraction):
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from packboost import PackBoostRegressor
+    from packboost.dask import DaskPackBoostRegressor
+    from packboost.datasets import make_numerai_like
+
+    data = make_numerai_like(**SIZES[size], random_state=0)
+    train, test = data.split_by_era(0.25)
+    perm = np.random.default_rng(0).permutation(len(train.y))
+    X, y, era = train.X[perm], train.y[perm], np.asarray(train.era)[perm]
+    params = dict(n_estimators=rounds, pack_size=pack_size, max_depth=max_depth,
+                  layer_feature_fraction=feature_fraction, random_state=0, n_jobs=1)
+    start = time.perf_counter()
+    local = PackBoostRegressor(**params).fit(X, y, era=era)
+    results = {"size": size, "rows": int(len(y)), "features": int(X.shape[1]),
+               "eras": int(len(np.unique(era))), "params": params,
+               "local_fit_s": time.perf_counter() - start, "dask": []}
+    reference = local.predict(test.X)
+    chunk = -(-len(y) // 8)
+    for workers in worker_counts:
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            model = DaskPackBoostRegressor(**params)
+            model.client = client
+            dX = da.from_array(X, chunks=(chunk, -1)).persist()
+            dy, dera = da.from_array(y, chunks=chunk), da.from_array(era, chunks=chunk)
+            start = time.perf_counter()
+            model.fit(dX, dy, era=dera)
+            fit_s = time.perf_counter() - start
+            same = all(np.array_equal(local.ensemble_.nodes[k], model.ensemble_.nodes[k],
+                                      equal_nan=True) for k in local.ensemble_.nodes)
+            same_prediction = np.array_equal(model.to_local().predict(test.X), reference)
+            depths = [(sent, sizes) for kind, sent, sizes in model.bytes_log_
+                      if kind == "depth"]
+            packs = [sent for kind, sent, _ in model.bytes_log_ if kind == "pack"]
+            per_depth = {}
+            for index, (sent, sizes) in enumerate(depths):
+                depth = index % max_depth
+                formula = depth_bytes(sizes["shards"], sizes["slots"], sizes["features"],
+                                      sizes["width"], sizes["candidates"], sizes["chained"])
+                entry = per_depth.setdefault(depth, {"measured": [], "formula": []})
+                entry["measured"].append(sent)
+                entry["formula"].append(formula)
+            results["dask"].append({
+                "workers": workers, "fit_s": fit_s, "same_trees": bool(same),
+                "same_predictions": bool(same_prediction),
+                "bytes_per_round_outside_depths": float(np.mean(packs)) * 2 if packs else 0.0,
+                "per_depth": {depth: {"measured_mean": float(np.mean(v["measured"])),
+                                      "formula_mean": float(np.mean(v["formula"]))}
+                              for depth, v in sorted(per_depth.items())}})
+    return results
+
+
+def extrapolate(nodes=10, gbit=10.0, rows=2_700_000, eras=600, features=238, width=6,
+                slots=64, pack_size=8, bins=5, local_depth_s=None):
+    """Numerai scale on ``nodes`` workers: bytes and seconds per depth."""
+    candidates = slots * features * (bins - 1)   # last threshold leaves a child empty
+    per_depth = depth_bytes(nodes, slots, features, width, candidates, True)
+    link = gbit * 1e9 / 8
+    pooled = slots * features * width * 3 * 8
+    # the client's link carries every shard's pooled sums up and down; the
+    # chain is sequential: P + 1 hops of one state each
+    network_s = 2 * nodes * pooled / link + (nodes + 1) * 40 * candidates / link
+    per_round = rows * (8 + 8 + 4 * pack_size + 8 + 8)  # g, h, samples, raw up/down
+    return {"nodes": nodes, "gbit_s": gbit, "candidates_per_depth": candidates,
+            "bytes_per_depth": per_depth, "network_s_per_depth": network_s,
+            "bytes_per_round_outside_depths": per_round,
+            "network_s_per_round_outside_depths": per_round / link,
+            "per_era_histograms_bytes_per_depth": eras * slots * features * width * 3 * 8}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=SIZES, default="small")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--pack-size", type=int, default=4)
+    parser.add_argument("--max-depth", type=int, default=6)
+    parser.add_argument("--feature-fraction", type=float, default=0.1)
+    args = parser.parse_args()
+    results = run(args.size, args.rounds, args.workers, args.pack_size, args.max_depth,
+                  args.feature_fraction)
+    results["extrapolation"] = extrapolate()
+    print(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
