@@ -174,13 +174,24 @@ class DaskBackend:
         self.pack_size = pack_size
         self.bytes_log: list = []
         self.round_bytes = 0
+        self._pending: dict = {}
 
     # -- plumbing
 
     def _submit(self, shard: ShardInfo, function, *args):
+        """Run ``function(fit_id, *args)`` on the shard's worker, after the
+        shard's pending task (routing, the pack's start): those are not
+        waited for, their successor depends on them (one round trip less per
+        depth; their errors surface there)."""
         self.round_bytes += _nbytes(args)
-        return self.client.submit(function, self.fit_id, *args, workers=[shard.worker],
-                                  allow_other_workers=False, pure=False)
+        pending = self._pending.pop(shard.worker, None)
+        return self.client.submit(_after, function, pending, self.fit_id, *args,
+                                  workers=[shard.worker], allow_other_workers=False,
+                                  pure=False)
+
+    def _defer(self, futures) -> None:
+        for shard, future in zip(self.shards, futures, strict=True):
+            self._pending[shard.worker] = future
 
     def _gather(self, futures):
         """Results of ``futures``; a :class:`WorkerLostError` as soon as a
@@ -220,6 +231,9 @@ class DaskBackend:
         return result
 
     def close(self) -> None:
+        if self._pending:
+            self.client.cancel(list(self._pending.values()))
+            self._pending = {}
         futures = [self.client.submit(worker_drop, self.fit_id, workers=[shard.worker],
                                       pure=False) for shard in self.shards]
         deadline = time.monotonic() + 5.0
@@ -244,7 +258,7 @@ class DaskBackend:
                                                       dtype=np.int32))
             futures.append(self._submit(shard, worker_begin_pack, fixed.gradients[span],
                                         fixed.hessians[span], tree_rows))
-        self._gather(futures)
+        self._defer(futures)
         self._log("pack")
 
     def slot_sums(self, n_slots: int) -> SlotSums:
@@ -297,9 +311,9 @@ class DaskBackend:
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node) -> None:
-        self._gather([self._submit(shard, worker_route_rows, split_feature, split_threshold,
-                                   split_missing_left, left_child_slot, slot_node)
-                      for shard in self.shards])
+        self._defer([self._submit(shard, worker_route_rows, split_feature, split_threshold,
+                                  split_missing_left, left_child_slot, slot_node)
+                     for shard in self.shards])
 
     def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
         roots = np.ascontiguousarray(pack.tree_offsets[:-1])
@@ -349,6 +363,12 @@ def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
         gain=np.where(has, found["gain"][slots, chosen], 0.0),
         threshold=np.where(has, found["threshold"][slots, chosen], 0).astype(np.int32),
         missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8))
+
+
+def _after(function, _pending, fit_id, *args):
+    """Worker side: ``function`` once the shard's pending task is done (Dask
+    passes that task's result, None, as ``_pending``)."""
+    return function(fit_id, *args)
 
 
 def _worker_addresses(dask_scheduler=None):
