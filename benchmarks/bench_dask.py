@@ -7,13 +7,13 @@ Fits :class:`packboost.dask.DaskPackBoostRegressor` on a
 local :class:`packboost.PackBoostRegressor` (``n_jobs=1``) on the same
 Numerai-like data (the last quarter of eras held out; the Dask input is the
 shuffled training rows in 8 partitions, so every era is split across
-partitions). Reports fit seconds, whether the trees and predictions are
-bit-identical to the local fit, and per depth the bytes that crossed the
-network (the arrays of every task's arguments and results, and the states
-chained from worker to worker; pickle framing not counted) next to the formula
-of docs/distributed.md §4.
-
-Then extrapolates (``--extrapolate``) to a Numerai-scale fit on 10 nodes.
+partitions). Reports fit seconds (and each worker's compute seconds from
+Dask's task stream: the rest is latency and the client), whether the trees
+and predictions are bit-identical to the local fit, and per depth the bytes
+that crossed the network (the arrays of every task's arguments and results,
+and the states chained from worker to worker; pickle framing not counted)
+next to the formula of docs/distributed.md §4. Then extrapolates to a
+Numerai-scale fit on 10 nodes (``extrapolate``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def depth_bytes(shards, slots, features, width, candidates, chained):
 
 def run(size, rounds, worker_counts, pack_size, max_depth, feature_fraction):
     import dask.array as da
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, get_task_stream
 
     from packboost import PackBoostRegressor
     from packboost.dask import DaskPackBoostRegressor
@@ -77,8 +77,15 @@ def run(size, rounds, worker_counts, pack_size, max_depth, feature_fraction):
             dX = da.from_array(X, chunks=(chunk, -1)).persist()
             dy, dera = da.from_array(y, chunks=chunk), da.from_array(era, chunks=chunk)
             start = time.perf_counter()
-            model.fit(dX, dy, era=dera)
+            with get_task_stream(client) as stream:
+                model.fit(dX, dy, era=dera)
             fit_s = time.perf_counter() - start
+            busy = {}
+            for task in stream.data:
+                for part in task.get("startstops", ()):
+                    if part["action"] == "compute":
+                        busy[task["worker"]] = (busy.get(task["worker"], 0.0)
+                                                + part["stop"] - part["start"])
             same = all(np.array_equal(local.ensemble_.nodes[k], model.ensemble_.nodes[k],
                                       equal_nan=True) for k in local.ensemble_.nodes)
             same_prediction = np.array_equal(model.to_local().predict(test.X), reference)
@@ -95,6 +102,8 @@ def run(size, rounds, worker_counts, pack_size, max_depth, feature_fraction):
                 entry["formula"].append(formula)
             results["dask"].append({
                 "workers": workers, "fit_s": fit_s, "same_trees": bool(same),
+                "worker_compute_s": sorted(busy.values()),
+                "tasks": len(stream.data),
                 "same_predictions": bool(same_prediction),
                 "bytes_per_round_outside_depths": float(np.mean(packs)) * 2 if packs else 0.0,
                 "per_depth": {depth: {"measured_mean": float(np.mean(v["measured"])),
