@@ -22,7 +22,14 @@ import uuid
 import numpy as np
 
 from packboost import _validation
-from packboost.backends.dask import DaskBackend, ShardInfo, WorkerLostError, _Shard, worker_store
+from packboost.backends.dask import (
+    DaskBackend,
+    ShardInfo,
+    WorkerLostError,
+    _Shard,
+    _worker_addresses,
+    worker_store,
+)
 from packboost.binning import BinMapper
 from packboost.booster import train
 from packboost.grower import TrainingData
@@ -182,7 +189,7 @@ class _DaskEstimator:
         position = np.empty(n_rows, dtype=np.int64)
         position[order] = np.arange(n_rows)
         era_rows = np.bincount(era_codes, minlength=n_eras)
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = sorted(client.run_on_scheduler(_worker_addresses))
         if not workers:
             raise RuntimeError("the Dask cluster has no workers")
         plan = shard_plan(era_rows, len(workers))
@@ -237,6 +244,7 @@ class _DaskEstimator:
                                    backend=backend)
         finally:
             backend.close()
+        # Diagnostics of the last fit (benchmarks/bench_dask.py), not model state.
         self.bytes_log_ = backend.bytes_log
         return _fitted_state(target, ensemble, mapper, n_features, n_eras, info,
                              feature_names, era_column)

@@ -53,16 +53,26 @@ def assert_same_model(local, distributed_model):
 @pytest.mark.parametrize("extra", [
     dict(lambda_dir=0.5),                                    # the whole DES era pass
     dict(era_gain="newton", lambda_dro=0.5, row_subsample=0.8, tree_feature_fraction=0.7),
+    # raw float features with NaN (missing bins, binning from gathered rows),
+    # weights (per-row hessians), the total std
+    dict(raw_features=True, era_std="total", lambda_dir=0.2, dir_tanh_scale=0.0),
 ])
 def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra):
     X, y, era = problem
     params = {**PARAMS, **extra}
-    local = PackBoostRegressor(**params).fit(X, y, era=era)
+    weight = None
+    if params.pop("raw_features", False):
+        rng = np.random.default_rng(1)
+        X = X + rng.normal(0, 0.1, X.shape)
+        X[rng.random(X.shape) < 0.1] = np.nan
+        weight = rng.uniform(0.5, 2.0, len(y))
+    local = PackBoostRegressor(**params).fit(X, y, era=era, sample_weight=weight)
     chunks = 700  # partitions cut across eras
     model = DaskPackBoostRegressor(**params)
     model.client = client
     model.fit(da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=chunks),
-              era=da.from_array(era, chunks=chunks))
+              era=da.from_array(era, chunks=chunks),
+              sample_weight=None if weight is None else da.from_array(weight, chunks=chunks))
     assert (local.ensemble_.nodes["feature"] >= 0).sum() > 3   # it did split
     assert_same_model(local, model)
     lazy = model.predict(da.from_array(X, chunks=(chunks, -1)))
@@ -95,6 +105,24 @@ def test_classifier_from_a_dataframe_with_an_era_column(client, problem, tmp_pat
     assert type(loaded) is PackBoostClassifier
     plain = frame.drop(columns=["era"])
     assert loaded.predict(plain).tolist() == local.predict(plain).tolist()
+
+
+def test_eval_set_and_early_stopping_as_locally(client, problem):
+    X, y, era = problem
+    params = {**PARAMS, "n_estimators": 12, "learning_rate": 0.5}
+    fit_args = dict(eval_metric=["rmse", "pearson_mean"], early_stopping_rounds=2)
+    local = PackBoostRegressor(**params).fit(X[:1800], y[:1800], era=era[:1800],
+                                              eval_set=[(X[1800:], y[1800:], era[1800:])],
+                                              **fit_args)
+    model = DaskPackBoostRegressor(**params)
+    model.client = client
+    model.fit(da.from_array(X[:1800], chunks=(600, -1)), da.from_array(y[:1800], chunks=600),
+              era=da.from_array(era[:1800], chunks=600),
+              eval_set=[(da.from_array(X[1800:], chunks=(300, -1)), y[1800:], era[1800:])],
+              **fit_args)
+    assert model.evals_result_ == local.evals_result_
+    assert model.best_iteration_ == local.best_iteration_
+    assert_same_model(local, model)
 
 
 def test_one_era_per_worker_and_a_single_era(client, problem):
