@@ -7,8 +7,9 @@ Fits :class:`packboost.dask.DaskPackBoostRegressor` on a
 local :class:`packboost.PackBoostRegressor` (``n_jobs=1``) on the same
 Numerai-like data (the last quarter of eras held out; the Dask input is the
 shuffled training rows in 8 partitions, so every era is split across
-partitions). Reports fit seconds (and each worker's compute seconds from
-Dask's task stream: the rest is latency and the client), whether the trees
+partitions). Reports fit seconds, each worker's compute seconds from Dask's
+task stream (the rest is latency and the client) and its CPU seconds (which
+the load of a shared machine does not inflate), whether the trees
 and predictions are bit-identical to the local fit, and per depth the bytes
 that crossed the network (the arrays of every task's arguments and results,
 and the states chained from worker to worker; pickle framing not counted)
@@ -103,6 +104,7 @@ def run(size, rounds, worker_counts, pack_size, max_depth, feature_fraction):
             results["dask"].append({
                 "workers": workers, "fit_s": fit_s, "same_trees": bool(same),
                 "worker_compute_s": sorted(busy.values()),
+                "worker_cpu_s": model.worker_cpu_seconds_,
                 "tasks": len(stream.data),
                 "same_predictions": bool(same_prediction),
                 "bytes_per_round_outside_depths": float(np.mean(packs)) * 2 if packs else 0.0,

@@ -246,6 +246,7 @@ class _DaskEstimator:
             backend.close()
         # Diagnostics of the last fit (benchmarks/bench_dask.py), not model state.
         self.bytes_log_ = backend.bytes_log
+        self.worker_cpu_seconds_ = backend.worker_cpu_seconds
         return _fitted_state(target, ensemble, mapper, n_features, n_eras, info,
                              feature_names, era_column)
 

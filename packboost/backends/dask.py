@@ -35,6 +35,9 @@ import numpy as np
 from packboost import _distributed, _partition, _predict, _split
 from packboost.backends.interface import BestSplits, SlotSums
 
+# Arguments larger than this are scattered to their worker first.
+SCATTER_BYTES = 1 << 20
+
 # How often the client checks that the shards' workers are alive while it waits.
 POLL_SECONDS = 0.5
 
@@ -71,6 +74,7 @@ class _Shard:
     gradients: np.ndarray = None
     hessians: np.ndarray = None
     depth: dict = field(default_factory=dict)   # this depth's histograms
+    cpu_seconds: float = 0.0
 
 
 # -- worker side ------------------------------------------------------------------
@@ -91,8 +95,10 @@ def worker_store(fit_id: str, shard: _Shard) -> int:
     return shard.X_binned.shape[1]
 
 
-def worker_drop(fit_id: str) -> None:
-    _SHARDS.pop(fit_id, None)
+def worker_drop(fit_id: str) -> float:
+    """Free the shard; returns the CPU seconds its tasks took."""
+    shard = _SHARDS.pop(fit_id, None)
+    return shard.cpu_seconds if shard is not None else float("nan")
 
 
 def worker_begin_pack(fit_id, gradients, hessians, tree_rows) -> None:
@@ -175,6 +181,7 @@ class DaskBackend:
         self.bytes_log: list = []
         self.round_bytes = 0
         self._pending: dict = {}
+        self.worker_cpu_seconds: list = []   # per shard, filled by close()
 
     # -- plumbing
 
@@ -185,6 +192,11 @@ class DaskBackend:
         depth; their errors surface there)."""
         self.round_bytes += _nbytes(args)
         pending = self._pending.pop(shard.worker, None)
+        # Large arrays (a round's gradients, prediction slices) go to the
+        # worker directly rather than inside the task graph.
+        args = [self.client.scatter(arg, workers=[shard.worker], direct=True, hash=False)
+                if isinstance(arg, np.ndarray) and arg.nbytes > SCATTER_BYTES else arg
+                for arg in args]
         return self.client.submit(_after, function, pending, self.fit_id, *args,
                                   workers=[shard.worker], allow_other_workers=False,
                                   pure=False)
@@ -237,11 +249,13 @@ class DaskBackend:
         futures = [self.client.submit(worker_drop, self.fit_id, workers=[shard.worker],
                                       pure=False) for shard in self.shards]
         deadline = time.monotonic() + 5.0
+        self.worker_cpu_seconds = []
         for future in futures:
             try:
-                future.result(timeout=max(0.1, deadline - time.monotonic()))
+                seconds = future.result(timeout=max(0.1, deadline - time.monotonic()))
             except Exception:  # noqa: BLE001 -- a lost worker has nothing left to free
-                pass
+                seconds = float("nan")
+            self.worker_cpu_seconds.append(seconds)
 
     # -- the interface
 
@@ -367,8 +381,15 @@ def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
 
 def _after(function, _pending, fit_id, *args):
     """Worker side: ``function`` once the shard's pending task is done (Dask
-    passes that task's result, None, as ``_pending``)."""
-    return function(fit_id, *args)
+    passes that task's result, None, as ``_pending``); its CPU seconds are
+    added to the shard's account (``DaskBackend.worker_cpu_seconds``)."""
+    start = time.process_time()
+    try:
+        return function(fit_id, *args)
+    finally:
+        shard = _SHARDS.get(fit_id)
+        if shard is not None:
+            shard.cpu_seconds += time.process_time() - start
 
 
 def _worker_addresses(dask_scheduler=None):
