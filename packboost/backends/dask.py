@@ -125,17 +125,21 @@ def worker_histograms(fit_id, slot_tree, slot_open, features, tree_uses_feature,
     return hist.sum(axis=2), (era_rows > 0).sum(axis=1).astype(np.float64)
 
 
-def worker_candidate_pass(fit_id, pooled, split_args, slot_variance, params, means, mode,
-                          state):
-    """Continue ``state`` over this shard's eras. The candidates are enumerated
-    here from the pooled sums (the same deterministic code as on the client),
-    so the per-bin pooled sums cross the network, not the candidate list;
-    ``pooled`` is None when this depth's candidates are already cached."""
+def worker_enumerate(fit_id, pooled, split_args, params) -> None:
+    """Enumerate this depth's candidates from the pooled sums (the same
+    deterministic code as on the client): the per-bin pooled sums cross the
+    network, not the candidate list."""
+    shard = _shard(fit_id)
+    shard.depth["candidates"] = _distributed.enumerate_candidates(*pooled, *split_args, params)
+
+
+def worker_candidate_pass(fit_id, block, slot_variance, params, means, mode, state):
+    """Continue ``state`` of candidates ``block`` = (start, end) over this
+    shard's eras (``means``: their newton means, when given)."""
     shard = _shard(fit_id)
     depth = shard.depth
-    if pooled is not None:
-        depth["candidates"] = _distributed.enumerate_candidates(*pooled, *split_args, params)
-    candidates = depth["candidates"]
+    start, end = block
+    candidates = {name: values[start:end] for name, values in depth["candidates"].items()}
     if means is not None:
         candidates["mean"] = means
     return _distributed.candidate_pass(candidates, slot_variance, params, mode, state,
@@ -185,13 +189,13 @@ class DaskBackend:
 
     # -- plumbing
 
-    def _submit(self, shard: ShardInfo, function, *args):
+    def _submit(self, shard: ShardInfo, function, *args, after=None):
         """Run ``function(fit_id, *args)`` on the shard's worker, after the
-        shard's pending task (routing, the pack's start): those are not
-        waited for, their successor depends on them (one round trip less per
-        depth; their errors surface there)."""
+        future ``after``, else after the shard's pending task (routing, the
+        pack's start): those are not waited for, their successor depends on
+        them (one round trip less per depth; their errors surface there)."""
         self.round_bytes += _nbytes(args)
-        pending = self._pending.pop(shard.worker, None)
+        pending = after if after is not None else self._pending.pop(shard.worker, None)
         # Large arrays (a round's gradients, prediction slices) go to the
         # worker directly rather than inside the task graph.
         args = [self.client.scatter(arg, workers=[shard.worker], direct=True, hash=False)
@@ -231,6 +235,25 @@ class DaskBackend:
                 f"Dask worker {lost[0].worker} holding training eras {eras} left the cluster "
                 "during fit; the fit was abandoned (no model was kept). Restart the fit on "
                 "the remaining workers.")
+
+    def _chain_blocks(self, mode, initial, means, ready, slot_variance, split_params):
+        """The era-order chain of the candidates' states, in blocks: block j
+        goes shard 1 -> 2 -> ... -> P, and shard k works on block j while
+        shard k+1 works on block j-1 (a pipeline: P shards are busy at once
+        instead of one). Each candidate's own chain is unchanged, so blocks
+        change no result. ``ready``: per shard, its enumeration."""
+        finals = []
+        for start, end in candidate_blocks(len(initial), len(self.shards)):
+            state = initial[start:end]
+            for shard, enumerated in zip(self.shards, ready, strict=True):
+                state = self._submit(shard, worker_candidate_pass, (start, end), slot_variance,
+                                     split_params, None if means is None else means[start:end],
+                                     mode, state, after=enumerated)
+            finals.append(state)
+        results = self._gather(finals)
+        # every hop between shards moved one state
+        self.round_bytes += _nbytes(results) * (len(self.shards) - 1)
+        return np.concatenate(results)
 
     def _chain(self, function, state, *args):
         """Run ``function`` on every shard in era order, each continuing the
@@ -307,16 +330,17 @@ class DaskBackend:
                       or newton)
         state = np.zeros((n, _distributed.N_STATE))
         if needs_pass and n:
+            ready = [self._submit(shard, worker_enumerate, pooled, split_args, split_params)
+                     for shard in self.shards]
+            args = (ready, slot_variance, split_params)
             if newton:
-                sums = self._chain(worker_candidate_pass, np.zeros(n), pooled, split_args,
-                                   slot_variance, split_params, None,
-                                   _distributed.MODE_NEWTON_MEAN)
+                sums = self._chain_blocks(_distributed.MODE_NEWTON_MEAN, np.zeros(n), None,
+                                          *args)
                 candidates["mean"] = sums / present[candidates["slot"]]
-                state = self._chain(worker_candidate_pass, state, None, None, slot_variance,
-                                    split_params, candidates["mean"], _distributed.MODE_PASS)
+                state = self._chain_blocks(_distributed.MODE_PASS, state, candidates["mean"],
+                                           *args)
             else:
-                state = self._chain(worker_candidate_pass, state, pooled, split_args,
-                                    slot_variance, split_params, None, _distributed.MODE_PASS)
+                state = self._chain_blocks(_distributed.MODE_PASS, state, None, *args)
         score, gain = _distributed.candidate_pass(candidates, slot_variance, split_params,
                                                   _distributed.MODE_FINISH, state)
         self._log("depth", slots=n_slots, features=n_candidates, width=width,
@@ -343,6 +367,21 @@ class DaskBackend:
     def _log(self, kind: str, **sizes) -> None:
         self.bytes_log.append((kind, self.round_bytes, sizes))
         self.round_bytes = 0
+
+
+# Candidates per block of the pipelined chain (at least; blocks of a depth
+# are at most PIPELINE_BLOCKS_PER_SHARD x the shards).
+MIN_BLOCK_CANDIDATES = 2048
+PIPELINE_BLOCKS_PER_SHARD = 4
+
+
+def candidate_blocks(n: int, n_shards: int) -> list:
+    """``(start, end)`` blocks of ``n`` candidates for the pipelined chain."""
+    if n_shards <= 1:
+        return [(0, n)]
+    count = max(1, min(PIPELINE_BLOCKS_PER_SHARD * n_shards, n // MIN_BLOCK_CANDIDATES))
+    edges = np.linspace(0, n, count + 1).astype(np.int64)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
 
 
 def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
