@@ -33,6 +33,7 @@ SIZES = {
 
 STATE_BYTES = 40        # _distributed.N_STATE float64 per candidate
 SUM_PARTIAL_BYTES = 512  # SUM_CHUNKS x 4 float64 per slot
+PIPELINE_BLOCKS = 4      # backends/dask.py PIPELINE_BLOCKS_PER_SHARD
 
 
 def depth_bytes(shards, slots, features, width, candidates, chained):
@@ -114,22 +115,43 @@ def run(size, rounds, worker_counts, pack_size, max_depth, feature_fraction):
     return results
 
 
-def extrapolate(nodes=10, gbit=10.0, rows=2_700_000, eras=600, features=238, width=6,
-                slots=64, pack_size=8, bins=5, local_depth_s=None):
-    """Numerai scale on ``nodes`` workers: bytes and seconds per depth."""
-    candidates = slots * features * (bins - 1)   # last threshold leaves a child empty
-    per_depth = depth_bytes(nodes, slots, features, width, candidates, True)
+def extrapolate(ns_per_update, nodes=10, gbit=10.0, rows=2_700_000, eras=600,
+                features=238, bins=5, pack_size=4, max_depth=6, hop_ms=1.0):
+    """Numerai scale on ``nodes`` workers: seconds per round from compute,
+    network (``gbit`` Gb/s) and task hops, every depth summed (every node
+    splitting: slots double per depth).
+
+    ``ns_per_update``: a shard's measured CPU nanoseconds per (row, feature,
+    tree) per depth, histogram and era pass together (single-threaded shard
+    kernel, as today).
+    """
     link = gbit * 1e9 / 8
-    pooled = slots * features * width * 3 * 8
-    # the client's link carries every shard's pooled sums up and down; the
-    # chain is sequential: P + 1 hops of one state each
-    network_s = 2 * nodes * pooled / link + (nodes + 1) * 40 * candidates / link
-    per_round = rows * (8 + 8 + 4 * pack_size + 8 + 8)  # g, h, samples, raw up/down
-    return {"nodes": nodes, "gbit_s": gbit, "candidates_per_depth": candidates,
-            "bytes_per_depth": per_depth, "network_s_per_depth": network_s,
-            "bytes_per_round_outside_depths": per_round,
-            "network_s_per_round_outside_depths": per_round / link,
-            "per_era_histograms_bytes_per_depth": eras * slots * features * width * 3 * 8}
+    width = bins + 1
+    compute = network = hops = 0.0
+    depths = []
+    for depth in range(max_depth):
+        slots = pack_size * 2 ** depth
+        candidates = slots * features * (bins - 1)  # the last threshold empties a child
+        pooled = slots * features * width * 3 * 8
+        depth_compute = ns_per_update * 1e-9 * rows * features * pack_size / nodes
+        # the client's link carries every shard's pooled sums up and down; the
+        # chained states hop P + 1 times, pipelined in blocks
+        depth_network = (2 * nodes * pooled + (nodes + 1) * STATE_BYTES * candidates) / link
+        depth_hops = (2 * nodes + 2 + PIPELINE_BLOCKS * nodes) * hop_ms * 1e-3
+        compute, network, hops = compute + depth_compute, network + depth_network, \
+            hops + depth_hops
+        depths.append({"depth": depth, "slots": slots, "candidates": candidates,
+                       "bytes": depth_bytes(nodes, slots, features, width, candidates, True),
+                       "per_era_histograms_bytes": eras * pooled,
+                       "compute_s": depth_compute, "network_s": depth_network})
+    per_round_vectors = rows * (8 + 8 + 4 * pack_size + 8 + 8)  # g, h, samples, raw up/down
+    network += per_round_vectors / link
+    return {"nodes": nodes, "gbit_s": gbit, "rows": rows, "eras": eras,
+            "features_per_depth": features, "pack_size": pack_size, "max_depth": max_depth,
+            "ns_per_update": ns_per_update, "per_depth": depths,
+            "round_compute_s": compute, "round_network_s": network, "round_hops_s": hops,
+            "round_vectors_bytes": per_round_vectors,
+            "single_node_round_compute_s": compute * nodes}
 
 
 def main() -> None:
@@ -143,7 +165,10 @@ def main() -> None:
     args = parser.parse_args()
     results = run(args.size, args.rounds, args.workers, args.pack_size, args.max_depth,
                   args.feature_fraction)
-    results["extrapolation"] = extrapolate()
+    one = next((r for r in results["dask"] if r["workers"] == 1), results["dask"][0])
+    updates = (args.rounds * args.max_depth * results["rows"] * args.pack_size
+               * max(1, round(args.feature_fraction * results["features"])))
+    results["extrapolation"] = extrapolate(sum(one["worker_cpu_s"]) / updates * 1e9)
     print(json.dumps(results, indent=1, default=str))
 
 
