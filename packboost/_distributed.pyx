@@ -43,10 +43,11 @@ cdef extern from "des.h" nogil:
         double std
         double direction
     double des_pooled_gain(double sum_g, double sum_h, double left_g,
-                           double left_h, double reg_lambda)
+                           double left_h, double reg_lambda, double reg_alpha)
     void des_candidate_begin(des_candidate_t *state, double sum_g, double sum_h,
                              double left_g, double left_h, double reg_lambda,
-                             int era_gain, double dir_tanh_scale, int with_direction)
+                             double reg_alpha, int era_gain, double dir_tanh_scale,
+                             int with_direction)
     double des_era_gain(const des_candidate_t *state, double era_g, double era_h,
                         double era_left_g, double era_left_h)
     double des_realized_mean(const des_candidate_t *state, double weighted_g,
@@ -196,7 +197,8 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                             or sum_h - cand_h < c.min_child_weight):
                         continue
                     des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, c.reg_lambda,
-                                        c.era_gain, c.dir_tanh_scale, c.lambda_dir != 0.0)
+                                        c.reg_alpha, c.era_gain, c.dir_tanh_scale,
+                                        c.lambda_dir != 0.0)
                     out["slot"].append(slot)
                     out["position"].append(position)
                     out["threshold"].append(b)
@@ -257,7 +259,8 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     gain_view = gain
     for i in range(n):
         des_candidate_begin(&s, c_sum_g[i], c_sum_h[i], c_left_g[i], c_left_h[i],
-                            c.reg_lambda, c.era_gain, c.dir_tanh_scale, with_direction)
+                            c.reg_lambda, c.reg_alpha, c.era_gain, c.dir_tanh_scale,
+                            with_direction)
         if mode == MODE_NEWTON_MEAN:
             for era in range(n_eras):
                 if rows_view[cand_slot[i], era] == 0.0:
@@ -278,7 +281,7 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
             result = des_candidate_finish(&s, c.lambda_dro, c.lambda_dir)
             score_view[i] = result.score
             gain_view[i] = des_pooled_gain(c_sum_g[i], c_sum_h[i], c_left_g[i], c_left_h[i],
-                                           c.reg_lambda)
+                                           c.reg_lambda, c.reg_alpha)
             continue
         for era in range(n_eras):
             if rows_view[cand_slot[i], era] == 0.0:

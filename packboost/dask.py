@@ -33,7 +33,7 @@ from packboost.backends.dask import (
 from packboost.binning import BinMapper
 from packboost.booster import train
 from packboost.grower import TrainingData
-from packboost.objectives import get_objective
+from packboost.objectives import get_objective, make_objective
 from packboost.sklearn import (
     PackBoostClassifier,
     PackBoostRegressor,
@@ -234,7 +234,10 @@ class _DaskEstimator:
                                             target)
         metrics = self._resolve_metrics(eval_metric, eval_sets)
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
-        objective = get_objective(self._objective_name)
+        objective = make_objective(
+            params["objective"], alpha=params["alpha"],
+            link=get_objective(self._objective_name).transform,
+            row_order=None if np.array_equal(order, np.arange(n_rows)) else order)
         backend = DaskBackend(client, fit_id, shards, data, params["pack_size"])
         try:
             backend._gather(stores)

@@ -57,6 +57,9 @@ def assert_same_model(local, distributed_model):
     # raw float features with NaN (missing bins, binning from gathered rows),
     # weights (per-row hessians), the total std
     dict(raw_features=True, era_std="total", lambda_dir=0.2, dir_tanh_scale=0.0),
+    # L1 leaves and gains, a robust objective, one feature draw per pack
+    dict(reg_alpha=0.5, objective="huber", feature_sampling="pack",
+         layer_feature_fraction=0.7),
 ])
 def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra, monkeypatch):
     # Small blocks: the pipelined chain runs many blocks (they change no result).

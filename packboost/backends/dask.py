@@ -309,7 +309,9 @@ class DaskBackend:
         return SlotSums(totals[0], totals[1], totals[2].astype(np.int64), totals[3])
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
-                    split_params) -> BestSplits:
+                    split_params, *, keep_for_children=False) -> BestSplits:
+        # keep_for_children (histogram subtraction) is a hint; shards rebuild
+        # their histograms every depth.
         n_slots, n_candidates = len(slot_tree), len(features)
         n_bins = self.data.n_bins
         width = int(n_bins[features].max()) + 1 if n_candidates else 1
