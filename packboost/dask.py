@@ -95,13 +95,13 @@ def _select_rows(part, index):
     return np.ascontiguousarray(X[index])
 
 
-def _build_shard(fit_id, pieces, n_local, n_features, dtype, mapper, row_era, shard_args):
+def _build_shard(key, pieces, n_local, n_features, dtype, mapper, row_era, shard_args):
     """Worker side: assemble the shard's rows in era-sorted order, bin, store."""
     X = np.empty((n_local, n_features), dtype=dtype)
     for rows, position in pieces:
         X[position] = rows
     X_binned = mapper.transform(X, n_threads=shard_args["n_threads"])
-    return worker_store(fit_id, _Shard(X_binned=X_binned, row_era=row_era, **shard_args))
+    return worker_store(key, _Shard(X_binned=X_binned, row_era=row_era, **shard_args))
 
 
 class _DaskEstimator:
@@ -212,13 +212,13 @@ class _DaskEstimator:
                     rows = client.submit(_select_rows, part, local, pure=False)
                     pieces.append((rows, position[start + local] - first_row))
             shard = ShardInfo(worker=workers[index], first_row=first_row, end_row=end_row,
-                              first_era=first_era, end_era=end_era)
+                              first_era=first_era, end_era=end_era, key=f"{fit_id}/{index}")
             shard_args = dict(n_eras=end_era - first_era, n_bins=mapper.n_bins_,
                               first_row=first_row, total_rows=n_rows,
                               pack_size=params["pack_size"], n_threads=n_threads)
             row_era = np.ascontiguousarray(era_codes[order[first_row:end_row]] - first_era,
                                            dtype=np.int32)
-            stores.append(client.submit(_build_shard, fit_id, pieces, end_row - first_row,
+            stores.append(client.submit(_build_shard, shard.key, pieces, end_row - first_row,
                                         n_features, dtype, mapper, row_era, shard_args,
                                         workers=[shard.worker], allow_other_workers=False,
                                         pure=False))

@@ -150,6 +150,21 @@ def test_candidate_blocks_cover_the_candidates_in_order():
     assert all(a[1] == b[0] for a, b in zip(blocks[:-1], blocks[1:], strict=True))
 
 
+def test_threaded_workers_of_one_process(problem):
+    # Workers sharing a process share the worker-side registry: shards are
+    # kept apart by their own keys.
+    X, y, era = problem
+    local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as threaded:
+        model = DaskPackBoostRegressor(**PARAMS)
+        model.client = threaded
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700))
+    assert_same_model(local, model)
+
+
 def test_shard_plan_is_contiguous_and_balanced_by_rows():
     assert shard_plan(np.array([10, 10, 10, 10]), 2) == [(0, 2), (2, 4)]
     assert shard_plan(np.array([100, 1, 1, 1]), 2) == [(0, 1), (1, 4)]

@@ -19,7 +19,7 @@ shard's ``node_of_row`` / ``leaf_of_row``. Per depth:
 The float sums are therefore added in the single-machine order, by the same
 des.h functions: the trees are bit for bit the CPU backend's.
 
-Worker-side state lives in a module-level registry keyed by a fit id; a task
+Worker-side state lives in a module-level registry keyed by shard; a task
 that finds no shard (the worker was restarted) raises, and the client
 watches that every shard's worker is alive while it waits, so a dead worker
 is an error, never a hang (:class:`WorkerLostError`).
@@ -41,7 +41,7 @@ SCATTER_BYTES = 1 << 20
 # How often the client checks that the shards' workers are alive while it waits.
 POLL_SECONDS = 0.5
 
-_SHARDS: dict = {}   # worker side: fit id -> _Shard
+_SHARDS: dict = {}   # worker side: shard key -> _Shard (per process: threaded workers share it)
 
 
 class WorkerLostError(RuntimeError):
@@ -57,6 +57,7 @@ class ShardInfo:
     end_row: int
     first_era: int
     end_era: int
+    key: str          # the shard's name in its worker's registry: fit id / shard index
 
 
 @dataclass
@@ -79,44 +80,44 @@ class _Shard:
 
 # -- worker side ------------------------------------------------------------------
 
-def _shard(fit_id: str) -> _Shard:
+def _shard(key: str) -> _Shard:
     try:
-        return _SHARDS[fit_id]
+        return _SHARDS[key]
     except KeyError:
         raise WorkerLostError(
-            f"this worker holds no shard of fit {fit_id}: it was restarted during the fit"
+            f"this worker holds no shard {key}: it was restarted during the fit"
         ) from None
 
 
-def worker_store(fit_id: str, shard: _Shard) -> int:
+def worker_store(key: str, shard: _Shard) -> int:
     shard.node_of_row = np.empty((shard.X_binned.shape[1], shard.pack_size), dtype=np.int32)
     shard.leaf_of_row = np.empty_like(shard.node_of_row)
-    _SHARDS[fit_id] = shard
+    _SHARDS[key] = shard
     return shard.X_binned.shape[1]
 
 
-def worker_drop(fit_id: str) -> float:
+def worker_drop(key: str) -> float:
     """Free the shard; returns the CPU seconds its tasks took."""
-    shard = _SHARDS.pop(fit_id, None)
+    shard = _SHARDS.pop(key, None)
     return shard.cpu_seconds if shard is not None else float("nan")
 
 
-def worker_begin_pack(fit_id, gradients, hessians, tree_rows) -> None:
-    shard = _shard(fit_id)
+def worker_begin_pack(key, gradients, hessians, tree_rows) -> None:
+    shard = _shard(key)
     shard.gradients, shard.hessians = gradients, hessians
     for tree, rows in enumerate(tree_rows):
         _partition.start_tree(shard.node_of_row, rows, tree, shard.n_threads)
 
 
-def worker_slot_sums(fit_id, n_slots, partial):
-    shard = _shard(fit_id)
+def worker_slot_sums(key, n_slots, partial):
+    shard = _shard(key)
     return _distributed.chained_slot_sums(shard.gradients, shard.hessians, shard.node_of_row,
                                           n_slots, shard.first_row, shard.total_rows,
                                           np.array(partial, copy=True))
 
 
-def worker_histograms(fit_id, slot_tree, slot_open, features, tree_uses_feature, width):
-    shard = _shard(fit_id)
+def worker_histograms(key, slot_tree, slot_open, features, tree_uses_feature, width):
+    shard = _shard(key)
     hist, era_rows = _distributed.era_histograms(
         shard.X_binned, shard.gradients, shard.hessians, shard.node_of_row, shard.row_era,
         shard.n_eras, slot_tree, slot_open, features, tree_uses_feature, width)
@@ -125,18 +126,18 @@ def worker_histograms(fit_id, slot_tree, slot_open, features, tree_uses_feature,
     return hist.sum(axis=2), (era_rows > 0).sum(axis=1).astype(np.float64)
 
 
-def worker_enumerate(fit_id, pooled, split_args, params) -> None:
+def worker_enumerate(key, pooled, split_args, params) -> None:
     """Enumerate this depth's candidates from the pooled sums (the same
     deterministic code as on the client): the per-bin pooled sums cross the
     network, not the candidate list."""
-    shard = _shard(fit_id)
+    shard = _shard(key)
     shard.depth["candidates"] = _distributed.enumerate_candidates(*pooled, *split_args, params)
 
 
-def worker_candidate_pass(fit_id, block, slot_variance, params, means, mode, state):
+def worker_candidate_pass(key, block, slot_variance, params, means, mode, state):
     """Continue ``state`` of candidates ``block`` = (start, end) over this
     shard's eras (``means``: their newton means, when given)."""
-    shard = _shard(fit_id)
+    shard = _shard(key)
     depth = shard.depth
     start, end = block
     candidates = {name: values[start:end] for name, values in depth["candidates"].items()}
@@ -147,17 +148,17 @@ def worker_candidate_pass(fit_id, block, slot_variance, params, means, mode, sta
                                        depth["features"])
 
 
-def worker_route_rows(fit_id, split_feature, split_threshold, split_missing_left,
+def worker_route_rows(key, split_feature, split_threshold, split_missing_left,
                       left_child_slot, slot_node) -> None:
-    shard = _shard(fit_id)
+    shard = _shard(key)
     shard.depth = {}
     _partition.route_rows(shard.X_binned, shard.node_of_row, split_feature, split_threshold,
                           split_missing_left, left_child_slot, shard.n_bins, slot_node,
                           shard.leaf_of_row, shard.n_threads)
 
 
-def worker_add_pack(fit_id, values, tree_roots, raw_prediction):
-    shard = _shard(fit_id)
+def worker_add_pack(key, values, tree_roots, raw_prediction):
+    shard = _shard(key)
     raw_prediction = np.array(raw_prediction, dtype=np.float64, copy=True)
     _predict.add_leaf_values(shard.leaf_of_row, values, tree_roots, raw_prediction,
                              shard.n_threads)
@@ -169,7 +170,8 @@ def worker_add_pack(fit_id, values, tree_roots, raw_prediction):
 class DaskBackend:
     """:class:`packboost.backends.interface.Backend` over shards on Dask workers.
 
-    ``shards`` (era order) were stored by :func:`worker_store` under ``fit_id``.
+    ``shards`` (era order) were stored by :func:`worker_store` under their
+    ``key`` (one per shard: workers may share a process).
     ``bytes_log`` records ``(kind, bytes, sizes)`` of the arrays that crossed the
     network (arguments, results, chained states): kind "depth" for a depth's
     slot sums and split finding (the previous depth's routing included),
@@ -190,7 +192,7 @@ class DaskBackend:
     # -- plumbing
 
     def _submit(self, shard: ShardInfo, function, *args, after=None):
-        """Run ``function(fit_id, *args)`` on the shard's worker, after the
+        """Run ``function(key, *args)`` on the shard's worker, after the
         future ``after``, else after the shard's pending task (routing, the
         pack's start): those are not waited for, their successor depends on
         them (one round trip less per depth; their errors surface there)."""
@@ -201,7 +203,7 @@ class DaskBackend:
         args = [self.client.scatter(arg, workers=[shard.worker], direct=True, hash=False)
                 if isinstance(arg, np.ndarray) and arg.nbytes > SCATTER_BYTES else arg
                 for arg in args]
-        return self.client.submit(_after, function, pending, self.fit_id, *args,
+        return self.client.submit(_after, function, pending, shard.key, *args,
                                   workers=[shard.worker], allow_other_workers=False,
                                   pure=False)
 
@@ -269,7 +271,7 @@ class DaskBackend:
         if self._pending:
             self.client.cancel(list(self._pending.values()))
             self._pending = {}
-        futures = [self.client.submit(worker_drop, self.fit_id, workers=[shard.worker],
+        futures = [self.client.submit(worker_drop, shard.key, workers=[shard.worker],
                                       pure=False) for shard in self.shards]
         deadline = time.monotonic() + 5.0
         self.worker_cpu_seconds = []
@@ -420,15 +422,15 @@ def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
         missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8))
 
 
-def _after(function, _pending, fit_id, *args):
+def _after(function, _pending, key, *args):
     """Worker side: ``function`` once the shard's pending task is done (Dask
     passes that task's result, None, as ``_pending``); its CPU seconds are
     added to the shard's account (``DaskBackend.worker_cpu_seconds``)."""
     start = time.process_time()
     try:
-        return function(fit_id, *args)
+        return function(key, *args)
     finally:
-        shard = _SHARDS.get(fit_id)
+        shard = _SHARDS.get(key)
         if shard is not None:
             shard.cpu_seconds += time.process_time() - start
 
