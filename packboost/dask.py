@@ -141,7 +141,7 @@ class _DaskEstimator:
         if params["era_weighting"] != "equal":
             # Count weights enter the threshold scan as float sums of w_e * G_e
             # in (bin, era) order, which no per-worker partial reproduces
-            # bit for bit (docs/distributed.md §5).
+            # bit for bit (docs/distributed.md §3).
             raise NotImplementedError(
                 f"{type(self).__name__} supports era_weighting='equal' only, got "
                 f"{params['era_weighting']!r}")
@@ -198,8 +198,11 @@ class _DaskEstimator:
         shard_of_row = shard_of_era[era_codes]
 
         part_futures = client.compute(parts)
-        mapper = self._fit_mapper(X, client, n_rows, params, part_futures)
-        dtype = self._raw_dtype(client, part_futures)
+        # One validating pass over the partitions: dtype and integer column ranges.
+        ranges = client.gather([client.submit(_column_range, part, pure=False)
+                                for part in part_futures])
+        mapper = self._fit_mapper(ranges, client, n_rows, params, part_futures)
+        dtype = np.result_type(*[dtype for dtype, _, _ in ranges])
 
         fit_id = uuid.uuid4().hex
         shards, stores = [], []
@@ -254,21 +257,12 @@ class _DaskEstimator:
                              feature_names, era_column)
 
     @staticmethod
-    def _raw_dtype(client, part_futures):
-        """The dtype check_X gives the whole X (the widest of the partitions')."""
-        dtypes = client.gather([client.submit(lambda part: _validation.check_X(part)[0].dtype,
-                                              part, pure=False) for part in part_futures])
-        return np.result_type(*dtypes)
-
-    @staticmethod
-    def _fit_mapper(X, client, n_rows, params, part_futures):
+    def _fit_mapper(ranges, client, n_rows, params, part_futures):
         """The local fit's BinMapper, exactly: pre-binned integer codes from the
         global column ranges; otherwise fitted on the gathered rows (data up to
         the mapper's subsample only)."""
         mapper = BinMapper(max_bins=params["max_bins"], random_state=params["random_state"])
-        ranges = client.gather([client.submit(_column_range, part, pure=False)
-                                for part in part_futures])
-        kinds = {kind for kind, _, _ in ranges}
+        kinds = {dtype.kind for dtype, _, _ in ranges}
         if kinds <= set("iu"):
             low = min(int(r[1].min()) if r[1].size else 0 for r in ranges)
             high = np.max(np.stack([r[2] for r in ranges]), axis=0)
@@ -292,10 +286,12 @@ class _DaskEstimator:
 
 
 def _column_range(part):
+    """One partition validated as the local fit validates X: its dtype and,
+    for integers, its column minima and maxima."""
     X, _ = _validation.check_X(part)
     if X.dtype.kind not in "iu" or X.shape[0] == 0:
-        return X.dtype.kind, np.zeros(0, dtype=np.int64), np.zeros(X.shape[1], dtype=np.int64)
-    return X.dtype.kind, X.min(axis=0).astype(np.int64), X.max(axis=0).astype(np.int64)
+        return X.dtype, np.zeros(0, dtype=np.int64), np.zeros(X.shape[1], dtype=np.int64)
+    return X.dtype, X.min(axis=0).astype(np.int64), X.max(axis=0).astype(np.int64)
 
 
 def _computed_eval_set(eval_set):
