@@ -117,6 +117,13 @@ class _DaskEstimator:
 
         return default_client()
 
+    def __getstate__(self):
+        # A Client does not pickle (nor belong in a model file): a pickled
+        # estimator fits on the default client of wherever it is loaded.
+        state = super().__getstate__()
+        state.pop("client", None)
+        return state
+
     def to_local(self):
         """The fitted model as the plain local estimator (same parameters)."""
         view = self._fitted_view()

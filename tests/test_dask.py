@@ -4,6 +4,7 @@ One LocalCluster (2 worker processes) for the module. The central claim: the
 distributed model is the local fit, bit for bit, whatever the partitioning.
 """
 
+import pickle
 import re
 
 import numpy as np
@@ -105,6 +106,10 @@ def test_classifier_from_a_dataframe_with_an_era_column(client, problem, tmp_pat
                                   local.predict_proba(frame.drop(columns=["era"])))
     np.testing.assert_array_equal(model.predict(features).compute(),
                                   local.predict(frame.drop(columns=["era"])))
+    restored = pickle.loads(pickle.dumps(model))   # without its client
+    assert "client" not in vars(restored)
+    np.testing.assert_array_equal(restored.predict_proba(frame.drop(columns=["era"])),
+                                  local.predict_proba(frame.drop(columns=["era"])))
     path = tmp_path / "model.pb"
     model.save_model(path)
     loaded = load_model(path)
