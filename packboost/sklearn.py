@@ -289,26 +289,8 @@ class _PackBoostEstimator(BaseEstimator):
                                    eval_sets=eval_sets, metrics=metrics,
                                    callbacks=callback_list, init=start, model=self,
                                    backend=backend)
-        fitted = {
-            **target,
-            "ensemble_": ensemble,
-            "bin_mapper_": mapper,
-            "n_features_in_": X.shape[1],
-            "n_eras_": data.n_eras,
-            "n_iter_": ensemble.n_rounds,
-            "evals_result_": info.evals_result,
-            "best_iteration_": info.best_iteration,
-            # Without early stopping, the scores of the last round (as LightGBM).
-            "best_score_": info.best_score or {
-                name: {metric: values[-1] for metric, values in metrics.items() if values}
-                for name, metrics in info.evals_result.items()},
-            "_evals_first_round": info.begin_iteration,
-        }
-        if feature_names is not None:
-            fitted["feature_names_in_"] = feature_names
-        if era_column is not None:
-            fitted["era_column_"] = era_column
-        return fitted
+        return _fitted_state(target, ensemble, mapper, X.shape[1], data.n_eras, info,
+                             feature_names, era_column)
 
     def _resolve_init_model(self, init_model, pack_size) -> dict | None:
         """The fitted state (a _view) to continue from: ``init_model`` is an
@@ -539,6 +521,32 @@ class _PackBoostEstimator(BaseEstimator):
 
 # inspect.signature(PackBoostRegressor) reads __new__ first: show __init__'s keywords.
 _PackBoostEstimator.__new__.__signature__ = inspect.signature(_PackBoostEstimator.__init__)
+
+def _fitted_state(target, ensemble, mapper, n_features, n_eras, info, feature_names,
+                  era_column) -> dict:
+    """The fitted attributes of a fit (what ``_publish`` makes the model);
+    shared with the Dask estimators (packboost/dask.py)."""
+    fitted = {
+        **target,
+        "ensemble_": ensemble,
+        "bin_mapper_": mapper,
+        "n_features_in_": n_features,
+        "n_eras_": n_eras,
+        "n_iter_": ensemble.n_rounds,
+        "evals_result_": info.evals_result,
+        "best_iteration_": info.best_iteration,
+        # Without early stopping, the scores of the last round (as LightGBM).
+        "best_score_": info.best_score or {
+            name: {metric: values[-1] for metric, values in metrics.items() if values}
+            for name, metrics in info.evals_result.items()},
+        "_evals_first_round": info.begin_iteration,
+    }
+    if feature_names is not None:
+        fitted["feature_names_in_"] = feature_names
+    if era_column is not None:
+        fitted["era_column_"] = era_column
+    return fitted
+
 
 def _round_range(ensemble, iteration_range):
     """``iteration_range`` checked against ``ensemble``'s rounds: ``(start, end)``."""

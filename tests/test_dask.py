@@ -1,0 +1,249 @@
+"""Distributed training on Dask (packboost.dask, docs/distributed.md).
+
+One LocalCluster (2 worker processes) for the module. The central claim: the
+distributed model is the local fit, bit for bit, whatever the partitioning.
+"""
+
+import pickle
+import re
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+dd = pytest.importorskip("dask.dataframe")
+pd = pytest.importorskip("pandas")
+
+from packboost import PackBoostClassifier, PackBoostRegressor, load_model  # noqa: E402
+from packboost.backends import dask as dask_backend  # noqa: E402
+from packboost.callback import TrainingCallback  # noqa: E402
+from packboost.dask import (  # noqa: E402
+    DaskPackBoostClassifier,
+    DaskPackBoostRegressor,
+    WorkerLostError,
+    shard_plan,
+)
+from packboost.datasets import make_numerai_like  # noqa: E402
+
+PARAMS = dict(n_estimators=3, max_depth=3, min_samples_leaf=10, random_state=3, n_jobs=1)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def problem():
+    data = make_numerai_like(n_rows=2400, n_features=6, n_eras=10, random_state=0)
+    # Shuffled rows: every era spread over every input partition.
+    perm = np.random.default_rng(0).permutation(len(data.y))
+    return data.X[perm], data.y[perm], np.asarray(data.era)[perm]
+
+
+def assert_same_model(local, distributed_model):
+    a, b = local.ensemble_.nodes, distributed_model.ensemble_.nodes
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert local.ensemble_.base_score == distributed_model.ensemble_.base_score
+
+
+@pytest.mark.parametrize("extra", [
+    dict(lambda_dir=0.5),                                    # the whole DES era pass
+    dict(era_gain="newton", lambda_dro=0.5, row_subsample=0.8, tree_feature_fraction=0.7),
+    # raw float features with NaN (missing bins, binning from gathered rows),
+    # weights (per-row hessians), the total std
+    dict(raw_features=True, era_std="total", lambda_dir=0.2, dir_tanh_scale=0.0),
+    # L1 leaves and gains, a robust objective, one feature draw per pack
+    dict(reg_alpha=0.5, objective="huber", feature_sampling="pack",
+         layer_feature_fraction=0.7),
+])
+def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra, monkeypatch):
+    # Small blocks: the pipelined chain runs many blocks (they change no result).
+    monkeypatch.setattr(dask_backend, "MIN_BLOCK_CANDIDATES", 8)
+    X, y, era = problem
+    params = {**PARAMS, **extra}
+    weight = None
+    if params.pop("raw_features", False):
+        rng = np.random.default_rng(1)
+        X = X + rng.normal(0, 0.1, X.shape)
+        X[rng.random(X.shape) < 0.1] = np.nan
+        weight = rng.uniform(0.5, 2.0, len(y))
+    local = PackBoostRegressor(**params).fit(X, y, era=era, sample_weight=weight)
+    chunks = 700  # partitions cut across eras
+    model = DaskPackBoostRegressor(**params)
+    model.client = client
+    model.fit(da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=chunks),
+              era=da.from_array(era, chunks=chunks),
+              sample_weight=None if weight is None else da.from_array(weight, chunks=chunks))
+    assert (local.ensemble_.nodes["feature"] >= 0).sum() > 3   # it did split
+    assert_same_model(local, model)
+    lazy = model.predict(da.from_array(X, chunks=(chunks, -1)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_array_equal(lazy.compute(), local.predict(X))
+    plain = model.to_local()
+    assert type(plain) is PackBoostRegressor
+    np.testing.assert_array_equal(plain.predict(X), local.predict(X))
+
+
+def test_classifier_from_a_dataframe_with_an_era_column(client, problem, tmp_path):
+    X, y, era = problem
+    labels = np.where(y > np.median(y), "up", "down")
+    frame = pd.DataFrame(X, columns=[f"f{k}" for k in range(X.shape[1])])
+    local = PackBoostClassifier(**PARAMS).fit(frame, labels, era=era)
+    frame["era"] = era
+    ddf = dd.from_pandas(frame, npartitions=3)
+    model = DaskPackBoostClassifier(**PARAMS)
+    model.client = client
+    model.fit(ddf, dd.from_pandas(pd.Series(labels), npartitions=3), era="era")
+    assert_same_model(local, model)
+    features = ddf.drop(columns=["era"])
+    np.testing.assert_array_equal(np.asarray(model.predict_proba(features).compute()),
+                                  local.predict_proba(frame.drop(columns=["era"])))
+    np.testing.assert_array_equal(model.predict(features).compute(),
+                                  local.predict(frame.drop(columns=["era"])))
+    restored = pickle.loads(pickle.dumps(model))   # without its client
+    assert "client" not in vars(restored)
+    np.testing.assert_array_equal(restored.predict_proba(frame.drop(columns=["era"])),
+                                  local.predict_proba(frame.drop(columns=["era"])))
+    path = tmp_path / "model.pb"
+    model.save_model(path)
+    loaded = load_model(path)
+    assert type(loaded) is PackBoostClassifier
+    plain = frame.drop(columns=["era"])
+    assert loaded.predict(plain).tolist() == local.predict(plain).tolist()
+
+
+def test_eval_set_and_early_stopping_as_locally(client, problem):
+    X, y, era = problem
+    params = {**PARAMS, "n_estimators": 12, "learning_rate": 0.5}
+    fit_args = dict(eval_metric=["rmse", "pearson_mean"], early_stopping_rounds=2)
+    local = PackBoostRegressor(**params).fit(X[:1800], y[:1800], era=era[:1800],
+                                              eval_set=[(X[1800:], y[1800:], era[1800:])],
+                                              **fit_args)
+    model = DaskPackBoostRegressor(**params)
+    model.client = client
+    model.fit(da.from_array(X[:1800], chunks=(600, -1)), da.from_array(y[:1800], chunks=600),
+              era=da.from_array(era[:1800], chunks=600),
+              eval_set=[(da.from_array(X[1800:], chunks=(300, -1)), y[1800:], era[1800:])],
+              **fit_args)
+    assert model.evals_result_ == local.evals_result_
+    assert model.best_iteration_ == local.best_iteration_
+    assert_same_model(local, model)
+
+
+def test_one_era_per_worker_and_a_single_era(client, problem):
+    X, y, era = problem
+    two = np.where(np.isin(era, np.unique(era)[:4]), "a", "b")
+    for labels in (two, None):
+        local = PackBoostRegressor(**PARAMS).fit(X, y, era=labels)
+        model = DaskPackBoostRegressor(**PARAMS)
+        model.client = client
+        model.fit(da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500),
+                  era=None if labels is None else da.from_array(labels, chunks=500))
+        assert_same_model(local, model)
+
+
+def test_candidate_blocks_cover_the_candidates_in_order():
+    assert dask_backend.candidate_blocks(10, 1) == [(0, 10)]
+    blocks = dask_backend.candidate_blocks(100_000, 2)
+    assert blocks[0][0] == 0 and blocks[-1][1] == 100_000 and len(blocks) == 8
+    assert all(a[1] == b[0] for a, b in zip(blocks[:-1], blocks[1:], strict=True))
+
+
+def test_threaded_workers_of_one_process(problem):
+    # Workers sharing a process share the worker-side registry: shards are
+    # kept apart by their own keys.
+    X, y, era = problem
+    local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as threaded:
+        model = DaskPackBoostRegressor(**PARAMS)
+        model.client = threaded
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700))
+    assert_same_model(local, model)
+
+
+def test_shard_plan_is_contiguous_and_balanced_by_rows():
+    assert shard_plan(np.array([10, 10, 10, 10]), 2) == [(0, 2), (2, 4)]
+    assert shard_plan(np.array([100, 1, 1, 1]), 2) == [(0, 1), (1, 4)]
+    assert shard_plan(np.array([5]), 3) == [(0, 1)]
+    assert shard_plan(np.array([1, 1, 1]), 3) == [(0, 1), (1, 2), (2, 3)]
+
+
+def _message(error):
+    return re.sub(r"at row \d+", "at row _", str(error))
+
+
+@pytest.mark.parametrize("case", ["inf", "nan_label", "missing_era"])
+def test_bad_input_gives_the_local_error(client, problem, case):
+    X, y, era = problem
+    X, y, era = X.astype(np.float64), y.copy(), era.astype(object)
+    if case == "inf":
+        X[5, 2] = np.inf
+    elif case == "nan_label":
+        y[7] = np.nan
+    else:
+        era[9] = None
+    dask_era = dd.from_pandas(pd.Series(era), npartitions=2)
+    with pytest.raises(Exception) as local_error:
+        # the same values as Dask holds them (None becomes <NA> in its strings)
+        PackBoostRegressor(**PARAMS).fit(X, y, era=dask_era.compute())
+    model = DaskPackBoostRegressor(**PARAMS)
+    model.client = client
+    with pytest.raises(type(local_error.value)) as dask_error:
+        model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                  era=dask_era)
+    assert _message(dask_error.value) == _message(local_error.value)
+    assert not hasattr(model, "ensemble_")
+
+
+def test_unsupported_parameters_are_refused(client, problem):
+    X, y, era = problem
+    model = DaskPackBoostRegressor(era_weighting="count", **PARAMS)
+    model.client = client
+    with pytest.raises(NotImplementedError, match="era_weighting"):
+        model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                  era=da.from_array(era, chunks=1000))
+
+
+def _exit_soon():
+    """Worker side: die (no clean shutdown) a moment after returning."""
+    import os
+    import threading
+    import time
+
+    def die():
+        time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=die, daemon=True).start()
+
+
+class _KillAWorker(TrainingCallback):
+    def __init__(self, client):
+        self.client = client
+
+    def after_iteration(self, info):
+        if info.iteration == 0:
+            worker = sorted(self.client.scheduler_info()["workers"])[-1]
+            self.client.run(_exit_soon, workers=[worker])
+        return False
+
+
+def test_a_worker_dying_mid_fit_is_a_clear_error_and_no_model(client, problem):
+    # Last in the module: the nanny restarts the worker, under a new address.
+    X, y, era = problem
+    model = DaskPackBoostRegressor(**{**PARAMS, "n_estimators": 50})
+    model.client = client
+    with pytest.raises(WorkerLostError, match="left the cluster during fit"):
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700), callbacks=[_KillAWorker(client)])
+    assert not hasattr(model, "ensemble_")
+    client.wait_for_workers(2, timeout=60)
