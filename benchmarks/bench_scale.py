@@ -223,26 +223,31 @@ def main() -> None:
 
 
 def report(runs: list) -> None:
-    """Markdown table: medians per (case, depth, library), PackBoost's speed-up
-    as the ratio of s/tree (> 1: PackBoost faster)."""
-    print("\n| case | depth | library | setup s | s/tree | PackBoost speed-up "
-          "(s/tree ratio) | peak GiB above data | runs |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    keys = sorted({(r["case"], r["depth"]) for r in runs}, key=lambda k: (list(CASES).index(k[0]),
-                                                                           k[1]))
+    """Markdown table: medians per (case, depth, library) and each library's
+    s/tree over PackBoost's (> 1: PackBoost faster), for both samplings."""
+    print("\n| case | depth | library | setup s | s/tree | vs packboost | vs packboost-pack "
+          "| peak GiB above data | runs |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    keys = sorted({(r["case"], r["depth"]) for r in runs},
+                  key=lambda key: (list(CASES).index(key[0]), key[1]))
+
+    def median_per_tree(case, depth, library):
+        values = [r["seconds_per_tree"] for r in runs
+                  if (r["case"], r["depth"], r["library"]) == (case, depth, library)]
+        return statistics.median(values) if values else float("nan")
+
     for case, depth in keys:
-        ours = [r["seconds_per_tree"] for r in runs if (r["case"], r["depth"], r["library"])
-                == (case, depth, "packboost")]
         for library in LIBRARIES:
             mine = [r for r in runs if (r["case"], r["depth"], r["library"])
                     == (case, depth, library)]
             if not mine:
                 continue
-            per_tree = statistics.median(r["seconds_per_tree"] for r in mine)
-            ratio = per_tree / statistics.median(ours) if ours else float("nan")
+            per_tree = median_per_tree(case, depth, library)
+            ratios = [per_tree / median_per_tree(case, depth, ours)
+                      for ours in ("packboost", "packboost-pack")]
             print(f"| {case} | {depth} | {library} | "
                   f"{statistics.median(r['setup_seconds'] for r in mine):.1f} | "
-                  f"{per_tree:.3f} | {ratio:.2f}x | "
+                  f"{per_tree:.3f} | {ratios[0]:.2f}x | {ratios[1]:.2f}x | "
                   f"{statistics.median(r['peak_gib'] for r in mine):.2f} | {len(mine)} |")
 
 
