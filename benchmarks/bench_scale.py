@@ -50,6 +50,10 @@ import sys
 import time
 from pathlib import Path
 
+# The same peak-memory reading as bench_speed.py (this folder is on sys.path
+# when a benchmark runs as a script).
+from bench_speed import _reset_peak_rss, _rss_kib
+
 CASES = {
     "numerai": dict(n_rows=2_700_000, n_features=500, n_eras=600, trees=40, fraction=0.1,
                     learning_rate=0.01),
@@ -67,19 +71,6 @@ CASES = {
 LIBRARIES = ("packboost", "packboost-pack", "lightgbm", "xgboost")
 BLOCK = 500  # features generated at once (cached_data)
 PACK_SIZE = 8
-
-
-def _reset_peak_rss() -> None:
-    with open("/proc/self/clear_refs", "w") as handle:  # resets VmHWM (Linux >= 4.0)
-        handle.write("5")
-
-
-def _rss_kib(field: str) -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def cached_data(case: str, cache: Path):

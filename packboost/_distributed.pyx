@@ -27,40 +27,10 @@ from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._split_params cimport pb_split_params, make_split_params, DES_ERA_GAIN_NEWTON
-
-
-cdef extern from "des.h" nogil:
-    ctypedef struct des_candidate_t:
-        double mean
-        double weight_total
-        double sum_squares
-        double direction
-        double noise_sum
-        double weight_squares
-    ctypedef struct des_result_t:
-        double score
-        double mean
-        double std
-        double direction
-    double des_pooled_gain(double sum_g, double sum_h, double left_g,
-                           double left_h, double reg_lambda, double reg_alpha)
-    void des_candidate_begin(des_candidate_t *state, double sum_g, double sum_h,
-                             double left_g, double left_h, double reg_lambda,
-                             double reg_alpha, int era_gain, double dir_tanh_scale,
-                             int with_direction)
-    double des_era_gain(const des_candidate_t *state, double era_g, double era_h,
-                        double era_left_g, double era_left_h)
-    double des_realized_mean(const des_candidate_t *state, double weighted_g,
-                             double weighted_h, double weighted_left_g,
-                             double weighted_left_h, double weight_total)
-    void des_candidate_set_mean(des_candidate_t *state, double mean)
-    void des_candidate_set_noise(des_candidate_t *state, double gradient_variance)
-    void des_candidate_push(des_candidate_t *state, double era_weight,
-                            double era_g, double era_h, double era_left_g,
-                            double era_left_h, double era_left_count,
-                            double era_right_count)
-    des_result_t des_candidate_finish(const des_candidate_t *state,
-                                      double lambda_dro, double lambda_dir)
+from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
+                             des_candidate_begin, des_era_gain, des_realized_mean,
+                             des_candidate_set_mean, des_candidate_set_noise,
+                             des_candidate_push, des_candidate_finish)
 
 
 # Must equal _partition.pyx's SUM_CHUNKS: the chunking of the global rows.

@@ -53,36 +53,10 @@ from packboost._histogram import HIST_DTYPE
 from packboost._split_params cimport (pb_split_params, make_split_params, DES_ERA_GAIN_NEWTON,
                                       DES_ERA_GAIN_REALIZED, PB_ERA_WEIGHTING_COUNT,
                                       PB_ERA_WEIGHTING_EQUAL)
-
-
-cdef extern from "des.h" nogil:
-    ctypedef struct des_candidate_t:
-        pass
-    ctypedef struct des_result_t:
-        double score
-        double mean
-        double std
-        double direction
-    double des_pooled_gain(double sum_g, double sum_h, double left_g,
-                           double left_h, double reg_lambda, double reg_alpha)
-    void des_candidate_begin(des_candidate_t *state, double sum_g, double sum_h,
-                             double left_g, double left_h, double reg_lambda,
-                             double reg_alpha, int era_gain, double dir_tanh_scale,
-                             int with_direction)
-    double des_era_gain(const des_candidate_t *state, double era_g, double era_h,
-                        double era_left_g, double era_left_h)
-    double des_realized_mean(const des_candidate_t *state, double weighted_g,
-                             double weighted_h, double weighted_left_g,
-                             double weighted_left_h, double weight_total)
-    void des_candidate_set_mean(des_candidate_t *state, double mean)
-    void des_candidate_set_noise(des_candidate_t *state, double gradient_variance)
-    void des_candidate_push(des_candidate_t *state, double era_weight,
-                            double era_g, double era_h, double era_left_g,
-                            double era_left_h, double era_left_count,
-                            double era_right_count)
-    des_result_t des_candidate_finish(const des_candidate_t *state,
-                                      double lambda_dro, double lambda_dir)
-
+from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
+                             des_candidate_begin, des_era_gain, des_realized_mean,
+                             des_candidate_set_mean, des_candidate_set_noise,
+                             des_candidate_push, des_candidate_finish)
 
 
 # Default cap on one thread's histogram buffer; more slots are done in groups.
@@ -135,6 +109,21 @@ cdef inline double candidate_bound(double mean, double lambda_dir) noexcept nogi
     # DES = mu - lambda_dro sigma + lambda_dir |mu| D is at most mu + lambda_dir |mu|
     # (sigma >= 0, |D| <= 1): what a candidate can score before its era pass.
     return mean + lambda_dir * fabs(mean)
+
+
+cdef inline void begin_candidate(
+        des_candidate_t* state, Py_ssize_t bin_idx, bint missing_goes_left,
+        const double* at_p_g, const double* at_p_h,      # pooled left sums per threshold
+        double p_missing_g, double p_missing_h, double sum_g, double sum_h,
+        const pb_split_params* params, bint with_direction,
+        double* cand_g, double* cand_h,                  # OUT the left child's pooled sums
+) noexcept nogil:
+    """Start the DES state of candidate (threshold ``bin_idx``, missing side)."""
+    cand_g[0] = at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx]
+    cand_h[0] = at_p_h[bin_idx] + p_missing_h if missing_goes_left else at_p_h[bin_idx]
+    des_candidate_begin(state, sum_g, sum_h, cand_g[0], cand_h[0], params.reg_lambda,
+                        params.reg_alpha, params.era_gain, params.dir_tanh_scale,
+                        with_direction)
 
 
 cdef tile_best score_tile(
@@ -281,11 +270,8 @@ cdef tile_best score_tile(
         code = <int>candidate_code[k]
         bin_idx = code >> 1
         missing_goes_left = (code & 1) == 0
-        cand_g = at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx]
-        cand_h = at_p_h[bin_idx] + p_missing_h if missing_goes_left else at_p_h[bin_idx]
-        des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
-                            params.reg_alpha, params.era_gain, params.dir_tanh_scale,
-                            with_direction)
+        begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
+                        p_missing_h, sum_g, sum_h, params, with_direction, &cand_g, &cand_h)
         if params.era_gain == DES_ERA_GAIN_NEWTON:
             mean = 0.0
             for i in range(n_present):
@@ -329,11 +315,8 @@ cdef tile_best score_tile(
             continue
         bin_idx = code >> 1
         missing_goes_left = (code & 1) == 0
-        cand_g = at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx]
-        cand_h = at_p_h[bin_idx] + p_missing_h if missing_goes_left else at_p_h[bin_idx]
-        des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
-                            params.reg_alpha, params.era_gain, params.dir_tanh_scale,
-                            with_direction)
+        begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
+                        p_missing_h, sum_g, sum_h, params, with_direction, &cand_g, &cand_h)
         des_candidate_set_mean(&state, candidate_mean[k])
         if params.era_std_between:
             des_candidate_set_noise(&state, gradient_variance)

@@ -116,16 +116,7 @@ class CpuBackend:
         if plan is not None and keep_for_children:
             self._kept = dict(cells=plan["depth_cells"], features=features,
                               uses=tree_uses_feature, n_slots=len(slot_tree))
-        column = _split.best_candidate_per_slot(found["score"], found["found"])
-        slots = np.arange(len(column))
-        chosen = np.maximum(column, 0)
-        has = column >= 0
-        return BestSplits(
-            column=column,
-            score=np.where(has, found["score"][slots, chosen], -np.inf),
-            gain=np.where(has, found["gain"][slots, chosen], 0.0),
-            threshold=np.where(has, found["threshold"][slots, chosen], 0).astype(np.int32),
-            missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8))
+        return BestSplits.of_table(found)
 
     def _subtraction_plan(self, slot_tree, slot_open, features, tree_uses_feature,
                           keep_for_children):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from packboost import _distributed, _partition, _predict, _split
+from packboost import _distributed, _partition, _predict
 from packboost.backends.interface import BestSplits, SlotSums
 
 # Arguments larger than this are scattered to their worker first.
@@ -410,16 +410,7 @@ def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
         found["threshold"][slot, position] = candidates["threshold"][chosen]
         found["missing_left"][slot, position] = candidates["missing_left"][chosen]
         found["found"][slot, position] = 1
-    column = _split.best_candidate_per_slot(found["score"], found["found"])
-    slots = np.arange(n_slots)
-    chosen = np.maximum(column, 0)
-    has = column >= 0
-    return BestSplits(
-        column=column,
-        score=np.where(has, found["score"][slots, chosen], -np.inf),
-        gain=np.where(has, found["gain"][slots, chosen], 0.0),
-        threshold=np.where(has, found["threshold"][slots, chosen], 0).astype(np.int32),
-        missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8))
+    return BestSplits.of_table(found)
 
 
 def _after(function, _pending, key, *args):

@@ -53,6 +53,25 @@ class BestSplits:
     threshold: np.ndarray       # int32 bin threshold (left: bin <= threshold)
     missing_left: np.ndarray    # uint8
 
+    @classmethod
+    def of_table(cls, found: dict) -> BestSplits:
+        """Each slot's best from a (n_slots, n_candidates) table of every
+        (slot, feature)'s best candidate (``score``, ``gain``, ``threshold``,
+        ``missing_left``, ``found``; :func:`packboost._split.find_best_splits`'
+        result): the first maximum over the features, in their order."""
+        from packboost import _split
+
+        column = _split.best_candidate_per_slot(found["score"], found["found"])
+        slots = np.arange(len(column))
+        chosen = np.maximum(column, 0)
+        has = column >= 0
+        return cls(
+            column=column,
+            score=np.where(has, found["score"][slots, chosen], -np.inf),
+            gain=np.where(has, found["gain"][slots, chosen], 0.0),
+            threshold=np.where(has, found["threshold"][slots, chosen], 0).astype(np.int32),
+            missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8))
+
 
 class Backend(Protocol):
     """What the driver calls; see the module docstring for the order."""
