@@ -217,13 +217,16 @@ class DaskBackend:
         from distributed import wait
 
         futures = list(futures)
-        while True:
+        results = None
+        while results is None:
             try:
                 wait(futures, timeout=POLL_SECONDS)
-                break
+                # Fetched with a timeout too: a worker that dies after its
+                # task finished takes the result with it, and a plain gather
+                # would wait forever for a recomputation pinned to that worker.
+                results = [future.result(timeout=POLL_SECONDS) for future in futures]
             except TimeoutError:
                 self._check_workers(futures)
-        results = self.client.gather(futures)
         self.round_bytes += _nbytes(results)
         return results
 
