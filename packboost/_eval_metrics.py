@@ -1,7 +1,7 @@
 """The metrics recorded every round on ``fit``'s eval sets: the registry.
 
 A name in :data:`EVAL_METRIC_NAMES` -- a pooled metric (``"rmse"``,
-``"mae"``, ``"logloss"``) or ``"<correlation>_<statistic>"``, a per-era
+``"mae"``, ``"huber"``, ``"quantile"``, ``"logloss"``) or ``"<correlation>_<statistic>"``, a per-era
 correlation (:data:`packboost.metrics.CORRELATION_METHODS`) summarised by one
 statistic of :func:`packboost.metrics.era_summary` -- or a user callable
 becomes an :class:`EvalMetric`; :func:`pooled_metric` computes the pooled ones
@@ -21,7 +21,10 @@ __all__ = ["EVAL_METRIC_NAMES", "POOLED_METRICS", "EvalMetric", "pooled_metric",
            "resolve_eval_metric"]
 
 # Metrics on the pooled rows (no eras).
-POOLED_METRICS = {"rmse": False, "mae": False, "logloss": False}  # name -> higher is better
+# name -> higher is better; "huber" and "quantile" are the objectives' own losses
+# (mean Huber loss with delta alpha, mean pinball loss at level alpha)
+POOLED_METRICS = {"rmse": False, "mae": False, "huber": False, "quantile": False,
+                  "logloss": False}
 EVAL_METRIC_NAMES = tuple(POOLED_METRICS) + tuple(
     f"{method}_{statistic}" for method in CORRELATION_METHODS for statistic in ERA_STATISTICS
 )
@@ -38,10 +41,14 @@ class EvalMetric:
     method: str | None = None      # correlation of an era metric
     statistic: str | None = None   # its era_summary statistic
     function: object = None        # a user callable
+    alpha: float | None = None     # the Huber delta or the quantile level
 
 
-def resolve_eval_metric(metric, *, objective_name: str) -> EvalMetric:
+def resolve_eval_metric(metric, *, objective_name: str, alpha: float = 0.9) -> EvalMetric:
     """An :class:`EvalMetric` from a name in :data:`EVAL_METRIC_NAMES` or a callable.
+
+    ``alpha`` (the estimator's) is the delta of ``"huber"`` and the level of
+    ``"quantile"``, as for the objectives of those names.
 
     A callable is called as ``metric(y_true, y_pred, era)`` (``era`` is None
     for an eval set without eras) and returns ``(name, value,
@@ -56,6 +63,12 @@ def resolve_eval_metric(metric, *, objective_name: str) -> EvalMetric:
         )
     if metric == "logloss" and objective_name != "logistic":
         raise ValueError("eval_metric 'logloss' needs a classifier")
+    if metric == "quantile" and not 0.0 < alpha < 1.0:
+        # alpha is one parameter for the objective and this metric: one message
+        raise ValueError(f"alpha must be in (0, 1) for objective='quantile' or "
+                         f"eval_metric='quantile', got {alpha!r}")
+    if metric in ("huber", "quantile"):
+        return EvalMetric(name=metric, higher_is_better=False, alpha=float(alpha))
     if metric in POOLED_METRICS:
         return EvalMetric(name=metric, higher_is_better=POOLED_METRICS[metric])
     method, statistic = metric.split("_", 1)
@@ -63,9 +76,19 @@ def resolve_eval_metric(metric, *, objective_name: str) -> EvalMetric:
                       method=method, statistic=statistic)
 
 
-def pooled_metric(name: str, y_true: np.ndarray, raw: np.ndarray, prediction: np.ndarray
-                  ) -> float:
-    """``rmse`` or ``mae`` of ``prediction``, or ``logloss`` of raw log-odds."""
+def pooled_metric(name: str, y_true: np.ndarray, raw: np.ndarray, prediction: np.ndarray,
+                  alpha: float | None = None) -> float:
+    """``rmse``, ``mae``, ``huber`` (delta ``alpha``) or ``quantile`` (level
+    ``alpha``) of ``prediction``, or ``logloss`` of raw log-odds."""
+    if name == "huber":
+        residual = np.abs(prediction - y_true)
+        loss = np.where(residual <= alpha, 0.5 * residual * residual,
+                        alpha * (residual - 0.5 * alpha))
+        return float(np.mean(loss))
+    if name == "quantile":
+        residual = y_true - prediction
+        return float(np.mean(np.where(residual >= 0, alpha * residual,
+                                      (alpha - 1.0) * residual)))
     if name in ("rmse", "mae"):
         # Errors far from 1 are scaled by a power of two (exact) and the result
         # scaled back: squares of 1e-200 underflow to 0, of 1e160 overflow.

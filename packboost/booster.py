@@ -143,7 +143,8 @@ class EvalSet:
                                 metric.higher_is_better))
             else:
                 results.append((metric.name, pooled_metric(metric.name, self.y,
-                                                           self.raw_prediction, prediction),
+                                                           self.raw_prediction, prediction,
+                                                           metric.alpha),
                                 metric.higher_is_better))
         return results
 

@@ -242,7 +242,7 @@ class _DaskEstimator:
         eval_set = _computed_eval_set(eval_set)
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, n_features, feature_names,
                                             target)
-        metrics = self._resolve_metrics(eval_metric, eval_sets)
+        metrics = self._resolve_metrics(eval_metric, eval_sets, params)
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
         objective = make_objective(
             params["objective"], alpha=params["alpha"],

@@ -270,7 +270,7 @@ class _PackBoostEstimator(BaseEstimator):
 
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, X.shape[1], feature_names,
                                             target)
-        metrics = self._resolve_metrics(eval_metric, eval_sets)
+        metrics = self._resolve_metrics(eval_metric, eval_sets, params)
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
         check_fit_memory(training_memory_estimate(
             n_rows=n_rows, pack_size=params["pack_size"], n_threads=n_threads,
@@ -356,14 +356,19 @@ class _PackBoostEstimator(BaseEstimator):
                                     raw_prediction=np.zeros(0), era=era_eval))
         return prepared
 
-    def _resolve_metrics(self, eval_metric, eval_sets):
+    def _resolve_metrics(self, eval_metric, eval_sets, params):
         if eval_metric is None:
-            eval_metric = list(self._default_metrics)
+            # The loss being minimised, as LightGBM's default metric follows
+            # its objective: huber and quantile fits report their own loss.
+            objective = params["objective"]
+            eval_metric = ([objective] if objective in ("huber", "quantile")
+                           else list(self._default_metrics))
             if any(item.era is not None for item in eval_sets):
                 eval_metric = ["pearson_mean", "pearson_sharpe", *eval_metric]
         elif isinstance(eval_metric, str) or callable(eval_metric):
             eval_metric = [eval_metric]
-        metrics = [resolve_eval_metric(metric, objective_name=self._objective_name)
+        metrics = [resolve_eval_metric(metric, objective_name=self._objective_name,
+                                       alpha=params["alpha"])
                    for metric in eval_metric]
         if not metrics:
             raise ValueError("eval_metric is empty")

@@ -305,3 +305,36 @@ def test_the_command_line_takes_objective_and_alpha(tmp_path, capsys):
     assert "objective" in capsys.readouterr().err
     assert main(["train", str(tmp_path / "train.csv"), "--objective", "l1"]) == 2
     assert "invalid choice: 'l1'" in capsys.readouterr().err
+
+
+def test_huber_and_quantile_fits_report_their_own_loss():
+    """As LightGBM's default metric follows its objective: a huber or quantile
+    fit records its loss (delta / level alpha) on eval sets, checked against
+    the loss written out; squared error keeps rmse; bad alpha is refused."""
+    from packboost._eval_metrics import pooled_metric, resolve_eval_metric
+
+    rng = np.random.default_rng(7)
+    X = rng.integers(0, 5, size=(600, 4)).astype(np.uint8)
+    y = X[:, 0] + rng.normal(size=600)
+    era = np.repeat(np.arange(6), 100)
+    for objective, alpha in (("huber", 1.5), ("quantile", 0.2)):
+        model = PackBoostRegressor(objective=objective, alpha=alpha, n_estimators=3,
+                                   random_state=0, n_jobs=1)
+        model.fit(X, y, era=era, eval_set=[(X, y)])
+        assert list(model.evals_result_["valid_0"]) == [objective]
+        prediction = model.predict(X)
+        residual = y - prediction
+        if objective == "huber":
+            want = np.mean(np.where(np.abs(residual) <= alpha, 0.5 * residual**2,
+                                    alpha * (np.abs(residual) - 0.5 * alpha)))
+        else:
+            want = np.mean(np.maximum(alpha * residual, (alpha - 1) * residual))
+        np.testing.assert_allclose(model.evals_result_["valid_0"][objective][-1], want,
+                                   rtol=1e-12)
+    plain = PackBoostRegressor(n_estimators=2, random_state=0, n_jobs=1)
+    plain.fit(X, y, era=era, eval_set=[(X, y)])
+    assert list(plain.evals_result_["valid_0"]) == ["rmse"]
+    assert pooled_metric("quantile", np.array([1.0, 3.0]), None, np.array([2.0, 2.0]),
+                         alpha=0.25) == pytest.approx((0.75 * 1.0 + 0.25 * 1.0) / 2)
+    with pytest.raises(ValueError, match="alpha"):
+        resolve_eval_metric("quantile", objective_name="squared_error", alpha=1.5)
