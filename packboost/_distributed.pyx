@@ -26,15 +26,18 @@ from libc.math cimport INFINITY
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
-from packboost._split_params cimport pb_split_params, make_split_params, DES_ERA_GAIN_NEWTON
+from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
+                                      DES_ERA_GAIN_NEWTON)
+from packboost._slot_sums cimport SUM_CHUNKS as ROW_CHUNKS, add_rows_to_chunk
 from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_begin, des_era_gain, des_realized_mean,
                              des_candidate_set_mean, des_candidate_set_noise,
                              des_candidate_push, des_candidate_finish)
 
 
-# Must equal _partition.pyx's SUM_CHUNKS: the chunking of the global rows.
-SUM_CHUNKS = 16
+# The chunking of the global rows, shared with _partition.slot_sums (Python
+# name for backends/dask.py).
+SUM_CHUNKS = ROW_CHUNKS
 
 # The running state of a candidate's era pass that crosses the network.
 STATE_FIELDS = ("weight_total", "sum_squares", "direction", "noise_sum", "weight_squares")
@@ -53,23 +56,17 @@ def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
     over this shard's rows, global rows first_row.. of total_rows; in place."""
     cdef double[:, :, ::1] view = partial
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
-    cdef Py_ssize_t chunk_rows = (total_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
-    cdef Py_ssize_t row, tree, chunk
-    cdef node_index_t slot
-    cdef double gradient
+    cdef Py_ssize_t chunk_rows = (total_rows + ROW_CHUNKS - 1) // ROW_CHUNKS
+    cdef Py_ssize_t row = 0, chunk, row_end
     if n_slots <= 0 or chunk_rows == 0:
         return partial
     with nogil:
-        for row in range(n_rows):
+        while row < n_rows:  # the shard's rows, a global chunk at a time
             chunk = (first_row + row) // chunk_rows
-            gradient = gradients[row]
-            for tree in range(pack_size):
-                slot = node_of_row[row, tree]
-                if slot >= 0:
-                    view[chunk, 0, slot] += gradient
-                    view[chunk, 1, slot] += hessians[row]
-                    view[chunk, 2, slot] += 1.0
-                    view[chunk, 3, slot] += gradient * gradient
+            row_end = min(n_rows, (chunk + 1) * chunk_rows - first_row)
+            add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, row, row_end,
+                              &view[chunk, 0, 0], view.shape[2])
+            row = row_end
     return partial
 
 
@@ -154,17 +151,11 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                     continue
                 for side in range(2):
                     missing_left = side == 0
-                    if not missing_left and miss_count == 0.0:
-                        break
-                    if missing_left and left_count == 0.0:
-                        continue
                     cand_g = left_g + miss_g if missing_left else left_g
                     cand_h = left_h + miss_h if missing_left else left_h
                     cand_count = left_count + miss_count if missing_left else left_count
-                    if (cand_count < c.min_samples_leaf
-                            or sum_count - cand_count < c.min_samples_leaf
-                            or cand_h < c.min_child_weight
-                            or sum_h - cand_h < c.min_child_weight):
+                    if not candidate_is_scored(&c, missing_left, left_count, miss_count,
+                                               cand_count, cand_h, sum_count, sum_h):
                         continue
                     des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, c.reg_lambda,
                                         c.reg_alpha, c.era_gain, c.dir_tanh_scale,

@@ -33,6 +33,7 @@ from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, era_index_t, offset_t
+from packboost._slot_sums cimport SUM_CHUNKS, add_rows_to_chunk
 
 
 def start_tree(
@@ -97,12 +98,6 @@ def route_rows(
             node_of_row[row, tree] = child if code >= 0 else -2 - child
 
 
-# Row chunks of slot_sums: a fixed number, whatever the thread count, so the
-# float sums (chunk partials added in chunk order) do not depend on it.
-cdef enum:
-    SUM_CHUNKS = 16
-
-
 def slot_sums(
         const gradient_t[::1] gradients,               # IN  (n_rows,)
         const gradient_t[::1] hessians,                # IN  (n_rows,)
@@ -120,23 +115,14 @@ def slot_sums(
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
     partial = np.zeros((SUM_CHUNKS, 4, max(n_slots, 1)))
     cdef double[:, :, ::1] partial_view = partial
-    cdef Py_ssize_t chunk, row, tree, row_end
+    cdef Py_ssize_t chunk
     cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
-    cdef node_index_t slot
-    cdef double gradient
     if n_rows > 0 and n_slots > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='static',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
-            row_end = min(n_rows, (chunk + 1) * chunk_rows)
-            for row in range(chunk * chunk_rows, row_end):
-                gradient = gradients[row]
-                for tree in range(pack_size):
-                    slot = node_of_row[row, tree]
-                    if slot >= 0:
-                        partial_view[chunk, 0, slot] += gradient
-                        partial_view[chunk, 1, slot] += hessians[row]
-                        partial_view[chunk, 2, slot] += 1.0
-                        partial_view[chunk, 3, slot] += gradient * gradient
+            add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, chunk * chunk_rows,
+                              min(n_rows, (chunk + 1) * chunk_rows), &partial_view[chunk, 0, 0],
+                              partial_view.shape[2])
     totals = partial[0].copy()
     for chunk in range(1, SUM_CHUNKS):
         totals += partial[chunk]

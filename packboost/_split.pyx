@@ -50,7 +50,8 @@ from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_p
                                    build_pack_histograms, derive_slots, unpack_tile,
                                    SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE)
 from packboost._histogram import HIST_DTYPE
-from packboost._split_params cimport (pb_split_params, make_split_params, DES_ERA_GAIN_NEWTON,
+from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
+                                      DES_ERA_GAIN_NEWTON,
                                       DES_ERA_GAIN_REALIZED, PB_ERA_WEIGHTING_COUNT,
                                       PB_ERA_WEIGHTING_EQUAL)
 from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
@@ -246,20 +247,10 @@ cdef tile_best score_tile(
             continue
         for side in range(2):
             missing_goes_left = side == 0
-            if not missing_goes_left and p_missing_count == 0.0:
-                break  # same partition as missing-left, which wins the tie
-            if missing_goes_left and p_left_count == 0.0:
-                # {missing} | {all values} mirrors the missing-right candidate
-                # of the last threshold; score that partition once, there, or
-                # rounding would break the mirror tie differently per backend.
-                continue
-            cand_g = p_left_g + p_missing_g if missing_goes_left else p_left_g
             cand_h = p_left_h + p_missing_h if missing_goes_left else p_left_h
             cand_count = p_left_count + p_missing_count if missing_goes_left else p_left_count
-            if (cand_count < params.min_samples_leaf
-                    or sum_count - cand_count < params.min_samples_leaf
-                    or cand_h < params.min_child_weight
-                    or sum_h - cand_h < params.min_child_weight):
+            if not candidate_is_scored(params, missing_goes_left, p_left_count,
+                                       p_missing_count, cand_count, cand_h, sum_count, sum_h):
                 continue
             candidate_code[n_candidates] = 2 * bin_idx + side
             n_candidates += 1

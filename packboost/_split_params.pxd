@@ -57,3 +57,30 @@ cdef inline pb_split_params make_split_params(dict params) except *:
     result.min_child_weight = params["min_child_weight"]
     result.era_std_between = era_std == "between"
     return result
+
+
+cdef inline bint candidate_is_scored(
+        const pb_split_params* params, bint missing_left,
+        double left_count,      # rows of the non-missing bins left of the threshold
+        double missing_count,   # the node's rows with a missing value
+        double cand_count,      # the left child's rows (with the missing ones if left)
+        double cand_h,          # the left child's hessian sum
+        double sum_count, double sum_h,   # the node's
+) noexcept nogil:
+    """Does candidate (threshold, missing side) get scored? Every partition
+    once (docs/des.md §9): missing-right is missing-left's partition when the
+    node has no missing rows (missing-left wins the tie), and {missing} |
+    {all values} is left to its mirror, missing-right at the last threshold
+    (else rounding would break the mirror tie differently per backend). Then
+    both children must meet min_samples_leaf and min_child_weight (pooled).
+    The CPU split finder (_split.pyx) and the Dask shards (_distributed.pyx)
+    call this; the CUDA kernels' twin, on integer sums, is
+    pbc_candidate_sums in csrc/pbc_split.h."""
+    if not missing_left and missing_count == 0.0:
+        return False
+    if missing_left and left_count == 0.0:
+        return False
+    return not (cand_count < params.min_samples_leaf
+                or sum_count - cand_count < params.min_samples_leaf
+                or cand_h < params.min_child_weight
+                or sum_h - cand_h < params.min_child_weight)

@@ -1,0 +1,35 @@
+# Pooled sums of a pack's slots (gradient, hessian, row count, squared
+# gradient), one fixed chunking of the rows for the CPU backend
+# (_partition.slot_sums) and the Dask shards (_distributed.chained_slot_sums):
+# within a chunk rows are added in order and the chunks' partials are added
+# in chunk order, so both give the same float sums whatever the threads or
+# the shards.
+
+from packboost.tree cimport node_index_t
+from packboost._types cimport gradient_t
+
+cdef enum:
+    SUM_CHUNKS = 16   # a fixed number, whatever the thread count
+
+
+cdef inline void add_rows_to_chunk(
+        const gradient_t* gradients,            # IN  (n_rows,) indexed by row
+        const gradient_t* hessians,             # IN  (n_rows,)
+        const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or negative
+        Py_ssize_t row_start,                   # IN  rows [row_start, row_end)
+        Py_ssize_t row_end,
+        double* sums,                           # IN/OUT one chunk's (4, stride) partial
+        Py_ssize_t stride,
+) noexcept nogil:
+    cdef Py_ssize_t row, tree, pack_size = node_of_row.shape[1]
+    cdef node_index_t slot
+    cdef double gradient
+    for row in range(row_start, row_end):
+        gradient = gradients[row]
+        for tree in range(pack_size):
+            slot = node_of_row[row, tree]
+            if slot >= 0:
+                sums[slot] += gradient
+                sums[stride + slot] += hessians[row]
+                sums[2 * stride + slot] += 1.0
+                sums[3 * stride + slot] += gradient * gradient
