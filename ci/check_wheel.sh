@@ -61,7 +61,7 @@ command -v git >/dev/null || { echo "check_wheel: needs git (meson dist packs a 
 step "copy the working tree to $WORK/src"
 copy_tree "$WORK/src"
 commit_tree "$WORK/src"
-VERSION="$("$PYTHON" "$WORK/src/packboost/_version.py")"
+VERSION="$("$PYTHON" "$WORK/src/src/packboost/_version.py")"
 
 # -- tools -------------------------------------------------------------------------
 step "tool venv"
@@ -84,8 +84,8 @@ mkdir -p "$WORK/wheelhouse"
 SDIST="$(ls "$WORK"/dist/packboost-"$VERSION".tar.gz)"
 WHEEL="$(ls "$WORK"/dist/packboost-"$VERSION"-*.whl)"
 SDIST_FILES="$(tar -tzf "$SDIST")"  # (not piped into grep -q: SIGPIPE under pipefail)
-for member in packboost/__init__.pxd packboost/tree.pxd packboost/_types.pxd csrc/des.h \
-              packboost/_build_config.py.in tests/test_cimport.py \
+for member in src/packboost/__init__.pxd src/packboost/tree.pxd src/packboost/_types.pxd csrc/des.h \
+              src/packboost/_build_config.py.in tests/test_cimport.py \
               tests/oracles/_cuda_emulate.pyx; do
     grep -qx "packboost-$VERSION/$member" <<<"$SDIST_FILES" \
         || { echo "check_wheel: $member missing from the sdist" >&2; exit 1; }

@@ -32,14 +32,14 @@ def test_version_is_pep440_and_matches_the_metadata():
 
 
 def test_version_has_one_source():
-    version_file = ROOT / "packboost" / "_version.py"
+    version_file = ROOT / "src" / "packboost" / "_version.py"
     meson_build = ROOT / "meson.build"
     if not (version_file.is_file() and meson_build.is_file()):
         pytest.skip("source tree not at hand (testing an installed wheel)")
     assert runpy.run_path(str(version_file))["__version__"] == packboost.__version__
     # meson.build's project(version: ...) runs packboost/_version.py, no literal.
     text = meson_build.read_text()
-    assert re.search(r"version: run_command\([^\n]*files\('packboost/_version\.py'\)", text)
+    assert re.search(r"version: run_command\([^\n]*files\('src/packboost/_version\.py'\)", text)
     assert not re.search(r"^\s*version:\s*'\d", text, re.M)
 
 

@@ -82,7 +82,7 @@ def test_max_pack_size_copies_agree():
 
     if hasattr(_histogram, "MAX_PACK_SIZE"):
         assert _histogram.MAX_PACK_SIZE == MAX_PACK_SIZE
-    copies = {"packboost/_histogram.pxd": r"^\s*MAX_PACK_SIZE\s*=\s*(\d+)",
+    copies = {"src/packboost/_histogram.pxd": r"^\s*MAX_PACK_SIZE\s*=\s*(\d+)",
               "csrc/packboost_cuda.h": r"^#define\s+PBC_MAX_PACK_SIZE\s+(\d+)"}
     found = 0
     for path, pattern in copies.items():
