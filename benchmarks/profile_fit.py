@@ -54,7 +54,7 @@ def histogram_only(X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
     start = time.process_time()
     width = int(n_bins[features].max()) + 1 if len(features) else 1
     # find_best_splits' blocks (this profile runs one thread)
-    features_per_pass, _, _ = _split.feature_blocks(len(features), features_per_pass, 1)
+    features_per_pass, _ = _split.feature_blocks(len(features), features_per_pass)
     for first in range(0, len(features), features_per_pass):
         block = slice(first, first + features_per_pass)
         call = (X_binned, features[block], fixed, None, rows, era_offsets, node_of_row,

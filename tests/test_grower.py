@@ -225,11 +225,23 @@ def test_des_changes_the_tree_on_unstable_data():
                 and np.array_equal(trees[0]["threshold_bin"], trees[1]["threshold_bin"]))
 
 
-def test_thread_count_does_not_change_the_pack():
-    a, _, _ = grow_both("many-eras", {}, n_threads=1)
-    b, _, _ = grow_both("many-eras", {}, n_threads=2)
-    for name in a.nodes:
-        np.testing.assert_array_equal(a.nodes[name], b.nodes[name], err_msg=name)
+@pytest.mark.parametrize("case", ["many-eras", "one-era", "few-rows-absent-eras", "one-row"])
+@pytest.mark.parametrize("options", [{}, {"histogram_budget_bytes": 1},
+                                     {"subtraction_budget_bytes": 2**40}])
+def test_thread_count_does_not_change_the_pack(case, options):
+    """Threads split a block's eras -- and its features too when eras are
+    fewer than the threads' work items (one era) -- then its tiles: any
+    thread count gives the same cells and the same pack."""
+    data, g, h = make_binned_problem(3, **CASES[case])
+    params = {**BASE, "max_depth": 4, "feature_sampling": "pack", "pack_size": 3}
+    draws = draw_round(np.random.default_rng(3), data, params)
+    packs = [grow_on_cpu(data, g, h, draws, grower_params(params), n_threads, **options)
+             for n_threads in (1, 2, 3, 7)]
+    if case != "one-row":
+        assert (packs[0].nodes["feature"] >= 0).sum() > 0
+    for pack in packs[1:]:
+        for name in packs[0].nodes:
+            np.testing.assert_array_equal(packs[0].nodes[name], pack.nodes[name], err_msg=name)
 
 
 def test_trees_in_a_pack_differ():

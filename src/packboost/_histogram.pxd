@@ -80,11 +80,14 @@ cdef inline void build_pack_histograms(
         const fixed_point_rows* rows,           # IN  the round's gradients (view_fixed_point)
         const row_index_t[::1] active_rows,       # IN  rows in some open slot, ascending
         const offset_t[::1] era_offsets,        # IN  (n_eras + 1,) era e's active rows
+        Py_ssize_t era_start,                   # IN  eras [era_start, era_end) are
+        Py_ssize_t era_end,                     #     summed here (their cells only)
         const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or -1
         const uint8_t* tree_uses_feature,       # IN  (n_block, pack_size), row-major
         Py_ssize_t slot_start,                  # IN  slots [slot_start, slot_end)
         Py_ssize_t slot_end,                    #     are histogrammed here
-        const Py_ssize_t* feature_offset,       # IN  (n_block,) from block_cell_offsets
+        const Py_ssize_t* feature_offset,       # IN  (n_block,) from block_cell_offsets (of
+                                                #     a block, or a part of its offsets)
         Py_ssize_t slot_stride,                 # IN  cells per (era, slot): block_cell_offsets
         const uint8_t* slot_kind,               # IN  (n_slots,) SLOT_* or NULL: build every slot
         const uint8_t* tree_extra_feature,      # IN  (n_block, pack_size): features a
@@ -93,7 +96,9 @@ cdef inline void build_pack_histograms(
                                                 #     ((era * n_group + slot) * slot_stride
                                                 #      + feature_offset[j] + bin) * words
 ) noexcept nogil:
-    """Sum (gradient, row count[, hessian]) per (era, slot, feature, bin).
+    """Sum (gradient, row count[, hessian]) per (era, slot, feature, bin), for
+    the eras ``[era_start, era_end)``: an era's cells are its own, so threads
+    given different eras never write the same cell (find_best_splits).
 
     A cell is ``words`` int64: the packed gradient sum and count, then the
     fixed-point hessian sum when hessians differ between rows.
@@ -116,7 +121,6 @@ cdef inline void build_pack_histograms(
     rows, columns and cells (era-major layout) stay in cache while the pack's
     trees take turns over them; rows are read forwards within the era.
     """
-    cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1
     cdef Py_ssize_t pack_size = node_of_row.shape[1]
     cdef Py_ssize_t n_group = slot_end - slot_start
     cdef Py_ssize_t words = rows.words
@@ -137,8 +141,23 @@ cdef inline void build_pack_histograms(
     cdef int64_t* era_cells
     cdef int64_t* run
     cdef int64_t* cell
-    memset(hist, 0, n_eras * n_group * run_cells * sizeof(int64_t))
-    for era in range(n_eras):
+    if n_block == 0:
+        return
+    # Zero this call's cells only: its eras' and, within each (era, slot) run,
+    # its features' (a contiguous stretch: the features of a block are laid
+    # out in order), so that calls on other eras or features run alongside.
+    cdef Py_ssize_t first_cell = feature_offset[0] * words
+    cdef Py_ssize_t end_cell = (feature_offset[n_block - 1]
+                                + n_bins[block_features[n_block - 1]] + 1) * words
+    if first_cell == 0 and end_cell == run_cells:  # the whole runs: one stretch
+        memset(hist + era_start * n_group * run_cells, 0,
+               (era_end - era_start) * n_group * run_cells * sizeof(int64_t))
+    else:
+        for era in range(era_start, era_end):
+            for slot in range(<size_t>n_group):
+                memset(hist + (era * n_group + slot) * run_cells + first_cell, 0,
+                       (end_cell - first_cell) * sizeof(int64_t))
+    for era in range(era_start, era_end):
         if era_offsets[era] == era_offsets[era + 1]:
             continue
         era_cells = hist + era * n_group * run_cells
@@ -215,7 +234,8 @@ cdef inline void derive_slots(
         int64_t* hist,                          # IN/OUT this depth's cells of the block,
                                                 #     (n_eras, n_slots, slot_stride * words)
         Py_ssize_t n_slots,
-        Py_ssize_t n_eras,
+        Py_ssize_t era_start,                   # IN  eras [era_start, era_end) only
+        Py_ssize_t era_end,
         Py_ssize_t slot_stride,
         Py_ssize_t words,
         const uint8_t* slot_kind,               # IN  (n_slots,) SLOT_*
@@ -245,7 +265,7 @@ cdef inline void derive_slots(
             if (not tree_uses_feature[member * pack_size + tree]
                     or tree_extra_feature[member * pack_size + tree]):
                 continue
-            for era in range(n_eras):
+            for era in range(era_start, era_end):
                 from_parent = parent + (era * n_parent_slots + slot_parent[slot]) * run \
                     + feature_offset[member] * words
                 from_sibling = hist + (era * n_slots + (slot ^ 1)) * run \
@@ -263,27 +283,42 @@ cdef inline void unpack_tile(
         const fixed_point_rows* rows,   # IN  cell format and scales
         hist_entry* tile,               # OUT cell (era, bin) at tile[era * tile_era_stride + bin]
         Py_ssize_t tile_era_stride,
+        bint prefix,                    # IN  non-missing bins as per-era prefix sums
 ) noexcept nogil:
     """One (slot, feature)'s cells as float (g, h, count) sums, for scoring.
 
+    With ``prefix``, non-missing bin t holds the era's sum over bins 0..t (the
+    left child at threshold t) and the missing bin (``width - 1``) its own
+    sum: what score_tile reads. The running sum is taken on the packed
+    integers -- the count bits never carry into the gradient bits, since an
+    era's count fits them -- so it costs one add per bin.
+
     Exact: every sum is an integer below 2**53 times a power of two."""
-    cdef Py_ssize_t era, bin_idx, words = rows.words
+    cdef Py_ssize_t era, bin_idx, words = rows.words, last = width - 1
     cdef int count_bits = rows.count_bits
     cdef double inverse_gradient_scale = rows.inverse_gradient_scale
     cdef double inverse_hessian_scale = rows.inverse_hessian_scale
     cdef double constant_hessian = rows.constant_hessian
-    cdef int64_t cell, mask = ((<int64_t>1) << count_bits) - 1
+    cdef int64_t cell, hessian, running, running_hessian
+    cdef int64_t mask = ((<int64_t>1) << count_bits) - 1
     cdef const int64_t* source
     cdef hist_entry* target
     for era in range(n_eras):
         source = cells + era * era_stride * words
         target = tile + era * tile_era_stride
+        running = 0
+        running_hessian = 0
         for bin_idx in range(width):
             cell = source[bin_idx * words]
+            hessian = source[bin_idx * words + 1] if words == 2 else 0
+            if prefix and bin_idx < last:
+                running = running + cell
+                running_hessian = running_hessian + hessian
+                cell = running
+                hessian = running_hessian
             target[bin_idx].count = cell & mask
             target[bin_idx].sum_gradients = (cell >> count_bits) * inverse_gradient_scale
             if words == 1:
                 target[bin_idx].sum_hessians = target[bin_idx].count * constant_hessian
             else:
-                target[bin_idx].sum_hessians = (source[bin_idx * words + 1]
-                                                * inverse_hessian_scale)
+                target[bin_idx].sum_hessians = hessian * inverse_hessian_scale

@@ -87,7 +87,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
         slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,
                                          feature_offset)
         build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
-                              active_rows, era_offsets, node_of_row, &uses_view[0, 0],
+                              active_rows, era_offsets, 0, n_eras, node_of_row, &uses_view[0, 0],
                               0, n_slots, feature_offset, slot_stride, NULL, NULL,
                               &cells_view[0])
     if not unpack:
@@ -99,7 +99,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
             for slot in range(n_slots):
                 unpack_tile(&cells_view[0] + (slot * slot_stride + feature_offset[member]) * words,
                             n_slots * slot_stride, n_eras, width, &rows,
-                            &hist_view[member, 0, slot, 0], n_slots * width)
+                            &hist_view[member, 0, slot, 0], n_slots * width, False)
     return hist[0] if single else hist
 
 

@@ -160,19 +160,21 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
         per_pass = (_split.DEFAULT_FEATURES_PER_PASS if features_per_pass is None
                     else features_per_pass)
         n_candidates = max(1, min(n_candidates, len(bin_widths)))
-        per_pass, _, threads = _split.feature_blocks(n_candidates, per_pass, n_threads)
+        per_pass, _ = _split.feature_blocks(n_candidates, per_pass)
+        threads = max(1, n_threads)
         # Whatever subset K_d is drawn, its widest feature is at least the
         # n_candidates-th narrowest of all features.
         width = int(np.sort(np.asarray(bin_widths, dtype=np.int64))[n_candidates - 1])
         unit = per_pass * n_eras * width * _HIST_CELL_BYTES
         # At depth 0 the frontier is the pack's roots, histogrammed in groups of
-        # as many slots as the budget allows (at least one).
-        group = max(1, min(pack_size, budget // unit))
+        # as many slots as the threads' budget allows (at least one), into one
+        # buffer the threads share; each thread scores in its own tile.
+        group = max(1, min(pack_size, threads * budget // unit))
         components["histogram buffers"] = (
-            threads * (unit * group + n_eras * width * _TILE_CELL_BYTES),
-            f"{threads} threads x ({per_pass} features per pass x {n_eras} eras x "
-            f"{width} bins x {group} slots x {_HIST_CELL_BYTES} B + one {n_eras} x {width} "
-            f"tile of {_TILE_CELL_BYTES} B cells)")
+            unit * group + threads * n_eras * width * _TILE_CELL_BYTES,
+            f"{per_pass} features per pass x {n_eras} eras x {width} bins x {group} slots x "
+            f"{_HIST_CELL_BYTES} B + {threads} threads x one {n_eras} x {width} tile of "
+            f"{_TILE_CELL_BYTES} B cells")
     return components
 
 

@@ -4,23 +4,24 @@
 # Notes:
 The work of one depth of a pack is a grid of (slot, feature): a *slot* is an
 open node of one of the pack's trees (its index in the frontier), a feature is
-one of the depth's shared subset K_d. Work is split over blocks of up to
-``features_per_pass`` features, as many blocks per thread; a thread owns a
-block from start to finish:
+one of the depth's shared subset K_d. Features are taken in blocks of up to
+``features_per_pass``, one block after another; the threads share each
+block, first by eras, then by tiles:
 
-    one pass over the rows              --build_pack_histograms-->
-        cells[feature, era, slot, bin] for every slot of every tree (docs/cpu-kernels.md §3),
-        fixed-point int64 sums (packboost/_fixed_point.py)
-    for each feature, each slot whose tree may split on it:
-        cells[feature, :, slot, :]  --unpack_tile-->  float (g, h, count) per (era, bin)
+    one pass over each era's rows        --build_pack_histograms (a thread per era)-->
+        cells[era, slot, feature, bin] for every slot of every tree (docs/cpu-kernels.md §3),
+        fixed-point int64 sums (src/packboost/_fixed_point.py)
+    each (slot, feature) whose tree may split on it (a thread per tile):
+        cells[:, slot, feature, :]  --unpack_tile-->  float (g, h, count) per-era prefix sums
                                     --score_tile-->   best (threshold, missing side)
 
-and only each (slot, feature)'s best candidate is kept. A thread's buffer holds
-features_per_pass x n_eras x slots x bins cells; when that exceeds
-``histogram_budget_bytes`` the slots are taken in groups, one pass per group.
-Cell sums are exact integer sums and every (slot, feature) is scored by one
-thread in a fixed order, so results depend neither on the thread count nor on
-the blocking (docs/packs.md §7: a model is a pure function of data, params and seed).
+and only each (slot, feature)'s best candidate is kept. The block's buffer
+holds features_per_pass x n_eras x slots x bins cells; when that exceeds the
+threads' ``histogram_budget_bytes`` the slots are taken in groups, one pass
+per group. Cell sums are exact integer sums and every (slot, feature) is
+scored by one thread in a fixed order, so results depend neither on the
+thread count nor on the blocking (docs/packs.md §7: a model is a pure
+function of data, params and seed).
 
 Scoring a tile (docs/des.md §9) sweeps thresholds t = 0 .. n_bins-1 (left = bins
 <= t) and, for each, the missing bin on the left then on the right; a
@@ -39,7 +40,7 @@ pass for their mean.
 
 import numpy as np
 
-from cython.parallel cimport prange, parallel, threadid
+from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, fabs
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
@@ -64,6 +65,10 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
 DEFAULT_HISTOGRAM_BUDGET_BYTES = 64 * 1024 * 1024
 # Features histogrammed in one pass over the rows (see build_pack_histograms).
 DEFAULT_FEATURES_PER_PASS = 32
+# Histogram work items per thread at least (an item is an era, or a part of
+# its features when eras are few), for the dynamic schedule to balance.
+cdef enum:
+    ITEMS_PER_THREAD = 4
 
 # Per-era scratch arrays of one thread, each of length n_eras, for the eras
 # with rows in the tile, compacted.
@@ -128,8 +133,9 @@ cdef inline void begin_candidate(
 
 
 cdef tile_best score_tile(
-        hist_entry* hist,                # IN  cell (era, bin) at hist[era * era_stride + bin];
-                                         #     OUT its non-missing bins become per-era prefix sums
+        hist_entry* hist,                # IN  cell (era, bin) at hist[era * era_stride + bin]:
+                                         #     non-missing bin t the era's sum over bins <= t
+                                         #     (unpack_tile's prefix), the missing bin its own
         Py_ssize_t era_stride,
         Py_ssize_t n_eras,
         Py_ssize_t n_bins,               # non-missing bins; missing bin = n_bins
@@ -167,7 +173,7 @@ cdef tile_best score_tile(
     cdef double w_sum_g = 0.0, w_sum_h = 0.0
     cdef double p_missing_g = 0.0, p_missing_h = 0.0, p_missing_count = 0.0
     cdef double w_missing_g = 0.0, w_missing_h = 0.0
-    cdef double p_left_g = 0.0, p_left_h = 0.0, p_left_count = 0.0
+    cdef double p_left_h = 0.0, p_left_count = 0.0
     cdef double w_left_g = 0.0, w_left_h = 0.0
     cdef double cand_g, cand_h, cand_count, cand_w_g, cand_w_h, g, h, c, w, mean
     cdef double era_left_g, era_left_h, era_left_count, bin_count
@@ -183,16 +189,25 @@ cdef tile_best score_tile(
     best.found = 0
     best.score = -INFINITY
 
-    # Eras with rows in the node, their totals and weights (docs/des.md §4).
+    # One pass over the eras: the eras with rows in the node, their totals and
+    # weights (docs/des.md §4), and the pooled left sums per threshold. A tile
+    # row holds the era's left sums per threshold already (unpack_tile's
+    # prefix sums), so an era's total is its last prefix plus its missing bin.
+    # Pooled sums are exact in any order (grid values, docs/fixed-point.md):
+    # the same numbers as a bin-by-bin scan.
+    for bin_idx in range(n_bins):
+        at_p_g[bin_idx] = 0.0
+        at_p_h[bin_idx] = 0.0
+        at_p_count[bin_idx] = 0.0
     for era in range(n_eras):
         row = hist + era * era_stride
-        g = 0.0
-        h = 0.0
-        c = 0.0
-        for bin_idx in range(n_bins + 1):
-            g += row[bin_idx].sum_gradients
-            h += row[bin_idx].sum_hessians
-            c += row[bin_idx].count
+        g = row[n_bins].sum_gradients
+        h = row[n_bins].sum_hessians
+        c = row[n_bins].count
+        if n_bins > 0:
+            g = row[n_bins - 1].sum_gradients + g
+            h = row[n_bins - 1].sum_hessians + h
+            c = row[n_bins - 1].count + c
         if c == 0.0:
             continue
         w = params.era_alpha + c if params.era_weighting == PB_ERA_WEIGHTING_COUNT else 1.0
@@ -215,36 +230,42 @@ cdef tile_best score_tile(
         p_missing_count += missing_count[n_present]
         w_missing_g += w * missing_g[n_present]
         w_missing_h += w * missing_h[n_present]
+        for bin_idx in range(n_bins):
+            at_p_g[bin_idx] += row[bin_idx].sum_gradients
+            at_p_h[bin_idx] += row[bin_idx].sum_hessians
+            at_p_count[bin_idx] += row[bin_idx].count
         n_present += 1
 
-    # Thresholds. Bin `bin_idx` moves to the left side era by era, pooled and
-    # weighted; each era's left sums become prefix sums of the tile in place
-    # (the same additions, in the same order, as a running sum per era), so
-    # that any candidate's era pass can read them later.
+    # Era-weighted left sums: with equal weights they are the pooled ones;
+    # with count weights a product per (bin, era) in bin-major order, each
+    # bin's own sums read back as differences of prefix sums (exact).
+    if params.era_weighting == PB_ERA_WEIGHTING_COUNT:
+        for bin_idx in range(n_bins):
+            for i in range(n_present):
+                cell = hist + era_ids[i] * era_stride + bin_idx
+                g = cell.sum_gradients
+                h = cell.sum_hessians
+                if bin_idx > 0:
+                    g = g - (cell - 1).sum_gradients
+                    h = h - (cell - 1).sum_hessians
+                w_left_g += era_weight[i] * g
+                w_left_h += era_weight[i] * h
+            at_w_g[bin_idx] = w_left_g
+            at_w_h[bin_idx] = w_left_h
+    else:
+        at_w_g = at_p_g
+        at_w_h = at_p_h
+
+    # Thresholds t = 0 .. n_bins - 1 (left = bins <= t), each missing side.
     for bin_idx in range(n_bins):
-        bin_count = 0.0
-        for i in range(n_present):
-            cell = hist + era_ids[i] * era_stride + bin_idx
-            bin_count += cell.count
-            w_left_g += era_weight[i] * cell.sum_gradients
-            w_left_h += era_weight[i] * cell.sum_hessians
-            p_left_g += cell.sum_gradients
-            p_left_h += cell.sum_hessians
-            if bin_idx > 0:
-                cell.sum_gradients = (cell - 1).sum_gradients + cell.sum_gradients
-                cell.sum_hessians = (cell - 1).sum_hessians + cell.sum_hessians
-                cell.count = (cell - 1).count + cell.count
-        p_left_count += bin_count
-        at_p_g[bin_idx] = p_left_g
-        at_p_h[bin_idx] = p_left_h
-        at_p_count[bin_idx] = p_left_count
-        at_w_g[bin_idx] = w_left_g
-        at_w_h[bin_idx] = w_left_h
+        bin_count = at_p_count[bin_idx] - (at_p_count[bin_idx - 1] if bin_idx > 0 else 0.0)
         if bin_count == 0.0:
             # An empty bin leaves the partition (and every sum) of the previous
             # threshold unchanged: its candidates would tie it and lose. Small
             # nodes of many-bin features skip most thresholds here.
             continue
+        p_left_h = at_p_h[bin_idx]
+        p_left_count = at_p_count[bin_idx]
         for side in range(2):
             missing_goes_left = side == 0
             cand_h = p_left_h + p_missing_h if missing_goes_left else p_left_h
@@ -341,24 +362,23 @@ cdef tile_best score_tile(
 
 
 
-def feature_blocks(Py_ssize_t n_candidates, Py_ssize_t features_per_pass, int n_threads):
+def feature_blocks(Py_ssize_t n_candidates, Py_ssize_t features_per_pass):
     """How find_best_splits cuts ``n_candidates`` features into blocks.
 
-    Blocks of at most ``features_per_pass`` features (and MAX_FEATURES_PER_PASS),
-    as many per thread (the last round of a prange over few blocks would leave
-    a thread idle), all but the last of equal size. Returns
-    ``(features_per_pass, n_blocks, n_threads)`` as used; also read by the
-    memory estimate and the profiler.
+    Blocks of at most ``features_per_pass`` features (and
+    MAX_FEATURES_PER_PASS), all but the last of equal size. Every thread
+    works on every block (eras, then tiles, are shared out), so blocks are as
+    wide as allowed: a row's slot and gradient are read once per block and
+    tree, whatever the thread count. Returns ``(features_per_pass,
+    n_blocks)`` as used; also read by the memory estimate and the profiler.
     """
     if n_candidates <= 0:
-        return 1, 0, 1
+        return 1, 0
     features_per_pass = max(1, min(features_per_pass, MAX_FEATURES_PER_PASS, n_candidates))
-    n_threads = max(1, min(n_threads, n_candidates))
     cdef Py_ssize_t n_blocks = (n_candidates + features_per_pass - 1) // features_per_pass
-    n_blocks = min(n_candidates, (n_blocks + n_threads - 1) // n_threads * n_threads)
     features_per_pass = (n_candidates + n_blocks - 1) // n_blocks
     n_blocks = (n_candidates + features_per_pass - 1) // features_per_pass
-    return features_per_pass, n_blocks, max(1, min(n_threads, n_blocks))
+    return features_per_pass, n_blocks
 
 
 def find_best_splits(
@@ -448,13 +468,17 @@ def find_best_splits(
     cdef fixed_point_rows rows = view_fixed_point(fixed, node_of_row.shape[0])
     cdef Py_ssize_t words = rows.words
     cdef Py_ssize_t n_blocks
-    features_per_pass, n_blocks, n_threads = feature_blocks(n_candidates, features_per_pass,
-                                                            n_threads)
-    cdef Py_ssize_t block, first, n_block, member, thread_cells, n_group, slot_stride
+    features_per_pass, n_blocks = feature_blocks(n_candidates, features_per_pass)
+    n_threads = max(1, n_threads)
+    cdef Py_ssize_t block, first, n_block, member, buffer_cells, n_group, slot_stride
+    cdef Py_ssize_t era, tile, n_tiles, tile_slot, tile_member
+    cdef Py_ssize_t item, n_parts, part_width, part_start, part_size
     cdef Py_ssize_t pack_size = node_of_row.shape[1], n_parent_slots = 0
     cdef bint subtracting = depth_cells is not None
     cdef const uint8_t* kind_pointer = NULL
+    cdef const uint8_t* extra_pointer = NULL
     cdef const int64_t* parent_pointer = NULL
+    cdef const int64_t* block_parent = NULL
     cdef int64_t* block_cells
     width_prefix = np.zeros(n_candidates + 1, dtype=np.intp)
     np.cumsum(np.asarray(n_bins)[np.asarray(features)] + 1, out=width_prefix[1:])
@@ -485,32 +509,43 @@ def find_best_splits(
             parent_pointer = &parent_cells[0]
     for position in range(n_candidates):
         max_width = max(max_width, n_bins[features[position]] + 1)
-    group_size = max(1, min(n_slots, histogram_budget_bytes // (
+    # One buffer for a (block, slot group), shared by the threads: they split
+    # its eras while summing, then its tiles while scoring. Its cap is the
+    # per-thread budget times the threads (the memory the per-thread buffers
+    # of a feature-parallel split would take).
+    group_size = max(1, min(n_slots, n_threads * histogram_budget_bytes // (
         features_per_pass * n_eras * max_width * words * sizeof(int64_t))))
-    thread_cells = n_eras * group_size * features_per_pass * max_width * words
+    buffer_cells = n_eras * group_size * features_per_pass * max_width * words
     if subtracting:
-        thread_cells = 0  # the cells live in depth_cells
-    # Per-thread buffers, allocated by NumPy so that a failure is a MemoryError.
-    cell_buffers = np.empty((n_threads, thread_cells), dtype=np.int64)
-    offset_buffers = np.empty((n_threads, MAX_FEATURES_PER_PASS), dtype=np.intp)
+        buffer_cells = 0  # the cells live in depth_cells
+    # Buffers allocated by NumPy so that a failure is a MemoryError; scoring
+    # scratch per thread.
+    cell_buffer = np.empty(buffer_cells, dtype=np.int64)
+    feature_offset = np.empty(MAX_FEATURES_PER_PASS, dtype=np.intp)
     tile_buffers = np.empty((n_threads, n_eras * max_width), dtype=HIST_DTYPE)
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
     candidate_buffers = np.empty((n_threads, N_CANDIDATE_SCRATCH * max_width), dtype=np.float64)
     era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
-    cdef int64_t[:, ::1] cell_view = cell_buffers
-    cdef Py_ssize_t[:, ::1] offset_view = offset_buffers
+    cdef int64_t[::1] cell_view = cell_buffer
+    cdef Py_ssize_t[::1] offset_view = feature_offset
     cdef hist_entry[:, ::1] tile_view = tile_buffers
     cdef double[:, ::1] scratch_view = scratch_buffers
     cdef double[:, ::1] candidate_view = candidate_buffers
     cdef int32_t[:, ::1] era_id_view = era_id_buffers
 
-    with nogil, parallel(num_threads=n_threads):
-        for block in prange(n_blocks, schedule='dynamic'):
-            thread = threadid()
+    # Blocks and slot groups in turn; within one, the threads split the eras
+    # (an era's cells are its own: no two threads write a cell), then the
+    # (slot, feature) tiles. Splitting eras rather than features keeps a
+    # block as wide as one thread would have it: a row's slot and gradient
+    # are read once per (block, tree) whatever the thread count, which
+    # matters when a depth has few features (layer_feature_fraction 0.1).
+    with nogil:
+        for block in range(n_blocks):
             first = block * features_per_pass
             n_block = min(features_per_pass, n_candidates - first)
-            slot_stride = block_cell_offsets(&features[first], n_block, n_bins,
-                                             &offset_view[thread, 0])
+            slot_stride = block_cell_offsets(&features[first], n_block, n_bins, &offset_view[0])
+            if subtracting:
+                extra_pointer = &tree_extra_feature[first, 0]
             group_start = 0
             while group_start < n_slots:
                 if subtracting:
@@ -518,7 +553,7 @@ def find_best_splits(
                     block_cells = &depth_cells[0] + n_eras * n_slots * words * width_prefix_view[first]
                 else:
                     group_end = min(group_start + group_size, n_slots)
-                    block_cells = &cell_view[thread, 0]
+                    block_cells = &cell_view[0]
                 n_group = group_end - group_start
                 any_open = False
                 for slot in range(group_start, group_end):
@@ -526,48 +561,68 @@ def find_best_splits(
                         any_open = any_open or (
                             slot_open[slot]
                             and tree_uses_feature[first + member, slot_tree[slot]])
-                if any_open:
-                    build_pack_histograms(X_binned, &features[first], n_block, n_bins,
-                                          &rows, active_rows, era_offsets, node_of_row,
-                                          &tree_uses_feature[first, 0], group_start,
-                                          group_end, &offset_view[thread, 0], slot_stride,
-                                          kind_pointer,
-                                          &tree_extra_feature[first, 0] if subtracting else NULL,
+                if not any_open:
+                    group_start = group_end
+                    continue
+                if parent_pointer != NULL:
+                    block_parent = (parent_pointer + n_eras * n_parent_slots * words
+                                    * width_prefix_view[first])
+                # Work items (era, part of the block's features): with few eras
+                # (one, for data without eras) the features are split too, so
+                # that every thread has work; items never share a cell.
+                n_parts = 1
+                if n_threads > 1:
+                    n_parts = min(n_block, (ITEMS_PER_THREAD * n_threads + n_eras - 1) // n_eras)
+                part_width = (n_block + n_parts - 1) // n_parts
+                n_parts = (n_block + part_width - 1) // part_width
+                for item in prange(n_eras * n_parts, schedule='dynamic', num_threads=n_threads):
+                    era = item // n_parts
+                    part_start = (item % n_parts) * part_width
+                    part_size = min(part_width, n_block - part_start)
+                    build_pack_histograms(X_binned, &features[first + part_start], part_size,
+                                          n_bins, &rows, active_rows, era_offsets, era, era + 1,
+                                          node_of_row, &tree_uses_feature[first + part_start, 0],
+                                          group_start, group_end, &offset_view[part_start],
+                                          slot_stride, kind_pointer,
+                                          extra_pointer + part_start * pack_size
+                                          if extra_pointer != NULL else NULL,
                                           block_cells)
-                    if parent_pointer != NULL:
-                        derive_slots(parent_pointer + n_eras * n_parent_slots * words
-                                     * width_prefix_view[first], n_parent_slots, block_cells,
-                                     n_slots, n_eras, slot_stride, words, kind_pointer,
+                    if block_parent != NULL:
+                        derive_slots(block_parent, n_parent_slots, block_cells, n_slots,
+                                     era, era + 1, slot_stride, words, kind_pointer,
                                      &slot_parent[0], &slot_tree[0], pack_size,
-                                     &features[first], n_block, n_bins,
-                                     &offset_view[thread, 0], &tree_uses_feature[first, 0],
-                                     &tree_extra_feature[first, 0])
-                    for member in range(n_block):
-                        position = first + member
-                        feature = features[position]
-                        width = n_bins[feature] + 1
-                        for slot in range(group_start, group_end):
-                            if not (slot_open[slot]
-                                    and tree_uses_feature[position, slot_tree[slot]]):
-                                continue
-                            unpack_tile(block_cells
-                                        + ((slot - group_start) * slot_stride
-                                           + offset_view[thread, member]) * words,
-                                        n_group * slot_stride, n_eras, width, &rows,
-                                        &tile_view[thread, 0], width)
-                            best = score_tile(
-                                &tile_view[thread, 0], width, n_eras, n_bins[feature],
-                                &c_params, slot_noise[slot], &era_id_view[thread, 0],
-                                &scratch_view[thread, 0], &candidate_view[thread, 0])
-                            found_view[slot, position] = best.found
-                            if best.found:
-                                score_view[slot, position] = best.score
-                                gain_view[slot, position] = best.gain
-                                mean_view[slot, position] = best.mean
-                                std_view[slot, position] = best.std
-                                direction_view[slot, position] = best.direction
-                                threshold_view[slot, position] = best.threshold
-                                missing_left_view[slot, position] = best.missing_left
+                                     &features[first + part_start], part_size, n_bins,
+                                     &offset_view[part_start],
+                                     &tree_uses_feature[first + part_start, 0],
+                                     extra_pointer + part_start * pack_size)
+                n_tiles = n_group * n_block
+                for tile in prange(n_tiles, schedule='dynamic', num_threads=n_threads):
+                    thread = threadid()
+                    tile_slot = group_start + tile // n_block
+                    tile_member = tile % n_block
+                    position = first + tile_member
+                    if not (slot_open[tile_slot]
+                            and tree_uses_feature[position, slot_tree[tile_slot]]):
+                        continue
+                    feature = features[position]
+                    width = n_bins[feature] + 1
+                    unpack_tile(block_cells + ((tile_slot - group_start) * slot_stride
+                                               + offset_view[tile_member]) * words,
+                                n_group * slot_stride, n_eras, width, &rows,
+                                &tile_view[thread, 0], width, True)
+                    best = score_tile(
+                        &tile_view[thread, 0], width, n_eras, n_bins[feature],
+                        &c_params, slot_noise[tile_slot], &era_id_view[thread, 0],
+                        &scratch_view[thread, 0], &candidate_view[thread, 0])
+                    found_view[tile_slot, position] = best.found
+                    if best.found:
+                        score_view[tile_slot, position] = best.score
+                        gain_view[tile_slot, position] = best.gain
+                        mean_view[tile_slot, position] = best.mean
+                        std_view[tile_slot, position] = best.std
+                        direction_view[tile_slot, position] = best.direction
+                        threshold_view[tile_slot, position] = best.threshold
+                        missing_left_view[tile_slot, position] = best.missing_left
                 group_start = group_end
     return result
 
@@ -605,10 +660,13 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
     missing bin last; ``gradient_variance`` as in find_best_splits. Returns a dict (score, gain, mean, std, direction,
     threshold, missing_left) or None when no candidate meets the constraints.
     """
-    # A copy: scoring turns the tile's bins into prefix sums in place.
     hist = np.array(hist, dtype=HIST_DTYPE, order="C", copy=True)
     if hist.ndim != 2 or hist.shape[1] != n_bins + 1:
         raise ValueError("hist must have shape (n_eras, n_bins + 1)")
+    # score_tile reads per-era prefix sums of the non-missing bins, as
+    # unpack_tile(prefix=True) writes them (a sequential running sum).
+    for field in ("sum_gradients", "sum_hessians", "count"):
+        hist[field][:, :n_bins] = np.cumsum(hist[field][:, :n_bins], axis=1)
     cdef Py_ssize_t n_eras = hist.shape[0]
     if n_eras == 0:
         return None
