@@ -82,14 +82,17 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     cdef Py_ssize_t slot_stride
     cells = np.empty(n_cells * words, dtype=np.int64)
     cdef int64_t[::1] cells_view = cells
-    cdef Py_ssize_t slot, member
+    cdef Py_ssize_t slot, member, era
     with nogil:
         slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,
                                          feature_offset)
-        build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
-                              active_rows, era_offsets, 0, n_eras, node_of_row, &uses_view[0, 0],
-                              0, n_slots, feature_offset, slot_stride, NULL, NULL,
-                              &cells_view[0])
+        # One era per call, as find_best_splits does: an era's cells are
+        # zeroed just before its rows are summed into them, while in cache.
+        for era in range(n_eras):
+            build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
+                                  active_rows, era_offsets, era, era + 1, node_of_row,
+                                  &uses_view[0, 0], 0, n_slots, feature_offset, slot_stride,
+                                  NULL, NULL, &cells_view[0])
     if not unpack:
         return cells.reshape(n_eras, n_slots, slot_stride * words)
     hist = np.empty((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)
