@@ -34,9 +34,10 @@ SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE = (int(_slot_kind.SLOT_SKIP), int(_slot_kind.
 class CpuBackend:
     """:class:`packboost.backends.interface.Backend` on this machine's cores.
 
-    ``histogram_budget_bytes`` caps one thread's histogram buffer (n_eras x
-    slots x bins cells; past it the slots of a depth are histogrammed in
-    groups, one pass each); ``features_per_pass`` features are histogrammed
+    ``histogram_budget_bytes`` per thread caps the histogram buffer the
+    threads share (n_eras x slots x bins cells of a block of features; past
+    it the slots of a depth are histogrammed in groups, one pass each);
+    ``features_per_pass`` features are histogrammed
     per pass over the rows (a row's gradient and slots are read once per
     block of features). ``subtraction_budget_bytes`` caps the histograms kept
     for subtraction (None: the default, or a quarter of the available memory
