@@ -8,10 +8,15 @@
 from libc.string cimport memset
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
+cdef extern from *:
+    # GCC/Clang: a hint to load a cache line early (unpack_tile).
+    void __builtin_prefetch(const void* address) noexcept nogil
+
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport row_index_t, offset_t, hist_entry
 
 cdef enum:
+    PREFETCH_ERAS = 8         # eras ahead whose cells unpack_tile asks for
     MAX_PACK_SIZE = 64        # trees per pack the kernels accept (stack arrays)
     MAX_FEATURES_PER_PASS = 64
 
@@ -306,6 +311,12 @@ cdef inline void unpack_tile(
     for era in range(n_eras):
         source = cells + era * era_stride * words
         target = tile + era * tile_era_stride
+        # A tile's eras lie a whole (era, slot, feature) row of the block
+        # apart -- 100s of KiB at depth 5, a new page each -- which the
+        # hardware prefetcher does not follow: ask for them ahead (find_best_splits
+        # at depth 5 of a pack of 8: 25% less CPU time, benchmarks/RESULTS.md).
+        if era + PREFETCH_ERAS < n_eras:
+            __builtin_prefetch(source + PREFETCH_ERAS * era_stride * words)
         running = 0
         running_hessian = 0
         for bin_idx in range(width):
