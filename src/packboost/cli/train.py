@@ -137,7 +137,15 @@ class TrainColumns:
 
         available = _files.list_file_columns(path)
         era = choose_era_column(args.era, available)
-        target = choose_target_columns(args.target, available)[0]
+        targets = choose_target_columns(args.target, available)
+        if len(targets) > 1:
+            # Never silently the first: a pattern naming several targets is
+            # a question the command cannot answer alone.
+            raise CommandError(
+                f"--target {args.target!r} names {len(targets)} columns ({targets[:5]}); "
+                "'packboost train' fits one target: name one column. To fit several "
+                "targets in one model, pass a 2-D y to PackBoostRegressor.fit in Python")
+        target = targets[0]
         if target == era:
             raise CommandError(f"the era column {era!r} cannot also be the target")
         features = choose_feature_columns(args, available, exclude={era, target},
