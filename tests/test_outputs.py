@@ -1,5 +1,5 @@
 """Models of several outputs: several targets at once (a 2-D y) and multiclass
-softmax (docs/packs.md §6)."""
+softmax (docs/packs.md §10)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _tree_arrays(ensemble):
 def test_k_targets_are_k_separate_fits_bit_for_bit(numerai, objective, weighted):
     """Each target's trees are those of a fit on that target alone with the same
     seed: the round's draws are shared, the gradients and their rescaling are
-    the target's own (docs/packs.md §6)."""
+    the target's own (docs/packs.md §10)."""
     X, Y, era = numerai
     weight = np.random.default_rng(1).uniform(0.5, 2.0, len(X)) if weighted else None
     params = dict(PARAMS, objective=objective, row_subsample=0.8, tree_feature_fraction=0.5)

@@ -125,7 +125,7 @@ class EvalSet:
         With several targets (``y`` of shape (n_rows, n_targets)), each metric
         is computed per target, recorded as ``"<name>[<j>]"``, and first as
         ``"<name>"``, their mean over the targets: what early stopping watches
-        by default (docs/packs.md §6).
+        by default (docs/packs.md §10).
         """
         prediction = objective.transform(self.raw_prediction)
         if self.y.ndim == 1:
@@ -216,7 +216,7 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     draws on the same backend (the binned data and its buffers are shared);
     each output has its own gradient rescaling. Output ``j``'s trees are
     therefore those of a one-output fit of its gradients with the same seed
-    (docs/packs.md §6).
+    (docs/packs.md §10).
 
     ``backend`` (:func:`packboost.backends.open_backend`) runs the passes
     over the rows; the round's draws are made here whatever the backend, so

@@ -11,7 +11,7 @@ The estimators' ``objective`` parameter picks one (:func:`make_objective`):
 * a callable ``objective(y_true, y_pred) -> (grad, hess)`` (LightGBM's
   scikit-learn convention): :class:`CustomObjective`.
 
-Models of several outputs (docs/packs.md §6) compute every output's
+Models of several outputs (docs/packs.md §10) compute every output's
 gradients at once, on ``(n_outputs, n_rows)`` arrays (output-major, so that
 each output's row is contiguous): :class:`MultiTarget` (one regression loss
 per target column) and :class:`Softmax` (the multiclass log loss). Their

@@ -282,7 +282,7 @@ class _PackBoostEstimator(BaseEstimator):
             n_candidates=_fraction_count(params["layer_feature_fraction"], X.shape[1]),
             max_depth=params["max_depth"], min_samples_leaf=params["min_samples_leaf"],
             n_estimators=params["n_estimators"],
-            eval_rows=sum(item.X.shape[0] for item in eval_sets)),
+            eval_rows=sum(item.X.shape[0] for item in eval_sets), n_outputs=n_outputs),
             who=f"{type(self).__name__}.fit")
         objective = self._output_objective(
             make_objective(params["objective"], alpha=params["alpha"],
@@ -298,7 +298,7 @@ class _PackBoostEstimator(BaseEstimator):
         return _fitted_state(target, ensemble, mapper, X.shape[1], data.n_eras, info,
                              feature_names, era_column)
 
-    # -- several outputs (targets or classes; docs/packs.md §6) -----------------
+    # -- several outputs (targets or classes; docs/packs.md §10) -----------------
 
     def _check_outputs_supported(self, n_outputs, params) -> None:
         """Refuse, before any work, what a model of several outputs cannot do yet."""
@@ -725,7 +725,7 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
 @register_estimator
 class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
     __doc__ = f"""Classifier: packs of DES trees on the logistic loss (two classes) or
-    the softmax loss (more: one pack per class each round, docs/packs.md §6).
+    the softmax loss (more: one pack per class each round, docs/packs.md §10).
 
     Parameters
     ----------{_PARAMETER_DOC}

@@ -85,6 +85,12 @@ def run(args, parser) -> int:
 
     columns = TrainColumns.resolve(args, args.data)
     X, y, era, names = columns.load(args.data, args.classifier)
+    if args.classifier and len(np.unique(y)) > 2:
+        # The command writes and scores one number per row (the probability of
+        # classes_[1]), which a multiclass model does not have.
+        raise CommandError(
+            f"target {columns.target!r} has {len(np.unique(y))} labels: --classifier trains "
+            "two classes; fit PackBoostClassifier in Python for more (softmax)")
     print(f"train: {args.data}: {X.shape[0]} rows x {X.shape[1]} features, "
           f"{count_eras(era)} eras, target {columns.target!r}")
     fit_kwargs = {"era": era}
