@@ -8,7 +8,9 @@ the k-target model's trees are exactly the k single fits', docs/packs.md §10:
 only the time differs). The joint fit bins X once and grows each round's k
 packs on one backend (its buffers allocated once); the separate fits bin X
 k times. Targets: ``make_numerai_like``'s target plus independent noise, one
-noise draw per extra target. Reports medians over ``--repeats``.
+noise draw per extra target. Reports medians over ``--repeats`` of the wall
+time and of the process's CPU time (all threads; steadier than the wall time
+on a shared machine, where other processes take turns on the cores).
 """
 
 from __future__ import annotations
@@ -48,25 +50,30 @@ def main() -> None:
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
           f"{args.threads} threads; {args.rows} rows x {args.features} uint8 features, "
           f"{args.eras} eras, {args.rounds} rounds x pack 4, depth 6")
-    print("| k targets | one fit, s | k separate fits, s | separate / one |")
+    # One-off costs (lazy imports, the OpenMP pool) out of the first timing.
+    PackBoostRegressor(**dict(params, n_estimators=1)).fit(data.X, data.y, era=data.era)
+    print("| k targets | one fit: wall s, CPU s | k separate fits: wall s, CPU s "
+          "| separate / one (wall, CPU) |")
     print("| ---: | ---: | ---: | ---: |")
     for k in args.targets:
         Y = targets(data.y, k)
-        joint_times, separate_times = [], []
+        times = {"joint": [], "separate": []}
         for repeat in range(args.repeats):
             order = ("joint", "separate") if repeat % 2 == 0 else ("separate", "joint")
             for kind in order:
-                start = time.perf_counter()
+                wall, cpu = time.perf_counter(), time.process_time()
                 if kind == "joint":
                     PackBoostRegressor(**params).fit(data.X, Y if k > 1 else Y[:, 0],
                                                      era=data.era)
-                    joint_times.append(time.perf_counter() - start)
                 else:
                     for column in range(k):
                         PackBoostRegressor(**params).fit(data.X, Y[:, column], era=data.era)
-                    separate_times.append(time.perf_counter() - start)
-        joint, separate = statistics.median(joint_times), statistics.median(separate_times)
-        print(f"| {k} | {joint:.2f} | {separate:.2f} | {separate / joint:.2f}x |", flush=True)
+                times[kind].append((time.perf_counter() - wall, time.process_time() - cpu))
+        joint = [statistics.median(values) for values in zip(*times["joint"], strict=True)]
+        separate = [statistics.median(values)
+                    for values in zip(*times["separate"], strict=True)]
+        print(f"| {k} | {joint[0]:.2f}, {joint[1]:.2f} | {separate[0]:.2f}, {separate[1]:.2f} "
+              f"| {separate[0] / joint[0]:.2f}x, {separate[1] / joint[1]:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":
