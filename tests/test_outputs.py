@@ -211,6 +211,18 @@ def test_softmax_gradients_match_a_numeric_oracle():
                                    rtol=1e-4, atol=1e-7)
 
 
+def test_softmax_is_finite_for_extreme_scores():
+    raw = np.array([[800.0, -800.0, 0.0], [-800.0, 800.0, 0.0], [0.0, 0.0, 1e-300]])
+    codes = np.array([0.0, 0.0, 2.0])
+    g, h = np.empty((3, 3)), np.empty((3, 3))
+    Softmax(3).gradients(codes, raw, None, g, h)
+    assert np.isfinite(g).all() and np.isfinite(h).all() and (h > 0).all()
+    np.testing.assert_allclose(g[:, 0], [0.0, 0.0, 0.0], atol=1e-300)   # certain and right
+    np.testing.assert_allclose(g[:, 1], [-1.0, 1.0, 0.0])               # certain and wrong
+    probability = Softmax.transform(raw.T)
+    np.testing.assert_allclose(probability.sum(axis=1), 1.0)
+
+
 def test_softmax_starts_at_the_class_frequencies():
     codes = np.array([0, 0, 0, 1, 2, 2], dtype=np.float64)
     base = Softmax(3).base_score(codes, None)
