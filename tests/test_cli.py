@@ -613,3 +613,35 @@ def test_outputs_are_written_whole_and_charts_atomically(small, capsys):
     assert list(read_columns(small / "r.csv.gz"))[:2] == ["era", "n_rows"]
     assert (small / "r.png").read_bytes().startswith(b"\x89PNG")
     assert not [path.name for path in small.iterdir() if path.name.startswith(".")]
+
+
+def test_a_target_pattern_naming_several_columns_is_an_error(small, capsys):
+    """``packboost train`` fits one target: never silently the first of several."""
+    from packboost._files import write_columns
+
+    columns = _small_columns()
+    columns["target_b"] = columns["target"] * 2
+    write_columns(small / "two.csv", columns)
+    assert main(["train", "two.csv", "--target", "target*", "-o", "m.pbm"]) == 1
+    err = _one_line_error(capsys, "train")
+    assert "names 2 columns" in err and "target_b" in err
+    assert not (small / "m.pbm").exists()
+
+
+def test_multiclass_is_refused_by_train_and_predict(small, capsys):
+    import numpy as np
+
+    from packboost import PackBoostClassifier
+    from packboost._files import write_columns
+
+    columns = _small_columns()
+    columns["target"] = np.arange(len(columns["target"])) % 3
+    write_columns(small / "three.csv", columns)
+    assert main(["train", "three.csv", "--classifier", "-o", "m.pbm"]) == 1
+    assert "has 3 labels" in _one_line_error(capsys, "train")
+    X = np.column_stack([columns[f"feature_{k}"] for k in range(3)]).astype(float)
+    PackBoostClassifier(n_estimators=2, n_jobs=1).fit(
+        packboost._inputs.NamedMatrix(X, [f"feature_{k}" for k in range(3)]),
+        columns["target"]).save_model(small / "three.pbm")
+    assert main(["predict", "three.pbm", "three.csv", "-o", "p.csv"]) == 1
+    assert "3 outputs" in _one_line_error(capsys, "predict")

@@ -560,6 +560,20 @@ def test_gpu_classifier_matches_cpu():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_predicts_and_refuses_to_train_several_outputs():
+    X, y, era, _ = random_problem(8, 600, 5, 12)
+    Y = np.column_stack([y, -2.0 * y])
+    params = dict(n_estimators=3, pack_size=2, max_depth=3, random_state=1)
+    cpu = packboost.PackBoostRegressor(**params).fit(X, Y, era=era)
+    expected = cpu.predict(X)
+    cpu.set_params(device="cuda")  # predicts each output's trees on the GPU
+    np.testing.assert_allclose(cpu.predict(X), expected, rtol=1e-12, atol=1e-12)
+    with pytest.raises(NotImplementedError, match="device='cuda'"):
+        packboost.PackBoostRegressor(device="cuda", **params).fit(X, Y, era=era)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
 def test_gpu_context_kernels_match_host_kernels():
     from packboost._cuda import CudaContext
 

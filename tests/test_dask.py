@@ -231,6 +231,22 @@ def test_unsupported_parameters_are_refused(client, problem):
                   era=da.from_array(era, chunks=1000))
 
 
+@pytest.mark.parametrize("kind", ["targets", "classes"])
+def test_several_outputs_are_refused(client, problem, kind):
+    X, y, era = problem
+    if kind == "targets":
+        model, target = DaskPackBoostRegressor(**PARAMS), np.column_stack([y, -y])
+        message = "2 targets"
+    else:
+        model, target = DaskPackBoostClassifier(**PARAMS), np.arange(len(y)) % 3
+        message = "3 classes"
+    model.client = client
+    with pytest.raises(NotImplementedError, match=message):
+        model.fit(da.from_array(X, chunks=(1000, -1)), target,
+                  era=da.from_array(era, chunks=1000))
+    assert not hasattr(model, "ensemble_")
+
+
 def _exit_soon():
     """Worker side: die (no clean shutdown) a moment after returning."""
     import os

@@ -68,8 +68,8 @@ FIT_CASES = [
     ("y None", dict(y=None), ValueError, r"fit requires y to be passed"),
     ("y string", dict(y="target"), TypeError, r"y must be array-like, got str 'target'"),
     ("y too short", dict(y=Y0[:-1]), ValueError, r"y has 59 rows but X has 60"),
-    ("y 2 columns", dict(y=np.c_[Y0, Y0]), ValueError,
-     r"y must be 1-dimensional, got shape \(60, 2\)"),
+    ("y 3-D", dict(y=np.c_[Y0, Y0][:, :, np.newaxis]), ValueError,
+     r"y must be 1-dimensional or 2-dimensional \(rows x targets\), got shape \(60, 2, 1\)"),
     ("y NaN", dict(y=with_value(Y0, 7, np.nan)), ValueError,
      r"Input y contains NaN \(first at row 7\)"),
     ("y inf", dict(y=with_value(Y0, 3, -np.inf)), ValueError,
@@ -151,8 +151,9 @@ def test_fit_rejects_bad_input(kwargs, error, pattern):
 
 
 CLASSIFIER_CASES = [
-    ("one class", np.zeros(N_ROWS), r"y has 1 class \(\[0.0\]\); a binary classifier needs two"),
-    ("three classes", np.arange(N_ROWS) % 3, r"Only binary classification.*y has 3 classes"),
+    ("one class", np.zeros(N_ROWS), r"y has 1 class \(\[0.0\]\); a classifier needs at least two"),
+    ("two label columns", np.c_[np.arange(N_ROWS) % 3, np.arange(N_ROWS) % 2],
+     r"y must have shape \(60,\)"),
     ("continuous", Y0, r"Unknown label type: continuous"),
     ("NaN label", with_value((Y0 > 0).astype(float), 4, np.nan),
      r"Input y contains NaN or infinity \(nan at row 4\)"),

@@ -1,7 +1,8 @@
 """The metrics recorded every round on ``fit``'s eval sets: the registry.
 
 A name in :data:`EVAL_METRIC_NAMES` -- a pooled metric (``"rmse"``,
-``"mae"``, ``"huber"``, ``"quantile"``, ``"logloss"``) or ``"<correlation>_<statistic>"``, a per-era
+``"mae"``, ``"huber"``, ``"quantile"``, ``"logloss"``; ``"multi_logloss"`` and
+``"multi_error"`` of a multiclass model) or ``"<correlation>_<statistic>"``, a per-era
 correlation (:data:`packboost.metrics.CORRELATION_METHODS`) summarised by one
 statistic of :func:`packboost.metrics.era_summary` -- or a user callable
 becomes an :class:`EvalMetric`; :func:`pooled_metric` computes the pooled ones
@@ -24,7 +25,9 @@ __all__ = ["EVAL_METRIC_NAMES", "POOLED_METRICS", "EvalMetric", "pooled_metric",
 # name -> higher is better; "huber" and "quantile" are the objectives' own losses
 # (mean Huber loss with delta alpha, mean pinball loss at level alpha)
 POOLED_METRICS = {"rmse": False, "mae": False, "huber": False, "quantile": False,
-                  "logloss": False}
+                  "logloss": False, "multi_logloss": False, "multi_error": False}
+# Metrics of a multiclass model's (n_rows, n_classes) probabilities.
+MULTICLASS_METRICS = ("multi_logloss", "multi_error")
 EVAL_METRIC_NAMES = tuple(POOLED_METRICS) + tuple(
     f"{method}_{statistic}" for method in CORRELATION_METHODS for statistic in ERA_STATISTICS
 )
@@ -62,7 +65,15 @@ def resolve_eval_metric(metric, *, objective_name: str, alpha: float = 0.9) -> E
             f"eval_metric must be a callable or one of {list(EVAL_METRIC_NAMES)}, got {metric!r}"
         )
     if metric == "logloss" and objective_name != "logistic":
-        raise ValueError("eval_metric 'logloss' needs a classifier")
+        raise ValueError("eval_metric 'logloss' needs a binary classifier" + (
+            "; a multiclass model reports 'multi_logloss'" if objective_name == "softmax"
+            else ""))
+    if metric in MULTICLASS_METRICS and objective_name != "softmax":
+        raise ValueError(f"eval_metric {metric!r} needs a multiclass classifier (more than "
+                         "two classes)")
+    if objective_name == "softmax" and metric not in MULTICLASS_METRICS:
+        raise ValueError(f"eval_metric {metric!r} does not score a multiclass model; use "
+                         f"{list(MULTICLASS_METRICS)} or a callable")
     if metric == "quantile" and not 0.0 < alpha < 1.0:
         # alpha is one parameter for the objective and this metric: one message
         raise ValueError(f"alpha must be in (0, 1) for objective='quantile' or "
@@ -79,7 +90,16 @@ def resolve_eval_metric(metric, *, objective_name: str, alpha: float = 0.9) -> E
 def pooled_metric(name: str, y_true: np.ndarray, raw: np.ndarray, prediction: np.ndarray,
                   alpha: float | None = None) -> float:
     """``rmse``, ``mae``, ``huber`` (delta ``alpha``) or ``quantile`` (level
-    ``alpha``) of ``prediction``, or ``logloss`` of raw log-odds."""
+    ``alpha``) of ``prediction``, ``logloss`` of raw log-odds, or
+    ``multi_logloss`` / ``multi_error`` of class codes ``y_true`` and
+    (n_rows, n_classes) probabilities ``prediction``."""
+    if name in MULTICLASS_METRICS:
+        codes = y_true.astype(np.intp)
+        if name == "multi_error":
+            return float(np.mean(np.argmax(prediction, axis=1) != codes))
+        # -log p of the true class from raw scores (log-sum-exp, stable).
+        true_raw = raw[np.arange(len(codes)), codes]
+        return float(np.mean(np.logaddexp.reduce(raw, axis=1) - true_raw))
     if name == "huber":
         residual = np.abs(prediction - y_true)
         loss = np.where(residual <= alpha, 0.5 * residual * residual,

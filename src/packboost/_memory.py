@@ -41,6 +41,10 @@ _DATA_BYTES_PER_ROW = 8 + 4
 _TRAINING_BYTES_PER_ROW = 3 * 8 + 4 + 3 * 8
 # Per row and tree of a pack: node_of_row and the training rows' leaves (int32).
 _BYTES_PER_ROW_AND_TREE = 4 + 4
+# Per row and output beyond the first (several targets or classes): its target
+# column, raw predictions, gradients and hessians (float64); the fixed-point
+# copies are made one output at a time and reused.
+_BYTES_PER_ROW_AND_OUTPUT = 4 * 8
 _GIB = 1024 ** 3
 
 
@@ -127,7 +131,7 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
                              n_eras: int, n_candidates: int, max_depth: int,
                              min_samples_leaf: int, n_estimators: int, eval_rows: int = 0,
                              histogram_budget_bytes: int | None = None,
-                             features_per_pass: int | None = None) -> dict:
+                             features_per_pass: int | None = None, n_outputs: int = 1) -> dict:
     """Lower bound of what the boosting loop allocates, once the data is binned.
 
     Parameters
@@ -137,7 +141,10 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
     n_candidates : int
         Features scored per depth (``layer_feature_fraction`` of them).
     eval_rows : int
-        Rows of the eval sets (one float64 raw prediction each).
+        Rows of the eval sets (one float64 raw prediction each, per output).
+    n_outputs : int
+        Targets or classes: each beyond the first adds its own target, raw
+        scores, gradients and hessians per row (float64 each).
 
     Returns
     -------
@@ -151,6 +158,10 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
             f"{n_rows} rows x ({_TRAINING_BYTES_PER_ROW} B + pack_size {pack_size} x "
             f"{_BYTES_PER_ROW_AND_TREE} B)"),
     }
+    if n_outputs > 1:
+        components["per-output arrays"] = (
+            (n_outputs - 1) * (n_rows * _BYTES_PER_ROW_AND_OUTPUT + 8 * eval_rows),
+            f"{n_outputs - 1} more outputs x {n_rows} rows x {_BYTES_PER_ROW_AND_OUTPUT} B")
     grows = n_estimators >= 1 and max_depth >= 1 and n_rows >= 2 * max(1, min_samples_leaf)
     if len(bin_widths) and grows:
         from packboost import _split
@@ -192,6 +203,7 @@ def check_fit_memory(components: dict, *, who: str = "fit") -> None:
                          "column-major and era-sorted, which are used without a copy)",
         "era-sorted rows": "fewer rows",
         "per-row training arrays": "fewer rows or a smaller pack_size",
+        "per-output arrays": "fewer rows or fewer targets per model",
     }.get(largest, "the data or the parameters")
     detail = "; ".join(f"{name} {_gib(size)} ({how})" for name, (size, how) in
                        sorted(components.items(), key=lambda item: -item[1][0]))

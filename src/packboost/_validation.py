@@ -94,8 +94,12 @@ def check_X(X, *, argument: str = "X"):
     return X, feature_names
 
 
-def check_y(y, n_rows: int, *, argument: str = "y") -> np.ndarray:
-    """A finite float64 vector of ``n_rows`` targets, no larger than :data:`MAX_MAGNITUDE`."""
+def check_y(y, n_rows: int, *, argument: str = "y", several: bool = False) -> np.ndarray:
+    """A finite float64 vector of ``n_rows`` targets, no larger than :data:`MAX_MAGNITUDE`.
+
+    With ``several``, a 2-D ``y`` of two or more columns (one per target) is
+    taken too and returned as a ``(n_rows, n_targets)`` float64 array.
+    """
     if y is None:
         raise ValueError(f"fit requires y to be passed, but the target {argument} is None")
     if isinstance(y, (str, bytes)):
@@ -106,8 +110,13 @@ def check_y(y, n_rows: int, *, argument: str = "y") -> np.ndarray:
             f"A column-vector {argument} was passed when a 1d array was expected; "
             "it is ravelled.", _data_conversion_warning(), stacklevel=3)
         y = y[:, 0]
-    if y.ndim != 1:
-        raise ValueError(f"{argument} must be 1-dimensional, got shape {y.shape}")
+    if several and y.ndim == 2:
+        if y.shape[1] == 0:
+            raise ValueError(f"{argument} has no target column (shape {y.shape})")
+    elif y.ndim != 1:
+        raise ValueError(f"{argument} must be 1-dimensional" + (
+            " or 2-dimensional (rows x targets)" if several else "")
+            + f", got shape {y.shape}")
     if len(y) != n_rows:
         raise ValueError(f"{argument} has {len(y)} rows but X has {n_rows}")
     if np.iscomplexobj(y):
@@ -124,6 +133,11 @@ def check_y(y, n_rows: int, *, argument: str = "y") -> np.ndarray:
         y = y.astype(np.float64)
     except (ValueError, TypeError):
         raise ValueError(f"{argument} must be numeric, got dtype {y.dtype}") from None
+    if y.ndim == 2:
+        for target in range(y.shape[1]):
+            _check_finite(y[:, target], f"{argument}[:, {target}]", "Input ")
+            _check_magnitude(y[:, target], f"{argument}[:, {target}]")
+        return y
     _check_finite(y, argument, "Input ")
     _check_magnitude(y, argument)
     return y
@@ -319,6 +333,10 @@ def warn_if_a_feature_is_the_target(X, y: np.ndarray, feature_names) -> None:
     """
     n_rows = X.shape[0]
     if n_rows < 2 or not np.issubdtype(np.asarray(X[:0]).dtype, np.number):
+        return
+    if y.ndim == 2:  # several targets: each of them
+        for column in y.T:
+            warn_if_a_feature_is_the_target(X, np.ascontiguousarray(column), feature_names)
         return
     probe = slice(0, min(n_rows, _TARGET_PROBE_ROWS))
     candidates = np.flatnonzero(np.all(np.asarray(X[probe], dtype=np.float64)

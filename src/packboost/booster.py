@@ -107,7 +107,8 @@ class EvalSet:
     """A validation set tracked during training (raw X, its own raw scores).
 
     ``era`` holds the era labels of its rows, or None (one era). ``scorer``
-    groups ``y`` by era once, for the per-era metrics of every round.
+    groups ``y`` (each target's) by era once, for the per-era metrics of
+    every round.
     """
 
     name: str
@@ -119,13 +120,37 @@ class EvalSet:
     scorer: object = None
 
     def evaluate(self, metrics: list, objective) -> list:
-        """``(name, value, higher_is_better)`` of every metric on the current scores."""
+        """``(name, value, higher_is_better)`` of every metric on the current scores.
+
+        With several targets (``y`` of shape (n_rows, n_targets)), each metric
+        is computed per target, recorded as ``"<name>[<j>]"``, and first as
+        ``"<name>"``, their mean over the targets: what early stopping watches
+        by default (docs/packs.md §10).
+        """
         prediction = objective.transform(self.raw_prediction)
+        if self.y.ndim == 1:
+            return self._evaluate_output(metrics, self.y, self.raw_prediction, prediction, 0)
+        per_target = [self._evaluate_output(metrics, self.y[:, target],
+                                            self.raw_prediction[:, target],
+                                            prediction[:, target], target)
+                      for target in range(self.y.shape[1])]
+        results = []
+        for index, (name, _, higher_is_better) in enumerate(per_target[0]):
+            values = [target_results[index][1] for target_results in per_target]
+            results.append((name, float(np.mean(values)), higher_is_better))
+        for target, target_results in enumerate(per_target):
+            results.extend((f"{name}[{target}]", value, higher_is_better)
+                           for name, value, higher_is_better in target_results)
+        return results
+
+    def _evaluate_output(self, metrics, y, raw_prediction, prediction, target) -> list:
+        if self.scorer is None:
+            self.scorer = {}
         per_era = {}
         results = []
         for metric in metrics:
             if metric.function is not None:
-                returned = metric.function(self.y, prediction, self.era)
+                returned = metric.function(y, prediction, self.era)
                 if not (isinstance(returned, tuple) and len(returned) == 3):
                     raise TypeError(
                         f"eval_metric function {metric.name!r} must return (name, value, "
@@ -134,17 +159,16 @@ class EvalSet:
                 name, value, higher_is_better = returned
                 results.append((str(name), float(value), bool(higher_is_better)))
             elif metric.method is not None:
-                if self.scorer is None:
-                    self.scorer = EraScorer(self.y, self.era)
+                if target not in self.scorer:
+                    self.scorer[target] = EraScorer(y, self.era)
                 if metric.method not in per_era:
                     per_era[metric.method] = era_summary(
-                        self.scorer.correlations(prediction, metric.method))
+                        self.scorer[target].correlations(prediction, metric.method))
                 results.append((metric.name, per_era[metric.method][metric.statistic],
                                 metric.higher_is_better))
             else:
-                results.append((metric.name, pooled_metric(metric.name, self.y,
-                                                           self.raw_prediction, prediction,
-                                                           metric.alpha),
+                results.append((metric.name, pooled_metric(metric.name, y, raw_prediction,
+                                                           prediction, metric.alpha),
                                 metric.higher_is_better))
         return results
 
@@ -159,10 +183,15 @@ class InitModel:
 
 def _round_gradients(objective, round_index, y, raw_prediction, sample_weight, gradients,
                      hessians) -> None:
-    """The objective's gradients of one round; a custom objective's bad output
+    """The objective's gradients of one round, into the (n_outputs, n_rows)
+    ``gradients`` and ``hessians`` from the (n_outputs, n_rows) raw scores; a
+    one-output objective works on row 0. A custom objective's bad output
     (:class:`~packboost.objectives.ObjectiveError`) is reported with the round."""
     try:
-        objective.gradients(y, raw_prediction, sample_weight, gradients, hessians)
+        if len(raw_prediction) == 1:
+            objective.gradients(y, raw_prediction[0], sample_weight, gradients[0], hessians[0])
+        else:
+            objective.gradients(y, raw_prediction, sample_weight, gradients, hessians)
     except ObjectiveError as error:
         raise ObjectiveError(f"round {round_index}: {error}") from None
 
@@ -180,6 +209,15 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     for the best rounds to be kept. With ``init``, rounds are grown on top of
     its raw predictions and appended to its trees.
 
+    An objective with ``n_outputs > 1`` (:class:`~packboost.objectives.MultiTarget`,
+    :class:`~packboost.objectives.Softmax`) makes a model of that many
+    outputs: each round computes every output's gradients from the scores
+    before the round, draws once, and grows one pack per output with those
+    draws on the same backend (the binned data and its buffers are shared);
+    each output has its own gradient rescaling. Output ``j``'s trees are
+    therefore those of a one-output fit of its gradients with the same seed
+    (docs/packs.md §10).
+
     ``backend`` (:func:`packboost.backends.open_backend`) runs the passes
     over the rows; the round's draws are made here whatever the backend, so
     the model is the same function of the seed on every backend.
@@ -188,28 +226,38 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     """
     eval_sets = list(eval_sets or ())
     metrics = list(metrics or ())
+    n_outputs = getattr(objective, "n_outputs", 1)
     rng = np.random.default_rng(params["random_state"])
     if init is None:
         base_score = objective.base_score(y, sample_weight)
-        raw_prediction = np.full(data.n_rows, base_score, dtype=np.float64)
         begin = 0
     else:
         base_score = init.ensemble.base_score
-        raw_prediction = np.array(init.raw_prediction, dtype=np.float64)
         begin = init.ensemble.n_rounds
-    gradients = np.empty(data.n_rows, dtype=np.float64)
-    hessians = np.empty(data.n_rows, dtype=np.float64)
+    base_scores = np.broadcast_to(np.asarray(base_score, dtype=np.float64), (n_outputs,))
+    # Output-major: each output's scores, gradients and hessians are one contiguous row.
+    if init is None:
+        raw_prediction = np.repeat(base_scores[:, np.newaxis], data.n_rows, axis=1)
+    else:
+        raw_prediction = np.ascontiguousarray(
+            np.asarray(init.raw_prediction, dtype=np.float64).reshape(data.n_rows, -1).T)
+    gradients = np.empty((n_outputs, data.n_rows), dtype=np.float64)
+    hessians = np.empty((n_outputs, data.n_rows), dtype=np.float64)
     # Grow on gradients of magnitude ~1 whatever the scale of y and the weights,
-    # exactly (powers of two): one rescaling per fit, from the gradients at the
-    # base score (docs/fixed-point.md §9).
-    _round_gradients(objective, begin, y, np.full(data.n_rows, base_score), sample_weight,
-                     gradients, hessians)
-    scaling = GradientScaling.for_gradients(gradients, hessians)
-    settings = scaling.grower_params(grower_params(params))
+    # exactly (powers of two): one rescaling per fit and output, from the
+    # gradients at the base score (docs/fixed-point.md §9).
+    _round_gradients(objective, begin, y,
+                     np.repeat(base_scores[:, np.newaxis], data.n_rows, axis=1),
+                     sample_weight, gradients, hessians)
+    scalings = [GradientScaling.for_gradients(gradients[output], hessians[output])
+                for output in range(n_outputs)]
+    unscaled_settings = grower_params(params)
+    settings = [scaling.grower_params(unscaled_settings) for scaling in scalings]
     for eval_set in eval_sets:
         eval_set.raw_prediction = (
-            np.full(eval_set.X.shape[0], base_score) if init is None
-            else init.ensemble.predict_raw(eval_set.X, n_threads))
+            np.repeat(base_scores[np.newaxis, :], eval_set.X.shape[0], axis=0).reshape(
+                (eval_set.X.shape[0],) if n_outputs == 1 else (-1, n_outputs))
+            if init is None else init.ensemble.predict_raw(eval_set.X, n_threads))
         eval_set.history = {}
 
     info = TrainingInfo(model=model, begin_iteration=begin,
@@ -223,21 +271,27 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     for round_index in range(params["n_estimators"]):
         _round_gradients(objective, begin + round_index, y, raw_prediction, sample_weight,
                          gradients, hessians)
-        scaling.apply(gradients, hessians)
         draws = draw_round(rng, data, params)
-        pack = grow_pack(backend, data, gradients, hessians, draws.tree_samples,
-                         draws.layer_features, draws.tree_feature_masks, settings, n_threads)
-        scaling.restore(pack.nodes)
-        if not np.isfinite(pack.nodes["value"]).all():
-            # Never keep training on garbage: inputs are bounded at the public
-            # boundary, so this is a safety net, not an expected path.
-            raise FloatingPointError(
-                f"training diverged in round {begin + round_index}: a leaf value is not "
-                "finite; rescale y or sample_weight, or raise reg_lambda")
-        packs.append(pack)
-        backend.add_pack(pack, raw_prediction)
+        round_packs = []
+        for output in range(n_outputs):
+            scalings[output].apply(gradients[output], hessians[output])
+            pack = grow_pack(backend, data, gradients[output], hessians[output],
+                             draws.tree_samples, draws.layer_features,
+                             draws.tree_feature_masks, settings[output], n_threads)
+            scalings[output].restore(pack.nodes)
+            if not np.isfinite(pack.nodes["value"]).all():
+                # Never keep training on garbage: inputs are bounded at the public
+                # boundary, so this is a safety net, not an expected path.
+                raise FloatingPointError(
+                    f"training diverged in round {begin + round_index}: a leaf value is not "
+                    "finite; rescale y or sample_weight, or raise reg_lambda")
+            backend.add_pack(pack, raw_prediction[output])
+            round_packs.append(pack)
+        packs.extend(round_packs)
         if eval_sets:
-            pack_only = TreeEnsemble.from_packs([pack], params["pack_size"], 0.0)
+            pack_only = TreeEnsemble.from_packs(round_packs, params["pack_size"],
+                                                np.zeros(n_outputs) if n_outputs > 1 else 0.0,
+                                                n_outputs)
         for eval_set in eval_sets:
             eval_set.raw_prediction += pack_only.predict_raw(eval_set.X, n_threads)
             for name, value, higher_is_better in eval_set.evaluate(metrics, objective):
@@ -248,7 +302,7 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
             break
     callback_list.after_training(info)
 
-    ensemble = TreeEnsemble.from_packs(packs, params["pack_size"], base_score)
+    ensemble = TreeEnsemble.from_packs(packs, params["pack_size"], base_score, n_outputs)
     if init is not None:
         ensemble = init.ensemble.concatenate(ensemble)
     if info.restore_best and info.best_iteration is not None \

@@ -186,6 +186,12 @@ class _DaskEstimator:
 
         y, era, sample_weight = (_compute(y), _compute(era), _compute(sample_weight))
         y, target = self._learn_target(y, n_rows, None)
+        n_outputs = self._n_outputs(y, target)
+        if n_outputs > 1:
+            raise NotImplementedError(
+                f"{type(self).__name__} trains one output; y has "
+                f"{self._outputs_description(n_outputs)}: fit the local estimator "
+                f"({self._local_class.__name__}) for several targets or classes")
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
         _validation.check_gradient_scale(y, sample_weight)
         era_codes, _ = _validation.encode_eras(era, n_rows)

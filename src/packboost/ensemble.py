@@ -7,6 +7,14 @@ absolute (into the concatenated arrays), so a tree is fully named by its root,
 trees, one pack per boosting round (docs/packs.md). Leaf ``value`` already carries
 the round's shrinkage ``learning_rate / pack_size``, so a raw prediction is
 ``base_score + sum of the leaf values reached``.
+
+A model of ``n_outputs > 1`` outputs (several regression targets, or the
+classes of a multiclass softmax) grows one pack per output each round: round
+``r`` holds ``n_outputs`` packs, output-major, so tree ``t`` belongs to output
+``(t // pack_size) % n_outputs`` (:meth:`TreeEnsemble.tree_outputs`), and
+``base_score`` holds one starting score per output. Output ``j``'s raw score
+is its base score plus the leaf values of its own trees, added in tree order;
+a one-output model is exactly the layout above.
 """
 
 from __future__ import annotations
@@ -56,21 +64,46 @@ class TreeEnsemble:
     # Round r's subsets are entries round_layer_offsets[r]:round_layer_offsets[r + 1] of
     # layer_offsets' list; None means every round has the same number of depths.
     round_layer_offsets: np.ndarray | None = None
+    # Outputs (targets or classes); with more than one, base_score is a
+    # (n_outputs,) float64 array and each round holds one pack per output.
+    n_outputs: int = 1
 
     @property
     def n_trees(self) -> int:
         return len(self.tree_offsets) - 1
 
     @property
+    def trees_per_round(self) -> int:
+        return self.pack_size * self.n_outputs
+
+    @property
     def n_rounds(self) -> int:
-        return self.n_trees // self.pack_size
+        return self.n_trees // self.trees_per_round
+
+    @property
+    def base_scores(self) -> np.ndarray:
+        """(n_outputs,) float64: each output's starting score."""
+        return np.broadcast_to(np.asarray(self.base_score, dtype=np.float64),
+                               (self.n_outputs,)).copy()
+
+    def tree_outputs(self) -> np.ndarray:
+        """(n_trees,) int64: the output each tree adds to (the tree -> output map)."""
+        return (np.arange(self.n_trees, dtype=np.int64) // self.pack_size) % self.n_outputs
 
     @classmethod
-    def from_packs(cls, packs: list, pack_size: int, base_score: float) -> TreeEnsemble:
-        """Concatenate the packs grown by :mod:`packboost.grower`."""
+    def from_packs(cls, packs: list, pack_size: int, base_score,
+                   n_outputs: int = 1) -> TreeEnsemble:
+        """Concatenate the packs grown by :mod:`packboost.grower`.
+
+        With ``n_outputs > 1``, ``packs`` holds each round's packs output by
+        output, and the packs of one round share their feature subsets (one
+        draw per round): they are stored once per round.
+        """
+        if n_outputs > 1:
+            base_score = np.asarray(base_score, dtype=np.float64).copy()
         if not packs:
             return cls(pack_size=pack_size, base_score=base_score,
-                       round_layer_offsets=np.zeros(1, dtype=np.int64))
+                       round_layer_offsets=np.zeros(1, dtype=np.int64), n_outputs=n_outputs)
         nodes = {}
         node_shift = np.cumsum([0] + [len(p.nodes["feature"]) for p in packs[:-1]])
         for name in NODE_FIELDS:
@@ -82,15 +115,17 @@ class TreeEnsemble:
         tree_offsets = np.concatenate(
             [[0]] + [p.tree_offsets[1:] + shift for p, shift in zip(packs, node_shift, strict=True)]
         ).astype(np.int64)
-        layer_parts = [feature_set for p in packs for feature_set in p.layer_features]
+        round_packs = packs[::n_outputs]  # one per round: the first output's
+        layer_parts = [feature_set for p in round_packs for feature_set in p.layer_features]
         layer_offsets = np.cumsum([0] + [len(part) for part in layer_parts]).astype(np.int64)
         layer_features = (np.concatenate(layer_parts).astype(np.int32) if layer_parts
                           else np.zeros(0, dtype=np.int32))
-        round_layer_offsets = np.cumsum([0] + [len(p.layer_features) for p in packs]
+        round_layer_offsets = np.cumsum([0] + [len(p.layer_features) for p in round_packs]
                                         ).astype(np.int64)
         return cls(nodes=nodes, tree_offsets=tree_offsets, pack_size=pack_size,
                    base_score=base_score, layer_features=layer_features,
-                   layer_offsets=layer_offsets, round_layer_offsets=round_layer_offsets)
+                   layer_offsets=layer_offsets, round_layer_offsets=round_layer_offsets,
+                   n_outputs=n_outputs)
 
     # -- rounds ------------------------------------------------------------------
 
@@ -106,7 +141,7 @@ class TreeEnsemble:
         n_rounds = int(n_rounds)
         if not 0 <= n_rounds <= self.n_rounds:
             raise ValueError(f"n_rounds must be in [0, {self.n_rounds}], got {n_rounds}")
-        n_trees = n_rounds * self.pack_size
+        n_trees = n_rounds * self.trees_per_round
         n_nodes = int(self.tree_offsets[n_trees])
         nodes = {name: values[:n_nodes].copy() for name, values in self.nodes.items()}
         round_layers = self._round_layer_offsets()
@@ -117,7 +152,7 @@ class TreeEnsemble:
             pack_size=self.pack_size, base_score=self.base_score,
             layer_features=self.layer_features[:int(layer_offsets[-1])].copy(),
             layer_offsets=layer_offsets,
-            round_layer_offsets=round_layers[:n_rounds + 1].copy())
+            round_layer_offsets=round_layers[:n_rounds + 1].copy(), n_outputs=self.n_outputs)
 
     def concatenate(self, other: TreeEnsemble) -> TreeEnsemble:
         """This model's rounds followed by ``other``'s (whose base score is dropped).
@@ -130,6 +165,9 @@ class TreeEnsemble:
                 f"cannot append rounds of pack_size {other.pack_size} to a model of "
                 f"pack_size {self.pack_size}"
             )
+        if other.n_outputs != self.n_outputs:
+            raise ValueError(f"cannot append rounds of {other.n_outputs} outputs to a model of "
+                             f"{self.n_outputs} outputs")
         shift = len(self.nodes["feature"])
         nodes = {}
         for name in NODE_FIELDS:
@@ -149,7 +187,7 @@ class TreeEnsemble:
             layer_features=np.concatenate([self.layer_features, other.layer_features]
                                           ).astype(np.int32),
             layer_offsets=layer_offsets.astype(np.int64),
-            round_layer_offsets=round_layer_offsets.astype(np.int64))
+            round_layer_offsets=round_layer_offsets.astype(np.int64), n_outputs=self.n_outputs)
 
     # -- insight -----------------------------------------------------------------
 
@@ -163,7 +201,7 @@ class TreeEnsemble:
           held up across eras, net of the risk penalty.
         """
         end = len(self.nodes["feature"]) if n_rounds is None else \
-            int(self.tree_offsets[n_rounds * self.pack_size])
+            int(self.tree_offsets[n_rounds * self.trees_per_round])
         feature = self.nodes["feature"][:end]
         internal = feature >= 0
         if importance_type == "split":
@@ -180,11 +218,43 @@ class TreeEnsemble:
 
     # -- prediction --------------------------------------------------------------
 
-    def tree_roots(self, n_rounds: int | None = None, start_round: int = 0) -> np.ndarray:
-        """Roots of the trees of rounds ``start_round .. n_rounds - 1`` (all by default)."""
-        n_trees = self.n_trees if n_rounds is None else n_rounds * self.pack_size
-        first = start_round * self.pack_size
-        return np.ascontiguousarray(self.tree_offsets[first:n_trees], dtype=np.int64)
+    def tree_roots(self, n_rounds: int | None = None, start_round: int = 0,
+                   output: int | None = None) -> np.ndarray:
+        """Roots of the trees of rounds ``start_round .. n_rounds - 1`` (all by
+        default), in tree order; with ``output``, only that output's trees."""
+        n_trees = self.n_trees if n_rounds is None else n_rounds * self.trees_per_round
+        first = start_round * self.trees_per_round
+        roots = self.tree_offsets[first:n_trees]
+        if output is not None:
+            roots = roots[self.tree_outputs()[first:n_trees] == output]
+        return np.ascontiguousarray(roots, dtype=np.int64)
+
+    def output_ensemble(self, output: int) -> TreeEnsemble:
+        """Output ``output``'s trees as a one-output model (the same rounds,
+        pack size and feature subsets): what a consumer of one-output models
+        (TreeSHAP, the CUDA predictor) runs once per output."""
+        if self.n_outputs == 1:
+            return self
+        roots = self.tree_roots(output=output)
+        ends = self.tree_offsets[1:][self.tree_outputs() == output]
+        keep = np.concatenate([np.arange(begin, end) for begin, end in zip(roots, ends,
+                                                                               strict=True)]
+                              ) if len(roots) else np.zeros(0, dtype=np.int64)
+        new_index = np.full(len(self.nodes["feature"]), -1, dtype=np.int64)
+        new_index[keep] = np.arange(len(keep))
+        nodes = {}
+        for name, values in self.nodes.items():
+            values = values[keep]
+            if name in ("left_child", "right_child"):
+                values = np.where(values >= 0, new_index[np.maximum(values, 0)], -1
+                                  ).astype(np.int32)
+            nodes[name] = values
+        sizes = ends - roots
+        return TreeEnsemble(
+            nodes=nodes, tree_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+            pack_size=self.pack_size, base_score=float(self.base_scores[output]),
+            layer_features=self.layer_features, layer_offsets=self.layer_offsets,
+            round_layer_offsets=self._round_layer_offsets())
 
     def max_depth(self, tree_roots: np.ndarray) -> int:
         """Edges on the longest root-to-leaf path of the trees rooted at ``tree_roots``."""
@@ -200,20 +270,36 @@ class TreeEnsemble:
                               n_rounds: int | None = None, start_round: int = 0) -> np.ndarray:
         """TreeSHAP contributions (n_rows, n_features + 1) of the selected rounds' trees;
         the last column is the expected value (base score included). Each row sums
-        to its raw score up to float rounding (packboost/_contributions.py)."""
+        to its raw score up to float rounding (packboost/_contributions.py).
+        With several outputs: (n_rows, n_outputs, n_features + 1), one output's
+        trees at a time."""
         from packboost._contributions import contributions
 
+        if self.n_outputs > 1:
+            return np.stack([contributions(self.output_ensemble(output), X, n_threads,
+                                           n_rounds, start_round)
+                             for output in range(self.n_outputs)], axis=1)
         return contributions(self, X, n_threads, n_rounds, start_round)
 
     def predict_raw(self, X: np.ndarray, n_threads: int, n_rounds: int | None = None,
                     start_round: int = 0) -> np.ndarray:
         """Raw scores (before the objective's link) for raw feature values X.
 
-        The base score plus the trees of rounds ``start_round .. n_rounds - 1``.
+        The base score plus the trees of rounds ``start_round .. n_rounds - 1``:
+        shape (n_rows,), or (n_rows, n_outputs) for a model of several outputs.
         """
-        out = np.full(X.shape[0], self.base_score, dtype=np.float64)
+        if self.n_outputs == 1:
+            return self._predict_output(X, n_threads, self.base_score,
+                                        self.tree_roots(n_rounds, start_round))
+        return np.column_stack([
+            self._predict_output(X, n_threads, base,
+                                 self.tree_roots(n_rounds, start_round, output=output))
+            for output, base in enumerate(self.base_scores.tolist())])
+
+    def _predict_output(self, X, n_threads, base_score, roots) -> np.ndarray:
+        out = np.full(X.shape[0], base_score, dtype=np.float64)
         nodes = self.nodes
         _predict.predict_raw(X, nodes["feature"], nodes["threshold"], nodes["missing_left"],
                              nodes["left_child"], nodes["right_child"], nodes["value"],
-                             self.tree_roots(n_rounds, start_round), out, n_threads)
+                             roots, out, n_threads)
         return out

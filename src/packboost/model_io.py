@@ -9,7 +9,13 @@ A model file (:mod:`packboost.model_file`, no pickle inside) holds:
   :data:`packboost.ensemble.NODE_FIELDS`), ``tree_offsets``, the per-depth
   feature subsets (with ``round_layer_offsets``, which rounds they belong
   to; files without it are read as equal depths per round), the bin
-  mapper's cut points; ``best_iteration`` (metadata) after early stopping.
+  mapper's cut points; ``best_iteration`` (metadata) after early stopping;
+* for a model of several outputs (targets or classes): ``n_outputs`` and
+  ``base_score`` as a list, one per output. The tree -> output map is the
+  layout (:class:`~packboost.ensemble.TreeEnsemble`: each round holds one
+  pack per output, output-major), so ``n_outputs`` is all it takes; files
+  without it have one output, and a packboost that predates it refuses such a
+  file (its ``base_score`` is not a number) instead of misreading it.
 
 Loading builds an estimator only from a fixed list of classes and checks every
 array against the others before a prediction can walk it, so a corrupted or
@@ -56,6 +62,10 @@ from packboost.model_file import ModelFileError, read_model_file, write_model_fi
 from packboost.objectives import CUSTOM as CUSTOM_OBJECTIVE
 
 MODEL_KIND = "packboost-model"
+
+# Outputs a model file may declare (targets or classes): bounds what a forged
+# file makes ``predict`` allocate per row.
+MAX_OUTPUTS = 1 << 16
 
 # Parameters that say how to run a model on this machine, not what the model is:
 # never written to a file, ignored in files that have them (a file must not pick
@@ -108,10 +118,13 @@ def save_estimator(estimator, path) -> None:
         "n_eras": int(estimator.n_eras_),
         "era_column": getattr(estimator, "era_column_", None),
         "pack_size": int(ensemble.pack_size),
-        "base_score": float(ensemble.base_score),
+        "base_score": (float(ensemble.base_score) if ensemble.n_outputs == 1
+                       else [float(value) for value in ensemble.base_scores]),
         "bin_mapper": estimator.bin_mapper_.to_metadata(),
         "best_iteration": getattr(estimator, "best_iteration_", None),
     }
+    if ensemble.n_outputs > 1:
+        metadata["n_outputs"] = int(ensemble.n_outputs)
     if callable(estimator.get_params()["objective"]):
         function = estimator.get_params()["objective"]
         metadata["custom_objective"] = (
@@ -253,7 +266,9 @@ def _build_estimator(metadata: dict, arrays: dict):
     tree_offsets = _array(arrays, "tree_offsets", np.int64)
     pack_size = _count(metadata, "pack_size", 1, MAX_PACK_SIZE)
     n_features = _count(metadata, "n_features_in", 1)
-    _check_trees(nodes, tree_offsets, n_features, pack_size)
+    # absent from files written before models of several outputs existed
+    n_outputs = _count(metadata, "n_outputs", 1, MAX_OUTPUTS) if "n_outputs" in metadata else 1
+    _check_trees(nodes, tree_offsets, n_features, pack_size * n_outputs)
 
     layer_features = _array(arrays, "layer_features", np.int32)
     layer_offsets = _array(arrays, "layer_offsets", np.int64)
@@ -262,7 +277,7 @@ def _build_estimator(metadata: dict, arrays: dict):
         raise ModelFileError("layer_offsets do not partition layer_features")
     if np.any(layer_features < 0) or np.any(layer_features >= n_features):
         raise ModelFileError("layer_features name a feature that does not exist")
-    n_rounds = (len(tree_offsets) - 1) // pack_size
+    n_rounds = (len(tree_offsets) - 1) // (pack_size * n_outputs)
     round_layer_offsets = None
     if "round_layer_offsets" in arrays:  # absent from files written before it existed
         round_layer_offsets = _array(arrays, "round_layer_offsets", np.int64)
@@ -283,13 +298,23 @@ def _build_estimator(metadata: dict, arrays: dict):
         raise ModelFileError(f"invalid bin mapper: {error}") from None
     if len(mapper.n_bins_) != n_features:
         raise ModelFileError("bin mapper and model disagree on the number of features")
-    base_score = _entry(metadata, "base_score", (int, float), "model metadata")
-    if not np.isfinite(base_score):
-        raise ModelFileError(f"base_score must be finite, got {base_score!r}")
+    if n_outputs == 1:
+        base_score = _entry(metadata, "base_score", (int, float), "model metadata")
+    else:
+        base_score = _entry(metadata, "base_score", list, "model metadata")
+        if len(base_score) != n_outputs or not all(
+                isinstance(value, (int, float)) and not isinstance(value, bool)
+                for value in base_score):
+            raise ModelFileError(f"base_score must hold {n_outputs} numbers, one per output")
+    if not np.all(np.isfinite(base_score)):
+        raise ModelFileError(f"base_score must be finite, got {base_score!r:.200}")
     estimator.ensemble_ = TreeEnsemble(
         nodes=nodes, tree_offsets=tree_offsets, pack_size=pack_size,
-        base_score=float(base_score), layer_features=layer_features,
-        layer_offsets=layer_offsets, round_layer_offsets=round_layer_offsets)
+        base_score=(float(base_score) if n_outputs == 1
+                    else np.asarray(base_score, dtype=np.float64)),
+        layer_features=layer_features,
+        layer_offsets=layer_offsets, round_layer_offsets=round_layer_offsets,
+        n_outputs=n_outputs)
     estimator.bin_mapper_ = mapper
     estimator.n_features_in_ = n_features
     names = metadata.get("feature_names")
@@ -315,6 +340,10 @@ def _build_estimator(metadata: dict, arrays: dict):
     estimator.best_score_ = {}
     if name == "PackBoostClassifier":
         estimator.classes_ = _load_classes(metadata, arrays)
+        expected = 1 if len(estimator.classes_) == 2 else len(estimator.classes_)
+        if n_outputs != expected:
+            raise ModelFileError(f"a classifier of {len(estimator.classes_)} classes has "
+                                 f"{expected} output(s), the file says {n_outputs}")
     return estimator
 
 
@@ -448,8 +477,8 @@ def _load_classes(metadata: dict, arrays: dict) -> np.ndarray:
         if "classes" not in arrays:
             raise ModelFileError("model file lacks the array 'classes'")
         stored = arrays["classes"]
-        if stored.ndim != 1 or len(stored) != 2:
-            raise ModelFileError("a classifier needs exactly 2 distinct classes")
+        if stored.ndim != 1 or len(stored) < 2:
+            raise ModelFileError("a classifier needs at least 2 distinct classes")
         if dtype.kind in "Mm":
             if stored.dtype != np.int64:
                 raise ModelFileError(f"classes of {dtype} must be stored as int64")
@@ -495,9 +524,15 @@ def _load_classes(metadata: dict, arrays: dict) -> np.ndarray:
                 raise ModelFileError("bytes classes must be Latin-1 text") from None
         classes = np.empty(len(labels), dtype=object)
         classes[:] = labels
-    if len(classes) != 2 or classes[0] == classes[1]:
-        raise ModelFileError("a classifier needs exactly 2 distinct classes")
+    _check_distinct_classes(classes)
     return classes
+
+
+def _check_distinct_classes(classes: np.ndarray) -> None:
+    """At least two labels, none twice (``predict`` indexes them by class code)."""
+    labels = classes.tolist()  # Python scalars: hashable, equal labels hash equal
+    if len(labels) < 2 or len(set(labels)) != len(labels):
+        raise ModelFileError("a classifier needs at least 2 distinct classes")
 
 
 def _load_legacy_classes(metadata: dict, arrays: dict) -> np.ndarray:

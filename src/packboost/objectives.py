@@ -11,6 +11,13 @@ The estimators' ``objective`` parameter picks one (:func:`make_objective`):
 * a callable ``objective(y_true, y_pred) -> (grad, hess)`` (LightGBM's
   scikit-learn convention): :class:`CustomObjective`.
 
+Models of several outputs (docs/packs.md §10) compute every output's
+gradients at once, on ``(n_outputs, n_rows)`` arrays (output-major, so that
+each output's row is contiguous): :class:`MultiTarget` (one regression loss
+per target column) and :class:`Softmax` (the multiclass log loss). Their
+``transform`` maps ``(n_rows, n_outputs)`` raw scores, the layout of
+``predict``.
+
 ``huber`` and ``quantile`` read ``alpha`` as LightGBM does: the Huber loss's
 ``delta`` (where it turns from quadratic to linear), and the quantile level.
 Both use a hessian of 1, so their leaves are Newton leaves ``-G / (n +
@@ -146,6 +153,77 @@ class Logistic:
     @staticmethod
     def transform(raw_prediction: np.ndarray) -> np.ndarray:
         return _sigmoid(raw_prediction)
+
+
+class MultiTarget:
+    """One regression loss (``objective``) per target: output ``j`` is fitted to
+    column ``j`` of ``Y`` (stored output-major, ``(n_targets, n_rows)``), its
+    gradients those of ``objective`` on that column alone."""
+
+    def __init__(self, objective, n_outputs: int):
+        self.objective = objective
+        self.n_outputs = int(n_outputs)
+        self.name = objective.name
+
+    def base_score(self, y: np.ndarray, sample_weight) -> np.ndarray:
+        return np.array([self.objective.base_score(column, sample_weight) for column in y])
+
+    def gradients(self, y, raw_prediction, sample_weight, out_g, out_h) -> None:
+        for output in range(self.n_outputs):
+            self.objective.gradients(y[output], raw_prediction[output], sample_weight,
+                                     out_g[output], out_h[output])
+
+    def transform(self, raw_prediction: np.ndarray) -> np.ndarray:
+        return self.objective.transform(raw_prediction)
+
+
+class Softmax:
+    """Multiclass log loss over ``n_classes`` raw scores per row.
+
+    ``p = softmax(F)`` over the classes; for class ``c`` and label ``y``:
+    ``g_c = p_c - [y = c]``, ``h_c = p_c (1 - p_c)``, the diagonal of the
+    loss's Hessian (the classes' trees are grown apart, each on its own
+    column, as LightGBM's and XGBoost's multiclass do; XGBoost doubles this
+    hessian, LightGBM scales it by ``k / (k - 1)``: both take shorter steps,
+    which ``learning_rate`` does here). ``y`` holds class codes ``0 .. k-1``.
+    The starting scores are the log class frequencies, centred (softmax
+    ignores a shift): round 0 predicts the class priors.
+    """
+
+    name = "softmax"
+
+    def __init__(self, n_classes: int):
+        self.n_outputs = int(n_classes)
+
+    def base_score(self, y: np.ndarray, sample_weight) -> np.ndarray:
+        if not y.size:
+            return np.zeros(self.n_outputs)
+        counts = np.bincount(y.astype(np.intp), weights=sample_weight,
+                             minlength=self.n_outputs)
+        frequency = np.maximum(counts / counts.sum(), 1e-12)
+        log_frequency = np.log(frequency)
+        return log_frequency - log_frequency.mean()
+
+    def gradients(self, y, raw_prediction, sample_weight, out_g, out_h) -> None:
+        probability = softmax(raw_prediction, axis=0)
+        np.copyto(out_g, probability)
+        out_g[y.astype(np.intp), np.arange(y.size)] -= 1.0
+        np.multiply(probability, 1.0 - probability, out=out_h)
+        np.maximum(out_h, _MIN_LOGISTIC_HESSIAN, out=out_h)
+        if sample_weight is not None:
+            out_g *= sample_weight
+            out_h *= sample_weight
+
+    @staticmethod
+    def transform(raw_prediction: np.ndarray) -> np.ndarray:
+        return softmax(raw_prediction, axis=1)
+
+
+def softmax(raw: np.ndarray, axis: int) -> np.ndarray:
+    """``exp(raw) / sum(exp(raw))`` along ``axis``, shifted by the maximum so that
+    no exp overflows."""
+    shifted = np.exp(raw - raw.max(axis=axis, keepdims=True))
+    return shifted / shifted.sum(axis=axis, keepdims=True)
 
 
 class CustomObjective:

@@ -34,6 +34,8 @@ from packboost.model_io import register_estimator, save_estimator
 from packboost.objectives import (
     CLASSIFICATION_OBJECTIVES,
     REGRESSION_OBJECTIVES,
+    MultiTarget,
+    Softmax,
     check_objective,
     get_objective,
     make_objective,
@@ -234,6 +236,8 @@ class _PackBoostEstimator(BaseEstimator):
                 feature_names = init.get("feature_names_in_")
         n_rows = X.shape[0]
         y, target = self._learn_target(y, n_rows, init)
+        n_outputs = self._n_outputs(y, target)
+        self._check_outputs_supported(n_outputs, params)
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
         _validation.check_gradient_scale(y, sample_weight)
         _validation.warn_if_a_feature_is_the_target(X, y, feature_names)
@@ -269,8 +273,8 @@ class _PackBoostEstimator(BaseEstimator):
                             n_eras=int(era_codes.max()) + 1, cuts=mapper.cuts_)
 
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, X.shape[1], feature_names,
-                                            target)
-        metrics = self._resolve_metrics(eval_metric, eval_sets, params)
+                                            target, n_outputs)
+        metrics = self._resolve_metrics(eval_metric, eval_sets, params, n_outputs)
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
         check_fit_memory(training_memory_estimate(
             n_rows=n_rows, pack_size=params["pack_size"], n_threads=n_threads,
@@ -278,19 +282,46 @@ class _PackBoostEstimator(BaseEstimator):
             n_candidates=_fraction_count(params["layer_feature_fraction"], X.shape[1]),
             max_depth=params["max_depth"], min_samples_leaf=params["min_samples_leaf"],
             n_estimators=params["n_estimators"],
-            eval_rows=sum(item.X.shape[0] for item in eval_sets)),
+            eval_rows=sum(item.X.shape[0] for item in eval_sets), n_outputs=n_outputs),
             who=f"{type(self).__name__}.fit")
-        objective = make_objective(params["objective"], alpha=params["alpha"],
-                                   link=get_objective(self._objective_name).transform,
-                                   row_order=order)
+        objective = self._output_objective(
+            make_objective(params["objective"], alpha=params["alpha"],
+                           link=get_objective(self._objective_name).transform,
+                           row_order=order), n_outputs)
         with backends.open_backend(params["device"], data, params["pack_size"],
                                    n_threads) as backend:
-            ensemble, info = train(data, y, sample_weight, objective, params, n_threads,
+            ensemble, info = train(data, self._training_target(y, n_outputs), sample_weight,
+                                   objective, params, n_threads,
                                    eval_sets=eval_sets, metrics=metrics,
                                    callbacks=callback_list, init=start, model=self,
                                    backend=backend)
         return _fitted_state(target, ensemble, mapper, X.shape[1], data.n_eras, info,
                              feature_names, era_column)
+
+    # -- several outputs (targets or classes; docs/packs.md §10) -----------------
+
+    def _check_outputs_supported(self, n_outputs, params) -> None:
+        """Refuse, before any work, what a model of several outputs cannot do yet."""
+        if n_outputs == 1:
+            return
+        what = self._outputs_description(n_outputs)
+        if callable(params["objective"]):
+            raise ValueError(
+                f"objective: a callable objective trains one output, but y has {what}; "
+                "fit one model per target, or use a built-in objective")
+        if params["device"] != "cpu":
+            raise NotImplementedError(
+                f"device={params['device']!r} does not train models of several outputs "
+                f"(y has {what}) yet; use device='cpu'")
+
+    def _output_objective(self, objective, n_outputs):
+        """The objective of all ``n_outputs`` outputs (``objective`` itself for one)."""
+        return objective if n_outputs == 1 else MultiTarget(objective, n_outputs)
+
+    @staticmethod
+    def _training_target(y, n_outputs):
+        """``y`` as ``train`` takes it: several targets output-major (n_targets, n_rows)."""
+        return np.ascontiguousarray(y.T) if y.ndim == 2 else y
 
     def _resolve_init_model(self, init_model, pack_size) -> dict | None:
         """The fitted state (a _view) to continue from: ``init_model`` is an
@@ -318,7 +349,8 @@ class _PackBoostEstimator(BaseEstimator):
             )
         return view
 
-    def _prepare_eval_sets(self, eval_set, eval_names, n_features, feature_names, target):
+    def _prepare_eval_sets(self, eval_set, eval_names, n_features, feature_names, target,
+                           n_outputs=1):
         if eval_set is None:
             return []
         if isinstance(eval_set, tuple):
@@ -346,7 +378,7 @@ class _PackBoostEstimator(BaseEstimator):
                                            feature_names=feature_names,
                                            argument=f"eval_set[{index}] X")
             y_eval = self._encode_target(y_eval, X_eval.shape[0], target,
-                                         argument=f"eval_set[{index}] y")
+                                         argument=f"eval_set[{index}] y", n_outputs=n_outputs)
             if era_eval is not None:
                 era_eval = np.asarray(era_eval)
                 _validation.encode_eras(era_eval, X_eval.shape[0],
@@ -356,18 +388,22 @@ class _PackBoostEstimator(BaseEstimator):
                                     raw_prediction=np.zeros(0), era=era_eval))
         return prepared
 
-    def _resolve_metrics(self, eval_metric, eval_sets, params):
+    def _resolve_metrics(self, eval_metric, eval_sets, params, n_outputs=1):
+        objective_name = self._metric_objective_name(n_outputs)
         if eval_metric is None:
             # The loss being minimised, as LightGBM's default metric follows
             # its objective: huber and quantile fits report their own loss.
             objective = params["objective"]
-            eval_metric = ([objective] if objective in ("huber", "quantile")
-                           else list(self._default_metrics))
-            if any(item.era is not None for item in eval_sets):
-                eval_metric = ["pearson_mean", "pearson_sharpe", *eval_metric]
+            if objective_name == "softmax":
+                eval_metric = ["multi_logloss"]
+            else:
+                eval_metric = ([objective] if objective in ("huber", "quantile")
+                               else list(self._default_metrics))
+                if any(item.era is not None for item in eval_sets):
+                    eval_metric = ["pearson_mean", "pearson_sharpe", *eval_metric]
         elif isinstance(eval_metric, str) or callable(eval_metric):
             eval_metric = [eval_metric]
-        metrics = [resolve_eval_metric(metric, objective_name=self._objective_name,
+        metrics = [resolve_eval_metric(metric, objective_name=objective_name,
                                        alpha=params["alpha"])
                    for metric in eval_metric]
         if not metrics:
@@ -449,7 +485,8 @@ class _PackBoostEstimator(BaseEstimator):
                                     n_rounds=end, start_round=start)
 
     def _contributions(self, X, iteration_range=None, view=None):
-        """TreeSHAP contributions of the raw score: (n_rows, n_features + 1)."""
+        """TreeSHAP contributions of the raw score: (n_rows, n_features + 1), or
+        (n_rows, n_outputs, n_features + 1) for a model of several outputs."""
         view, X, start, end = self._prediction_input(X, iteration_range, view)
         return view["ensemble_"].predict_contributions(X, _resolve_n_jobs(view["n_jobs"]),
                                                        n_rounds=end, start_round=start)
@@ -630,11 +667,14 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
                          early_stopping_rounds=early_stopping_rounds, callbacks=callbacks,
                          init_model=init_model, progress=progress)
 
-    fit.__doc__ = "Fit on ``X`` (rows x features) and ``y``.\n" + _FIT_DOC % {
+    fit.__doc__ = ("Fit on ``X`` (rows x features) and ``y``: one target, or a 2-D ``y`` of "
+                   "several (rows x targets), one set of trees per target grown in the same "
+                   "rounds.\n") + _FIT_DOC % {
         "default": '``["rmse"]``'}
 
     def predict(self, X, iteration_range=None, *, pred_contrib=False):
-        """Predicted values for ``X``.
+        """Predicted values for ``X``: shape (n_rows,), or (n_rows, n_targets)
+        for a model fitted on several targets (a 2-D ``y``).
 
         Parameters
         ----------
@@ -645,30 +685,58 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
         pred_contrib : bool, default=False
             Return each feature's exact TreeSHAP contribution instead, shape
             ``(n_rows, n_features + 1)``; the last column is the expected value,
-            and each row sums to the prediction (up to float rounding).
+            and each row sums to the prediction (up to float rounding). With
+            several targets: ``(n_rows, n_targets, n_features + 1)``.
         """
         if pred_contrib:
             return self._contributions(X, iteration_range)
         return self._raw_predict(X, iteration_range)
 
     def _learn_target(self, y, n_rows, init):
-        return _validation.check_y(y, n_rows), {}
+        """``y``: (n_rows,), or (n_rows, n_targets) for several targets."""
+        y = _validation.check_y(y, n_rows, several=True)
+        if init is not None:
+            expected = init["ensemble_"].n_outputs
+            if self._n_outputs(y, {}) != expected:
+                raise ValueError(
+                    f"y has {self._outputs_description(self._n_outputs(y, {}))}, but "
+                    f"init_model was trained on {self._outputs_description(expected)}")
+        return y, {}
 
-    def _encode_target(self, y, n_rows, target, argument="y"):
-        return _validation.check_y(y, n_rows, argument=argument)
+    def _encode_target(self, y, n_rows, target, argument="y", n_outputs=1):
+        y = _validation.check_y(y, n_rows, argument=argument, several=n_outputs > 1)
+        if self._n_outputs(y, target) != n_outputs:
+            raise ValueError(f"{argument} must have shape ({n_rows}, {n_outputs}) (one column "
+                             f"per target of y), got {y.shape}")
+        return y
+
+    @staticmethod
+    def _n_outputs(y, target):
+        return 1 if y.ndim == 1 else y.shape[1]
+
+    @staticmethod
+    def _outputs_description(n_outputs):
+        return f"{n_outputs} target" + ("s" if n_outputs > 1 else "")
+
+    def _metric_objective_name(self, n_outputs):
+        return self._objective_name
 
 
 @register_estimator
 class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
-    __doc__ = f"""Binary classifier: packs of DES trees on the logistic loss.
+    __doc__ = f"""Classifier: packs of DES trees on the logistic loss (two classes) or
+    the softmax loss (more: one pack per class each round, docs/packs.md §10).
 
     Parameters
     ----------{_PARAMETER_DOC}
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-        The two class labels; ``classes_[1]`` is the positive class.{_ATTRIBUTE_DOC}
-    Era metrics in ``eval_metric`` score the probability of ``classes_[1]``.
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted; with two, ``classes_[1]`` is the positive
+        class.{_ATTRIBUTE_DOC}
+    Era metrics in ``eval_metric`` score the probability of ``classes_[1]``
+    (binary models only; a multiclass model reports ``"multi_logloss"`` and
+    ``"multi_error"``).
     """
 
     # Raw scores are log-odds, whatever the objective (a callable's too).
@@ -678,7 +746,7 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = True
         return tags
 
     def fit(self, X, y, *, era=None, sample_weight=None, eval_set=None, eval_names=None,
@@ -689,8 +757,9 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
                          early_stopping_rounds=early_stopping_rounds, callbacks=callbacks,
                          init_model=init_model, progress=progress)
 
-    fit.__doc__ = "Fit on ``X`` and binary labels ``y``.\n" + _FIT_DOC % {
-        "default": '``["logloss"]``'}
+    fit.__doc__ = ("Fit on ``X`` and class labels ``y`` (two classes: the logistic loss; "
+                   "more: softmax).\n") + _FIT_DOC % {
+        "default": '``["logloss"]`` (``["multi_logloss"]`` for more than two classes)'}
 
     def _learn_target(self, y, n_rows, init):
         """``y`` as 0/1 and the fitted attributes it gives (``classes_``): the
@@ -709,20 +778,33 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
             except TypeError as error:
                 raise ValueError(f"Unknown label type: y labels cannot be "
                                  f"ordered ({error})") from None
-            if len(classes) > 2:
-                raise ValueError(
-                    "Only binary classification is supported. The type of the target "
-                    f"is multiclass: y has {len(classes)} classes"
-                )
             if len(classes) < 2:
                 raise ValueError(
-                    f"y has 1 class ({classes.tolist()}); a binary classifier needs two"
+                    f"y has 1 class ({classes.tolist()}); a classifier needs at least two"
                 )
-        return _positive(y, classes, "y"), {"classes_": classes}
+        return _class_codes(y, classes, "y"), {"classes_": classes}
 
-    def _encode_target(self, y, n_rows, target, argument="y"):
-        """Labels ``y`` as 1.0 for ``target["classes_"][1]``, else 0.0."""
-        return _positive(self._check_labels(y, n_rows, argument), target["classes_"], argument)
+    def _encode_target(self, y, n_rows, target, argument="y", n_outputs=1):
+        """Labels ``y`` as class codes: 1.0 for ``target["classes_"][1]``, else
+        0.0 (two classes), or the index of each label in ``classes_``."""
+        return _class_codes(self._check_labels(y, n_rows, argument), target["classes_"],
+                            argument)
+
+    @staticmethod
+    def _n_outputs(y, target):
+        """One raw score for two classes (the log-odds), one per class beyond."""
+        n_classes = len(target["classes_"])
+        return 1 if n_classes == 2 else n_classes
+
+    @staticmethod
+    def _outputs_description(n_outputs):
+        return f"{n_outputs} classes"
+
+    def _output_objective(self, objective, n_outputs):
+        return objective if n_outputs == 1 else Softmax(n_outputs)
+
+    def _metric_objective_name(self, n_outputs):
+        return self._objective_name if n_outputs == 1 else "softmax"
 
     @staticmethod
     def _check_labels(y, n_rows, argument):
@@ -746,15 +828,20 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
         return y
 
     def decision_function(self, X, iteration_range=None):
-        """Raw log-odds of the positive class ``classes_[1]``.
+        """Raw log-odds of the positive class ``classes_[1]``, shape (n_rows,);
+        for more than two classes, each class's raw score (softmax input),
+        shape (n_rows, n_classes).
 
         ``iteration_range`` as in :meth:`PackBoostRegressor.predict`.
         """
         return self._raw_predict(X, iteration_range)
 
     def predict_proba(self, X, iteration_range=None):
-        """Class probabilities, columns in the order of ``classes_``."""
-        positive = get_objective("logistic").transform(self._raw_predict(X, iteration_range))
+        """Class probabilities (n_rows, n_classes), columns in the order of ``classes_``."""
+        raw = self._raw_predict(X, iteration_range)
+        if raw.ndim == 2:
+            return Softmax.transform(raw)
+        positive = get_objective("logistic").transform(raw)
         return np.column_stack([1.0 - positive, positive])
 
     def predict(self, X, iteration_range=None, *, pred_contrib=False):
@@ -762,18 +849,27 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
 
         With ``pred_contrib=True``: each feature's TreeSHAP contribution to the
         raw log-odds (``decision_function``), shape ``(n_rows, n_features + 1)``,
-        the last column the expected value.
+        the last column the expected value; for more than two classes, per
+        class: ``(n_rows, n_classes, n_features + 1)``.
         """
         view = self._fitted_view()  # the classes of the very model that scores
         if pred_contrib:
             return self._contributions(X, iteration_range, view)
         raw = self._raw_predict(X, iteration_range, view)
+        if raw.ndim == 2:
+            return view["classes_"][np.argmax(raw, axis=1)]
         return view["classes_"][(raw > 0).astype(np.intp)]
 
 
-def _positive(y, classes, argument):
-    """1.0 where ``y`` is ``classes[1]``, 0.0 where it is ``classes[0]``."""
+def _class_codes(y, classes, argument):
+    """Each label's index in ``classes`` as float64 (for two classes: 1.0 where
+    ``y`` is ``classes[1]``, 0.0 where it is ``classes[0]``)."""
     unknown = ~np.isin(y, classes)
     if unknown.any():
         raise ValueError(f"{argument} has labels not seen in fit: {np.unique(y[unknown])[:5]}")
-    return (y == classes[1]).astype(np.float64)
+    if len(classes) == 2:
+        return (y == classes[1]).astype(np.float64)
+    codes = np.zeros(len(y), dtype=np.float64)
+    for code, label in enumerate(classes):
+        codes[y == label] = code
+    return codes

@@ -61,6 +61,8 @@ class StandalonePredictor:
         """What ``model.predict(X)`` returns: values, or a classifier's labels."""
         raw = self.raw_predict(X)
         if self.state["kind"] == "classifier":
+            if raw.ndim == 2:
+                return self.state["classes"][np.argmax(raw, axis=1)]
             return self.state["classes"][(raw > 0).astype(np.intp)]
         return raw
 
@@ -68,25 +70,39 @@ class StandalonePredictor:
         """A classifier's ``predict_proba(X)``: columns in the order of its classes."""
         if self.state["kind"] != "classifier":
             raise AttributeError("predict_proba: this predictor is a regressor's")
-        positive = _sigmoid(self.raw_predict(X))
+        raw = self.raw_predict(X)
+        if raw.ndim == 2:
+            return _softmax(raw)
+        positive = _sigmoid(raw)
         return np.column_stack([1.0 - positive, positive])
 
     def raw_predict(self, X):
-        """The raw score: base score plus every tree's leaf value, in tree order."""
+        """The raw score: base score plus every tree's leaf value, in tree order;
+        (rows, outputs) for a model of several outputs (each tree adds to its
+        output, ``tree_output``)."""
         X = self._matrix(X)
         state = self.state
-        out = np.full(X.shape[0], state["base_score"], dtype=np.float64)
+        n_outputs = state.get("n_outputs", 1)
+        if n_outputs == 1:
+            out = np.full(X.shape[0], state["base_score"], dtype=np.float64)
+            columns = [out]
+        else:
+            out = np.empty((n_outputs, X.shape[0]), dtype=np.float64)
+            out[:] = np.asarray(state["base_score"], dtype=np.float64)[:, np.newaxis]
+            columns = list(out)
         n_trees = len(state["tree_roots"])
         if n_trees == 0 or X.shape[0] == 0:
-            return out
+            return out if n_outputs == 1 else out.T.copy()
+        tree_output = state.get("tree_output")
         step = max(1, self.CELLS_PER_BLOCK // n_trees)
         for start in range(0, X.shape[0], step):
             stop = min(start + step, X.shape[0])
             leaves = self._leaves(X[start:stop])
-            block = out[start:stop]
+            blocks = [column[start:stop] for column in columns]
             for tree in range(n_trees):  # the library's order of additions
-                block += state["value"][leaves[:, tree]]
-        return out
+                output = 0 if tree_output is None else tree_output[tree]
+                blocks[output] += state["value"][leaves[:, tree]]
+        return out if n_outputs == 1 else out.T.copy()
 
     def _leaves(self, X):
         """(rows, trees) leaf reached by every row in every tree."""
@@ -131,6 +147,11 @@ class StandalonePredictor:
         return X.astype(np.float64, copy=False)
 
 
+def _softmax(raw):
+    shifted = np.exp(raw - raw.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
 def _sigmoid(x):
     out = np.empty_like(x, dtype=np.float64)
     positive = x >= 0
@@ -172,7 +193,11 @@ def standalone_predictor(model) -> StandalonePredictor:
         "value": np.array(nodes["value"], dtype=np.float64),
         "tree_roots": roots,
         "max_depth": ensemble.max_depth(roots),
-        "base_score": float(ensemble.base_score),
+        "base_score": (float(ensemble.base_score) if ensemble.n_outputs == 1
+                       else ensemble.base_scores),
+        "n_outputs": int(ensemble.n_outputs),
+        "tree_output": (None if ensemble.n_outputs == 1
+                        else np.ascontiguousarray(ensemble.tree_outputs())),
         "n_features": int(model.n_features_in_),
         "feature_names": None if names is None else [str(name) for name in names],
         "classes": np.array(model.classes_) if is_classifier else None,

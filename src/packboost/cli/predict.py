@@ -86,6 +86,11 @@ def run(args, parser) -> int:
 
 def prediction_values(model, X) -> np.ndarray:
     """Regressor: predictions; classifier: probability of ``classes_[1]``."""
+    if getattr(model.ensemble_, "n_outputs", 1) > 1:
+        raise CommandError(
+            f"the model has {model.ensemble_.n_outputs} outputs (targets or classes), and "
+            "this command writes one prediction column; predict it in Python "
+            "(model.predict or predict_proba)")
     if hasattr(model, "predict_proba"):
         return model.predict_proba(X)[:, 1]
     return np.asarray(model.predict(X), dtype=np.float64)

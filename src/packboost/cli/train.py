@@ -85,6 +85,12 @@ def run(args, parser) -> int:
 
     columns = TrainColumns.resolve(args, args.data)
     X, y, era, names = columns.load(args.data, args.classifier)
+    if args.classifier and len(np.unique(y)) > 2:
+        # The command writes and scores one number per row (the probability of
+        # classes_[1]), which a multiclass model does not have.
+        raise CommandError(
+            f"target {columns.target!r} has {len(np.unique(y))} labels: --classifier trains "
+            "two classes; fit PackBoostClassifier in Python for more (softmax)")
     print(f"train: {args.data}: {X.shape[0]} rows x {X.shape[1]} features, "
           f"{count_eras(era)} eras, target {columns.target!r}")
     fit_kwargs = {"era": era}
@@ -137,7 +143,15 @@ class TrainColumns:
 
         available = _files.list_file_columns(path)
         era = choose_era_column(args.era, available)
-        target = choose_target_columns(args.target, available)[0]
+        targets = choose_target_columns(args.target, available)
+        if len(targets) > 1:
+            # Never silently the first: a pattern naming several targets is
+            # a question the command cannot answer alone.
+            raise CommandError(
+                f"--target {args.target!r} names {len(targets)} columns ({targets[:5]}); "
+                "'packboost train' fits one target: name one column. To fit several "
+                "targets in one model, pass a 2-D y to PackBoostRegressor.fit in Python")
+        target = targets[0]
         if target == era:
             raise CommandError(f"the era column {era!r} cannot also be the target")
         features = choose_feature_columns(args, available, exclude={era, target},

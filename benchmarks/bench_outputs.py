@@ -1,0 +1,80 @@
+"""Several targets in one fit vs one fit per target (issue 17 item 5).
+
+    python benchmarks/bench_outputs.py --rows 100000 --features 100 --targets 1 4 8
+
+For each k, one fit of ``PackBoostRegressor`` on a (rows x k) target matrix
+against k fits on one column each, alternating, same parameters and seed (so
+the k-target model's trees are exactly the k single fits', docs/packs.md §10:
+only the time differs). The joint fit bins X once and grows each round's k
+packs on one backend (its buffers allocated once); the separate fits bin X
+k times. Targets: ``make_numerai_like``'s target plus independent noise, one
+noise draw per extra target. Reports medians over ``--repeats`` of the wall
+time and of the process's CPU time (all threads; steadier than the wall time
+on a shared machine, where other processes take turns on the cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import numpy as np
+
+from packboost import PackBoostRegressor
+from packboost.datasets import make_numerai_like
+
+
+def targets(y: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    columns = [y] + [y + rng.normal(0, np.std(y), len(y)) for _ in range(k - 1)]
+    return np.column_stack(columns)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--features", type=int, default=100)
+    parser.add_argument("--eras", type=int, default=100)
+    parser.add_argument("--targets", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    data = make_numerai_like(n_rows=args.rows, n_features=args.features, n_eras=args.eras,
+                             random_state=0)
+    params = dict(n_estimators=args.rounds, max_depth=6, pack_size=4, random_state=0,
+                  n_jobs=args.threads)
+    print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
+          f"{args.threads} threads; {args.rows} rows x {args.features} uint8 features, "
+          f"{args.eras} eras, {args.rounds} rounds x pack 4, depth 6")
+    # One-off costs (lazy imports, the OpenMP pool) out of the first timing.
+    PackBoostRegressor(**dict(params, n_estimators=1)).fit(data.X, data.y, era=data.era)
+    print("| k targets | one fit: wall s, CPU s | k separate fits: wall s, CPU s "
+          "| separate / one (wall, CPU) |")
+    print("| ---: | ---: | ---: | ---: |")
+    for k in args.targets:
+        Y = targets(data.y, k)
+        times = {"joint": [], "separate": []}
+        for repeat in range(args.repeats):
+            order = ("joint", "separate") if repeat % 2 == 0 else ("separate", "joint")
+            for kind in order:
+                wall, cpu = time.perf_counter(), time.process_time()
+                if kind == "joint":
+                    PackBoostRegressor(**params).fit(data.X, Y if k > 1 else Y[:, 0],
+                                                     era=data.era)
+                else:
+                    for column in range(k):
+                        PackBoostRegressor(**params).fit(data.X, Y[:, column], era=data.era)
+                times[kind].append((time.perf_counter() - wall, time.process_time() - cpu))
+        joint = [statistics.median(values) for values in zip(*times["joint"], strict=True)]
+        separate = [statistics.median(values)
+                    for values in zip(*times["separate"], strict=True)]
+        print(f"| {k} | {joint[0]:.2f}, {joint[1]:.2f} | {separate[0]:.2f}, {separate[1]:.2f} "
+              f"| {separate[0] / joint[0]:.2f}x, {separate[1] / joint[1]:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
