@@ -43,15 +43,33 @@ def histogram(X_binned, feature, rows, gradients, hessians, row_era, n_eras, wid
     return hist_g, hist_h, hist_c
 
 
-def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain, reg_alpha=0.0):
+def side_loss(sum_g, sum_h, value, reg_lambda, reg_alpha=0.0):
+    """A side's regularised loss at ``value``: G v + (H + lambda) v^2 / 2 + alpha |v|."""
+    return sum_g * value + 0.5 * (sum_h + reg_lambda) * value**2 + reg_alpha * abs(value)
+
+
+def bounded_values(sum_g, sum_h, left_g, left_h, reg_lambda, reg_alpha, bounds):
+    """(node, left, right) Newton values, clipped to ``bounds`` = (lower, upper)."""
+    lower, upper = bounds
+    return tuple(float(np.clip(newton_value(g, h, reg_lambda, reg_alpha), lower, upper))
+                 for g, h in ((sum_g, sum_h), (left_g, left_h),
+                              (sum_g - left_g, sum_h - left_h)))
+
+
+def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain, reg_alpha=0.0,
+              bounds=(-np.inf, np.inf)):
     """Per-era gains of one candidate (docs/des.md §3), one era at a time.
 
     Realized gains: era e's share of a side's regularised loss, the L2 and L1
-    penalties split by the era's share of the side's hessian.
+    penalties split by the era's share of the side's hessian, at the sides'
+    Newton values clipped to the node's ``bounds`` (monotone constraints,
+    docs/des.md §14). Newton gains are the eras' own, whatever the bounds.
     """
     sum_g, sum_h = era_g.sum(), era_h.sum()
     left_g, left_h = era_left_g.sum(), era_left_h.sum()
-    right_g, right_h = sum_g - left_g, sum_h - left_h
+    right_h = sum_h - left_h
+    value_node, value_left, value_right = bounded_values(sum_g, sum_h, left_g, left_h,
+                                                         reg_lambda, reg_alpha, bounds)
     gains = np.empty(len(era_g))
     for e in range(len(era_g)):
         eg, eh, elg, elh = era_g[e], era_h[e], era_left_g[e], era_left_h[e]
@@ -65,17 +83,14 @@ def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain, reg_al
                 return (g_es * v_s + 0.5 * (h_es + share * reg_lambda) * v_s**2
                         + share * reg_alpha * abs(v_s))
 
-            def value(g, h):
-                return newton_value(g, h, reg_lambda, reg_alpha)
-
-            gains[e] = (loss(eg, eh, sum_h, value(sum_g, sum_h))
-                        - loss(elg, elh, left_h, value(left_g, left_h))
-                        - loss(erg, erh, right_h, value(right_g, right_h)))
+            gains[e] = (loss(eg, eh, sum_h, value_node)
+                        - loss(elg, elh, left_h, value_left)
+                        - loss(erg, erh, right_h, value_right))
     return gains
 
 
 def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, params,
-                    gradient_variance=0.0):
+                    gradient_variance=0.0, bounds=(-np.inf, np.inf)):
     """DES of one candidate over the eras present in the node (rows > 0).
 
     With ``params["era_std"] == "between"`` (realized gains) the eras'
@@ -90,17 +105,16 @@ def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, par
         weights = np.ones(len(era_c))
     weights = weights / weights.sum()
     gains = era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, params["era_gain"],
-                      reg_alpha)
+                      reg_alpha, bounds)
     mean = float(np.sum(weights * gains))
     variance = float(np.sum(weights * (gains - mean) ** 2))
 
     sum_g, sum_h = era_g.sum(), era_h.sum()
     left_g, left_h = era_left_g.sum(), era_left_h.sum()
-    value_left = newton_value(left_g, left_h, reg_lambda, reg_alpha)
-    value_right = newton_value(sum_g - left_g, sum_h - left_h, reg_lambda, reg_alpha)
+    value_node, value_left, value_right = bounded_values(sum_g, sum_h, left_g, left_h,
+                                                         reg_lambda, reg_alpha, bounds)
     if (params.get("era_std", "total") == "between" and params["era_gain"] == "realized"
             and gradient_variance > 0):
-        value_node = newton_value(sum_g, sum_h, reg_lambda, reg_alpha)
         noise = gradient_variance * ((value_node - value_left) ** 2 * era_left_c
                                      + (value_node - value_right) ** 2 * (era_c - era_left_c))
         variance -= (1.0 - np.sum(weights**2)) * float(np.sum(weights * noise))
@@ -118,18 +132,21 @@ def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, par
             vote = np.tanh(delta / (scale * abs(spread))) if scale > 0 else np.sign(delta)
             direction += weights[e] * d * vote
     score = mean - params["lambda_dro"] * std + params["lambda_dir"] * abs(mean) * direction
-    gain = (phi(left_g, left_h, reg_lambda, reg_alpha)
-            + phi(sum_g - left_g, sum_h - left_h, reg_lambda, reg_alpha)
-            - phi(sum_g, sum_h, reg_lambda, reg_alpha))
+    gain = (side_loss(sum_g, sum_h, value_node, reg_lambda, reg_alpha)
+            - side_loss(left_g, left_h, value_left, reg_lambda, reg_alpha)
+            - side_loss(sum_g - left_g, sum_h - left_h, value_right, reg_lambda, reg_alpha))
     return dict(score=score, gain=gain, mean=mean, std=std, direction=direction)
 
 
 def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False,
-               gradient_variance=0.0):
+               gradient_variance=0.0, bounds=(-np.inf, np.inf), monotone=0):
     """Every allowed (threshold, missing side) of one tile, in scan order.
 
     ``pooled_gain_only`` scores by the plain pooled Newton gain (a classic
-    histogram GBDT), for the reductions of docs/des.md §11.
+    histogram GBDT), for the reductions of docs/des.md §11. ``bounds`` and
+    ``monotone`` (docs/des.md §14): a candidate of a feature with constraint
+    +1 (-1) is allowed only if its children's clipped values are ordered
+    left <= right (left >= right), the missing rows on their side.
     """
     present = hist_c.sum(axis=1) > 0
     hist_g, hist_h, hist_c = hist_g[present], hist_h[present], hist_c[present]
@@ -150,6 +167,12 @@ def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False,
                     or left_h.sum() < params["min_child_weight"]
                     or era_h.sum() - left_h.sum() < params["min_child_weight"]):
                 continue
+            if monotone:
+                _, value_left, value_right = bounded_values(
+                    era_g.sum(), era_h.sum(), left_g.sum(), left_h.sum(), params["reg_lambda"],
+                    params.get("reg_alpha", 0.0), bounds)
+                if monotone * (value_right - value_left) < 0:
+                    continue
             if pooled_gain_only:
                 reg_lambda, reg_alpha = params["reg_lambda"], params.get("reg_alpha", 0.0)
                 gain = (phi(left_g.sum(), left_h.sum(), reg_lambda, reg_alpha)
@@ -159,7 +182,7 @@ def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False,
                 result = dict(score=gain, gain=gain)
             else:
                 result = score_candidate(era_g, era_h, era_c, left_g, left_h, left_c, params,
-                                         gradient_variance)
+                                         gradient_variance, bounds)
             result.update(threshold=threshold, missing_left=missing_left)
             found.append(result)
     return found
