@@ -497,6 +497,9 @@ def split_kernel_params(params: dict) -> dict:
     return {name: params[name] for name in names("split")}
 
 
+_CONSTRAINTS = (_constraints.MONOTONE, _constraints.INTERACTIONS)
+
+
 def grower_settings(params: dict) -> dict:
     """The keyword arguments of :class:`packboost.grower.GrowerParams`, from ``params``.
 
@@ -504,7 +507,10 @@ def grower_settings(params: dict) -> dict:
     (``learning_rate / pack_size``) and the split kernels' dict.
     """
     settings = {name: params[name] for name in names("grower")
-                if name not in ("pack_size", "learning_rate")}
+                if name not in ("pack_size", "learning_rate", *_CONSTRAINTS)}
+    # Resolved against X by the estimator (_constraints.resolve_for_fit);
+    # absent: unconstrained.
+    settings.update({name: params.get(name) for name in _CONSTRAINTS})
     settings["shrinkage"] = params["learning_rate"] / params["pack_size"]
     settings["split"] = split_kernel_params(params)
     return settings
