@@ -613,3 +613,19 @@ def test_outputs_are_written_whole_and_charts_atomically(small, capsys):
     assert list(read_columns(small / "r.csv.gz"))[:2] == ["era", "n_rows"]
     assert (small / "r.png").read_bytes().startswith(b"\x89PNG")
     assert not [path.name for path in small.iterdir() if path.name.startswith(".")]
+
+
+def test_constraints_from_the_config_file_and_json_flags(small, capsys):
+    """TOML gives the constraints as TOML (a table by name); the flags take JSON."""
+    (small / "c.toml").write_text("[params]\nn_estimators = 2\n"
+                                  "[params.monotone_constraints]\nfeature_0 = 1\n")
+    assert main(["train", "data.csv", "--config", "c.toml", "--interaction-constraints",
+                 '[["feature_0", "feature_1"]]', "-o", "m.pbm", "--n-jobs", "1"]) == 0
+    model = packboost.load_model(small / "m.pbm")
+    assert model.monotone_constraints == {"feature_0": 1}
+    assert model.interaction_constraints == [["feature_0", "feature_1"]]
+    capsys.readouterr()
+    assert main(["train", "data.csv", "--monotone-constraints", "[1, 0]", "-o", "x.pbm"]) == 1
+    assert "monotone_constraints has 2 entries" in _one_line_error(capsys, "train")
+    assert main(["train", "data.csv", "--monotone-constraints", "{feature_0: 1}"]) == 2
+    assert "--monotone-constraints: invalid JSON value" in capsys.readouterr().err

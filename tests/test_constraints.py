@@ -299,6 +299,9 @@ def test_both_constraints_together():
     _assert_monotone(model, X, monotone)
     for used in _paths(model.ensemble_):
         assert len(used) <= 1 or used <= {0, 1} or used <= {2, 3}
+    # Clipped leaf values are still what contributions add up to.
+    contributions = model.predict(X[:50], pred_contrib=True)
+    assert np.allclose(contributions.sum(axis=1), model.predict(X[:50]))
 
 
 @pytest.mark.parametrize("constraints", [
