@@ -197,11 +197,32 @@ def first_best(items):
     return best
 
 
+def allowed_by_interactions(path, sets, n_features):
+    """The features a node whose path used ``path`` may split on: the union of
+    the sets (lists of feature indices) that hold all of ``path``, a feature of
+    no set being a set of its own (docs/des.md §14). ``sets`` None: all."""
+    if sets is None:
+        return set(range(n_features))
+    groups = [set(group) for group in sets]
+    groups += [{feature} for feature in range(n_features)
+               if not any(feature in group for group in groups)]
+    allowed = set()
+    for group in groups:
+        if path <= group:
+            allowed |= group
+    return allowed
+
+
 def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
-              layer_features, feature_masks, params, pooled_gain_only=False):
+              layer_features, feature_masks, params, pooled_gain_only=False,
+              monotone=None, interaction_sets=None):
     """One tree, breadth first, numbered like the engine (children appended
     left then right, in order of their parents). ``feature_masks[d]`` is this
     tree's boolean mask over ``layer_features[d]`` or None.
+
+    ``monotone`` (one -1/0/1 per feature) and ``interaction_sets`` (lists of
+    feature indices) are the constraints of docs/des.md §14, followed node by
+    node: each node's value bounds and the features used on its path.
 
     Returns a dict of per-node lists: feature (-1 leaf), threshold_bin,
     missing_left, left_child, right_child, value (Newton value, unshrunk),
@@ -210,22 +231,39 @@ def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
     reg_lambda = params["reg_lambda"]
     tree = {key: [] for key in ("feature", "threshold_bin", "missing_left", "left_child",
                                 "right_child", "value", "n_samples", "des_score", "gain")}
+    no_bounds = (-np.inf, np.inf)
 
-    def new_node(node_rows):
+    def unbounded_value(node_rows):
         sum_g, sum_h = gradients[node_rows].sum(), hessians[node_rows].sum()
         value = newton_value(sum_g, sum_h, reg_lambda, params.get("reg_alpha", 0.0))
         if params.get("max_delta_step", 0) > 0:
             value = float(np.clip(value, -params["max_delta_step"], params["max_delta_step"]))
+        return value
+
+    def new_node(node_rows, bounds=no_bounds):
+        value = float(np.clip(unbounded_value(node_rows), *bounds))
         for key, item in (("feature", -1), ("threshold_bin", 0), ("missing_left", 0),
                           ("left_child", -1), ("right_child", -1), ("value", value),
                           ("n_samples", len(node_rows)), ("des_score", 0.0), ("gain", 0.0)):
             tree[key].append(item)
         return len(tree["feature"]) - 1
 
-    frontier = [(new_node(np.asarray(rows)), np.asarray(rows))]
+    def children_bounds(bounds, direction, left_rows, right_rows):
+        if direction == 0:
+            return bounds, bounds
+        lower, upper = bounds
+        left = float(np.clip(unbounded_value(left_rows), lower, upper))
+        right = float(np.clip(unbounded_value(right_rows), lower, upper))
+        middle = float(np.clip(0.5 * (left + right), lower, upper))
+        if direction > 0:
+            return (lower, middle), (middle, upper)
+        return (middle, upper), (lower, middle)
+
+    n_features = X_binned.shape[0]
+    frontier = [(new_node(np.asarray(rows)), np.asarray(rows), no_bounds, frozenset())]
     for depth in range(params["max_depth"]):
         next_frontier = []
-        for node, node_rows in frontier:
+        for node, node_rows, bounds, path in frontier:
             if len(node_rows) < 2 * max(1, params["min_samples_leaf"]):
                 continue
             per_feature = []
@@ -233,14 +271,18 @@ def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
             variance = max(float(np.mean(node_g * node_g)) - float(np.mean(node_g)) ** 2, 0.0)
             features = layer_features[depth]
             mask = feature_masks[depth]
+            allowed = allowed_by_interactions(path, interaction_sets, n_features)
             for position, feature in enumerate(features):
                 if mask is not None and not mask[position]:
+                    continue
+                if feature not in allowed:
                     continue
                 width = n_bins[feature] + 1
                 hist = histogram(X_binned, feature, node_rows, gradients, hessians,
                                  row_era, n_eras, width)
+                direction = 0 if monotone is None else int(monotone[feature])
                 best = first_best(candidates(*hist, n_bins[feature], params,
-                                             pooled_gain_only, variance))
+                                             pooled_gain_only, variance, bounds, direction))
                 if best is not None:
                     best["feature"] = int(feature)
                     per_feature.append(best)
@@ -256,10 +298,15 @@ def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
             tree["missing_left"][node] = int(best["missing_left"])
             tree["des_score"][node] = best["score"]
             tree["gain"][node] = best["gain"]
-            left_node = new_node(node_rows[left])
-            right_node = new_node(node_rows[~left])
+            direction = 0 if monotone is None else int(monotone[best["feature"]])
+            left_bounds, right_bounds = children_bounds(bounds, direction, node_rows[left],
+                                                        node_rows[~left])
+            left_node = new_node(node_rows[left], left_bounds)
+            right_node = new_node(node_rows[~left], right_bounds)
             tree["left_child"][node] = left_node
             tree["right_child"][node] = right_node
-            next_frontier += [(left_node, node_rows[left]), (right_node, node_rows[~left])]
+            used = path | {best["feature"]}
+            next_frontier += [(left_node, node_rows[left], left_bounds, used),
+                              (right_node, node_rows[~left], right_bounds, used)]
         frontier = next_frontier
     return {key: np.asarray(values) for key, values in tree.items()}
