@@ -31,6 +31,13 @@ left to its mirror, missing-right at the last threshold. The per-era math
 lives in csrc/des.h, shared with the CUDA backend. Ties keep the first
 candidate seen: lower feature, lower threshold, missing-left before right.
 
+Constraints (docs/des.md §14), when the driver passes them: a slot with value
+bounds scores its candidates at Newton values clipped to them
+(des_candidate_begin_bounded, des_bounded_gain), a candidate of a feature with
+a monotone constraint must order its children's clipped values, and a (slot,
+feature) pair that interaction constraints forbid is not scored. Slots
+without bounds take the unconstrained code, bit for bit.
+
 Costs per candidate: the realized mean is closed-form (no pass over eras);
 one pass over the eras computes the spread (skipped when lambda_dro = 0) and
 the direction vote (skipped when lambda_dir = 0); newton gains need one more
@@ -706,7 +713,8 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
     if monotone not in (-1, 0, 1):
         raise ValueError(f"monotone must be -1, 0 or 1, got {monotone}")
     best = score_tile(&hist_view[0, 0], n_bins + 1, n_eras, n_bins, &c_params,
-                      gradient_variance, lower, upper, monotone, &era_view[0], &scratch_view[0], &candidate_view[0])
+                      gradient_variance, lower, upper, monotone, &era_view[0], &scratch_view[0],
+                      &candidate_view[0])
     if not best.found:
         return None
     return dict(score=best.score, gain=best.gain, mean=best.mean, std=best.std,
