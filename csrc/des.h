@@ -178,24 +178,30 @@ DES_FN double des_realized_curvature(double side_h, double side_value, double re
 }
 
 /*
- * Start a candidate with pooled node sums (G, H) and left sums (G_L, H_L).
- * with_direction = 0 skips the direction vote (lambda_dir = 0), whose per-era
- * Newton values and tanh dominate the cost of a pass otherwise.
+ * Start a candidate whose node, left and right leaf values are given: the
+ * Newton values (des_candidate_begin) or, under monotone constraints, the
+ * Newton values clipped to the node's bounds (des_candidate_begin_bounded).
+ * The realized gains are linear in an era's sums for any values, so they
+ * still add up to the pooled gain of those values (des_bounded_gain).
  */
-DES_FN void des_candidate_begin(des_candidate_t *state,
-                                double sum_g, double sum_h,
-                                double left_g, double left_h,
-                                double reg_lambda, double reg_alpha, int era_gain,
-                                double dir_tanh_scale, int with_direction)
+DES_FN void des_candidate_begin_values(des_candidate_t *state,
+                                       double sum_g, double sum_h,
+                                       double left_g, double left_h,
+                                       double value_node, double value_left,
+                                       double value_right,
+                                       double reg_lambda, double reg_alpha, int era_gain,
+                                       double dir_tanh_scale, int with_direction)
 {
-    double right_g = sum_g - left_g, right_h = sum_h - left_h, spread;
+    double right_h = sum_h - left_h, spread;
     double curvature_node, curvature_left, curvature_right;
+    (void)sum_g;
+    (void)left_g;
     state->reg_lambda = reg_lambda;
     state->reg_alpha = reg_alpha;
     state->era_gain = era_gain;
-    state->value_node = des_leaf_value(sum_g, sum_h, reg_lambda, reg_alpha);
-    state->value_left = des_leaf_value(left_g, left_h, reg_lambda, reg_alpha);
-    state->value_right = des_leaf_value(right_g, right_h, reg_lambda, reg_alpha);
+    state->value_node = value_node;
+    state->value_left = value_left;
+    state->value_right = value_right;
     curvature_node = des_realized_curvature(sum_h, state->value_node, reg_lambda, reg_alpha);
     curvature_left = des_realized_curvature(left_h, state->value_left, reg_lambda, reg_alpha);
     curvature_right = des_realized_curvature(right_h, state->value_right, reg_lambda,
@@ -221,6 +227,73 @@ DES_FN void des_candidate_begin(des_candidate_t *state,
                        * (state->value_node - state->value_right);
     state->noise_sum = 0.0;
     state->weight_squares = 0.0;
+}
+
+/*
+ * Start a candidate with pooled node sums (G, H) and left sums (G_L, H_L).
+ * with_direction = 0 skips the direction vote (lambda_dir = 0), whose per-era
+ * Newton values and tanh dominate the cost of a pass otherwise.
+ */
+DES_FN void des_candidate_begin(des_candidate_t *state,
+                                double sum_g, double sum_h,
+                                double left_g, double left_h,
+                                double reg_lambda, double reg_alpha, int era_gain,
+                                double dir_tanh_scale, int with_direction)
+{
+    des_candidate_begin_values(
+        state, sum_g, sum_h, left_g, left_h,
+        des_leaf_value(sum_g, sum_h, reg_lambda, reg_alpha),
+        des_leaf_value(left_g, left_h, reg_lambda, reg_alpha),
+        des_leaf_value(sum_g - left_g, sum_h - left_h, reg_lambda, reg_alpha),
+        reg_lambda, reg_alpha, era_gain, dir_tanh_scale, with_direction);
+}
+
+/*
+ * Monotone constraints (docs/des.md §14). A node of a constrained tree has
+ * bounds [lower, upper] on its value: its value and its children's are the
+ * Newton values clipped to them.
+ */
+DES_FN double des_clip(double value, double lower, double upper)
+{
+    return value < lower ? lower : (value > upper ? upper : value);
+}
+
+/* A side's regularised loss G v + 0.5 (H + lambda) v^2 + alpha |v| at value v
+   (-phi(G, H) at the Newton value). */
+DES_FN double des_side_loss(double sum_g, double sum_h, double value, double reg_lambda,
+                            double reg_alpha)
+{
+    double loss = sum_g * value + 0.5 * (sum_h + reg_lambda) * value * value;
+    if (reg_alpha > 0.0)
+        loss += reg_alpha * fabs(value);
+    return loss;
+}
+
+DES_FN void des_candidate_begin_bounded(des_candidate_t *state,
+                                        double sum_g, double sum_h,
+                                        double left_g, double left_h,
+                                        double lower, double upper,
+                                        double reg_lambda, double reg_alpha, int era_gain,
+                                        double dir_tanh_scale, int with_direction)
+{
+    des_candidate_begin_values(
+        state, sum_g, sum_h, left_g, left_h,
+        des_clip(des_leaf_value(sum_g, sum_h, reg_lambda, reg_alpha), lower, upper),
+        des_clip(des_leaf_value(left_g, left_h, reg_lambda, reg_alpha), lower, upper),
+        des_clip(des_leaf_value(sum_g - left_g, sum_h - left_h, reg_lambda, reg_alpha),
+                 lower, upper),
+        reg_lambda, reg_alpha, era_gain, dir_tanh_scale, with_direction);
+}
+
+/* Pooled gain of a started candidate at its own (clipped) values: the sum of
+   its realized era gains; des_pooled_gain when no value was clipped. */
+DES_FN double des_bounded_gain(const des_candidate_t *state,
+                               double sum_g, double sum_h, double left_g, double left_h)
+{
+    double lambda = state->reg_lambda, alpha = state->reg_alpha;
+    return des_side_loss(sum_g, sum_h, state->value_node, lambda, alpha)
+         - des_side_loss(left_g, left_h, state->value_left, lambda, alpha)
+         - des_side_loss(sum_g - left_g, sum_h - left_h, state->value_right, lambda, alpha);
 }
 
 /* Per-era gain of the candidate (docs/des.md §3, era_gain). */

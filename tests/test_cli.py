@@ -645,3 +645,19 @@ def test_multiclass_is_refused_by_train_and_predict(small, capsys):
         columns["target"]).save_model(small / "three.pbm")
     assert main(["predict", "three.pbm", "three.csv", "-o", "p.csv"]) == 1
     assert "3 outputs" in _one_line_error(capsys, "predict")
+
+
+def test_constraints_from_the_config_file_and_json_flags(small, capsys):
+    """TOML gives the constraints as TOML (a table by name); the flags take JSON."""
+    (small / "c.toml").write_text("[params]\nn_estimators = 2\n"
+                                  "[params.monotone_constraints]\nfeature_0 = 1\n")
+    assert main(["train", "data.csv", "--config", "c.toml", "--interaction-constraints",
+                 '[["feature_0", "feature_1"]]', "-o", "m.pbm", "--n-jobs", "1"]) == 0
+    model = packboost.load_model(small / "m.pbm")
+    assert model.monotone_constraints == {"feature_0": 1}
+    assert model.interaction_constraints == [["feature_0", "feature_1"]]
+    capsys.readouterr()
+    assert main(["train", "data.csv", "--monotone-constraints", "[1, 0]", "-o", "x.pbm"]) == 1
+    assert "monotone_constraints has 2 entries" in _one_line_error(capsys, "train")
+    assert main(["train", "data.csv", "--monotone-constraints", "{feature_0: 1}"]) == 2
+    assert "--monotone-constraints: invalid JSON value" in capsys.readouterr().err

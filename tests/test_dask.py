@@ -229,6 +229,14 @@ def test_unsupported_parameters_are_refused(client, problem):
     with pytest.raises(NotImplementedError, match="era_weighting"):
         model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
                   era=da.from_array(era, chunks=1000))
+    for constraint in (dict(monotone_constraints=[1] + [0] * (X.shape[1] - 1)),
+                       dict(interaction_constraints=[[0, 1]])):
+        model = DaskPackBoostRegressor(**constraint, **PARAMS)
+        model.client = client
+        with pytest.raises(ValueError, match="monotone_constraints and interaction_constraints "
+                                             "are not supported with the Dask estimators"):
+            model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                      era=da.from_array(era, chunks=1000))
 
 
 @pytest.mark.parametrize("kind", ["targets", "classes"])

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from packboost import _predict
+from packboost import _constraints, _predict
 from packboost._fixed_point import to_fixed_point
 from packboost.backends.cpu import CpuBackend
 from packboost.booster import draw_round, grower_params
@@ -57,12 +57,23 @@ def grow_on_cpu(data, g, h, draws, settings, n_threads, **backend_options):
     return (pack, backend) if keep else pack
 
 
-def grow_both(case, overrides, seed=0, n_threads=2, with_data=False):
+def grow_both(case, overrides, seed=0, n_threads=2, with_data=False, monotone=None,
+              interaction_sets=None):
+    """The engine's pack and the oracle's trees; ``monotone`` and
+    ``interaction_sets`` are constraints as the user gives them (lists),
+    resolved for the engine (packboost._constraints) and read as is by the
+    oracle."""
     problem = dict(CASES[case])
     data, g, h = make_binned_problem(seed, **problem)
     if data.X_binned.max() > 255:
         data.X_binned = data.X_binned.astype(np.uint16)
     params = {**BASE, **overrides}
+    if monotone is not None:
+        monotone = monotone[:data.n_features]   # one pattern for every case
+    params["monotone_constraints"] = _constraints.resolve_monotone(monotone, data.n_features,
+                                                                   None)
+    params["interaction_constraints"] = _constraints.resolve_interactions(
+        interaction_sets, data.n_features, None)
     draws = draw_round(np.random.default_rng(seed), data, params)
     settings = grower_params(params)
     pack, backend = grow_on_cpu(data, g, h, draws, settings, n_threads, keep_backend=True)
@@ -74,7 +85,7 @@ def grow_both(case, overrides, seed=0, n_threads=2, with_data=False):
         _reference.grow_tree(data.X_binned, data.n_bins, g, h, data.row_era, data.n_eras,
                              draws.tree_samples[tree], draws.layer_features,
                              [None if m is None else m[tree] for m in draws.tree_feature_masks],
-                             params)
+                             params, monotone=monotone, interaction_sets=interaction_sets)
         for tree in range(params["pack_size"])
     ]
     if with_data:
@@ -137,7 +148,28 @@ def first_rounding_tie(data, rows, got, want):
 @pytest.mark.parametrize("overrides", PARAMS.values(), ids=PARAMS.keys())
 @pytest.mark.parametrize("case", CASES)
 def test_pack_matches_reference(case, overrides):
-    pack, reference, settings, data, samples, _ = grow_both(case, overrides, with_data=True)
+    assert_pack_matches(*grow_both(case, overrides, with_data=True)[:5])
+
+
+CONSTRAINTS = {
+    "monotone": dict(monotone=[1, -1, 0, 1, 0, -1]),
+    "interactions": dict(interaction_sets=[[0, 1], [1, 2]]),
+    "both": dict(monotone=[-1, 0, 1, 0, 1, 0], interaction_sets=[[0, 2], [1, 2, 3]]),
+}
+
+
+@pytest.mark.parametrize("overrides", [{}, PARAMS["newton"], PARAMS["max-delta-step"],
+                                       PARAMS["l1"], PARAMS["no-sampling"]],
+                         ids=["realized", "newton", "max-delta-step", "l1", "no-sampling"])
+@pytest.mark.parametrize("constraints", CONSTRAINTS.values(), ids=CONSTRAINTS.keys())
+@pytest.mark.parametrize("case", ["many-eras", "one-era", "no-missing", "few-rows-absent-eras"])
+def test_constrained_pack_matches_reference(case, constraints, overrides):
+    """Bounds passed down, values clipped, the order rule and the allowed
+    features: the driver's bookkeeping against the oracle's node-by-node one."""
+    assert_pack_matches(*grow_both(case, overrides, with_data=True, **constraints)[:5])
+
+
+def assert_pack_matches(pack, reference, settings, data, samples):
     for tree, want in enumerate(reference):
         got = tree_of(pack, tree)
         want = {name: np.asarray(values) for name, values in want.items()}

@@ -309,3 +309,17 @@ def test_forged_labels_are_refused(tmp_path, kind, change, pattern):
 
     with pytest.raises(ModelFileError, match=pattern):
         packboost.load_model(forge(tmp_path, _classifier_file(tmp_path, kind), mutate))
+
+
+@pytest.mark.parametrize("name, value", [("monotone_constraints", [2]),
+                                         ("monotone_constraints", {"a": "up"}),
+                                         ("interaction_constraints", [[]]),
+                                         ("interaction_constraints", "all")])
+def test_forged_constraints_are_rejected(tmp_path, name, value):
+    model, _ = fitted_regressor()
+
+    def replace(metadata, arrays):
+        metadata["params"][name] = value
+
+    with pytest.raises(ModelFileError, match=f"invalid parameter in model file: {name}"):
+        packboost.load_model(forge(tmp_path, model, replace))

@@ -145,7 +145,8 @@ def test_docstring_is_generated_from_the_schema(estimator):
 
 def test_validated_params_cover_the_rules_and_the_seed():
     params = PackBoostRegressor(random_state=3)._validated_params()
-    assert list(params) == [*PARAMETER_RULES, "objective", "random_state"]
+    assert list(params) == [*PARAMETER_RULES, "objective", "random_state",
+                            "monotone_constraints", "interaction_constraints"]
     assert params["random_state"] == 3
     assert params["objective"] == "squared_error"  # None: the estimator's own
     assert PackBoostClassifier()._validated_params()["objective"] == "logistic"
@@ -168,6 +169,14 @@ def _edge_cases(parameter):
             "objective": [(None, True), ("squared_error", True), ("huber", True),
                           ("quantile", True), ("logistic", True), (len, True),
                           ("l2", False), ("custom", False), (1, False)],
+            "monotone_constraints": [(None, True), ([1, 0, -1], True), ((0,), True),
+                                     ({"age": 1}, True), (np.array([1, -1]), True),
+                                     ([2], False), ([0.5], False), ([True], False),
+                                     ({1: 1}, False), ("increasing", False),
+                                     (np.ones((2, 2), int), False)],
+            "interaction_constraints": [(None, True), ([], True), ([[0, 1], ["a"]], True),
+                                        ([[]], False), ([0, 1], False), ([[1.5]], False),
+                                        ([[-1]], False), ("a", False)],
             "random_state": [(None, True), (0, True), (7, True),
                              (np.random.default_rng(0), True),
                              (np.random.RandomState(0), True), (-1, False),
@@ -218,8 +227,9 @@ def test_file_parameters_are_checked_like_fit_and_random_state_as_json():
 
 
 def test_older_files_get_the_schema_values():
-    assert _parameters.PARAMETERS_BEFORE_THEY_EXISTED == {"era_std": "total",
-                                                          "feature_sampling": "depth"}
+    assert _parameters.PARAMETERS_BEFORE_THEY_EXISTED == {
+        "era_std": "total", "feature_sampling": "depth", "monotone_constraints": None,
+        "interaction_constraints": None}
     assert model_io.PARAMETERS_BEFORE_THEY_EXISTED is _parameters.PARAMETERS_BEFORE_THEY_EXISTED
     checked = model_io._checked_params(PackBoostRegressor(), {})
     assert checked["era_std"] == "total" and checked["feature_sampling"] == "depth"
@@ -303,6 +313,9 @@ def test_cli_flags_are_the_schema():
         elif parameter.cli_choices:
             assert parameter.kind == OTHER
             assert tuple(action.choices) == parameter.cli_choices
+        elif parameter.cli_json:
+            assert parameter.kind == OTHER
+            assert action.type("[1, -1]") == [1, -1] and action.metavar == "JSON"
         else:
             assert action.type is (float if parameter.kind == REAL else int)
     assert flags["param_random_state"].option_strings == ["--seed", "--random-state"]

@@ -22,6 +22,15 @@ cdef extern from "des.h" nogil:
                              double left_g, double left_h, double reg_lambda,
                              double reg_alpha, int era_gain, double dir_tanh_scale,
                              int with_direction)
+    void des_candidate_begin_bounded(des_candidate_t *state, double sum_g, double sum_h,
+                                     double left_g, double left_h, double lower,
+                                     double upper, double reg_lambda, double reg_alpha,
+                                     int era_gain, double dir_tanh_scale,
+                                     int with_direction)
+    double des_clip(double value, double lower, double upper)
+    double des_leaf_value(double sum_g, double sum_h, double reg_lambda, double reg_alpha)
+    double des_bounded_gain(const des_candidate_t *state, double sum_g, double sum_h,
+                            double left_g, double left_h)
     double des_era_gain(const des_candidate_t *state, double era_g, double era_h,
                         double era_left_g, double era_left_h)
     double des_realized_mean(const des_candidate_t *state, double weighted_g,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packboost import _validation
+from packboost import _constraints, _validation
 from packboost._threads import resolve_n_threads
 from packboost.objectives import BUILT_IN as BUILT_IN_OBJECTIVES
 from packboost.objectives import CUSTOM as CUSTOM_OBJECTIVE
@@ -106,6 +106,8 @@ class Parameter:
     cli_choices : tuple of str
         The string values the flag of an "other" parameter takes (empty: an
         int flag); the Python value may be more (a callable ``objective``).
+    cli_json : bool
+        The flag of an "other" parameter takes JSON (a list or a dict).
     """
 
     name: str
@@ -125,6 +127,7 @@ class Parameter:
     flags: tuple | None = None
     cli_help: str | None = None
     cli_choices: tuple = ()
+    cli_json: bool = False
 
     @property
     def cli_flags(self) -> tuple:
@@ -262,6 +265,24 @@ SCHEMA: tuple = (
             "stops trees early on weak signal. Only ``era_gain=\"realized\"`` is corrected; "
             "``\"newton\"`` always uses the total.",
             ("split",), before="total"),
+    Parameter("monotone_constraints", OTHER, None,
+              "Monotone constraints, one per feature: ``1`` the prediction never decreases "
+              "when the feature grows (all others fixed), ``-1`` it never increases, ``0`` "
+              "free; a list with one entry per feature, or a dict ``{feature name: -1/0/1}`` "
+              "(others 0). Splits on a constrained feature must order their children's "
+              "values and every node's value is kept within bounds passed down from its "
+              "ancestors (XGBoost's and LightGBM's \"basic\" method, docs/des.md §14); "
+              "missing values are not ordered. CPU only.",
+              ("grower",), type_doc="list of int, dict or None", before=None,
+              cli_json=True, cli_help="JSON list of -1/0/1 per feature, or an object "
+              "{name: -1/0/1}"),
+    Parameter("interaction_constraints", OTHER, None,
+              "Feature sets that may interact: every root-to-leaf path of a tree uses "
+              "features that all belong to one of the sets (indices or names). A feature "
+              "in no set is a set of its own: the paths that use it use nothing else. "
+              "``None`` or ``[]``: no constraint. CPU only.",
+              ("grower",), type_doc="list of lists of int or str, or None", before=None,
+              cli_json=True, cli_help="JSON list of lists of feature indices or names"),
     Parameter("n_jobs", OTHER, None,
               "Threads; None or -1 uses every CPU this process may use.",
               ("estimator",), type_doc="int or None"),
@@ -404,7 +425,9 @@ def _check_objective(objective):
 
 
 _OTHER_CHECKS = {"n_jobs": _check_n_jobs, "random_state": _check_random_state,
-                 "objective": _check_objective}
+                 "objective": _check_objective,
+                 "monotone_constraints": _constraints.check_monotone,
+                 "interaction_constraints": _constraints.check_interactions}
 
 
 def check_file_parameter(name: str, value):
@@ -474,6 +497,9 @@ def split_kernel_params(params: dict) -> dict:
     return {name: params[name] for name in names("split")}
 
 
+_CONSTRAINTS = (_constraints.MONOTONE, _constraints.INTERACTIONS)
+
+
 def grower_settings(params: dict) -> dict:
     """The keyword arguments of :class:`packboost.grower.GrowerParams`, from ``params``.
 
@@ -481,10 +507,26 @@ def grower_settings(params: dict) -> dict:
     (``learning_rate / pack_size``) and the split kernels' dict.
     """
     settings = {name: params[name] for name in names("grower")
-                if name not in ("pack_size", "learning_rate")}
+                if name not in ("pack_size", "learning_rate", *_CONSTRAINTS)}
+    # Resolved against X by the estimator (_constraints.resolve_for_fit);
+    # absent: unconstrained.
+    settings.update({name: params.get(name) for name in _CONSTRAINTS})
     settings["shrinkage"] = params["learning_rate"] / params["pack_size"]
     settings["split"] = split_kernel_params(params)
     return settings
+
+
+def _json_flag(text: str):
+    """The value of a JSON flag (argparse reports the ValueError as an invalid value)."""
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not JSON: {error}") from None
+
+
+_json_flag.__name__ = "JSON"   # argparse names the type in its error
 
 
 def add_cli_flags(group) -> None:
@@ -501,6 +543,9 @@ def add_cli_flags(group) -> None:
             options["choices"] = parameter.choices
         elif parameter.cli_choices:
             options["choices"] = parameter.cli_choices
+        elif parameter.cli_json:
+            options["type"] = _json_flag
+            options["metavar"] = "JSON"
         else:
             options["type"] = float if parameter.kind == REAL else int
             options["metavar"] = "FLOAT" if parameter.kind == REAL else "INT"

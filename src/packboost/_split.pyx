@@ -32,6 +32,13 @@ left to its mirror, missing-right at the last threshold. The per-era math
 lives in csrc/des.h, shared with the CUDA backend. Ties keep the first
 candidate seen: lower feature, lower threshold, missing-left before right.
 
+Constraints (docs/des.md §14), when the driver passes them: a slot with value
+bounds scores its candidates at Newton values clipped to them
+(des_candidate_begin_bounded, des_bounded_gain), a candidate of a feature with
+a monotone constraint must order its children's clipped values, and a (slot,
+feature) pair that interaction constraints forbid is not scored. Slots
+without bounds take the unconstrained code, bit for bit.
+
 Costs per candidate: the realized mean is closed-form (no pass over eras);
 one pass over the eras computes the spread (skipped when lambda_dro = 0) and
 the direction vote (skipped when lambda_dir = 0); newton gains need one more
@@ -42,7 +49,7 @@ import numpy as np
 
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, fabs
-from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
@@ -56,7 +63,9 @@ from packboost._split_params cimport (pb_split_params, make_split_params, candid
                                       DES_ERA_GAIN_REALIZED, PB_ERA_WEIGHTING_COUNT,
                                       PB_ERA_WEIGHTING_EQUAL)
 from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
-                             des_candidate_begin, des_era_gain, des_realized_mean,
+                             des_candidate_begin, des_candidate_begin_bounded, des_clip,
+                             des_leaf_value, des_bounded_gain, des_era_gain,
+                             des_realized_mean,
                              des_candidate_set_mean, des_candidate_set_noise,
                              des_candidate_push, des_candidate_finish)
 
@@ -122,14 +131,37 @@ cdef inline void begin_candidate(
         const double* at_p_g, const double* at_p_h,      # pooled left sums per threshold
         double p_missing_g, double p_missing_h, double sum_g, double sum_h,
         const pb_split_params* params, bint with_direction,
+        bint bounded, double lower, double upper,        # the node's value bounds, if any
         double* cand_g, double* cand_h,                  # OUT the left child's pooled sums
 ) noexcept nogil:
     """Start the DES state of candidate (threshold ``bin_idx``, missing side)."""
     cand_g[0] = at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx]
     cand_h[0] = at_p_h[bin_idx] + p_missing_h if missing_goes_left else at_p_h[bin_idx]
-    des_candidate_begin(state, sum_g, sum_h, cand_g[0], cand_h[0], params.reg_lambda,
-                        params.reg_alpha, params.era_gain, params.dir_tanh_scale,
-                        with_direction)
+    if bounded:
+        des_candidate_begin_bounded(state, sum_g, sum_h, cand_g[0], cand_h[0], lower, upper,
+                                    params.reg_lambda, params.reg_alpha, params.era_gain,
+                                    params.dir_tanh_scale, with_direction)
+    else:
+        des_candidate_begin(state, sum_g, sum_h, cand_g[0], cand_h[0], params.reg_lambda,
+                            params.reg_alpha, params.era_gain, params.dir_tanh_scale,
+                            with_direction)
+
+
+cdef inline bint monotone_order_holds(
+        int monotone, double left_g, double left_h, double sum_g, double sum_h,
+        double lower, double upper, const pb_split_params* params) noexcept nogil:
+    """May a split on a feature with constraint ``monotone`` (+1: increasing,
+    -1: decreasing) have these children? Their values, clipped to the node's
+    bounds, must be ordered (left <= right for +1); the missing rows count on
+    the side they go to (docs/des.md §14)."""
+    cdef double value_left = des_clip(des_leaf_value(left_g, left_h, params.reg_lambda,
+                                                     params.reg_alpha), lower, upper)
+    cdef double value_right = des_clip(des_leaf_value(sum_g - left_g, sum_h - left_h,
+                                                      params.reg_lambda, params.reg_alpha),
+                                       lower, upper)
+    if monotone > 0:
+        return value_left <= value_right
+    return value_left >= value_right
 
 
 cdef tile_best score_tile(
@@ -141,6 +173,8 @@ cdef tile_best score_tile(
         Py_ssize_t n_bins,               # non-missing bins; missing bin = n_bins
         const pb_split_params* params,
         double gradient_variance,        # per-row variance of the node's gradients
+        double lower, double upper,      # bounds on the node's value (-inf, inf: none)
+        int monotone,                    # the feature's constraint: -1, 0 or +1
         int32_t* era_ids,                # scratch (n_eras,)
         double* scratch,                 # scratch (N_SCRATCH, n_eras)
         double* candidates,              # scratch (N_CANDIDATE_SCRATCH, n_bins)
@@ -179,6 +213,8 @@ cdef tile_best score_tile(
     cdef double era_left_g, era_left_h, era_left_count, bin_count
     cdef int side, missing_goes_left, code
     cdef bint with_direction = params.lambda_dir != 0.0
+    # Unconstrained nodes take the plain Newton path, bit for bit.
+    cdef bint bounded = monotone != 0 or lower > -INFINITY or upper < INFINITY
     cdef bint needs_pass = (params.lambda_dro != 0.0 or with_direction
                             or params.era_gain == DES_ERA_GAIN_NEWTON)
     cdef des_candidate_t state
@@ -273,6 +309,11 @@ cdef tile_best score_tile(
             if not candidate_is_scored(params, missing_goes_left, p_left_count,
                                        p_missing_count, cand_count, cand_h, sum_count, sum_h):
                 continue
+            if monotone != 0 and not monotone_order_holds(
+                    monotone,
+                    at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx],
+                    cand_h, sum_g, sum_h, lower, upper, params):
+                continue
             candidate_code[n_candidates] = 2 * bin_idx + side
             n_candidates += 1
 
@@ -283,7 +324,8 @@ cdef tile_best score_tile(
         bin_idx = code >> 1
         missing_goes_left = (code & 1) == 0
         begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
-                        p_missing_h, sum_g, sum_h, params, with_direction, &cand_g, &cand_h)
+                        p_missing_h, sum_g, sum_h, params, with_direction, bounded, lower,
+                        upper, &cand_g, &cand_h)
         if params.era_gain == DES_ERA_GAIN_NEWTON:
             mean = 0.0
             for i in range(n_present):
@@ -328,7 +370,8 @@ cdef tile_best score_tile(
         bin_idx = code >> 1
         missing_goes_left = (code & 1) == 0
         begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
-                        p_missing_h, sum_g, sum_h, params, with_direction, &cand_g, &cand_h)
+                        p_missing_h, sum_g, sum_h, params, with_direction, bounded, lower,
+                        upper, &cand_g, &cand_h)
         des_candidate_set_mean(&state, candidate_mean[k])
         if params.era_std_between:
             des_candidate_set_noise(&state, gradient_variance)
@@ -354,8 +397,11 @@ cdef tile_best score_tile(
             best.mean = result.mean
             best.std = result.std
             best.direction = result.direction
-            best.gain = des_pooled_gain(sum_g, sum_h, cand_g, cand_h,
-                                        params.reg_lambda, params.reg_alpha)
+            if bounded:
+                best.gain = des_bounded_gain(&state, sum_g, sum_h, cand_g, cand_h)
+            else:
+                best.gain = des_pooled_gain(sum_g, sum_h, cand_g, cand_h,
+                                            params.reg_lambda, params.reg_alpha)
             best.threshold = <bin_index_t>bin_idx
             best.missing_left = <uint8_t>missing_goes_left
     return best
@@ -402,6 +448,9 @@ def find_best_splits(
         const uint8_t[::1] slot_kind=None,
         const int32_t[::1] slot_parent=None,
         const uint8_t[:, ::1] tree_extra_feature=None,
+        const double[:, ::1] slot_bounds=None,
+        const int8_t[::1] feature_monotone=None,
+        const uint8_t[:, ::1] slot_allows_feature=None,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -421,6 +470,15 @@ def find_best_splits(
     SLOT_SKIP (no cells: not scored). Cells are exact integers, so the
     splits are the same as without subtraction.
 
+    **Constraints** (docs/des.md §14; all None without them):
+    ``slot_bounds`` (n_slots, 2) are the [lower, upper] bounds on each slot's
+    value (monotone constraints: the values and gains of its candidates use
+    Newton values clipped to them), ``feature_monotone`` (n_candidates,) int8
+    the constraint of each candidate feature (-1, 0, +1: a split must order
+    its children's clipped values), ``slot_allows_feature`` (n_slots,
+    n_candidates) uint8 which (slot, feature) pairs are scored at all
+    (interaction constraints). Histograms are built as without them.
+
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
     ``mean``, ``std`` (0 when lambda_dro = 0 with realized gains),
@@ -436,6 +494,11 @@ def find_best_splits(
     cdef tile_best best
     cdef feature_index_t feature
     cdef bint any_open
+    cdef double lower, upper
+    cdef int monotone
+    cdef const double* bounds_pointer = NULL
+    cdef const int8_t* monotone_pointer = NULL
+    cdef const uint8_t* allows_pointer = NULL
 
     shape = (n_slots, n_candidates)
     score = np.full(shape, -np.inf)
@@ -461,6 +524,20 @@ def find_best_splits(
     if slot_noise.shape[0] != n_slots:
         raise ValueError(f"slot_gradient_variance must have {n_slots} entries, "
                          f"got {slot_noise.shape[0]}")
+
+    if slot_bounds is not None:
+        if slot_bounds.shape[0] != n_slots or slot_bounds.shape[1] != 2:
+            raise ValueError(f"slot_bounds must have shape ({n_slots}, 2)")
+        bounds_pointer = &slot_bounds[0, 0]
+    if feature_monotone is not None:
+        if feature_monotone.shape[0] != n_candidates:
+            raise ValueError(f"feature_monotone must have {n_candidates} entries")
+        monotone_pointer = &feature_monotone[0]
+    if slot_allows_feature is not None:
+        if (slot_allows_feature.shape[0] != n_slots
+                or slot_allows_feature.shape[1] != n_candidates):
+            raise ValueError(f"slot_allows_feature must have shape ({n_slots}, {n_candidates})")
+        allows_pointer = &slot_allows_feature[0, 0]
 
     if node_of_row.shape[1] > MAX_PACK_SIZE:
         raise ValueError(f"pack_size must be at most {MAX_PACK_SIZE}, "
@@ -604,16 +681,26 @@ def find_best_splits(
                     if not (slot_open[tile_slot]
                             and tree_uses_feature[position, slot_tree[tile_slot]]):
                         continue
+                    if (allows_pointer != NULL
+                            and not allows_pointer[tile_slot * n_candidates + position]):
+                        continue
                     feature = features[position]
                     width = n_bins[feature] + 1
+                    # Assigned every iteration: prange makes them thread-private.
+                    monotone = monotone_pointer[position] if monotone_pointer != NULL else 0
+                    lower = bounds_pointer[2 * tile_slot] if bounds_pointer != NULL \
+                        else -INFINITY
+                    upper = bounds_pointer[2 * tile_slot + 1] if bounds_pointer != NULL \
+                        else INFINITY
                     unpack_tile(block_cells + ((tile_slot - group_start) * slot_stride
                                                + offset_view[tile_member]) * words,
                                 n_group * slot_stride, n_eras, width, &rows,
                                 &tile_view[thread, 0], width, True)
                     best = score_tile(
                         &tile_view[thread, 0], width, n_eras, n_bins[feature],
-                        &c_params, slot_noise[tile_slot], &era_id_view[thread, 0],
-                        &scratch_view[thread, 0], &candidate_view[thread, 0])
+                        &c_params, slot_noise[tile_slot], lower, upper, monotone,
+                        &era_id_view[thread, 0], &scratch_view[thread, 0],
+                        &candidate_view[thread, 0])
                     found_view[tile_slot, position] = best.found
                     if best.found:
                         score_view[tile_slot, position] = best.score
@@ -653,11 +740,14 @@ def best_candidate_per_slot(const double[:, ::1] score, const uint8_t[:, ::1] fo
     return best
 
 
-def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_variance=0.0):
+def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_variance=0.0,
+                    double lower=-INFINITY, double upper=INFINITY, int monotone=0):
     """Best candidate of one per-era histogram (test entry point of score_tile).
 
     ``hist`` is a structured array (n_eras, n_bins + 1) of HIST_DTYPE, the
-    missing bin last; ``gradient_variance`` as in find_best_splits. Returns a dict (score, gain, mean, std, direction,
+    missing bin last; ``gradient_variance`` as in find_best_splits; ``lower``,
+    ``upper`` the node's value bounds and ``monotone`` the feature's
+    constraint (docs/des.md §14). Returns a dict (score, gain, mean, std, direction,
     threshold, missing_left) or None when no candidate meets the constraints.
     """
     hist = np.array(hist, dtype=HIST_DTYPE, order="C", copy=True)
@@ -679,8 +769,11 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
     cdef int32_t[::1] era_view = era_ids
     cdef double[::1] scratch_view = scratch
     cdef double[::1] candidate_view = candidates
+    if monotone not in (-1, 0, 1):
+        raise ValueError(f"monotone must be -1, 0 or 1, got {monotone}")
     best = score_tile(&hist_view[0, 0], n_bins + 1, n_eras, n_bins, &c_params,
-                      gradient_variance, &era_view[0], &scratch_view[0], &candidate_view[0])
+                      gradient_variance, lower, upper, monotone, &era_view[0], &scratch_view[0],
+                      &candidate_view[0])
     if not best.found:
         return None
     return dict(score=best.score, gain=best.gain, mean=best.mean, std=best.std,

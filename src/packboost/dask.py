@@ -21,7 +21,7 @@ import uuid
 
 import numpy as np
 
-from packboost import _validation
+from packboost import _constraints, _validation
 from packboost.backends.dask import (
     DaskBackend,
     ShardInfo,
@@ -181,6 +181,8 @@ class _DaskEstimator:
             parts = list(X.to_delayed().ravel())
             lengths = np.asarray(X.chunks[0], dtype=np.int64)
             n_features = X.shape[1]
+        params = _constraints.resolve_for_fit(params, n_features, feature_names,
+                                              distributed=True)
         n_rows = int(lengths.sum())
         starts = np.concatenate([[0], np.cumsum(lengths)])
 

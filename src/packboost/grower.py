@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packboost import _split
+from packboost import _constraints, _split
 from packboost._fixed_point import to_fixed_point
 from packboost.ensemble import empty_nodes
 
@@ -86,6 +86,10 @@ class GrowerParams:
     # Features histogrammed per pass over the rows: a row's g, h and slots are
     # read once per block of features instead of once per feature.
     features_per_pass: int = _split.DEFAULT_FEATURES_PER_PASS
+    # Resolved constraints (packboost._constraints), None when unconstrained:
+    # (n_features,) int8 of -1/0/1, and (n_sets, n_features) bool sets.
+    monotone_constraints: np.ndarray | None = None
+    interaction_constraints: np.ndarray | None = None
 
 
 @dataclass
@@ -145,15 +149,26 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
     slot_local = np.zeros(pack_size, dtype=np.int32)
     next_local = np.ones(pack_size, dtype=np.int64)
     levels = []  # per depth: (slot_tree, slot_local, field arrays)
+    # Per slot, with constraints (packboost._constraints): bounds on the node's
+    # value, and the features used on the path to it.
+    monotone = params.monotone_constraints
+    slot_bounds = None if monotone is None else np.tile([-np.inf, np.inf], (pack_size, 1))
+    split_bounds = split_monotone = None
+    sets = params.interaction_constraints
+    path_features = None if sets is None else np.zeros((pack_size, data.n_features), bool)
 
     for depth in range(params.max_depth + 1):
         n_slots = len(slot_tree)
         sums = backend.slot_sums(n_slots)
         counts = sums.count
         level = empty_nodes(n_slots)
-        level["value"][:] = params.shrinkage * leaf_values(
-            sums.gradients, sums.hessians, params.reg_lambda, params.max_delta_step,
-            params.reg_alpha)
+        values = leaf_values(sums.gradients, sums.hessians, params.reg_lambda,
+                             params.max_delta_step, params.reg_alpha)
+        if monotone is not None:
+            if split_bounds is not None:
+                slot_bounds = _constraints.child_bounds(split_bounds, split_monotone, values)
+            np.clip(values, slot_bounds[:, 0], slot_bounds[:, 1], out=values)
+        level["value"][:] = params.shrinkage * values
         level["n_samples"][:] = counts
         level["sum_hessian"][:] = sums.hessians
 
@@ -163,11 +178,20 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
             # depth's histograms and derive the children's (histogram subtraction).
             keep = (depth + 1 < params.max_depth
                     and np.array_equal(layer_features[depth + 1], layer_features[depth]))
+            constraints = {}
+            if monotone is not None:
+                constraints["slot_bounds"] = np.ascontiguousarray(slot_bounds)
+                constraints["feature_monotone"] = np.ascontiguousarray(
+                    monotone[layer_features[depth]])
+            if sets is not None:
+                constraints["slot_allows_feature"] = np.ascontiguousarray(
+                    _constraints.allowed_features(path_features, sets)[:, layer_features[depth]],
+                    dtype=np.uint8)
             split_slots = _split_level(backend, data, slot_tree, pack_size, counts,
                                        gradient_variance(sums.gradients,
                                                          sums.gradients_squared, counts),
                                        layer_features[depth], tree_feature_masks[depth],
-                                       params, level, keep)
+                                       params, level, keep, constraints or None)
         split_trees, left_local = number_children(level, split_slots, slot_tree, next_local)
         levels.append((slot_tree, slot_local, level))
 
@@ -181,6 +205,13 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
                            left_child_slot, slot_local)
         if len(split_slots) == 0:
             break
+        split_feature = level["feature"][split_slots]
+        if monotone is not None:
+            split_bounds = slot_bounds[split_slots]
+            split_monotone = monotone[split_feature]
+        if sets is not None:
+            path_features = np.repeat(path_features[split_slots], 2, axis=0)
+            path_features[np.arange(len(path_features)), np.repeat(split_feature, 2)] = True
         slot_tree = np.repeat(split_trees, 2).astype(np.int32)
         slot_local = np.column_stack([left_local, left_local + 1]).ravel().astype(np.int32)
 
@@ -233,7 +264,7 @@ def gradient_variance(sum_g: np.ndarray, sum_g2: np.ndarray, counts: np.ndarray)
 
 
 def _split_level(backend, data, slot_tree, pack_size, counts, slot_variance, features,
-                 feature_mask, params, level, keep_for_children=False):
+                 feature_mask, params, level, keep_for_children=False, constraints=None):
     """Find the best split of every frontier slot, fill ``level`` with the
     accepted ones and return their slot indices."""
     # A slot too small for two children of min_samples_leaf rows is not scored.
@@ -244,7 +275,8 @@ def _split_level(backend, data, slot_tree, pack_size, counts, slot_variance, fea
     features = np.ascontiguousarray(features, dtype=np.int32)
     best = backend.find_splits(slot_tree, slot_open, features, tree_uses_feature,
                                np.ascontiguousarray(slot_variance, dtype=np.float64),
-                               params.split, keep_for_children=keep_for_children)
+                               params.split, keep_for_children=keep_for_children,
+                               constraints=constraints)
     candidates = np.flatnonzero(best.column >= 0)
     column = best.column[candidates]
     score = best.score[candidates]

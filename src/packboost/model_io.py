@@ -45,6 +45,8 @@ import warnings
 
 import numpy as np
 
+from packboost import _constraints
+
 # PARAMETERS_BEFORE_THEY_EXISTED: parameters added after format v1 files were
 # first written, with the value that reproduces the training of a file that
 # predates them (so that ``init_model=`` continues a model the way it was grown).
@@ -102,6 +104,9 @@ def _json_params(estimator) -> dict:
     # A Generator/RandomState seed cannot be stored; it has done its work.
     if not (params["random_state"] is None or isinstance(params["random_state"], int)):
         params["random_state"] = None
+    # Tuples and NumPy arrays of constraints as JSON lists.
+    for name in (_constraints.MONOTONE, _constraints.INTERACTIONS):
+        params[name] = _constraints.json_value(name, params[name])
     return params
 
 

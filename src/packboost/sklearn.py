@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from packboost import _inputs, _parameters, _validation, backends
+from packboost import _constraints, _inputs, _parameters, _validation, backends
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._docs import ATTRIBUTE_DOC as _ATTRIBUTE_DOC
 from packboost._docs import FIT_DOC as _FIT_DOC
@@ -83,7 +83,8 @@ class _PackBoostEstimator(BaseEstimator):
                  feature_sampling="depth", row_subsample=1.0, era_subsample=0.75,
                  era_gain="realized",
                  lambda_dro=1.0, lambda_dir=0.0, era_weighting="equal", era_alpha=0.0,
-                 dir_tanh_scale=1.0, era_std="between", n_jobs=None, random_state=None,
+                 dir_tanh_scale=1.0, era_std="between", monotone_constraints=None,
+                 interaction_constraints=None, n_jobs=None, random_state=None,
                  device="cpu",
                  importance_type="gain"):
         self.n_estimators = n_estimators
@@ -111,6 +112,8 @@ class _PackBoostEstimator(BaseEstimator):
         self.era_alpha = era_alpha
         self.dir_tanh_scale = dir_tanh_scale
         self.era_std = era_std
+        self.monotone_constraints = monotone_constraints
+        self.interaction_constraints = interaction_constraints
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.device = device
@@ -186,6 +189,8 @@ class _PackBoostEstimator(BaseEstimator):
         params["objective"] = check_objective(source["objective"], self._objectives,
                                               type(self).__name__)
         params["random_state"] = _resolve_seed(source["random_state"])
+        for name in (_constraints.MONOTONE, _constraints.INTERACTIONS):
+            params[name] = _check_parameter(name, source[name])
         return params
 
     def _fit(self, X, y, **kwargs):
@@ -234,6 +239,7 @@ class _PackBoostEstimator(BaseEstimator):
                                  init.get("feature_names_in_"), "X (continuing init_model)")
             if feature_names is None:
                 feature_names = init.get("feature_names_in_")
+        params = _constraints.resolve_for_fit(params, X.shape[1], feature_names)
         n_rows = X.shape[0]
         y, target = self._learn_target(y, n_rows, init)
         n_outputs = self._n_outputs(y, target)

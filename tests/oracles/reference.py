@@ -43,15 +43,33 @@ def histogram(X_binned, feature, rows, gradients, hessians, row_era, n_eras, wid
     return hist_g, hist_h, hist_c
 
 
-def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain, reg_alpha=0.0):
+def side_loss(sum_g, sum_h, value, reg_lambda, reg_alpha=0.0):
+    """A side's regularised loss at ``value``: G v + (H + lambda) v^2 / 2 + alpha |v|."""
+    return sum_g * value + 0.5 * (sum_h + reg_lambda) * value**2 + reg_alpha * abs(value)
+
+
+def bounded_values(sum_g, sum_h, left_g, left_h, reg_lambda, reg_alpha, bounds):
+    """(node, left, right) Newton values, clipped to ``bounds`` = (lower, upper)."""
+    lower, upper = bounds
+    return tuple(float(np.clip(newton_value(g, h, reg_lambda, reg_alpha), lower, upper))
+                 for g, h in ((sum_g, sum_h), (left_g, left_h),
+                              (sum_g - left_g, sum_h - left_h)))
+
+
+def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain, reg_alpha=0.0,
+              bounds=(-np.inf, np.inf)):
     """Per-era gains of one candidate (docs/des.md §3), one era at a time.
 
     Realized gains: era e's share of a side's regularised loss, the L2 and L1
-    penalties split by the era's share of the side's hessian.
+    penalties split by the era's share of the side's hessian, at the sides'
+    Newton values clipped to the node's ``bounds`` (monotone constraints,
+    docs/des.md §14). Newton gains are the eras' own, whatever the bounds.
     """
     sum_g, sum_h = era_g.sum(), era_h.sum()
     left_g, left_h = era_left_g.sum(), era_left_h.sum()
-    right_g, right_h = sum_g - left_g, sum_h - left_h
+    right_h = sum_h - left_h
+    value_node, value_left, value_right = bounded_values(sum_g, sum_h, left_g, left_h,
+                                                         reg_lambda, reg_alpha, bounds)
     gains = np.empty(len(era_g))
     for e in range(len(era_g)):
         eg, eh, elg, elh = era_g[e], era_h[e], era_left_g[e], era_left_h[e]
@@ -65,17 +83,14 @@ def era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, era_gain, reg_al
                 return (g_es * v_s + 0.5 * (h_es + share * reg_lambda) * v_s**2
                         + share * reg_alpha * abs(v_s))
 
-            def value(g, h):
-                return newton_value(g, h, reg_lambda, reg_alpha)
-
-            gains[e] = (loss(eg, eh, sum_h, value(sum_g, sum_h))
-                        - loss(elg, elh, left_h, value(left_g, left_h))
-                        - loss(erg, erh, right_h, value(right_g, right_h)))
+            gains[e] = (loss(eg, eh, sum_h, value_node)
+                        - loss(elg, elh, left_h, value_left)
+                        - loss(erg, erh, right_h, value_right))
     return gains
 
 
 def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, params,
-                    gradient_variance=0.0):
+                    gradient_variance=0.0, bounds=(-np.inf, np.inf)):
     """DES of one candidate over the eras present in the node (rows > 0).
 
     With ``params["era_std"] == "between"`` (realized gains) the eras'
@@ -90,17 +105,16 @@ def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, par
         weights = np.ones(len(era_c))
     weights = weights / weights.sum()
     gains = era_gains(era_g, era_h, era_left_g, era_left_h, reg_lambda, params["era_gain"],
-                      reg_alpha)
+                      reg_alpha, bounds)
     mean = float(np.sum(weights * gains))
     variance = float(np.sum(weights * (gains - mean) ** 2))
 
     sum_g, sum_h = era_g.sum(), era_h.sum()
     left_g, left_h = era_left_g.sum(), era_left_h.sum()
-    value_left = newton_value(left_g, left_h, reg_lambda, reg_alpha)
-    value_right = newton_value(sum_g - left_g, sum_h - left_h, reg_lambda, reg_alpha)
+    value_node, value_left, value_right = bounded_values(sum_g, sum_h, left_g, left_h,
+                                                         reg_lambda, reg_alpha, bounds)
     if (params.get("era_std", "total") == "between" and params["era_gain"] == "realized"
             and gradient_variance > 0):
-        value_node = newton_value(sum_g, sum_h, reg_lambda, reg_alpha)
         noise = gradient_variance * ((value_node - value_left) ** 2 * era_left_c
                                      + (value_node - value_right) ** 2 * (era_c - era_left_c))
         variance -= (1.0 - np.sum(weights**2)) * float(np.sum(weights * noise))
@@ -118,18 +132,21 @@ def score_candidate(era_g, era_h, era_c, era_left_g, era_left_h, era_left_c, par
             vote = np.tanh(delta / (scale * abs(spread))) if scale > 0 else np.sign(delta)
             direction += weights[e] * d * vote
     score = mean - params["lambda_dro"] * std + params["lambda_dir"] * abs(mean) * direction
-    gain = (phi(left_g, left_h, reg_lambda, reg_alpha)
-            + phi(sum_g - left_g, sum_h - left_h, reg_lambda, reg_alpha)
-            - phi(sum_g, sum_h, reg_lambda, reg_alpha))
+    gain = (side_loss(sum_g, sum_h, value_node, reg_lambda, reg_alpha)
+            - side_loss(left_g, left_h, value_left, reg_lambda, reg_alpha)
+            - side_loss(sum_g - left_g, sum_h - left_h, value_right, reg_lambda, reg_alpha))
     return dict(score=score, gain=gain, mean=mean, std=std, direction=direction)
 
 
 def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False,
-               gradient_variance=0.0):
+               gradient_variance=0.0, bounds=(-np.inf, np.inf), monotone=0):
     """Every allowed (threshold, missing side) of one tile, in scan order.
 
     ``pooled_gain_only`` scores by the plain pooled Newton gain (a classic
-    histogram GBDT), for the reductions of docs/des.md §11.
+    histogram GBDT), for the reductions of docs/des.md §11. ``bounds`` and
+    ``monotone`` (docs/des.md §14): a candidate of a feature with constraint
+    +1 (-1) is allowed only if its children's clipped values are ordered
+    left <= right (left >= right), the missing rows on their side.
     """
     present = hist_c.sum(axis=1) > 0
     hist_g, hist_h, hist_c = hist_g[present], hist_h[present], hist_c[present]
@@ -150,6 +167,12 @@ def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False,
                     or left_h.sum() < params["min_child_weight"]
                     or era_h.sum() - left_h.sum() < params["min_child_weight"]):
                 continue
+            if monotone:
+                _, value_left, value_right = bounded_values(
+                    era_g.sum(), era_h.sum(), left_g.sum(), left_h.sum(), params["reg_lambda"],
+                    params.get("reg_alpha", 0.0), bounds)
+                if monotone * (value_right - value_left) < 0:
+                    continue
             if pooled_gain_only:
                 reg_lambda, reg_alpha = params["reg_lambda"], params.get("reg_alpha", 0.0)
                 gain = (phi(left_g.sum(), left_h.sum(), reg_lambda, reg_alpha)
@@ -159,7 +182,7 @@ def candidates(hist_g, hist_h, hist_c, n_bins, params, pooled_gain_only=False,
                 result = dict(score=gain, gain=gain)
             else:
                 result = score_candidate(era_g, era_h, era_c, left_g, left_h, left_c, params,
-                                         gradient_variance)
+                                         gradient_variance, bounds)
             result.update(threshold=threshold, missing_left=missing_left)
             found.append(result)
     return found
@@ -174,11 +197,32 @@ def first_best(items):
     return best
 
 
+def allowed_by_interactions(path, sets, n_features):
+    """The features a node whose path used ``path`` may split on: the union of
+    the sets (lists of feature indices) that hold all of ``path``, a feature of
+    no set being a set of its own (docs/des.md §14). ``sets`` None: all."""
+    if sets is None:
+        return set(range(n_features))
+    groups = [set(group) for group in sets]
+    groups += [{feature} for feature in range(n_features)
+               if not any(feature in group for group in groups)]
+    allowed = set()
+    for group in groups:
+        if path <= group:
+            allowed |= group
+    return allowed
+
+
 def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
-              layer_features, feature_masks, params, pooled_gain_only=False):
+              layer_features, feature_masks, params, pooled_gain_only=False,
+              monotone=None, interaction_sets=None):
     """One tree, breadth first, numbered like the engine (children appended
     left then right, in order of their parents). ``feature_masks[d]`` is this
     tree's boolean mask over ``layer_features[d]`` or None.
+
+    ``monotone`` (one -1/0/1 per feature) and ``interaction_sets`` (lists of
+    feature indices) are the constraints of docs/des.md §14, followed node by
+    node: each node's value bounds and the features used on its path.
 
     Returns a dict of per-node lists: feature (-1 leaf), threshold_bin,
     missing_left, left_child, right_child, value (Newton value, unshrunk),
@@ -187,22 +231,39 @@ def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
     reg_lambda = params["reg_lambda"]
     tree = {key: [] for key in ("feature", "threshold_bin", "missing_left", "left_child",
                                 "right_child", "value", "n_samples", "des_score", "gain")}
+    no_bounds = (-np.inf, np.inf)
 
-    def new_node(node_rows):
+    def unbounded_value(node_rows):
         sum_g, sum_h = gradients[node_rows].sum(), hessians[node_rows].sum()
         value = newton_value(sum_g, sum_h, reg_lambda, params.get("reg_alpha", 0.0))
         if params.get("max_delta_step", 0) > 0:
             value = float(np.clip(value, -params["max_delta_step"], params["max_delta_step"]))
+        return value
+
+    def new_node(node_rows, bounds=no_bounds):
+        value = float(np.clip(unbounded_value(node_rows), *bounds))
         for key, item in (("feature", -1), ("threshold_bin", 0), ("missing_left", 0),
                           ("left_child", -1), ("right_child", -1), ("value", value),
                           ("n_samples", len(node_rows)), ("des_score", 0.0), ("gain", 0.0)):
             tree[key].append(item)
         return len(tree["feature"]) - 1
 
-    frontier = [(new_node(np.asarray(rows)), np.asarray(rows))]
+    def children_bounds(bounds, direction, left_rows, right_rows):
+        if direction == 0:
+            return bounds, bounds
+        lower, upper = bounds
+        left = float(np.clip(unbounded_value(left_rows), lower, upper))
+        right = float(np.clip(unbounded_value(right_rows), lower, upper))
+        middle = float(np.clip(0.5 * (left + right), lower, upper))
+        if direction > 0:
+            return (lower, middle), (middle, upper)
+        return (middle, upper), (lower, middle)
+
+    n_features = X_binned.shape[0]
+    frontier = [(new_node(np.asarray(rows)), np.asarray(rows), no_bounds, frozenset())]
     for depth in range(params["max_depth"]):
         next_frontier = []
-        for node, node_rows in frontier:
+        for node, node_rows, bounds, path in frontier:
             if len(node_rows) < 2 * max(1, params["min_samples_leaf"]):
                 continue
             per_feature = []
@@ -210,14 +271,18 @@ def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
             variance = max(float(np.mean(node_g * node_g)) - float(np.mean(node_g)) ** 2, 0.0)
             features = layer_features[depth]
             mask = feature_masks[depth]
+            allowed = allowed_by_interactions(path, interaction_sets, n_features)
             for position, feature in enumerate(features):
                 if mask is not None and not mask[position]:
+                    continue
+                if feature not in allowed:
                     continue
                 width = n_bins[feature] + 1
                 hist = histogram(X_binned, feature, node_rows, gradients, hessians,
                                  row_era, n_eras, width)
+                direction = 0 if monotone is None else int(monotone[feature])
                 best = first_best(candidates(*hist, n_bins[feature], params,
-                                             pooled_gain_only, variance))
+                                             pooled_gain_only, variance, bounds, direction))
                 if best is not None:
                     best["feature"] = int(feature)
                     per_feature.append(best)
@@ -233,10 +298,15 @@ def grow_tree(X_binned, n_bins, gradients, hessians, row_era, n_eras, rows,
             tree["missing_left"][node] = int(best["missing_left"])
             tree["des_score"][node] = best["score"]
             tree["gain"][node] = best["gain"]
-            left_node = new_node(node_rows[left])
-            right_node = new_node(node_rows[~left])
+            direction = 0 if monotone is None else int(monotone[best["feature"]])
+            left_bounds, right_bounds = children_bounds(bounds, direction, node_rows[left],
+                                                        node_rows[~left])
+            left_node = new_node(node_rows[left], left_bounds)
+            right_node = new_node(node_rows[~left], right_bounds)
             tree["left_child"][node] = left_node
             tree["right_child"][node] = right_node
-            next_frontier += [(left_node, node_rows[left]), (right_node, node_rows[~left])]
+            used = path | {best["feature"]}
+            next_frontier += [(left_node, node_rows[left], left_bounds, used),
+                              (right_node, node_rows[~left], right_bounds, used)]
         frontier = next_frontier
     return {key: np.asarray(values) for key, values in tree.items()}

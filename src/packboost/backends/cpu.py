@@ -99,7 +99,7 @@ class CpuBackend:
         return sums
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
-                    split_params, *, keep_for_children=False) -> BestSplits:
+                    split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
         data = self.data
         plan = self._subtraction_plan(slot_tree, slot_open, features, tree_uses_feature,
                                       keep_for_children)
@@ -112,7 +112,8 @@ class CpuBackend:
         found = _split.find_best_splits(
             data.X_binned, self.fixed, rows, era_offsets, self.node_of_row, slot_tree,
             slot_open, features, tree_uses_feature, data.n_bins, split_params, self.n_threads,
-            self.histogram_budget_bytes, self.features_per_pass, slot_variance, **subtraction)
+            self.histogram_budget_bytes, self.features_per_pass, slot_variance, **subtraction,
+            **(constraints or {}))
         self._kept = None
         if plan is not None and keep_for_children:
             self._kept = dict(cells=plan["depth_cells"], features=features,

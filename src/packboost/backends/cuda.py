@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from packboost import _constraints
 from packboost._fixed_point import squared_gradient_scale
 from packboost.backends.interface import BestSplits, SlotSums
 
@@ -66,7 +67,9 @@ class CudaBackend:
                         fixed_g2.astype(np.float64) * inverse_g2)
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
-                    split_params, *, keep_for_children=False) -> BestSplits:
+                    split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
+        if constraints is not None:
+            raise _constraints.unsupported("device='cuda'")
         # keep_for_children: the GPU kernels do not subtract histograms (yet); a hint only.
         best = self.kernels.find_splits(np.ascontiguousarray(slot_tree, dtype=np.int32),
                                         slot_open, features, tree_uses_feature, slot_variance,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from packboost import _distributed, _partition, _predict
+from packboost import _constraints, _distributed, _partition, _predict
 from packboost.backends.interface import BestSplits, SlotSums
 
 # Arguments larger than this are scattered to their worker first.
@@ -314,7 +314,9 @@ class DaskBackend:
         return SlotSums(totals[0], totals[1], totals[2].astype(np.int64), totals[3])
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
-                    split_params, *, keep_for_children=False) -> BestSplits:
+                    split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
+        if constraints is not None:
+            raise _constraints.unsupported("the Dask estimators")
         # keep_for_children (histogram subtraction) is a hint; shards rebuild
         # their histograms every depth.
         n_slots, n_candidates = len(slot_tree), len(features)

@@ -89,7 +89,8 @@ class Backend(Protocol):
     def find_splits(self, slot_tree: np.ndarray, slot_open: np.ndarray,
                     features: np.ndarray, tree_uses_feature: np.ndarray,
                     slot_variance: np.ndarray, split_params: dict, *,
-                    keep_for_children: bool = False) -> BestSplits:
+                    keep_for_children: bool = False,
+                    constraints: dict | None = None) -> BestSplits:
         """Best DES split of every open slot over ``features`` (ascending
         int32, the depth's K_d); ``tree_uses_feature`` (n_features_d,
         pack_size) uint8 says which trees may use each; ``slot_variance`` is
@@ -98,7 +99,13 @@ class Backend(Protocol):
 
         ``keep_for_children``: the next depth scans the same features, so a
         backend may keep this depth's histograms and derive the children's
-        from them (histogram subtraction; a hint, never a change of the result)."""
+        from them (histogram subtraction; a hint, never a change of the result).
+
+        ``constraints``: None, or the monotone and interaction constraints of
+        this depth as :func:`packboost._split.find_best_splits` takes them
+        (``slot_bounds``, ``feature_monotone``, ``slot_allows_feature``;
+        docs/des.md §14). A backend without them raises
+        :func:`packboost._constraints.unsupported` (the CUDA and Dask ones)."""
 
     def route_rows(self, split_feature: np.ndarray, split_threshold: np.ndarray,
                    split_missing_left: np.ndarray, left_child_slot: np.ndarray,
