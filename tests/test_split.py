@@ -256,6 +256,33 @@ def test_between_era_std_matches_reference(shape, era_weighting, split_params):
                                        err_msg=key)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("era_std", ["between", "total"])
+@pytest.mark.parametrize("era_weighting", ["equal", "count"])
+@pytest.mark.parametrize("lambda_dir", [0.0, 0.5])
+def test_best_first_scan_keeps_the_reference_best(seed, era_std, era_weighting, lambda_dir,
+                                                   split_params):
+    """Many eras and many close candidates (20 bins), where best-first scoring
+    skips most era passes: the choice and its numbers are the oracle's, which
+    scores every candidate in full."""
+    params = {**split_params, "era_std": era_std, "lambda_dro": 2.0, "lambda_dir": lambda_dir,
+              "era_weighting": era_weighting, "era_alpha": 3.0, "min_samples_leaf": 5}
+    data, g, h = make_binned_problem(100 + seed, 9000, 2, 300, n_bins=20)
+    variance = float(np.var(g))
+    for feature in range(2):
+        hist = tile_histogram(data, g, h, feature)
+        n_bins = int(data.n_bins[feature])
+        got = _split.score_histogram(hist, n_bins, params, variance)
+        want = _reference.first_best(_reference.candidates(
+            hist["sum_gradients"], hist["sum_hessians"], hist["count"].astype(float), n_bins,
+            params, gradient_variance=variance))
+        assert (got["threshold"], got["missing_left"]) == (want["threshold"],
+                                                           want["missing_left"])
+        for key in ("score", "mean", "std"):
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-9, atol=1e-12,
+                                       err_msg=key)
+
+
 def _pure_noise_histogram(seed, n_eras=200, rows_per_era=400, effect=0.0, flip=False):
     """Two bins, unit-variance gradients; the left bin's mean gradient is -effect,
     +effect in every fourth era when ``flip``."""
