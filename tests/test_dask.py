@@ -229,6 +229,11 @@ def test_unsupported_parameters_are_refused(client, problem):
     with pytest.raises(NotImplementedError, match="era_weighting"):
         model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
                   era=da.from_array(era, chunks=1000))
+    model = DaskPackBoostRegressor(objective="quantile", alpha=0.3, **PARAMS)
+    model.client = client
+    with pytest.raises(NotImplementedError, match="objective='quantile'"):
+        model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                  era=da.from_array(era, chunks=1000))
 
 
 def _exit_soon():

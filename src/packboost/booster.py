@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from packboost._fixed_point import GradientScaling
+from packboost._leaf_refit import refit_quantile_leaves
 from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
 from packboost.grower import GrowerParams, TrainingData, grow_pack
@@ -228,6 +229,10 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
         pack = grow_pack(backend, data, gradients, hessians, draws.tree_samples,
                          draws.layer_features, draws.tree_feature_masks, settings, n_threads)
         scaling.restore(pack.nodes)
+        if getattr(objective, "refits_leaves_to_quantile", False):
+            refit_quantile_leaves(pack, data, y, raw_prediction, sample_weight,
+                                  draws.tree_samples, objective.alpha,
+                                  params["learning_rate"] / params["pack_size"], n_threads)
         if not np.isfinite(pack.nodes["value"]).all():
             # Never keep training on garbage: inputs are bounded at the public
             # boundary, so this is a safety net, not an expected path.
