@@ -134,7 +134,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     }
     model = PackBoostRegressor(**params)
     started = time.perf_counter()
-    model.fit(train.X, train.y, era=train.era, progress=False)
+    model.fit(train.X, train.y, era=train.era)
     print_fit("PackBoostRegressor", params, time.perf_counter() - started)
     predictions = {"PackBoost (DES)": np.asarray(model.predict(test.X), dtype=np.float64)}
     if args.lightgbm:
