@@ -31,6 +31,8 @@ from packboost.tree cimport TreeNodes, raw_value_t, feature_index_t, node_index_
 
 cdef enum:
     SHAP_ROW_BLOCK = 256    # rows per block of the tabled path (a thread's unit of work)
+    CACHE_LINE = 64         # bytes: each thread's scratch row is padded by one line,
+                            # so no two threads write to the same line (false sharing)
 
 
 cdef struct path_element:
@@ -183,7 +185,8 @@ def contributions(
     # Paths of lengths 1 .. max_depth + 1, each copied below its parent's.
     cdef Py_ssize_t path_length = (max_depth + 2) * (max_depth + 3) // 2
     n_threads = max(1, min(n_threads, n_rows))
-    buffers = np.zeros((n_threads, path_length * sizeof(path_element)), dtype=np.uint8)
+    buffers = np.zeros((n_threads, path_length * sizeof(path_element) + CACHE_LINE),
+                       dtype=np.uint8)
     cdef uint8_t[:, ::1] buffer_view = buffers
     cdef Py_ssize_t row, t_index
     cdef int thread
@@ -235,7 +238,8 @@ def fill_leaf_tables(
     for leaf in range(n_leaves):
         max_d = max(max_d, <int>(leaf_first[leaf + 1] - leaf_first[leaf]))
     n_threads = max(1, min(n_threads, n_leaves))
-    buffers = np.zeros((n_threads, (max_d + 2) * sizeof(path_element)), dtype=np.uint8)
+    buffers = np.zeros((n_threads, (max_d + 2) * sizeof(path_element) + CACHE_LINE),
+                       dtype=np.uint8)
     cdef uint8_t[:, ::1] buffer_view = buffers
     cdef path_element* path
     cdef int d, j, pattern, thread
@@ -301,7 +305,8 @@ def tabled_contributions(
         max_nodes = max(max_nodes, tree_end[t] - tree_first[t])
     cdef Py_ssize_t n_blocks = (n_rows + SHAP_ROW_BLOCK - 1) // SHAP_ROW_BLOCK
     n_threads = max(1, min(n_threads, n_blocks))
-    scratch = np.zeros((n_threads, max_nodes), dtype=np.uint32)
+    scratch = np.zeros((n_threads, max_nodes + CACHE_LINE // sizeof(uint32_t)),
+                       dtype=np.uint32)
     cdef uint32_t[:, ::1] scratch_view = scratch
     cdef uint32_t* node_pattern
     cdef Py_ssize_t block, row, row_end, node, base, leaf, split, first
