@@ -222,6 +222,35 @@ def test_demo_saves_model_and_png(tmp_path):
     assert packboost.load_model(tmp_path / "demo.pbm").n_iter_ == 3
 
 
+def test_demo_compares_with_lightgbm_on_an_era_shift_case(capsys):
+    pytest.importorskip("lightgbm")
+    assert main(TINY_DEMO) == 0
+    out = capsys.readouterr().out
+    assert "make_sign_flip" in out and "reverses their effect" in out
+    rows = [line.split()[0] for line in out.splitlines()
+            if line.startswith(("PackBoost (DES)", "LightGBM", "linear (lstsq)"))]
+    assert rows == ["PackBoost", "LightGBM", "linear"]
+    assert "LGBMRegressor(n_estimators=3, max_depth=2, num_leaves=4" in out
+    assert max(len(line) for line in out.splitlines()) <= 80  # an 80-column terminal
+
+
+def test_demo_without_lightgbm_says_so(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "lightgbm", None)  # import lightgbm -> ImportError
+    assert main(TINY_DEMO) == 0
+    out = capsys.readouterr().out
+    assert "LightGBM skipped: not installed" in out
+    assert not any(line.startswith("LightGBM ") for line in out.splitlines())
+    assert main([*TINY_DEMO, "--no-lightgbm"]) == 0
+    assert "LightGBM" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", ["smooth_drift", "numerai_like"])
+def test_demo_runs_the_other_cases(case, capsys):
+    assert main([*TINY_DEMO, "--data", case, "--no-lightgbm"]) == 0
+    out = capsys.readouterr().out
+    assert f"make_{case}" in out and "linear (lstsq)" in out
+
+
 def test_train_continues_a_model_and_reads_feature_sets(tmp_path, capsys):
     pytest.importorskip("pyarrow")
     import json

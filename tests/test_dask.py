@@ -229,6 +229,11 @@ def test_unsupported_parameters_are_refused(client, problem):
     with pytest.raises(NotImplementedError, match="era_weighting"):
         model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
                   era=da.from_array(era, chunks=1000))
+    model = DaskPackBoostRegressor(objective="quantile", alpha=0.3, **PARAMS)
+    model.client = client
+    with pytest.raises(NotImplementedError, match="objective='quantile'"):
+        model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                  era=da.from_array(era, chunks=1000))
     for constraint in (dict(monotone_constraints=[1] + [0] * (X.shape[1] - 1)),
                        dict(interaction_constraints=[[0, 1]])):
         model = DaskPackBoostRegressor(**constraint, **PARAMS)
@@ -253,6 +258,7 @@ def test_several_outputs_are_refused(client, problem, kind):
         model.fit(da.from_array(X, chunks=(1000, -1)), target,
                   era=da.from_array(era, chunks=1000))
     assert not hasattr(model, "ensemble_")
+
 
 
 def _exit_soon():

@@ -48,7 +48,7 @@ def _tree_arrays(ensemble):
 # -- several targets ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("objective", ["squared_error", "huber"])
+@pytest.mark.parametrize("objective", ["squared_error", "huber", "quantile"])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_k_targets_are_k_separate_fits_bit_for_bit(numerai, objective, weighted):
     """Each target's trees are those of a fit on that target alone with the same

@@ -243,6 +243,12 @@ def test_a_frame_keeps_its_era_column_at_predict(tmp_path):
     np.testing.assert_array_equal(model.predict(frame[["era", *"abcd"]]), expected)
     with pytest.raises(ValueError, match="unexpected \\['id'\\]"):
         model.predict(frame.assign(id=1))
+    # Every unknown column is named, strings included (checked before the dtypes,
+    # so an id of strings is not reported as a "non-numeric feature").
+    ids = [f"n{row:05d}" for row in range(600)]
+    with pytest.raises(ValueError, match=r"unexpected \['id', 'target'\] \(columns that are "
+                                         r"not features of the model: drop them\)"):
+        model.predict(frame.assign(id=ids, target=y))
     model.save_model(tmp_path / "m.pbm")
     np.testing.assert_array_equal(load_model(tmp_path / "m.pbm").predict(frame), expected)
     plain = PackBoostRegressor(n_estimators=1, random_state=0).fit(frame[list("abcd")], y)

@@ -31,29 +31,29 @@ class _TreePaths:
     def __init__(self, nodes, root: int):
         feature, left, right = nodes["feature"], nodes["left_child"], nodes["right_child"]
         cover = nodes["n_samples"]
-        self.leaves = []  # (value, steps [(node, went_left, bit)], features, zeros)
+        self.leaves = []  # (node, value, features, zeros)
+        self.splits = []  # (node, bit of its feature on its path), parents first
         self.expected = 0.0
-        stack = [(int(root), [], [], [])]
-        while stack:
-            node, steps, features, zeros = stack.pop()
+        stack = [(int(root), [], [])]
+        while stack:  # depth first, so a node is listed before its children
+            node, features, zeros = stack.pop()
             split = int(feature[node])
             if split < 0:
-                self.leaves.append((float(nodes["value"][node]), steps, features, zeros))
+                self.leaves.append((node, float(nodes["value"][node]), features, zeros))
                 self.expected += float(nodes["value"][node]) * cover[node] / cover[root]
                 continue
-            for child, went_left in ((int(left[node]), 1), (int(right[node]), 0)):
+            bit = features.index(split) if split in features else len(features)
+            self.splits.append((node, bit))
+            for child in (int(left[node]), int(right[node])):
                 share = cover[child] / cover[node]
-                if split in features:
-                    bit = features.index(split)
+                if bit < len(features):
+                    child_features = features
                     child_zeros = list(zeros)
                     child_zeros[bit] *= share
-                    child_features = features
                 else:
-                    bit = len(features)
                     child_features = [*features, split]
                     child_zeros = [*zeros, share]
-                stack.append((child, [*steps, (node, went_left, bit)], child_features,
-                              child_zeros))
+                stack.append((child, child_features, child_zeros))
         self.max_path_features = max(len(leaf[2]) for leaf in self.leaves)
         self.table_entries = sum(len(leaf[2]) << len(leaf[2]) for leaf in self.leaves)
 
@@ -96,17 +96,17 @@ def contributions(ensemble, X: np.ndarray, n_threads: int, n_rounds=None,
 
 
 def _run_tabled(nodes, trees: list, X: np.ndarray, out: np.ndarray, n_threads: int) -> None:
-    tree_leaves = [0]
-    step_first, step_node, step_left, step_bit = [0], [], [], []
+    split_first, split_nodes, split_bit = [0], [], []
+    tree_leaves, leaf_node = [0], []
     leaf_first, path_features, path_zero, leaf_value, table_first = [0], [], [], [], []
     n_entries = 0
     for _, _, paths in trees:
-        for value, steps, features, zeros in paths.leaves:
-            for node, went_left, bit in steps:
-                step_node.append(node)
-                step_left.append(went_left)
-                step_bit.append(bit)
-            step_first.append(len(step_node))
+        for node, bit in paths.splits:
+            split_nodes.append(node)
+            split_bit.append(bit)
+        split_first.append(len(split_nodes))
+        for node, value, features, zeros in paths.leaves:
+            leaf_node.append(node)
             path_features.extend(features)
             path_zero.extend(zeros)
             leaf_first.append(len(path_features))
@@ -121,10 +121,11 @@ def _run_tabled(nodes, trees: list, X: np.ndarray, out: np.ndarray, n_threads: i
                            np.array(leaf_value, dtype=np.float64), as_int64(table_first),
                            table, n_threads)
     _shap.tabled_contributions(X, nodes["feature"], nodes["threshold"], nodes["missing_left"],
+                               nodes["left_child"], nodes["right_child"],
                                as_int64([root for root, _, _ in trees]),
-                               as_int64([end for _, end, _ in trees]), as_int64(tree_leaves),
-                               as_int64(step_first),
-                               as_int64(step_node), np.array(step_left, dtype=np.uint8),
-                               np.array(step_bit, dtype=np.int32), as_int64(leaf_first),
-                               as_int64(path_features), as_int64(table_first), table, out,
-                               n_threads)
+                               as_int64([end for _, end, _ in trees]),
+                               as_int64(split_first), as_int64(split_nodes),
+                               np.array(split_bit, dtype=np.int32),
+                               as_int64(tree_leaves), as_int64(leaf_node),
+                               as_int64(leaf_first), as_int64(path_features),
+                               as_int64(table_first), table, out, n_threads)

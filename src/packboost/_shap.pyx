@@ -24,13 +24,15 @@ Rows are independent: a ``prange`` over rows, one path buffer per thread.
 import numpy as np
 
 from cython.parallel cimport prange, parallel, threadid
-from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t
 
 from packboost.tree cimport TreeNodes, raw_value_t, feature_index_t, node_index_t
 
 
 cdef enum:
     SHAP_ROW_BLOCK = 256    # rows per block of the tabled path (a thread's unit of work)
+    CACHE_LINE = 64         # bytes: each thread's scratch row is padded by one line,
+                            # so no two threads write to the same line (false sharing)
 
 
 cdef struct path_element:
@@ -183,7 +185,8 @@ def contributions(
     # Paths of lengths 1 .. max_depth + 1, each copied below its parent's.
     cdef Py_ssize_t path_length = (max_depth + 2) * (max_depth + 3) // 2
     n_threads = max(1, min(n_threads, n_rows))
-    buffers = np.zeros((n_threads, path_length * sizeof(path_element)), dtype=np.uint8)
+    buffers = np.zeros((n_threads, path_length * sizeof(path_element) + CACHE_LINE),
+                       dtype=np.uint8)
     cdef uint8_t[:, ::1] buffer_view = buffers
     cdef Py_ssize_t row, t_index
     cdef int thread
@@ -235,7 +238,8 @@ def fill_leaf_tables(
     for leaf in range(n_leaves):
         max_d = max(max_d, <int>(leaf_first[leaf + 1] - leaf_first[leaf]))
     n_threads = max(1, min(n_threads, n_leaves))
-    buffers = np.zeros((n_threads, (max_d + 2) * sizeof(path_element)), dtype=np.uint8)
+    buffers = np.zeros((n_threads, (max_d + 2) * sizeof(path_element) + CACHE_LINE),
+                       dtype=np.uint8)
     cdef uint8_t[:, ::1] buffer_view = buffers
     cdef path_element* path
     cdef int d, j, pattern, thread
@@ -262,13 +266,16 @@ def tabled_contributions(
         const feature_index_t[::1] feature,     # IN  node arrays
         const double[::1] threshold,
         const uint8_t[::1] missing_left,
+        const node_index_t[::1] left_child,
+        const node_index_t[::1] right_child,
         const int64_t[::1] tree_first,          # IN  (n_trees,) each tree's nodes are
         const int64_t[::1] tree_end,            #     tree_first[t] .. tree_end[t] - 1
+        const int64_t[::1] split_first,         # IN  (n_trees + 1,) ranges of split_nodes
+        const int64_t[::1] split_nodes,         # IN  each tree's split nodes, parents first
+        const int32_t[::1] split_bit,           # IN  the bit of each split's feature on
+                                                #     its path (same order as split_nodes)
         const int64_t[::1] tree_leaves,         # IN  (n_trees + 1,) leaf ranges
-        const int64_t[::1] step_first,          # IN  (n_leaves + 1,) offsets into steps
-        const int64_t[::1] step_node,           # IN  the split nodes on each leaf's path
-        const uint8_t[::1] step_left,           # IN  1: the path goes left there
-        const int32_t[::1] step_bit,            # IN  the bit of that split's feature
+        const int64_t[::1] leaf_node,           # IN  (n_leaves,) each leaf's node
         const int64_t[::1] leaf_first,          # IN  offsets into path_features
         const int64_t[::1] path_features,
         const int64_t[::1] table_first,
@@ -276,7 +283,15 @@ def tabled_contributions(
         double[:, ::1] out,                     # IN/OUT (n_rows, n_features + 1) +=
         int n_threads,
 ):
-    """Add every row's contributions from the tabled trees to ``out``."""
+    """Add every row's contributions from the tabled trees to ``out``.
+
+    A row's pattern at a leaf has bit j cleared when the row fails a split on the
+    path's j-th feature. One pass over a tree's splits, parents first, hands each
+    node's pattern to its children (the side the row does not take loses the
+    split's bit), so a leaf's pattern costs nothing more: per (row, tree), one
+    comparison per split and d table additions per leaf, with no data-dependent
+    branch.
+    """
     cdef Py_ssize_t itemsize = sizeof(raw_value_t)
     if X.strides[0] % itemsize or X.strides[1] % itemsize:
         X = np.ascontiguousarray(X)
@@ -290,18 +305,20 @@ def tabled_contributions(
         max_nodes = max(max_nodes, tree_end[t] - tree_first[t])
     cdef Py_ssize_t n_blocks = (n_rows + SHAP_ROW_BLOCK - 1) // SHAP_ROW_BLOCK
     n_threads = max(1, min(n_threads, n_blocks))
-    scratch = np.zeros((n_threads, max_nodes), dtype=np.uint8)
-    cdef uint8_t[:, ::1] scratch_view = scratch
-    cdef uint8_t* goes_left
-    cdef Py_ssize_t block, row, row_end, node, base, leaf, step
+    scratch = np.zeros((n_threads, max_nodes + CACHE_LINE // sizeof(uint32_t)),
+                       dtype=np.uint32)
+    cdef uint32_t[:, ::1] scratch_view = scratch
+    cdef uint32_t* node_pattern
+    cdef Py_ssize_t block, row, row_end, node, base, leaf, split, first
     cdef int thread, d, j
-    cdef unsigned int pattern
+    cdef uint32_t pattern, goes_left, bit
     cdef double x
     cdef const raw_value_t* values
-    cdef int64_t entry
+    cdef const double* entry
+    cdef double* out_row
     with nogil, parallel(num_threads=n_threads):
         thread = threadid()
-        goes_left = &scratch_view[thread, 0]
+        node_pattern = &scratch_view[thread, 0]
         for block in prange(n_blocks, schedule='static'):
             row_end = min(n_rows, (block + 1) * SHAP_ROW_BLOCK)
             # Trees outer, rows inner: one tree's tables stay in cache for the block.
@@ -309,19 +326,24 @@ def tabled_contributions(
                 base = tree_first[t]
                 for row in range(block * SHAP_ROW_BLOCK, row_end):
                     values = &X[0, 0] + row * row_stride
-                    for node in range(base, tree_end[t]):
-                        if feature[node] >= 0:
-                            x = <double>values[feature[node] * feature_stride]
-                            if x != x:
-                                goes_left[node - base] = missing_left[node]
-                            else:
-                                goes_left[node - base] = x <= threshold[node]
+                    out_row = &out[row, 0]
+                    node_pattern[0] = 0xFFFFFFFFu
+                    for split in range(split_first[t], split_first[t + 1]):
+                        node = split_nodes[split]
+                        x = <double>values[feature[node] * feature_stride]
+                        if x != x:
+                            goes_left = missing_left[node]
+                        else:
+                            goes_left = x <= threshold[node]
+                        pattern = node_pattern[node - base]
+                        bit = (<uint32_t>1) << split_bit[split]
+                        # The child the row does not take loses this split's bit.
+                        node_pattern[left_child[node] - base] = pattern & ~(bit * (1u - goes_left))
+                        node_pattern[right_child[node] - base] = pattern & ~(bit * goes_left)
                     for leaf in range(tree_leaves[t], tree_leaves[t + 1]):
-                        d = <int>(leaf_first[leaf + 1] - leaf_first[leaf])
-                        pattern = (1u << d) - 1u
-                        for step in range(step_first[leaf], step_first[leaf + 1]):
-                            if goes_left[step_node[step] - base] != step_left[step]:
-                                pattern = pattern & ~(1u << step_bit[step])
-                        entry = table_first[leaf] + pattern * d
+                        first = leaf_first[leaf]
+                        d = <int>(leaf_first[leaf + 1] - first)
+                        pattern = node_pattern[leaf_node[leaf] - base] & ((1u << d) - 1u)
+                        entry = &table[table_first[leaf] + pattern * d]
                         for j in range(d):
-                            out[row, path_features[leaf_first[leaf] + j]] += table[entry + j]
+                            out_row[path_features[first + j]] += entry[j]

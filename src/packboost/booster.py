@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from packboost._fixed_point import GradientScaling
+from packboost._leaf_refit import refit_quantile_leaves
 from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
 from packboost.grower import GrowerParams, TrainingData, grow_pack
@@ -227,6 +228,9 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     eval_sets = list(eval_sets or ())
     metrics = list(metrics or ())
     n_outputs = getattr(objective, "n_outputs", 1)
+    # The loss each output is fitted with (MultiTarget: the same for every target),
+    # for what it does beyond gradients (quantile leaves are refitted).
+    output_objective = getattr(objective, "objective", objective)
     rng = np.random.default_rng(params["random_state"])
     if init is None:
         base_score = objective.base_score(y, sample_weight)
@@ -279,6 +283,11 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                              draws.tree_samples, draws.layer_features,
                              draws.tree_feature_masks, settings[output], n_threads)
             scalings[output].restore(pack.nodes)
+            if getattr(output_objective, "refits_leaves_to_quantile", False):
+                refit_quantile_leaves(pack, data, y if n_outputs == 1 else y[output],
+                                      raw_prediction[output], sample_weight,
+                                      draws.tree_samples, output_objective.alpha,
+                                      params["learning_rate"] / params["pack_size"], n_threads)
             if not np.isfinite(pack.nodes["value"]).all():
                 # Never keep training on garbage: inputs are bounded at the public
                 # boundary, so this is a safety net, not an expected path.

@@ -152,6 +152,13 @@ class _DaskEstimator:
             raise NotImplementedError(
                 f"{type(self).__name__} supports era_weighting='equal' only, got "
                 f"{params['era_weighting']!r}")
+        if params["objective"] == "quantile":
+            # Quantile leaves are refitted on the driver's binned matrix
+            # (packboost._leaf_refit), which here lives on the workers.
+            raise NotImplementedError(
+                f"{type(self).__name__} does not support objective='quantile' (its leaves "
+                "are refitted to residual quantiles on the binned data, which the Dask "
+                "backend keeps on the workers); fit PackBoostRegressor on one machine")
         n_threads = _resolve_n_jobs(self.n_jobs)
         client = self._client()
 

@@ -22,7 +22,7 @@ per target column) and :class:`Softmax` (the multiclass log loss). Their
 ``delta`` (where it turns from quadratic to linear), and the quantile level.
 Both use a hessian of 1, so their leaves are Newton leaves ``-G / (n +
 reg_lambda)`` of the (clipped or signed) gradients; see
-:class:`Quantile` for why the leaves are not refitted to residual quantiles.
+:class:`Quantile` for how its leaves are refitted to residual quantiles.
 """
 
 from __future__ import annotations
@@ -101,17 +101,16 @@ class Quantile:
     ``(1 - alpha) (F - y)``.
 
     ``g = 1 - alpha`` where ``F >= y``, ``-alpha`` where ``F < y``; ``h = 1``.
-    A leaf's Newton value ``-G / (n + reg_lambda)`` is then ``share of its rows
-    below F - (1 - alpha)`` (times ``n / (n + reg_lambda)``): a step towards the
-    alpha-quantile of the leaf's residuals, which is 0 exactly when that share
-    is alpha. Leaves are not refitted to the residuals' quantile (LightGBM
-    does): the pack's trees share one gradient pass, and a refit needs every
-    leaf's residuals, a per-leaf selection the kernels do not have; the
-    Newton step gets there over rounds, at most ``learning_rate`` per round,
-    so targets of unit scale (Numerai's) train at the usual rates.
-    The starting score is the weighted alpha-quantile of ``y``.
+    The trees are grown on these (their Newton step says which way a leaf
+    should move, not how far); then, as LightGBM does, each leaf is refitted
+    to the weighted alpha-quantile of its rows' residuals ``y - F``, times
+    ``learning_rate / pack_size`` (:mod:`packboost._leaf_refit`;
+    ``reg_lambda``, ``reg_alpha`` and ``max_delta_step`` shape the splits
+    only). The starting score is the weighted alpha-quantile of ``y``.
     """
 
+    # booster.train refits the leaves of each grown pack (packboost._leaf_refit).
+    refits_leaves_to_quantile = True
     name = "quantile"
 
     def __init__(self, alpha: float):

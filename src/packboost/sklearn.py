@@ -440,6 +440,10 @@ class _PackBoostEstimator(BaseEstimator):
                 and era_column in _inputs.column_names(X)
                 and (feature_names is None or era_column not in list(feature_names))):
             X = _inputs.drop_columns(X, [era_column])
+        if feature_names is not None and _inputs.frame_kind(X) is not None:
+            # By name before any dtype check: an ``id`` column of strings is told
+            # as a column the model does not know, not as a non-numeric feature.
+            _check_feature_names(_inputs.column_names(X), feature_names)
         X, names = _validation.check_X(X, argument=argument)
         self._check_features(X, names, n_features, feature_names, argument)
         return X
@@ -449,17 +453,8 @@ class _PackBoostEstimator(BaseEstimator):
 
         Names first (as scikit-learn): a table with other columns is told which.
         """
-        if (names is not None and feature_names is not None
-                and not np.array_equal(names, feature_names)):
-            expected, got = list(feature_names), list(names)
-            missing = [name for name in expected if name not in set(got)]
-            unexpected = [name for name in got if name not in set(expected)]
-            detail = (f"missing {missing[:5]}, unexpected {unexpected[:5]}"
-                      if missing or unexpected else "same names in another order")
-            raise ValueError(
-                "The feature names should match those that were passed during fit: "
-                f"{detail} (expected {expected[:5]}..., got {got[:5]}...)"
-            )
+        if names is not None and feature_names is not None:
+            _check_feature_names(names, feature_names)
         if X.shape[1] != n_features:
             raise ValueError(
                 f"{argument} has {X.shape[1]} features, but {type(self).__name__} is "
@@ -594,6 +589,35 @@ def _fitted_state(target, ensemble, mapper, n_features, n_eras, info, feature_na
     if era_column is not None:
         fitted["era_column_"] = era_column
     return fitted
+
+
+def _check_feature_names(names, feature_names) -> None:
+    """Raise unless a table's column names are the fitted features, in order.
+
+    Every unknown column is named (an ``id``, a target, another era column), as
+    are the missing features, so one error says what to drop or add.
+    """
+    expected, got = list(feature_names), list(names)
+    if got == expected:
+        return
+    known, present = set(expected), set(got)
+    missing = [name for name in expected if name not in present]
+    unexpected = [name for name in got if name not in known]
+    if missing or unexpected:
+        detail = f"missing {_listed(missing)}, unexpected {_listed(unexpected)}"
+        if unexpected:
+            detail += " (columns that are not features of the model: drop them)"
+    else:
+        detail = "same names in another order"
+    raise ValueError(
+        f"The feature names should match those that were passed during fit: {detail} "
+        f"(expected {expected[:5]}{'...' if len(expected) > 5 else ''})"
+    )
+
+
+def _listed(names, limit: int = 20) -> str:
+    shown = repr(names[:limit])
+    return shown if len(names) <= limit else f"{shown[:-1]}, ... {len(names) - limit} more]"
 
 
 def _round_range(ensemble, iteration_range):

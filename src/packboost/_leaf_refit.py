@@ -1,0 +1,89 @@
+"""Refitting a pack's leaves to a quantile of their residuals (``objective="quantile"``).
+
+The pinball loss has no curvature, so its Newton step (unit hessians) is
+``share of the leaf's rows below the prediction - (1 - alpha)``: it says which
+way to move, not how far, and a leaf crawls towards its quantile at most
+``learning_rate`` per round. As LightGBM does for its quantile and L1
+objectives, once a tree is grown its split structure is kept and each leaf's
+value is replaced by the weighted alpha-quantile of the residuals
+``y - F`` of the rows it was grown on (the tree's sample), times the round's
+shrinkage ``learning_rate / pack_size``: the step that minimises the leaf's
+pinball loss.
+
+The rows are routed with the binned prediction kernel
+(:func:`packboost._predict.predict_binned` walking a copy of the tree whose
+leaf values are their node ids), on the driver's binned matrix, so the CPU
+and CUDA backends refit the same way; the Dask backend keeps that matrix on
+its workers and does not support it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from packboost import _predict
+
+
+def leaf_of_rows(pack, tree: int, data, n_threads: int) -> np.ndarray:
+    """(n_rows,) int64: every training row's leaf in ``tree`` of ``pack``, as the
+    index of that node in the pack's node arrays."""
+    nodes = pack.nodes
+    node_ids = np.arange(len(nodes["value"]), dtype=np.float64)
+    root = np.array([pack.tree_offsets[tree]], dtype=np.int64)
+    out = np.zeros(data.n_rows, dtype=np.float64)
+    _predict.predict_binned(data.X_binned, data.n_bins, nodes["feature"],
+                            nodes["threshold_bin"], nodes["missing_left"],
+                            nodes["left_child"], nodes["right_child"], node_ids, root, out,
+                            n_threads)
+    # A tree's walk adds its root's offset to the leaf's tree-local index:
+    # the sum is the pack-wide node id, exactly (integers far below 2**53).
+    return out.astype(np.int64)
+
+
+def grouped_weighted_quantile(group: np.ndarray, values: np.ndarray,
+                              weights: np.ndarray, q: float, n_groups: int):
+    """Per group g of ``0 .. n_groups-1``: the smallest value whose cumulative
+    weight (values ascending) reaches ``q`` of the group's total weight, as
+    :func:`packboost.objectives.weighted_quantile` does for one group.
+
+    Returns ``(quantile, has_weight)``; groups without positive weight get 0 and
+    False.
+    """
+    order = np.lexsort((values, group))
+    group, values, weights = group[order], values[order], weights[order]
+    starts = np.searchsorted(group, np.arange(n_groups), side="left")
+    ends = np.searchsorted(group, np.arange(n_groups), side="right")
+    cumulative = np.concatenate([[0.0], np.cumsum(weights)])
+    before, totals = cumulative[starts], cumulative[ends] - cumulative[starts]
+    has_weight = totals > 0
+    # First position whose cumulative weight within the group reaches q x its total.
+    position = np.searchsorted(cumulative[1:], before + q * totals, side="left")
+    position = np.clip(position, starts, np.maximum(ends - 1, starts))
+    if not len(values):
+        return np.zeros(n_groups), has_weight
+    quantile = np.where(has_weight, values[np.minimum(position, len(values) - 1)], 0.0)
+    return quantile, has_weight
+
+
+def refit_quantile_leaves(pack, data, y: np.ndarray, raw_prediction: np.ndarray,
+                          sample_weight: np.ndarray | None, tree_samples: list,
+                          alpha: float, shrinkage: float, n_threads: int) -> None:
+    """Set every leaf of ``pack`` to ``shrinkage`` x the weighted ``alpha``-quantile
+    of ``y - raw_prediction`` over its tree's sampled rows that reach it (in place).
+
+    ``raw_prediction`` is the prediction the pack was grown from (before the
+    pack is added). A leaf none of whose sampled rows has weight keeps its value.
+    """
+    values = pack.nodes["value"]
+    is_leaf = pack.nodes["feature"] < 0
+    for tree, rows in enumerate(tree_samples):
+        if len(rows) == 0:
+            continue
+        leaf = leaf_of_rows(pack, tree, data, n_threads)[rows]
+        residual = y[rows] - raw_prediction[rows]
+        weights = (np.ones(len(rows)) if sample_weight is None
+                   else np.asarray(sample_weight, dtype=np.float64)[rows])
+        quantile, has_weight = grouped_weighted_quantile(leaf, residual, weights, alpha,
+                                                         len(values))
+        refit = has_weight & is_leaf
+        values[refit] = shrinkage * quantile[refit]
