@@ -240,20 +240,22 @@ def test_between_era_std_matches_reference(shape, era_weighting, split_params):
     data, g, h = make_binned_problem(n_rows + 11, n_rows, 3, n_eras, one_sided_eras=True)
     variance = float(np.var(g)) if n_rows > 1 else 0.5
     for feature in range(3):
-        hist = tile_histogram(data, g, h, feature)
-        n_bins = int(data.n_bins[feature])
-        got = _split.score_histogram(hist, n_bins, params, variance)
-        want = _reference.first_best(_reference.candidates(
-            hist["sum_gradients"], hist["sum_hessians"], hist["count"].astype(float), n_bins,
-            params, gradient_variance=variance))
-        if want is None:
-            assert got is None
-            continue
-        assert (got["threshold"], got["missing_left"]) == (want["threshold"],
-                                                           want["missing_left"])
-        for key in ("score", "mean", "std"):
-            np.testing.assert_allclose(got[key], want[key], rtol=1e-9, atol=1e-12,
-                                       err_msg=key)
+        assert_best_matches_reference(tile_histogram(data, g, h, feature),
+                                      int(data.n_bins[feature]), params, variance)
+
+
+def assert_best_matches_reference(hist, n_bins, params, variance):
+    """score_histogram's choice, score, mean and std are the oracle's."""
+    got = _split.score_histogram(hist, n_bins, params, variance)
+    want = _reference.first_best(_reference.candidates(
+        hist["sum_gradients"], hist["sum_hessians"], hist["count"].astype(float), n_bins,
+        params, gradient_variance=variance))
+    if want is None:
+        assert got is None
+        return
+    assert (got["threshold"], got["missing_left"]) == (want["threshold"], want["missing_left"])
+    for key in ("score", "mean", "std"):
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-9, atol=1e-12, err_msg=key)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -270,17 +272,8 @@ def test_best_first_scan_keeps_the_reference_best(seed, era_std, era_weighting, 
     data, g, h = make_binned_problem(100 + seed, 9000, 2, 300, n_bins=20)
     variance = float(np.var(g))
     for feature in range(2):
-        hist = tile_histogram(data, g, h, feature)
-        n_bins = int(data.n_bins[feature])
-        got = _split.score_histogram(hist, n_bins, params, variance)
-        want = _reference.first_best(_reference.candidates(
-            hist["sum_gradients"], hist["sum_hessians"], hist["count"].astype(float), n_bins,
-            params, gradient_variance=variance))
-        assert (got["threshold"], got["missing_left"]) == (want["threshold"],
-                                                           want["missing_left"])
-        for key in ("score", "mean", "std"):
-            np.testing.assert_allclose(got[key], want[key], rtol=1e-9, atol=1e-12,
-                                       err_msg=key)
+        assert_best_matches_reference(tile_histogram(data, g, h, feature),
+                                      int(data.n_bins[feature]), params, variance)
 
 
 def _pure_noise_histogram(seed, n_eras=200, rows_per_era=400, effect=0.0, flip=False):
