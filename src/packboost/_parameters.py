@@ -452,9 +452,10 @@ def check_file_parameter(name: str, value):
 FOREIGN_NAMES = {
     "num_leaves": "max_depth (trees grow depth-wise: up to 2**max_depth leaves)",
     "max_leaves": "max_depth (trees grow depth-wise: up to 2**max_depth leaves)",
-    "colsample_bytree": "tree_feature_fraction (each tree's share of a depth's features) "
-                        "and layer_feature_fraction (the features drawn per depth)",
-    "feature_fraction": "layer_feature_fraction or tree_feature_fraction",
+    "colsample_bytree": "layer_feature_fraction with feature_sampling='pack' (the features "
+                        "drawn once per pack, as LightGBM draws per tree)",
+    "feature_fraction": "layer_feature_fraction with feature_sampling='pack' (the features "
+                        "drawn once per pack, as LightGBM draws per tree)",
     "colsample_bylevel": "layer_feature_fraction",
     "colsample_bynode": "tree_feature_fraction",
     "subsample": "row_subsample (or era_subsample for whole eras)",
