@@ -334,10 +334,11 @@ def test_cli_flags_parse_to_the_parameters():
 
 
 @pytest.mark.parametrize("estimator", [PackBoostRegressor, PackBoostClassifier])
-@pytest.mark.parametrize("name, equivalent", [("num_leaves", "max_depth"),
-                                              ("colsample_bytree", "layer_feature_fraction with feature_sampling="),
-                                              ("verbose", "fit(..., progress=False)"),
-                                              ("subsample", "row_subsample")])
+@pytest.mark.parametrize("name, equivalent", [
+    ("num_leaves", "max_depth"),
+    ("colsample_bytree", "layer_feature_fraction with feature_sampling='pack'"),
+    ("verbose", "fit(..., progress=False)"),
+    ("subsample", "row_subsample")])
 def test_lightgbm_names_get_their_packboost_equivalent(estimator, name, equivalent):
     with pytest.raises(TypeError, match=f"'{name}' is not a PackBoost parameter; use "
                                         f"{re.escape(equivalent)}"):
