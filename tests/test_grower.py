@@ -305,7 +305,7 @@ def test_histogram_groups_give_the_same_pack():
 
 
 def test_feature_blocking_gives_the_same_pack():
-    """Several features per pass over the rows (default 4) vs 1, 3 and more
+    """Several features per pass over the rows (default 64) vs 1, 3 and more
     than there are features."""
     assert_same_pack_under(1, [{"features_per_pass": k} for k in (1, 3, 64)])
 

@@ -72,8 +72,11 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
 
 # Default cap on one thread's histogram buffer; more slots are done in groups.
 DEFAULT_HISTOGRAM_BUDGET_BYTES = 64 * 1024 * 1024
-# Features histogrammed in one pass over the rows (see build_pack_histograms).
-DEFAULT_FEATURES_PER_PASS = 32
+# Features histogrammed in one pass over the rows (see build_pack_histograms):
+# all a block can hold. Wider blocks read a row's slot and gradient once for
+# more updates; at Numerai scale (50 features per depth) one block of 50 ran
+# 0.33-0.34 s/tree against 0.40 for two of 25 (benchmarks/RESULTS.md).
+DEFAULT_FEATURES_PER_PASS = MAX_FEATURES_PER_PASS
 # Histogram work items per thread at least (an item is an era, or a part of
 # its features when eras are few), for the dynamic schedule to balance.
 cdef enum:
