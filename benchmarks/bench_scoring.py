@@ -16,11 +16,11 @@ with ``lambda_dir=0.5`` (a direction vote per era).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from functools import partial
 
 import numpy as np
+from bench_histogram import _median_seconds
 
 from packboost import _histogram, _split
 from packboost._fixed_point import to_fixed_point
@@ -34,12 +34,7 @@ VARIANTS = {"default": {}, "lambda_dro=0": {"lambda_dro": 0.0, "era_std": "total
 
 
 def cpu_seconds(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        function()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
+    return _median_seconds(function, repeats, clock=time.process_time)
 
 
 def main(argv=None) -> None:

@@ -26,7 +26,7 @@ from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
 from packboost.grower import GrowerParams, TrainingData, grow_pack
 from packboost.metrics import EraScorer, era_summary, pooled_metric
-from packboost.objectives import ObjectiveError
+from packboost.objectives import MultiTarget, ObjectiveError
 
 
 @dataclass
@@ -230,7 +230,7 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     n_outputs = getattr(objective, "n_outputs", 1)
     # The loss each output is fitted with (MultiTarget: the same for every target),
     # for what it does beyond gradients (quantile leaves are refitted).
-    output_objective = getattr(objective, "objective", objective)
+    output_objective = objective.objective if isinstance(objective, MultiTarget) else objective
     rng = np.random.default_rng(params["random_state"])
     if init is None:
         base_score = objective.base_score(y, sample_weight)

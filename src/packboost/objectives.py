@@ -33,6 +33,17 @@ import numpy as np
 # Newton step finite there (XGBoost and LightGBM do the same).
 _MIN_LOGISTIC_HESSIAN = 1e-16
 
+
+def _logistic_hessians_and_weights(probability, sample_weight, out_g, out_h) -> None:
+    """``out_h = max(p (1 - p), floor)`` -- the logistic and softmax hessian --
+    then both gradients and hessians times ``sample_weight`` (if any)."""
+    np.multiply(probability, 1.0 - probability, out=out_h)
+    np.maximum(out_h, _MIN_LOGISTIC_HESSIAN, out=out_h)
+    if sample_weight is not None:
+        out_g *= sample_weight
+        out_h *= sample_weight
+
+
 # What a model file stores as ``objective`` when the model was trained with a
 # callable: the function itself is never stored (a loaded model runs no code).
 CUSTOM = "custom"
@@ -143,11 +154,7 @@ class Logistic:
     def gradients(y, raw_prediction, sample_weight, out_g, out_h) -> None:
         probability = _sigmoid(raw_prediction)
         np.subtract(probability, y, out=out_g)
-        np.multiply(probability, 1.0 - probability, out=out_h)
-        np.maximum(out_h, _MIN_LOGISTIC_HESSIAN, out=out_h)
-        if sample_weight is not None:
-            out_g *= sample_weight
-            out_h *= sample_weight
+        _logistic_hessians_and_weights(probability, sample_weight, out_g, out_h)
 
     @staticmethod
     def transform(raw_prediction: np.ndarray) -> np.ndarray:
@@ -207,11 +214,7 @@ class Softmax:
         probability = softmax(raw_prediction, axis=0)
         np.copyto(out_g, probability)
         out_g[y.astype(np.intp), np.arange(y.size)] -= 1.0
-        np.multiply(probability, 1.0 - probability, out=out_h)
-        np.maximum(out_h, _MIN_LOGISTIC_HESSIAN, out=out_h)
-        if sample_weight is not None:
-            out_g *= sample_weight
-            out_h *= sample_weight
+        _logistic_hessians_and_weights(probability, sample_weight, out_g, out_h)
 
     @staticmethod
     def transform(raw_prediction: np.ndarray) -> np.ndarray:
