@@ -20,7 +20,9 @@ def random_slots(rng, n_rows, pack_size, n_slots_per_tree):
     return node_of_row
 
 
-@pytest.mark.parametrize("n_rows, n_eras", [(1, 1), (7, 3), (500, 40), (2000, 1)])
+# 129 and 261 rows: row chunks (ROW_CHUNK = 128) and groups of four end mid-era
+@pytest.mark.parametrize("n_rows, n_eras", [(1, 1), (7, 3), (129, 1), (261, 2), (500, 40),
+                                           (2000, 1)])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
 @pytest.mark.parametrize("hessian", ["varying", "constant"])
 def test_pack_histogram_matches_reference(n_rows, n_eras, dtype, hessian):
