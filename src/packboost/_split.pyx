@@ -454,6 +454,7 @@ def find_best_splits(
         const double[:, ::1] slot_bounds=None,
         const int8_t[::1] feature_monotone=None,
         const uint8_t[:, ::1] slot_allows_feature=None,
+        cell_buffer=None,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -481,6 +482,11 @@ def find_best_splits(
     its children's clipped values), ``slot_allows_feature`` (n_slots,
     n_candidates) uint8 which (slot, feature) pairs are scored at all
     (interaction constraints). Histograms are built as without them.
+
+    ``cell_buffer``: an int64 array of at least ``block_buffer_cells(...)``
+    entries to hold a block's cells (without subtraction), which a fit keeps
+    from depth to depth so that no depth faults in fresh pages (the kernel
+    clearing them was 4% of a small fit); None: a new one.
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -593,14 +599,14 @@ def find_best_splits(
     # its eras while summing, then its tiles while scoring. Its cap is the
     # per-thread budget times the threads (the memory the per-thread buffers
     # of a feature-parallel split would take).
-    group_size = max(1, min(n_slots, n_threads * histogram_budget_bytes // (
-        features_per_pass * n_eras * max_width * words * sizeof(int64_t))))
-    buffer_cells = n_eras * group_size * features_per_pass * max_width * words
+    group_size, buffer_cells = block_buffer_cells(n_slots, n_eras, features_per_pass, max_width,
+                                                  words, n_threads, histogram_budget_bytes)
     if subtracting:
         buffer_cells = 0  # the cells live in depth_cells
     # Buffers allocated by NumPy so that a failure is a MemoryError; scoring
     # scratch per thread.
-    cell_buffer = np.empty(buffer_cells, dtype=np.int64)
+    if cell_buffer is None or cell_buffer.dtype != np.int64 or cell_buffer.size < buffer_cells:
+        cell_buffer = np.empty(buffer_cells, dtype=np.int64)
     feature_offset = np.empty(MAX_FEATURES_PER_PASS, dtype=np.intp)
     tile_buffers = np.empty((n_threads, n_eras * max_width), dtype=HIST_DTYPE)
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
@@ -715,6 +721,19 @@ def find_best_splits(
                         missing_left_view[tile_slot, position] = best.missing_left
                 group_start = group_end
     return result
+
+
+def block_buffer_cells(Py_ssize_t n_slots, Py_ssize_t n_eras, Py_ssize_t features_per_pass,
+                       Py_ssize_t max_width, Py_ssize_t words, Py_ssize_t n_threads,
+                       Py_ssize_t histogram_budget_bytes=DEFAULT_HISTOGRAM_BUDGET_BYTES):
+    """``(slots per group, int64 entries)`` of find_best_splits' block buffer
+    without subtraction: one (block, slot group)'s cells, ``features_per_pass``
+    (as feature_blocks returns it) features of up to ``max_width`` bins, the
+    group as many slots as ``n_threads`` budgets hold (at least one)."""
+    cdef Py_ssize_t slot_bytes = features_per_pass * n_eras * max_width * words * sizeof(int64_t)
+    cdef Py_ssize_t group_size = max(1, min(n_slots, max(1, n_threads) * histogram_budget_bytes
+                                            // max(1, slot_bytes)))
+    return group_size, n_eras * group_size * features_per_pass * max_width * words
 
 
 def depth_cells_size(Py_ssize_t n_eras, Py_ssize_t n_slots, features, n_bins,

@@ -113,12 +113,26 @@ class CpuBackend:
             data.X_binned, self.fixed, rows, era_offsets, self.node_of_row, slot_tree,
             slot_open, features, tree_uses_feature, data.n_bins, split_params, self.n_threads,
             self.histogram_budget_bytes, self.features_per_pass, slot_variance, **subtraction,
-            **(constraints or {}))
+            **(constraints or {}), cell_buffer=self._block_buffer(plan, len(slot_tree), features))
         self._kept = None
         if plan is not None and keep_for_children:
             self._kept = dict(cells=plan["depth_cells"], features=features,
                               uses=tree_uses_feature, n_slots=len(slot_tree))
         return BestSplits.of_table(found)
+
+    def _block_buffer(self, plan, n_slots, features):
+        """find_best_splits' block buffer for full passes: one of the two
+        buffers subtraction keeps for the fit (no depth then faults in fresh
+        pages); None with subtraction, whose cells live in the plan's
+        depth_cells."""
+        if plan is not None or len(features) == 0:
+            return None
+        words = 1 if self.fixed.hessian_is_constant else 2
+        per_pass = _split.feature_blocks(len(features), self.features_per_pass)[0]
+        max_width = int(np.max(self.data.n_bins[features])) + 1
+        size = _split.block_buffer_cells(n_slots, self.data.n_eras, per_pass, max_width, words,
+                                         self.n_threads, self.histogram_budget_bytes)[1]
+        return self._cell_buffer(size, avoid=None)
 
     def _subtraction_plan(self, slot_tree, slot_open, features, tree_uses_feature,
                           keep_for_children):
