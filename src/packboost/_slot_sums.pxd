@@ -12,6 +12,27 @@ cdef enum:
     SUM_CHUNKS = 16   # a fixed number, whatever the thread count
 
 
+cdef inline void add_row_to_chunk(
+        const gradient_t* gradients,            # IN  (n_rows,) indexed by row
+        const gradient_t* hessians,             # IN  (n_rows,)
+        const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or negative
+        Py_ssize_t row,
+        double* sums,                           # IN/OUT one chunk's (4, stride) partial
+        Py_ssize_t stride,
+) noexcept nogil:
+    """Add ``row`` to its slot's sums in every tree that sampled it (trees in order)."""
+    cdef Py_ssize_t tree, pack_size = node_of_row.shape[1]
+    cdef node_index_t slot
+    cdef double gradient = gradients[row]
+    for tree in range(pack_size):
+        slot = node_of_row[row, tree]
+        if slot >= 0:
+            sums[slot] += gradient
+            sums[stride + slot] += hessians[row]
+            sums[2 * stride + slot] += 1.0
+            sums[3 * stride + slot] += gradient * gradient
+
+
 cdef inline void add_rows_to_chunk(
         const gradient_t* gradients,            # IN  (n_rows,) indexed by row
         const gradient_t* hessians,             # IN  (n_rows,)
@@ -21,15 +42,6 @@ cdef inline void add_rows_to_chunk(
         double* sums,                           # IN/OUT one chunk's (4, stride) partial
         Py_ssize_t stride,
 ) noexcept nogil:
-    cdef Py_ssize_t row, tree, pack_size = node_of_row.shape[1]
-    cdef node_index_t slot
-    cdef double gradient
+    cdef Py_ssize_t row
     for row in range(row_start, row_end):
-        gradient = gradients[row]
-        for tree in range(pack_size):
-            slot = node_of_row[row, tree]
-            if slot >= 0:
-                sums[slot] += gradient
-                sums[stride + slot] += hessians[row]
-                sums[2 * stride + slot] += 1.0
-                sums[3 * stride + slot] += gradient * gradient
+        add_row_to_chunk(gradients, hessians, node_of_row, row, sums, stride)

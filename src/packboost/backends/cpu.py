@@ -74,6 +74,7 @@ class CpuBackend:
         self._kept = None
         self._counts = None
         self._slot_parent = None
+        self._routed_sums = None
 
     def _free_buffers(self) -> None:
         self._buffers = [np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)]
@@ -93,8 +94,12 @@ class CpuBackend:
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         fixed = self.fixed
-        sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians, self.node_of_row,
-                                              n_slots, self.n_threads))
+        routed, self._routed_sums = self._routed_sums, None
+        if routed is not None and routed[0] == n_slots:
+            sums = routed[1]
+        else:
+            sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
+                                                  self.node_of_row, n_slots, self.n_threads))
         self._counts = sums.count
         return sums
 
@@ -215,9 +220,14 @@ class CpuBackend:
         if len(split) and not np.array_equal(np.asarray(left_child_slot)[split],
                                              2 * np.arange(len(split))):
             self._slot_parent = None  # children numbered otherwise: no subtraction
-        _partition.route_rows(data.X_binned, self.node_of_row, split_feature, split_threshold,
-                              split_missing_left, left_child_slot, data.n_bins, slot_node,
-                              self.leaf_of_row, self.n_threads)
+        # The next frontier's sums come with the routing (one pass over the
+        # table, same numbers as slot_sums): slot_sums hands them out.
+        n_next = 2 * len(split)
+        sums = _partition.route_rows(data.X_binned, self.node_of_row, split_feature,
+                                     split_threshold, split_missing_left, left_child_slot,
+                                     data.n_bins, slot_node, self.leaf_of_row, self.n_threads,
+                                     self.fixed.gradients, self.fixed.hessians, n_next)
+        self._routed_sums = (n_next, SlotSums(*sums)) if n_next else None
 
     def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
         _predict.add_leaf_values(self.leaf_of_row, pack.nodes["value"],

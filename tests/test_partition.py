@@ -1,0 +1,96 @@
+"""Routing rows to child slots, and the slot sums that come with it, vs NumPy oracles."""
+
+import numpy as np
+import pytest
+
+from packboost import _partition
+
+
+def random_frontier(rng, n_rows, pack_size, slots_per_tree, n_features, n_bins):
+    """A pack mid-growth: codes per (row, tree) (sampled slot, unsampled -2 - slot,
+    leaf -1), each slot's split or none, and binned data with missing codes."""
+    n_slots = pack_size * slots_per_tree
+    slot = (np.arange(pack_size) * slots_per_tree
+            + rng.integers(0, slots_per_tree, (n_rows, pack_size)))
+    kind = rng.random((n_rows, pack_size))
+    codes = np.where(kind < 0.7, slot, np.where(kind < 0.9, -2 - slot, -1)).astype(np.int32)
+    X = rng.integers(0, n_bins + 1, (n_features, n_rows)).astype(np.uint8)  # n_bins = missing
+    splits = rng.random(n_slots) < 0.6
+    feature = np.where(splits, rng.integers(0, n_features, n_slots), -1).astype(np.int32)
+    threshold = rng.integers(0, n_bins, n_slots).astype(np.int32)
+    missing_left = rng.integers(0, 2, n_slots).astype(np.uint8)
+    left_child = np.full(n_slots, -1, dtype=np.int32)
+    left_child[splits] = 2 * np.arange(int(splits.sum()), dtype=np.int32)
+    slot_node = rng.integers(0, 1000, n_slots).astype(np.int32)
+    n_bins_of = np.full(n_features, n_bins, dtype=np.int32)
+    return codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins_of
+
+
+def route_oracle(codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins):
+    codes = codes.copy()
+    leaves = np.full(codes.shape, -7, dtype=np.int32)
+    for row, tree in np.ndindex(*codes.shape):
+        code = codes[row, tree]
+        if code == -1:
+            continue
+        slot = code if code >= 0 else -2 - code
+        if feature[slot] < 0:
+            leaves[row, tree] = slot_node[slot]
+            codes[row, tree] = -1
+            continue
+        value = X[feature[slot], row]
+        left = missing_left[slot] if value == n_bins[feature[slot]] else value <= threshold[slot]
+        child = left_child[slot] + (0 if left else 1)
+        codes[row, tree] = child if code >= 0 else -2 - child
+    return codes, leaves
+
+
+@pytest.mark.parametrize("n_rows", [1, 17, 1000])
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads):
+    rng = np.random.default_rng(n_rows * 10 + n_threads)
+    pack_size, per_tree = 3, 4
+    codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
+        rng, n_rows, pack_size, per_tree, 5, 4)
+    gradients = rng.normal(size=n_rows)
+    gradients[rng.random(n_rows) < 0.2] = 0.5  # ties
+    hessians = rng.uniform(0.5, 2.0, n_rows)
+    n_next = 2 * int((feature >= 0).sum())
+    expected_codes, expected_leaves = route_oracle(codes, X, feature, threshold, missing_left,
+                                                   left_child, slot_node, n_bins)
+
+    plain = codes.copy()
+    plain_leaves = np.full(codes.shape, -7, dtype=np.int32)
+    assert _partition.route_rows(X, plain, feature, threshold, missing_left, left_child, n_bins,
+                                 slot_node, plain_leaves, n_threads) is None
+    np.testing.assert_array_equal(plain, expected_codes)
+    np.testing.assert_array_equal(plain_leaves, expected_leaves)
+
+    summed = codes.copy()
+    summed_leaves = np.full(codes.shape, -7, dtype=np.int32)
+    sums = _partition.route_rows(X, summed, feature, threshold, missing_left, left_child, n_bins,
+                                 slot_node, summed_leaves, n_threads, gradients, hessians, n_next)
+    np.testing.assert_array_equal(summed, expected_codes)
+    np.testing.assert_array_equal(summed_leaves, expected_leaves)
+    # the same numbers, bit for bit, as a pass of slot_sums after routing
+    again = _partition.slot_sums(gradients, hessians, expected_codes, n_next, n_threads)
+    for got, want in zip(sums, again, strict=True):
+        np.testing.assert_array_equal(got, want)
+    # and what they mean, within rounding
+    in_slot = [(expected_codes == slot) for slot in range(n_next)]
+    np.testing.assert_array_equal(sums[2], [mask.sum() for mask in in_slot])
+    np.testing.assert_allclose(sums[0], [(mask * gradients[:, None]).sum() for mask in in_slot],
+                               atol=1e-9)
+    np.testing.assert_allclose(sums[1], [(mask * hessians[:, None]).sum() for mask in in_slot],
+                               atol=1e-9)
+    np.testing.assert_allclose(sums[3], [(mask * gradients[:, None] ** 2).sum()
+                                         for mask in in_slot], atol=1e-9)
+
+
+def test_route_rows_checks_the_gradients_length():
+    rng = np.random.default_rng(0)
+    codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
+        rng, 10, 2, 2, 3, 4)
+    with pytest.raises(ValueError, match="gradients and hessians must have 10 entries"):
+        _partition.route_rows(X, codes, feature, threshold, missing_left, left_child, n_bins,
+                              slot_node, np.zeros_like(codes), 1, np.zeros(9), np.zeros(9), 4)
