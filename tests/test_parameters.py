@@ -336,7 +336,7 @@ def test_cli_flags_parse_to_the_parameters():
 @pytest.mark.parametrize("estimator", [PackBoostRegressor, PackBoostClassifier])
 @pytest.mark.parametrize("name, equivalent", [
     ("num_leaves", "max_depth"),
-    ("colsample_bytree", "layer_feature_fraction with feature_sampling='pack'"),
+    ("colsample_bytree", "layer_feature_fraction (drawn afresh at every depth"),
     ("verbose", "fit(..., progress=False)"),
     ("subsample", "row_subsample")])
 def test_lightgbm_names_get_their_packboost_equivalent(estimator, name, equivalent):

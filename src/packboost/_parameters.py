@@ -449,13 +449,15 @@ def check_file_parameter(name: str, value):
 
 # Parameter names of LightGBM and XGBoost (and their aliases) that users carry
 # over, with what PackBoost calls the same idea (README "Coming from LightGBM").
+_PER_TREE_FRACTION = (
+    "layer_feature_fraction (drawn afresh at every depth; feature_sampling='pack' draws "
+    "once per pack as LightGBM draws per tree: faster, but it lost held-out Sharpe with "
+    "100 features, benchmarks/RESULTS.md)")
 FOREIGN_NAMES = {
     "num_leaves": "max_depth (trees grow depth-wise: up to 2**max_depth leaves)",
     "max_leaves": "max_depth (trees grow depth-wise: up to 2**max_depth leaves)",
-    "colsample_bytree": "layer_feature_fraction with feature_sampling='pack' (the features "
-                        "drawn once per pack, as LightGBM draws per tree)",
-    "feature_fraction": "layer_feature_fraction with feature_sampling='pack' (the features "
-                        "drawn once per pack, as LightGBM draws per tree)",
+    "colsample_bytree": _PER_TREE_FRACTION,
+    "feature_fraction": _PER_TREE_FRACTION,
     "colsample_bylevel": "layer_feature_fraction",
     "colsample_bynode": "tree_feature_fraction",
     "subsample": "row_subsample (or era_subsample for whole eras)",
