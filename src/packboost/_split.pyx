@@ -178,6 +178,9 @@ cdef tile_best score_tile(
         double gradient_variance,        # per-row variance of the node's gradients
         double lower, double upper,      # bounds on the node's value (-inf, inf: none)
         int monotone,                    # the feature's constraint: -1, 0 or +1
+        double score_floor,              # a score some candidate of the node reached
+                                         # (-inf: none): candidates that cannot beat it
+                                         # skip their era pass (find_best_splits)
         int32_t* era_ids,                # scratch (n_eras,)
         double* scratch,                 # scratch (N_SCRATCH, n_eras)
         double* candidates,              # scratch (N_CANDIDATE_SCRATCH, n_bins)
@@ -370,6 +373,8 @@ cdef tile_best score_tile(
         if best.found and (candidate_ub[k] < best.score
                            or (candidate_ub[k] == best.score and code > best_code)):
             continue
+        if candidate_ub[k] < score_floor:
+            continue  # strictly below another tile's score: it cannot win the node
         bin_idx = code >> 1
         missing_goes_left = (code & 1) == 0
         begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
@@ -455,6 +460,7 @@ def find_best_splits(
         const int8_t[::1] feature_monotone=None,
         const uint8_t[:, ::1] slot_allows_feature=None,
         cell_buffer=None,
+        bint best_per_slot=False,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -487,6 +493,14 @@ def find_best_splits(
     entries to hold a block's cells (without subtraction), which a fit keeps
     from depth to depth so that no depth faults in fresh pages (the kernel
     clearing them was 4% of a small fit); None: a new one.
+
+    ``best_per_slot``: only each slot's best candidate over the features
+    will be used (BestSplits.of_table), so a candidate whose bound is below a
+    score an earlier tile of its slot reached (on the same thread) skips its
+    era pass; the table then holds each slot's winner as without it, while a
+    losing (slot, feature) may show a lower candidate or none. Each slot's
+    first maximum, and so the tree, is the same (tests/test_split.py): only a
+    candidate strictly below an achieved score is skipped.
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -612,6 +626,10 @@ def find_best_splits(
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
     candidate_buffers = np.empty((n_threads, N_CANDIDATE_SCRATCH * max_width), dtype=np.float64)
     era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
+    # The best score each thread has seen per slot (best_per_slot), over blocks.
+    slot_floor = np.full((n_threads, n_slots), -np.inf)
+    cdef double[:, ::1] slot_floor_view = slot_floor
+    cdef double floor
     cdef int64_t[::1] cell_view = cell_buffer
     cdef Py_ssize_t[::1] offset_view = feature_offset
     cdef hist_entry[:, ::1] tile_view = tile_buffers
@@ -705,11 +723,14 @@ def find_best_splits(
                                                + offset_view[tile_member]) * words,
                                 n_group * slot_stride, n_eras, width, &rows,
                                 &tile_view[thread, 0], width, True)
+                    floor = slot_floor_view[thread, tile_slot] if best_per_slot else -INFINITY
                     best = score_tile(
                         &tile_view[thread, 0], width, n_eras, n_bins[feature],
-                        &c_params, slot_noise[tile_slot], lower, upper, monotone,
+                        &c_params, slot_noise[tile_slot], lower, upper, monotone, floor,
                         &era_id_view[thread, 0], &scratch_view[thread, 0],
                         &candidate_view[thread, 0])
+                    if best.found and best.score > floor:
+                        slot_floor_view[thread, tile_slot] = best.score
                     found_view[tile_slot, position] = best.found
                     if best.found:
                         score_view[tile_slot, position] = best.score
@@ -794,8 +815,8 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
     if monotone not in (-1, 0, 1):
         raise ValueError(f"monotone must be -1, 0 or 1, got {monotone}")
     best = score_tile(&hist_view[0, 0], n_bins + 1, n_eras, n_bins, &c_params,
-                      gradient_variance, lower, upper, monotone, &era_view[0], &scratch_view[0],
-                      &candidate_view[0])
+                      gradient_variance, lower, upper, monotone, -INFINITY, &era_view[0],
+                      &scratch_view[0], &candidate_view[0])
     if not best.found:
         return None
     return dict(score=best.score, gain=best.gain, mean=best.mean, std=best.std,

@@ -118,7 +118,8 @@ class CpuBackend:
             data.X_binned, self.fixed, rows, era_offsets, self.node_of_row, slot_tree,
             slot_open, features, tree_uses_feature, data.n_bins, split_params, self.n_threads,
             self.histogram_budget_bytes, self.features_per_pass, slot_variance, **subtraction,
-            **(constraints or {}), cell_buffer=self._block_buffer(plan, len(slot_tree), features))
+            **(constraints or {}), cell_buffer=self._block_buffer(plan, len(slot_tree), features),
+            best_per_slot=True)
         self._kept = None
         if plan is not None and keep_for_children:
             self._kept = dict(cells=plan["depth_cells"], features=features,
