@@ -94,3 +94,45 @@ def test_route_rows_checks_the_gradients_length():
     with pytest.raises(ValueError, match="gradients and hessians must have 10 entries"):
         _partition.route_rows(X, codes, feature, threshold, missing_left, left_child, n_bins,
                               slot_node, np.zeros_like(codes), 1, np.zeros(9), np.zeros(9), 4)
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 17, 40_000])
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_start_pack_equals_start_tree_per_tree(n_rows, n_threads):
+    """One pass over the table, in blocks, writes what start_tree writes tree by
+    tree: sampled rows in the tree's root, the others as -2 - tree."""
+    rng = np.random.default_rng(n_rows + n_threads)
+    pack_size = 5
+    samples = [np.flatnonzero(rng.random(n_rows) < fraction).astype(np.int32)
+               for fraction in (1.0, 0.0, 0.5, 0.97, 0.03)]
+    expected = np.full((n_rows, pack_size), 99, dtype=np.int32)
+    for tree, rows in enumerate(samples):
+        _partition.start_tree(expected, rows, tree, n_threads)
+    got = np.full((n_rows, pack_size), 99, dtype=np.int32)
+    _partition.start_pack(got, samples, n_threads)
+    np.testing.assert_array_equal(got, expected)
+    for tree, rows in enumerate(samples):
+        assert set(np.flatnonzero(got[:, tree] == tree)) == set(rows)
+
+
+def test_start_pack_checks_its_samples():
+    table = np.zeros((10, 2), dtype=np.int32)
+    with pytest.raises(ValueError, match="expected 2 tree samples"):
+        _partition.start_pack(table, [np.arange(3, dtype=np.int32)], 1)
+    with pytest.raises(ValueError, match="rows 0 .. 9"):
+        _partition.start_pack(table, [np.arange(3, dtype=np.int32),
+                                      np.array([4, 10], dtype=np.int32)], 1)
+
+
+@pytest.mark.parametrize("sizes", [[0], [3], [2, 0, 5, 1], [1] * 9])
+def test_rows_of_eras_are_the_kept_eras_rows(sizes):
+    era_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    row_era = np.repeat(np.arange(len(sizes)), sizes)
+    rng = np.random.default_rng(len(sizes))
+    for _ in range(5):
+        keep = (rng.random(len(sizes)) < 0.5).astype(np.uint8)
+        rows = _partition.rows_of_eras(keep, era_offsets)
+        assert rows.dtype == np.int32
+        np.testing.assert_array_equal(rows, np.flatnonzero(keep[row_era] == 1))
+    with pytest.raises(ValueError, match="era_offsets must have"):
+        _partition.rows_of_eras(np.ones(2, np.uint8), np.zeros(2, np.int64))

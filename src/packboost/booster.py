@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from packboost import _partition
 from packboost._fixed_point import GradientScaling
 from packboost._leaf_refit import refit_quantile_leaves
 from packboost.callback import CallbackList, TrainingInfo
@@ -58,15 +59,15 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
     n_eras, n_features = data.n_eras, data.n_features
     all_rows = data.all_rows
     tree_samples = []
-    era_sizes = np.diff(data.era_offsets) if params["era_subsample"] < 1.0 else None
+    era_offsets = data.era_offsets
     for _ in range(pack_size):
         rows = all_rows
         if params["era_subsample"] < 1.0 and n_eras > 1:
             n_keep = _fraction_count(params["era_subsample"], n_eras)
-            keep_era = np.zeros(n_eras, dtype=bool)
-            keep_era[rng.choice(n_eras, size=n_keep, replace=False)] = True
-            # Rows are era-sorted: the kept eras' rows, without a per-row gather.
-            rows = np.flatnonzero(np.repeat(keep_era, era_sizes)).astype(np.int32)
+            keep_era = np.zeros(n_eras, dtype=np.uint8)
+            keep_era[rng.choice(n_eras, size=n_keep, replace=False)] = 1
+            # Rows are era-sorted: the kept eras' runs of rows.
+            rows = _partition.rows_of_eras(keep_era, era_offsets)
         if params["row_subsample"] < 1.0 and len(rows) > 1:
             keep = rng.random(len(rows)) < params["row_subsample"]
             if not keep.any():

@@ -89,8 +89,7 @@ class CpuBackend:
             raise ValueError(f"expected {self.pack_size} tree samples, got {len(tree_samples)}")
         self.fixed = fixed
         self._forget_depth()
-        for tree, rows in enumerate(tree_samples):
-            _partition.start_tree(self.node_of_row, rows, tree, self.n_threads)
+        _partition.start_pack(self.node_of_row, tree_samples, self.n_threads)
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         fixed = self.fixed
