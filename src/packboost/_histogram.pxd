@@ -16,7 +16,7 @@ from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index
 from packboost._types cimport row_index_t, offset_t, hist_entry
 
 cdef enum:
-    PREFETCH_ERAS = 8         # eras ahead whose cells unpack_tile asks for
+    PREFETCH_ERAS = 24        # eras ahead whose cells unpack_tile asks for
     MAX_PACK_SIZE = 64        # trees per pack the kernels accept (stack arrays)
     MAX_FEATURES_PER_PASS = 64
     ROW_CHUNK = 128           # rows build_pack_histograms lists at a time (stack arrays)
@@ -401,8 +401,14 @@ cdef inline void unpack_tile(
         # apart -- 100s of KiB at depth 5, a new page each -- which the
         # hardware prefetcher does not follow: ask for them ahead (find_best_splits
         # at depth 5 of a pack of 8: 25% less CPU time, benchmarks/RESULTS.md).
+        # Both ends of the era's cells: a feature's 6-cell run (48 bytes)
+        # straddles two cache lines one time in three or more, and the
+        # prefetch of its first line alone left a third of the tile loop
+        # waiting on the second (perf, default fractions: tile loop 13% ->
+        # 8-9% of a fit; 16 or 24 eras ahead did no better).
         if era + PREFETCH_ERAS < n_eras:
             __builtin_prefetch(source + PREFETCH_ERAS * era_stride * words)
+            __builtin_prefetch(source + PREFETCH_ERAS * era_stride * words + width * words - 1)
         running = 0
         running_hessian = 0
         for bin_idx in range(width):
