@@ -69,16 +69,20 @@ def test_rows_outside_every_slot_are_ignored():
     assert hist["count"].sum() == 0 and not hist["sum_gradients"].any()
 
 
-def test_active_rows_are_the_rows_of_open_slots():
-    data, g, h = make_binned_problem(5, 600, 3, 9)
+# 50 rows in 30 eras: absent eras; 1 row; threads share out the eras
+@pytest.mark.parametrize("n_rows, n_eras", [(600, 9), (50, 30), (1, 1)])
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_active_rows_are_the_rows_of_open_slots(n_rows, n_eras, n_threads):
+    data, g, h = make_binned_problem(5, n_rows, 3, n_eras)
     rng = np.random.default_rng(5)
-    node_of_row = random_slots(rng, 600, 3, 4)
+    node_of_row = random_slots(rng, n_rows, 3, 4)
     slot_open = (rng.random(12) < 0.6).astype(np.uint8)
-    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era, 9)
+    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era, n_eras,
+                                               n_threads)
     in_open = ((node_of_row >= 0) & (slot_open[np.maximum(node_of_row, 0)] == 1)).any(axis=1)
     np.testing.assert_array_equal(rows, np.flatnonzero(in_open))
     np.testing.assert_array_equal(
-        era_offsets, np.searchsorted(data.row_era[rows], np.arange(10), side="left"))
+        era_offsets, np.searchsorted(data.row_era[rows], np.arange(n_eras + 1), side="left"))
     # Histograms over the active rows equal histograms over all rows with the
     # closed slots' rows removed.
     closed = ~slot_open.astype(bool)[np.maximum(node_of_row, 0)] | (node_of_row < 0)

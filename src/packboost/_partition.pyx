@@ -30,6 +30,7 @@ import numpy as np
 
 from cython.parallel cimport prange
 from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.string cimport memmove
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, era_index_t, offset_t
@@ -272,28 +273,58 @@ def active_rows(
         const uint8_t[::1] slot_open,             # IN  (n_slots,)
         const era_index_t[::1] row_era,             # IN  (n_rows,) non-decreasing
         Py_ssize_t n_eras,
+        int n_threads=1,
 ):
     """Rows in at least one open slot (ascending) and their era offsets.
 
     Histogram passes only visit these: rows of closed nodes (leaves, nodes
     too small to split, rows a tree did not sample) cost nothing there.
-    """
-    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
+    Each era's rows are listed in parallel at the era's own place (rows are
+    era-sorted, so an era's active rows fit where its rows are), then moved
+    down behind the previous era's: the result does not depend on the
+    thread count."""
+    cdef Py_ssize_t n_rows = node_of_row.shape[0]
+    cdef Py_ssize_t n_slots = slot_open.shape[0]
     rows = np.empty(n_rows, dtype=np.int32)
     era_offsets = np.zeros(n_eras + 1, dtype=np.int64)
+    if n_rows == 0 or n_eras == 0:
+        return rows, era_offsets
+    cdef const int64_t[::1] era_rows = np.searchsorted(
+        np.asarray(row_era), np.arange(n_eras + 1), side="left").astype(np.int64)
     cdef row_index_t[::1] rows_view = rows
     cdef offset_t[::1] offsets_view = era_offsets
-    cdef Py_ssize_t row, tree, n_active = 0, era
-    cdef node_index_t slot
+    cdef Py_ssize_t era
+    for era in prange(n_eras, nogil=True, schedule='dynamic',
+                      num_threads=max(1, min(n_threads, n_eras))):
+        offsets_view[era + 1] = list_active(node_of_row, &slot_open[0], n_slots,
+                                            era_rows[era], era_rows[era + 1],
+                                            &rows_view[0] + era_rows[era])
     with nogil:
-        for row in range(n_rows):
-            for tree in range(pack_size):
-                slot = node_of_row[row, tree]
-                if slot >= 0 and slot_open[slot]:
-                    rows_view[n_active] = <row_index_t>row
-                    n_active += 1
-                    offsets_view[row_era[row] + 1] += 1
-                    break
         for era in range(n_eras):
+            if offsets_view[era] != era_rows[era] and offsets_view[era + 1] > 0:
+                memmove(&rows_view[0] + offsets_view[era], &rows_view[0] + era_rows[era],
+                        offsets_view[era + 1] * sizeof(row_index_t))
             offsets_view[era + 1] += offsets_view[era]
-    return rows[:n_active], era_offsets
+    return rows[:offsets_view[n_eras]], era_offsets
+
+
+cdef inline Py_ssize_t list_active(
+        const node_index_t[:, ::1] node_of_row,
+        const uint8_t* slot_open,
+        Py_ssize_t n_slots,
+        Py_ssize_t row_start,
+        Py_ssize_t row_end,
+        row_index_t* out,                       # OUT the active rows
+) noexcept nogil:
+    """List the rows of [row_start, row_end) in an open slot of some tree;
+    returns how many."""
+    cdef Py_ssize_t row, tree, n = 0
+    cdef node_index_t slot
+    for row in range(row_start, row_end):
+        for tree in range(node_of_row.shape[1]):
+            slot = node_of_row[row, tree]
+            if slot >= 0 and slot < n_slots and slot_open[slot]:
+                out[n] = <row_index_t>row
+                n += 1
+                break
+    return n
