@@ -107,20 +107,20 @@ cdef inline void add_rows(
     cdef const bin_code_t* c
     cdef const int64_t* packed = rows.packed
     cdef const int64_t* hessian_fixed = rows.hessian_fixed
-    if rows.words == 1:
-        while k + 4 <= n:
-            r0 = runs[k]
-            r1 = runs[k + 1]
-            r2 = runs[k + 2]
-            r3 = runs[k + 3]
-            i0 = row_ids[k]
-            i1 = row_ids[k + 1]
-            i2 = row_ids[k + 2]
-            i3 = row_ids[k + 3]
-            v0 = packed[i0]
-            v1 = packed[i1]
-            v2 = packed[i2]
-            v3 = packed[i3]
+    while k + 4 <= n:
+        r0 = runs[k]
+        r1 = runs[k + 1]
+        r2 = runs[k + 2]
+        r3 = runs[k + 3]
+        i0 = row_ids[k]
+        i1 = row_ids[k + 1]
+        i2 = row_ids[k + 2]
+        i3 = row_ids[k + 3]
+        v0 = packed[i0]
+        v1 = packed[i1]
+        v2 = packed[i2]
+        v3 = packed[i3]
+        if rows.words == 1:
             for index in range(n_columns):
                 c = column[index]
                 o = offset[index]
@@ -132,29 +132,8 @@ cdef inline void add_rows(
                 r1[b1] += v1
                 r2[b2] += v2
                 r3[b3] += v3
-            k += 4
-        while k < n:
-            r0 = runs[k]
-            i0 = row_ids[k]
-            v0 = packed[i0]
-            for index in range(n_columns):
-                r0[offset[index] + column[index][i0]] += v0
-            k += 1
-    else:
-        # Two words per cell: the packed gradient and count, then the hessian.
-        while k + 4 <= n:
-            r0 = runs[k]
-            r1 = runs[k + 1]
-            r2 = runs[k + 2]
-            r3 = runs[k + 3]
-            i0 = row_ids[k]
-            i1 = row_ids[k + 1]
-            i2 = row_ids[k + 2]
-            i3 = row_ids[k + 3]
-            v0 = packed[i0]
-            v1 = packed[i1]
-            v2 = packed[i2]
-            v3 = packed[i3]
+        else:
+            # Two words per cell: the packed gradient and count, then the hessian.
             h0 = hessian_fixed[i0]
             h1 = hessian_fixed[i1]
             h2 = hessian_fixed[i2]
@@ -174,17 +153,21 @@ cdef inline void add_rows(
                 r2[b2 + 1] += h2
                 r3[b3] += v3
                 r3[b3 + 1] += h3
-            k += 4
-        while k < n:
-            r0 = runs[k]
-            i0 = row_ids[k]
-            v0 = packed[i0]
+        k += 4
+    while k < n:
+        r0 = runs[k]
+        i0 = row_ids[k]
+        v0 = packed[i0]
+        if rows.words == 1:
+            for index in range(n_columns):
+                r0[offset[index] + column[index][i0]] += v0
+        else:
             h0 = hessian_fixed[i0]
             for index in range(n_columns):
                 b0 = offset[index] + 2 * column[index][i0]
                 r0[b0] += v0
                 r0[b0 + 1] += h0
-            k += 1
+        k += 1
 
 
 cdef inline void build_pack_histograms(
