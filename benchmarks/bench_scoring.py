@@ -37,6 +37,18 @@ def cpu_seconds(function, repeats: int) -> float:
     return _median_seconds(function, repeats, clock=time.process_time)
 
 
+def histogram_passes(X_binned, features, fixed, rows, era_offsets, node_of_row, uses, n_slots,
+                     width) -> None:
+    """The depth's histogram passes, in find_best_splits' blocks of features
+    (the kernel's entry point takes at most MAX_FEATURES_PER_PASS at once)."""
+    per_pass, n_blocks = _split.feature_blocks(len(features), _split.DEFAULT_FEATURES_PER_PASS)
+    for block in range(n_blocks):
+        part = slice(block * per_pass, (block + 1) * per_pass)
+        _histogram.build_histograms(X_binned, features[part], fixed, None, rows, era_offsets,
+                                    node_of_row, np.ascontiguousarray(uses[part]), n_slots,
+                                    width, unpack=False)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=150_000)
@@ -75,8 +87,8 @@ def main(argv=None) -> None:
         slot_open = np.ones(n_slots, dtype=np.uint8)
         variance = np.full(n_slots, float(np.var(gradients)))
         histogram = cpu_seconds(partial(
-            _histogram.build_histograms, X_binned, features, fixed, None, rows, era_offsets,
-            node_of_row, uses, n_slots, width, unpack=False), args.repeats)
+            histogram_passes, X_binned, features, fixed, rows, era_offsets, node_of_row, uses,
+            n_slots, width), args.repeats)
         tiles = int(uses.sum()) * per_tree
         cells = [f"| {depth} | {tiles} | {histogram * 1e3:.1f} |"]
         for override in VARIANTS.values():
