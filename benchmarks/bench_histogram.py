@@ -105,7 +105,12 @@ def main(argv=None) -> None:
             slot_in_tree + np.arange(pack) * n_slots_per_tree, dtype=np.int32)
         call = (X_binned, features, fixed, None, rows, era_offsets, node_of_row, uses, n_slots,
                 args.bins + 2)
-        options = {} if args.with_unpack else {"unpack": False}
+        # One cell buffer for every repeat, as a fit keeps its block buffer
+        # (fresh pages each call added the kernel's page clearing).
+        cells = n_eras * n_slots * args.features * (args.bins + 2) * (2 if args.hessians else 1)
+        options = {"cell_buffer": np.empty(cells, dtype=np.int64)}
+        if not args.with_unpack:
+            options["unpack"] = False
         seconds = _median_seconds(
             lambda call=call, options=options: _histogram.build_histograms(*call, **options),
             args.repeats)

@@ -206,7 +206,7 @@ def main() -> None:
                     runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
                     run = runs[-1]
                     print(f"  {case} depth {depth} {library:9s} repeat {repeat}: setup "
-                          f"{run['setup_seconds']:.1f} s, {run['seconds_per_tree']:.3f} s/tree, "
+                          f"{run['setup_seconds']:.1f} s, {run['seconds_per_tree']:.4g} s/tree, "
                           f"peak {run['peak_gib']:.2f} GiB", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1))
@@ -234,11 +234,13 @@ def report(runs: list) -> None:
             if not mine:
                 continue
             per_tree = median_per_tree(case, depth, library)
+            # "-" where that PackBoost sampling was not run
             ratios = [per_tree / median_per_tree(case, depth, ours)
                       for ours in ("packboost", "packboost-pack")]
+            ratios = ["-" if ratio != ratio else f"{ratio:.2f}x" for ratio in ratios]
             print(f"| {case} | {depth} | {library} | "
                   f"{statistics.median(r['setup_seconds'] for r in mine):.1f} | "
-                  f"{per_tree:.3f} | {ratios[0]:.2f}x | {ratios[1]:.2f}x | "
+                  f"{per_tree:.4g} | {ratios[0]} | {ratios[1]} | "
                   f"{statistics.median(r['peak_gib'] for r in mine):.2f} | {len(mine)} |")
 
 

@@ -34,6 +34,7 @@ SIZES = {
     "numerai": dict(n_rows=2_700_000, n_features=500, n_eras=600),
 }
 PHASES = defaultdict(float)
+BUFFER = [np.empty(0, dtype=np.int64)]  # histogram_only's cells, kept across calls
 
 
 def timed(name, function):
@@ -59,9 +60,13 @@ def histogram_only(X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
         block = slice(first, first + features_per_pass)
         call = (X_binned, features[block], fixed, None, rows, era_offsets, node_of_row,
                 tree_uses_feature[block], len(slot_tree), width)
+        words = 1 if fixed.hessian_is_constant else 2
+        cells = (len(era_offsets) - 1) * len(slot_tree) * len(features[block]) * width * words
+        if BUFFER[0].size < cells:  # kept, as the fit keeps its block buffer
+            BUFFER[0] = np.empty(cells, dtype=np.int64)
         try:
-            _histogram.build_histograms(*call, unpack=False)
-        except TypeError:  # a build before the raw-cells entry point (compare builds)
+            _histogram.build_histograms(*call, unpack=False, cell_buffer=BUFFER[0])
+        except TypeError:  # a build before the kept buffer (compare builds)
             _histogram.build_histograms(*call)
     PHASES["  histogram passes (re-run alone)"] += time.process_time() - start
 
@@ -82,11 +87,14 @@ def main():
     train, _ = data.split_by_era(0.25)
     find_best_splits = _split.find_best_splits
 
-    def split_and_histogram(*call_args, **subtraction):
+    def split_and_histogram(*call_args, **options):
         start = time.process_time()
-        result = find_best_splits(*call_args, **subtraction)
+        result = find_best_splits(*call_args, **options)
         PHASES["histogram + scoring (find_best_splits)"] += time.process_time() - start
-        if not subtraction:  # a subtracting depth's passes cannot be re-run alone
+        # A subtracting depth's passes cannot be re-run alone (its cells come
+        # from the parent's); the other keywords (cell_buffer, best_per_slot,
+        # constraints) leave the passes as they are.
+        if options.get("depth_cells") is None:
             histogram_only(*call_args)
         else:
             PHASES["  histogram passes (re-run alone)"] += 0.0

@@ -122,3 +122,32 @@ def test_block_of_features_in_one_pass_matches_one_at_a_time(hessian):
                                           data.all_rows, data.era_offsets, node_of_row,
                                           uses[feature], 12, width)
         np.testing.assert_array_equal(block[feature], one)
+
+
+@pytest.mark.parametrize("hessian", ["varying", "constant"])
+def test_kept_cell_buffer_gives_the_same_cells(hessian):
+    """A buffer kept across calls (as the benchmarks keep one, and a fit its
+    block buffer) holding stale cells of another pass gives the cells of a
+    fresh array: the kernel clears every cell it sums into."""
+    data, g, h = make_binned_problem(5, 700, 5, 9)
+    if hessian == "constant":
+        h = np.ones_like(h)
+    rng = np.random.default_rng(5)
+    node_of_row = random_slots(rng, 700, 3, 4)
+    uses = (rng.random((5, 3)) < 0.7).astype(np.uint8)
+    fixed = to_fixed_point(g, h, data.era_offsets)
+    width = int(data.n_bins.max()) + 1
+    features = np.arange(5, dtype=np.int32)
+    call = (data.X_binned, features, fixed, None, data.all_rows, data.era_offsets,
+            node_of_row, uses, 12, width)
+    fresh = _histogram.build_histograms(*call, unpack=False)
+    buffer = rng.integers(-2**40, 2**40, size=fresh.size + 17)  # stale values, spare room
+    kept = _histogram.build_histograms(*call, unpack=False, cell_buffer=buffer)
+    np.testing.assert_array_equal(kept, fresh)
+    assert np.shares_memory(kept, buffer)
+    np.testing.assert_array_equal(_histogram.build_histograms(*call, cell_buffer=buffer),
+                                  _histogram.build_histograms(*call))
+    for bad in (np.empty(fresh.size - 1, dtype=np.int64), np.empty(fresh.size, dtype=np.int32),
+                [0] * fresh.size):
+        with pytest.raises(ValueError, match="cell_buffer"):
+            _histogram.build_histograms(*call, cell_buffer=bad)

@@ -31,7 +31,8 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                      const row_index_t[::1] active_rows, const offset_t[::1] era_offsets,
                      const node_index_t[:, ::1] node_of_row,
                      tree_uses_feature, Py_ssize_t n_slots,
-                     Py_ssize_t width, row_era_offsets=None, bint unpack=True):
+                     Py_ssize_t width, row_era_offsets=None, bint unpack=True,
+                     cell_buffer=None):
     """Per-era histograms of ``features`` for slots ``0 .. n_slots-1``,
     over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``),
     in one pass over the rows, as the split finder builds them.
@@ -50,6 +51,12 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     int64 cells instead, (n_eras, n_slots, cells per slot) in the layout
     build_pack_histograms documents (benchmarks/bench_histogram.py: the
     pass alone, without the float unpacking).
+
+    ``cell_buffer``: an int64 array of at least the cells' entries to hold
+    them, kept across calls as a fit keeps its block buffer (a new array
+    faults in fresh pages, which the kernel clearing them made a third of a
+    depth-5 pass in the benchmarks); None: a new one. The raw cells returned
+    with ``unpack=False`` are then a view of it.
     """
     single = np.ndim(features) == 0
     block_features = np.atleast_1d(np.asarray(features, dtype=np.int32))
@@ -80,7 +87,14 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     cdef Py_ssize_t words = rows.words
     cdef Py_ssize_t feature_offset[MAX_FEATURES_PER_PASS]
     cdef Py_ssize_t slot_stride
-    cells = np.empty(n_cells * words, dtype=np.int64)
+    if cell_buffer is None:
+        cells = np.empty(n_cells * words, dtype=np.int64)
+    elif (not isinstance(cell_buffer, np.ndarray) or cell_buffer.dtype != np.int64
+          or cell_buffer.ndim != 1 or cell_buffer.size < n_cells * words):
+        raise ValueError(f"cell_buffer must be a 1-d int64 array of at least "
+                         f"{n_cells * words} entries")
+    else:
+        cells = cell_buffer[:n_cells * words]
     cdef int64_t[::1] cells_view = cells
     cdef Py_ssize_t slot, member, era
     with nogil:
