@@ -12,6 +12,35 @@ cdef enum:
     SUM_CHUNKS = 16   # a fixed number, whatever the thread count
 
 
+cdef extern from *:
+    """
+    /* One row's (gradient, hessian, 1, gradient^2) added to a slot's four sums
+       side by side (_partition.route_rows' partials): two paired adds where
+       the compiler has vector types (GCC, Clang), four scalar ones otherwise;
+       each lane is one IEEE addition, so the sums are the same either way. */
+    static inline void pb_add_row_to_slot(double *sums, double gradient, double hessian,
+                                          double squared) {
+    #if defined(__GNUC__)
+        typedef double pb_pair __attribute__((vector_size(16)));
+        pb_pair low, high;
+        __builtin_memcpy(&low, sums, sizeof low);
+        __builtin_memcpy(&high, sums + 2, sizeof high);
+        low += (pb_pair){gradient, hessian};
+        high += (pb_pair){1.0, squared};
+        __builtin_memcpy(sums, &low, sizeof low);
+        __builtin_memcpy(sums + 2, &high, sizeof high);
+    #else
+        sums[0] += gradient;
+        sums[1] += hessian;
+        sums[2] += 1.0;
+        sums[3] += squared;
+    #endif
+    }
+    """
+    void add_row_to_slot "pb_add_row_to_slot" (double* sums, double gradient, double hessian,
+                                               double squared) noexcept nogil
+
+
 cdef inline void add_row_to_chunk(
         const gradient_t* gradients,            # IN  (n_rows,) indexed by row
         const gradient_t* hessians,             # IN  (n_rows,)
