@@ -52,7 +52,7 @@ MODE_FINISH = 2        # no era: des_candidate_finish on the final state -> scor
 def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
                       const node_index_t[:, ::1] node_of_row, Py_ssize_t n_slots,
                       Py_ssize_t first_row, Py_ssize_t total_rows, partial):
-    """Continue _partition.slot_sums' chunk partials (SUM_CHUNKS, 4, >= n_slots)
+    """Continue _partition.slot_sums' chunk partials (SUM_CHUNKS, >= n_slots, 4)
     over this shard's rows, global rows first_row.. of total_rows; in place."""
     cdef double[:, :, ::1] view = partial
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
@@ -65,7 +65,7 @@ def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
             chunk = (first_row + row) // chunk_rows
             row_end = min(n_rows, (chunk + 1) * chunk_rows - first_row)
             add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, row, row_end,
-                              &view[chunk, 0, 0], view.shape[2])
+                              &view[chunk, 0, 0])
             row = row_end
     return partial
 

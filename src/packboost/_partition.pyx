@@ -219,13 +219,10 @@ def route_rows(
     cdef bint summing = gradients is not None and hessians is not None
     if summing and (gradients.shape[0] != n_rows or hessians.shape[0] != n_rows):
         raise ValueError(f"gradients and hessians must have {n_rows} entries")
-    # A chunk's partial sums slot-major, (g, h, count, g^2) side by side: the
-    # row's four adds are two paired ones (add_row_to_slot) made while its
-    # child is at hand; 15-20% less time per (row, tree) than a separate
-    # (4, n_slots) pass after each row's move (benchmarks/RESULTS.md,
-    # eighth session). The same numbers: each sum adds the same rows in the
-    # same order.
-    partial = np.zeros((SUM_CHUNKS, max(n_next_slots, 1), 4))
+    # Each row is added to its child's sums while the child is at hand: about
+    # 5% less routing time per (row, tree) in a fit than a second loop over
+    # its trees (benchmarks/RESULTS.md, eighth session); the same numbers.
+    partial = chunk_partials(n_next_slots)
     cdef double[:, :, ::1] partial_view = partial
     if n_rows > 0 and not summing:
         for row in prange(n_rows, nogil=True, schedule='static',
@@ -244,17 +241,23 @@ def route_rows(
                           gradients[row], hessians[row])
     if not summing:
         return None
-    return _chunk_totals(partial.transpose(0, 2, 1), n_next_slots)
+    return chunk_totals(partial, n_next_slots)
 
 
-def _chunk_totals(partial, Py_ssize_t n_slots):
+def chunk_partials(Py_ssize_t n_slots):
+    """Zeroed partial sums of the SUM_CHUNKS row chunks, (SUM_CHUNKS, n_slots, 4):
+    a slot's (g, h, count, g^2) side by side (_slot_sums.pxd)."""
+    return np.zeros((SUM_CHUNKS, max(n_slots, 1), 4))
+
+
+def chunk_totals(partial, Py_ssize_t n_slots):
     """(gradients, hessians, counts, squared gradients) of slot_sums from its
-    chunks' partial sums, added in chunk order."""
+    chunks' partial sums (chunk_partials), added in chunk order."""
     totals = partial[0].copy()
     for chunk in range(1, SUM_CHUNKS):
         totals += partial[chunk]
-    totals = totals[:, :n_slots]
-    return totals[0], totals[1], totals[2].astype(np.int64), totals[3]
+    totals = totals[:n_slots]
+    return totals[:, 0], totals[:, 1], totals[:, 2].astype(np.int64), totals[:, 3]
 
 
 def slot_sums(
@@ -272,7 +275,7 @@ def slot_sums(
     gradient variance (DES's between-era std, csrc/des.h).
     """
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
-    partial = np.zeros((SUM_CHUNKS, 4, max(n_slots, 1)))
+    partial = chunk_partials(n_slots)
     cdef double[:, :, ::1] partial_view = partial
     cdef Py_ssize_t chunk
     cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
@@ -280,9 +283,8 @@ def slot_sums(
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='static',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
             add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, chunk * chunk_rows,
-                              min(n_rows, (chunk + 1) * chunk_rows), &partial_view[chunk, 0, 0],
-                              partial_view.shape[2])
-    return _chunk_totals(partial, n_slots)
+                              min(n_rows, (chunk + 1) * chunk_rows), &partial_view[chunk, 0, 0])
+    return chunk_totals(partial, n_slots)
 
 
 def active_rows(

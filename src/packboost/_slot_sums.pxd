@@ -3,7 +3,8 @@
 # (_partition.slot_sums) and the Dask shards (_distributed.chained_slot_sums):
 # within a chunk rows are added in order and the chunks' partials are added
 # in chunk order, so both give the same float sums whatever the threads or
-# the shards.
+# the shards. A chunk's partial is slot-major, (n_slots, 4): a slot's
+# (g, h, count, g^2) side by side, added as two pairs (add_row_to_slot).
 
 from packboost.tree cimport node_index_t
 from packboost._types cimport gradient_t
@@ -15,7 +16,7 @@ cdef enum:
 cdef extern from *:
     """
     /* One row's (gradient, hessian, 1, gradient^2) added to a slot's four sums
-       side by side (_partition.route_rows' partials): two paired adds where
+       side by side (a chunk partial's row): two paired adds where
        the compiler has vector types (GCC, Clang), four scalar ones otherwise;
        each lane is one IEEE addition, so the sums are the same either way. */
     static inline void pb_add_row_to_slot(double *sums, double gradient, double hessian,
@@ -46,8 +47,7 @@ cdef inline void add_row_to_chunk(
         const gradient_t* hessians,             # IN  (n_rows,)
         const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or negative
         Py_ssize_t row,
-        double* sums,                           # IN/OUT one chunk's (4, stride) partial
-        Py_ssize_t stride,
+        double* sums,                           # IN/OUT one chunk's (n_slots, 4) partial
 ) noexcept nogil:
     """Add ``row`` to its slot's sums in every tree that sampled it (trees in order)."""
     cdef Py_ssize_t tree, pack_size = node_of_row.shape[1]
@@ -56,10 +56,7 @@ cdef inline void add_row_to_chunk(
     for tree in range(pack_size):
         slot = node_of_row[row, tree]
         if slot >= 0:
-            sums[slot] += gradient
-            sums[stride + slot] += hessians[row]
-            sums[2 * stride + slot] += 1.0
-            sums[3 * stride + slot] += gradient * gradient
+            add_row_to_slot(sums + 4 * slot, gradient, hessians[row], gradient * gradient)
 
 
 cdef inline void add_rows_to_chunk(
@@ -68,9 +65,8 @@ cdef inline void add_rows_to_chunk(
         const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or negative
         Py_ssize_t row_start,                   # IN  rows [row_start, row_end)
         Py_ssize_t row_end,
-        double* sums,                           # IN/OUT one chunk's (4, stride) partial
-        Py_ssize_t stride,
+        double* sums,                           # IN/OUT one chunk's (n_slots, 4) partial
 ) noexcept nogil:
     cdef Py_ssize_t row
     for row in range(row_start, row_end):
-        add_row_to_chunk(gradients, hessians, node_of_row, row, sums, stride)
+        add_row_to_chunk(gradients, hessians, node_of_row, row, sums)

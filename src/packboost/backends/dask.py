@@ -304,14 +304,9 @@ class DaskBackend:
         self._log("pack")
 
     def slot_sums(self, n_slots: int) -> SlotSums:
-        partial = np.zeros((_distributed.SUM_CHUNKS, 4, max(n_slots, 1)))
-        partial = self._chain(worker_slot_sums, partial, n_slots)
+        partial = self._chain(worker_slot_sums, _partition.chunk_partials(n_slots), n_slots)
         # _partition.slot_sums' final additions, chunks in order
-        totals = partial[0].copy()
-        for chunk in range(1, _distributed.SUM_CHUNKS):
-            totals += partial[chunk]
-        totals = totals[:, :n_slots]
-        return SlotSums(totals[0], totals[1], totals[2].astype(np.int64), totals[3])
+        return SlotSums(*_partition.chunk_totals(partial, n_slots))
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
