@@ -20,7 +20,7 @@ import time
 from functools import partial
 
 import numpy as np
-from bench_histogram import _median_seconds
+from bench_histogram import _median_seconds, kept_cell_buffer
 
 from packboost import _histogram, _split
 from packboost._fixed_point import to_fixed_point
@@ -43,23 +43,13 @@ def histogram_passes(X_binned, features, fixed, rows, era_offsets, node_of_row, 
     (the kernel's entry point takes at most MAX_FEATURES_PER_PASS at once)."""
     per_pass, n_blocks = _split.feature_blocks(len(features), _split.DEFAULT_FEATURES_PER_PASS)
     words = 1 if fixed.hessian_is_constant else 2
-    buffer = _cell_buffer(len(era_offsets) * n_slots * per_pass * width * words)
+    buffer = kept_cell_buffer((len(era_offsets) - 1) * n_slots * per_pass * width * words)
     for block in range(n_blocks):
         part = slice(block * per_pass, (block + 1) * per_pass)
         _histogram.build_histograms(X_binned, features[part], fixed, None, rows, era_offsets,
                                     node_of_row, np.ascontiguousarray(uses[part]), n_slots,
                                     width, unpack=False, cell_buffer=buffer)
 
-
-_BUFFER = [np.empty(0, dtype=np.int64)]
-
-
-def _cell_buffer(size: int) -> np.ndarray:
-    """An int64 buffer of at least ``size`` entries, kept across passes as a
-    fit keeps its block buffer (so no pass is timed faulting in fresh pages)."""
-    if _BUFFER[0].size < size:
-        _BUFFER[0] = np.empty(size, dtype=np.int64)
-    return _BUFFER[0]
 
 
 def main(argv=None) -> None:
@@ -112,7 +102,7 @@ def main(argv=None) -> None:
                 _split.find_best_splits, X_binned, fixed, rows, era_offsets, node_of_row,
                 slot_tree, slot_open, features, uses, n_bins, params, 1,
                 slot_gradient_variance=variance, best_per_slot=True,
-                cell_buffer=_cell_buffer(_split.block_buffer_cells(
+                cell_buffer=kept_cell_buffer(_split.block_buffer_cells(
                     n_slots, len(era_offsets) - 1, _split.feature_blocks(
                         len(features), _split.DEFAULT_FEATURES_PER_PASS)[0],
                     width, 1, 1)[1])), args.repeats)

@@ -23,6 +23,7 @@ import time
 from collections import defaultdict
 
 import numpy as np
+from bench_histogram import kept_cell_buffer
 
 from packboost import PackBoostRegressor, _histogram, _partition, _split, booster, grower
 from packboost.backends.cpu import CpuBackend
@@ -34,7 +35,6 @@ SIZES = {
     "numerai": dict(n_rows=2_700_000, n_features=500, n_eras=600),
 }
 PHASES = defaultdict(float)
-BUFFER = [np.empty(0, dtype=np.int64)]  # histogram_only's cells, kept across calls
 
 
 def timed(name, function):
@@ -62,10 +62,9 @@ def histogram_only(X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
                 tree_uses_feature[block], len(slot_tree), width)
         words = 1 if fixed.hessian_is_constant else 2
         cells = (len(era_offsets) - 1) * len(slot_tree) * len(features[block]) * width * words
-        if BUFFER[0].size < cells:  # kept, as the fit keeps its block buffer
-            BUFFER[0] = np.empty(cells, dtype=np.int64)
         try:
-            _histogram.build_histograms(*call, unpack=False, cell_buffer=BUFFER[0])
+            _histogram.build_histograms(*call, unpack=False,
+                                        cell_buffer=kept_cell_buffer(cells))
         except TypeError:  # a build before the kept buffer (compare builds)
             _histogram.build_histograms(*call)
     PHASES["  histogram passes (re-run alone)"] += time.process_time() - start
