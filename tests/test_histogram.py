@@ -151,3 +151,53 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
                 [0] * fresh.size):
         with pytest.raises(ValueError, match="cell_buffer"):
             _histogram.build_histograms(*call, cell_buffer=bad)
+
+
+def whole_era_roots(rng, row_era, n_eras, pack_size, *, split_era=None):
+    """node_of_row of a pack's roots whose trees sample whole eras (slot t
+    for tree t, ``-2 - t`` for its unsampled eras); with ``split_era``, one
+    row of that era leaves tree 0's sample (the era's codes then differ)."""
+    node_of_row = np.empty((len(row_era), pack_size), dtype=np.int32)
+    for tree in range(pack_size):
+        kept = rng.random(n_eras) < 0.7
+        node_of_row[:, tree] = np.where(kept[row_era], tree, -2 - tree)
+    if split_era is not None:
+        row = np.flatnonzero(row_era == split_era)[-1]
+        node_of_row[row, 0] = -2 if node_of_row[row, 0] == 0 else 0
+    return node_of_row
+
+
+# 1 row, 1 era, absent eras (50 rows in 30 eras), rows past a chunk (129)
+@pytest.mark.parametrize("n_rows, n_eras", [(1, 1), (50, 30), (129, 1), (900, 11)])
+@pytest.mark.parametrize("hessian", ["varying", "constant"])
+@pytest.mark.parametrize("split_one_era", [False, True])
+def test_shared_roots_give_every_used_features_cells(n_rows, n_eras, hessian, split_one_era):
+    """share_equal_rows sums an era once for every root holding all its rows
+    and copies the cells: the cells of each slot's used features are those of
+    the per-tree passes, whether an era shares (whole-era samples) or not
+    (one row of an era in one tree only), in groups of slots too."""
+    data, g, h = make_binned_problem(7, n_rows, 6, n_eras)
+    if hessian == "constant":
+        h = np.ones_like(h)
+    rng = np.random.default_rng(n_rows)
+    pack_size = 5
+    split_era = int(data.row_era[-1]) if split_one_era else None
+    node_of_row = whole_era_roots(rng, data.row_era, n_eras, pack_size, split_era=split_era)
+    uses = (rng.random((6, pack_size)) < 0.5).astype(np.uint8)
+    uses[1] = 0  # a feature no tree uses
+    fixed = to_fixed_point(g, h, data.era_offsets)
+    width = int(data.n_bins.max()) + 1
+    features = np.arange(6, dtype=np.int32)
+    call = (data.X_binned, features, fixed, None, data.all_rows, data.era_offsets,
+            node_of_row, uses, pack_size, width)
+    per_tree = _histogram.build_histograms(*call)
+    shared = _histogram.build_histograms(*call, share_equal_rows=True)
+    used = uses.astype(bool)  # (feature, tree); slot t is tree t's root
+    for feature in features:
+        np.testing.assert_array_equal(shared[feature][:, used[feature]],
+                                      per_tree[feature][:, used[feature]])
+    assert per_tree["count"].sum() > 0
+    if n_rows > 1 and not split_one_era:
+        # the sharing ran: a slot holds sums of a feature its tree does not use
+        unused = ~used & used.any(axis=1, keepdims=True)
+        assert any(shared[f][:, unused[f]]["count"].sum() > 0 for f in features)

@@ -5,7 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from packboost import _histogram, _split
+from packboost import _histogram, _partition, _split
+from packboost._fixed_point import to_fixed_point
 
 from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
 from oracles import reference as _reference
@@ -321,7 +322,6 @@ def test_between_era_std_without_variance_is_total(split_params):
 
 
 def _best_of_table(data, g, h, n_slots, params, n_threads, best_per_slot, seed):
-    from packboost._fixed_point import to_fixed_point
     from packboost.backends.interface import BestSplits
 
     fixed = to_fixed_point(g, h, data.era_offsets, 1)
@@ -364,3 +364,34 @@ def test_best_per_slot_pruning_keeps_every_slots_winner(params, seed, n_threads)
     assert np.all(table["score"][changed] < np.broadcast_to(winners, changed.shape)[changed])
     if not params:
         assert changed.any()  # the case prunes something (else this test shows nothing)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("hessian", ["varying", "constant"])
+def test_shared_roots_find_the_splits_of_per_tree_passes(n_threads, hessian):
+    """find_best_splits on a pack's roots whose trees sample whole eras (the
+    eras then shared, build_pack_histograms) returns the table of per-tree
+    passes, in slot groups too (a small histogram budget)."""
+    data, g, h = make_binned_problem(11, 2500, 7, 30)
+    if hessian == "constant":
+        h = np.ones_like(h)
+    fixed = to_fixed_point(g, h, data.era_offsets)
+    rng = np.random.default_rng(4)
+    pack_size = 6
+    kept = rng.random((pack_size, data.n_eras)) < 0.75
+    node_of_row = np.where(kept[:, data.row_era].T, np.arange(pack_size),
+                           -2 - np.arange(pack_size)).astype(np.int32)
+    slot_tree = np.arange(pack_size, dtype=np.int32)
+    features = np.arange(data.n_features, dtype=np.int32)
+    uses = (rng.random((len(features), pack_size)) < 0.5).astype(np.uint8)
+    rows, era_offsets = _partition.active_rows(node_of_row, np.ones(pack_size, np.uint8),
+                                               data.row_era, data.n_eras)
+    for budget in (_split.DEFAULT_HISTOGRAM_BUDGET_BYTES, 1):
+        tables = [_split.find_best_splits(
+            data.X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
+            np.ones(pack_size, np.uint8), features, uses, data.n_bins,
+            dict(DEFAULT_SPLIT_PARAMS), n_threads, budget, share_equal_rows=share)
+            for share in (False, True)]
+        for field in tables[0]:
+            np.testing.assert_array_equal(tables[1][field], tables[0][field], field)
+        assert tables[0]["found"].sum() > pack_size

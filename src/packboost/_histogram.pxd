@@ -5,7 +5,7 @@
 # its per-block loop: a block's histograms are built and scored back to back
 # by one thread, on a buffer that stays in that thread's cache.
 
-from libc.string cimport memset
+from libc.string cimport memcmp, memcpy, memset
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
 cdef extern from *:
@@ -190,6 +190,8 @@ cdef inline void build_pack_histograms(
         const uint8_t* slot_kind,               # IN  (n_slots,) SLOT_* or NULL: build every slot
         const uint8_t* tree_extra_feature,      # IN  (n_block, pack_size): features a
                                                 #     SLOT_DERIVE slot sums itself (with slot_kind)
+        bint share_equal_rows,                  # IN  sum an era once for every tree whose
+                                                #     slot holds all its rows (see below)
         int64_t* hist,                          # OUT cell (era, slot, feature j, bin) at
                                                 #     ((era * n_group + slot) * slot_stride
                                                 #      + feature_offset[j] + bin) * words
@@ -218,6 +220,17 @@ cdef inline void build_pack_histograms(
     tree use this feature", which mispredicted at ~2 updates per row. An era's
     rows, columns and cells (era-major layout) stay in cache while the pack's
     trees take turns over them; rows are read forwards within the era.
+
+    ``share_equal_rows``: when every active row of an era has the same codes
+    in every tree (the roots of a pack whose trees sample whole eras, as
+    ``era_subsample`` draws them), the built slots among them hold the same
+    rows, so their cells are equal: the era is summed once, into the first
+    such tree's run, for every feature any of them uses, and the run is
+    copied to the others (at Numerai scale a root era was summed for ~6 trees
+    of 25 features each, now once for ~49). The cells of features a tree
+    does not use then hold the sums too (nothing reads them; without the
+    option they stay zero). The check is one comparison of a row's codes with
+    the era's first row's, and stops at the first difference.
     """
     cdef Py_ssize_t pack_size = node_of_row.shape[1]
     cdef Py_ssize_t n_group = slot_end - slot_start
@@ -236,6 +249,9 @@ cdef inline void build_pack_histograms(
     cdef row_index_t extra_row[ROW_CHUNK]
     cdef uint8_t kind
     cdef int64_t* era_cells
+    cdef uint8_t sharing[MAX_PACK_SIZE]
+    cdef Py_ssize_t source_tree, first_row, other
+    cdef bint uses
     if n_block == 0:
         return
     # Zero this call's cells only: its eras' and, within each (era, slot) run,
@@ -256,11 +272,22 @@ cdef inline void build_pack_histograms(
         if era_offsets[era] == era_offsets[era + 1]:
             continue
         era_cells = hist + era * n_group * run_cells
+        source_tree = -1
+        if share_equal_rows:
+            source_tree = shared_source(active_rows, era_offsets[era], era_offsets[era + 1],
+                                        node_of_row, slot_start, n_group, slot_kind, sharing)
         for tree in range(pack_size):
+            if source_tree >= 0 and sharing[tree] and tree != source_tree:
+                continue  # the source's cells, copied below
             n_used = 0
             n_extra = 0
             for block in range(n_block):
-                if tree_uses_feature[block * pack_size + tree]:
+                uses = tree_uses_feature[block * pack_size + tree]
+                if tree == source_tree:
+                    for other in range(pack_size):
+                        uses = uses or (sharing[other]
+                                        and tree_uses_feature[block * pack_size + other])
+                if uses:
                     column[n_used] = &X_binned[block_features[block], 0]
                     offset[n_used] = feature_offset[block] * words
                     n_used += 1
@@ -299,6 +326,51 @@ cdef inline void build_pack_histograms(
                 add_rows(extra_run, extra_row, n_extra_listed, extra_column, extra_offset,
                          n_extra, rows)
                 chunk_start = chunk_end
+        if source_tree >= 0:
+            first_row = active_rows[era_offsets[era]]
+            for tree in range(pack_size):
+                if sharing[tree] and tree != source_tree:
+                    memcpy(era_cells + (node_of_row[first_row, tree] - slot_start) * run_cells
+                           + first_cell,
+                           era_cells + (node_of_row[first_row, source_tree] - slot_start)
+                           * run_cells + first_cell,
+                           (end_cell - first_cell) * sizeof(int64_t))
+
+
+cdef inline Py_ssize_t shared_source(
+        const row_index_t[::1] active_rows,
+        Py_ssize_t start,                       # IN  the era's active rows are
+        Py_ssize_t end,                         #     active_rows[start:end], start < end
+        const node_index_t[:, ::1] node_of_row,
+        Py_ssize_t slot_start,
+        Py_ssize_t n_group,
+        const uint8_t* slot_kind,
+        uint8_t* sharing,                       # OUT (pack_size,) trees whose slot is built
+                                                #     here and holds every row of the era
+) noexcept nogil:
+    """For build_pack_histograms' ``share_equal_rows``: if every active row
+    of the era has the first row's codes in every tree and at least two
+    trees' slots are built in this group, mark those trees in ``sharing`` and
+    return the first (the source); otherwise -1."""
+    cdef Py_ssize_t pack_size = node_of_row.shape[1], tree, position, n_sharing = 0
+    cdef Py_ssize_t source = -1
+    cdef const node_index_t* first = &node_of_row[active_rows[start], 0]
+    cdef size_t slot
+    for tree in range(pack_size):
+        slot = <size_t>(first[tree] - slot_start)
+        sharing[tree] = slot < <size_t>n_group and (
+            slot_kind == NULL or slot_kind[slot + slot_start] == SLOT_BUILD)
+        if sharing[tree]:
+            n_sharing += 1
+            if source < 0:
+                source = tree
+    if n_sharing < 2:
+        return -1
+    for position in range(start + 1, end):
+        if memcmp(&node_of_row[active_rows[position], 0], first,
+                  pack_size * sizeof(node_index_t)) != 0:
+            return -1
+    return source
 
 
 cdef inline void derive_slots(

@@ -32,7 +32,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                      const node_index_t[:, ::1] node_of_row,
                      tree_uses_feature, Py_ssize_t n_slots,
                      Py_ssize_t width, row_era_offsets=None, bint unpack=True,
-                     cell_buffer=None):
+                     cell_buffer=None, bint share_equal_rows=False):
     """Per-era histograms of ``features`` for slots ``0 .. n_slots-1``,
     over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``),
     in one pass over the rows, as the split finder builds them.
@@ -51,6 +51,10 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     int64 cells instead, (n_eras, n_slots, cells per slot) in the layout
     build_pack_histograms documents (benchmarks/bench_histogram.py: the
     pass alone, without the float unpacking).
+
+    ``share_equal_rows``: as find_best_splits does, sum an era once for
+    every slot holding all its rows (build_pack_histograms); the cells of a
+    feature a slot's tree does not use then hold sums instead of zeros.
 
     ``cell_buffer``: an int64 array of at least the cells' entries to hold
     them, kept across calls as a fit keeps its block buffer (a new array
@@ -106,7 +110,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
             build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
                                   active_rows, era_offsets, era, era + 1, node_of_row,
                                   &uses_view[0, 0], 0, n_slots, feature_offset, slot_stride,
-                                  NULL, NULL, &cells_view[0])
+                                  NULL, NULL, share_equal_rows, &cells_view[0])
     if not unpack:
         return cells.reshape(n_eras, n_slots, slot_stride * words)
     hist = np.empty((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)

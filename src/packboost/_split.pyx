@@ -461,6 +461,7 @@ def find_best_splits(
         const uint8_t[:, ::1] slot_allows_feature=None,
         cell_buffer=None,
         bint best_per_slot=False,
+        bint share_equal_rows=True,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -501,6 +502,11 @@ def find_best_splits(
     losing (slot, feature) may show a lower candidate or none. Each slot's
     first maximum, and so the tree, is the same (tests/test_split.py): only a
     candidate strictly below an achieved score is skipped.
+
+    ``share_equal_rows``: an era whose rows have the same codes in every
+    tree (a pack's roots when the trees sample whole eras) is summed once for
+    all the trees holding it (build_pack_histograms); False sums it per
+    tree (the same cells of every feature a tree uses; benchmarks).
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -690,7 +696,7 @@ def find_best_splits(
                                           slot_stride, kind_pointer,
                                           extra_pointer + part_start * pack_size
                                           if extra_pointer != NULL else NULL,
-                                          block_cells)
+                                          share_equal_rows, block_cells)
                     if block_parent != NULL:
                         derive_slots(block_parent, n_parent_slots, block_cells, n_slots,
                                      era, era + 1, slot_stride, words, kind_pointer,
