@@ -316,7 +316,7 @@ def test_training_leaves_equal_a_walk_down_every_tree(case):
     leaf a walk finds, so the prediction update by lookup is bit-identical."""
     pack, _, _, data, samples, backend = grow_both(case, {"row_subsample": 0.6},
                                                    with_data=True)
-    leaves = backend.leaf_of_row
+    leaves = backend.training_leaves()
     assert leaves.shape == (data.n_rows, len(samples)) and (leaves >= 0).all()
     if data.n_rows > 1:  # the case really has rows no tree sampled
         assert min(len(rows) for rows in samples) < data.n_rows
@@ -330,6 +330,10 @@ def test_training_leaves_equal_a_walk_down_every_tree(case):
                             np.ascontiguousarray(pack.tree_offsets[:-1]), by_walk, 2)
     np.testing.assert_array_equal(by_lookup, by_walk)
     assert not np.array_equal(by_walk, start) or not (pack.nodes["value"] != 0).any()
+    # each leaf is a leaf of its tree (no children), and the rows of every leaf add its value
+    for tree in range(len(samples)):
+        node = pack.tree_offsets[tree] + leaves[:, tree]
+        assert (pack.nodes["left_child"][node] == -1).all()
 
 
 def test_era_subsample_keeps_every_row_of_the_kept_eras_and_no_other():

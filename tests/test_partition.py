@@ -136,3 +136,38 @@ def test_rows_of_eras_are_the_kept_eras_rows(sizes):
         np.testing.assert_array_equal(rows, np.flatnonzero(keep[row_era] == 1))
     with pytest.raises(ValueError, match="era_offsets must have"):
         _partition.rows_of_eras(np.ones(2, np.uint8), np.zeros(2, np.int64))
+
+
+@pytest.mark.parametrize("n_rows", [1, 17, 1000])
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_add_leaf_values_reads_the_last_frontiers_leaves(n_rows, n_threads):
+    """Rows still in a slot when a pack ends (no slot splits) are in that
+    slot's leaf: add_leaf_values with node_of_row and slot_node adds what a
+    routing pass writing their leaves and the plain lookup add, bit for bit."""
+    from packboost import _predict
+
+    rng = np.random.default_rng(n_rows)
+    codes, X, _, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
+        rng, n_rows, 3, 4, 5, 4)
+    no_split = np.full(len(slot_node), -1, dtype=np.int32)
+    leaf_of_row = rng.integers(0, 1000, codes.shape).astype(np.int32)  # earlier leaves
+    routed = codes.copy()
+    written = leaf_of_row.copy()
+    _partition.route_rows(X, routed, no_split, threshold, missing_left, np.full_like(no_split, -1),
+                          n_bins, slot_node, written, n_threads)
+    assert (routed == -1).all()
+    value = rng.normal(size=1000)
+    roots = np.array([0, 0, 0], dtype=np.int64)
+    start = rng.normal(size=n_rows)
+    by_pass, lazily = start.copy(), start.copy()
+    _predict.add_leaf_values(written, value, roots, by_pass, n_threads)
+    _predict.add_leaf_values(leaf_of_row, value, roots, lazily, n_threads,
+                             node_of_row=codes, slot_node=slot_node)
+    np.testing.assert_array_equal(lazily, by_pass)
+    assert not np.array_equal(by_pass, start)
+    with pytest.raises(ValueError, match="not slots"):
+        _predict.add_leaf_values(leaf_of_row, value, roots, lazily, n_threads,
+                                 node_of_row=codes, slot_node=slot_node[:2])
+    with pytest.raises(ValueError, match="go together"):
+        _predict.add_leaf_values(leaf_of_row, value, roots, lazily, n_threads,
+                                 node_of_row=codes)

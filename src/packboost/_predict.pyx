@@ -112,16 +112,50 @@ def add_leaf_values(
         const int64_t[::1] tree_roots,            # IN  (n_trees,)
         score_t[::1] out,                             # IN/OUT (n_rows,) += sum of the trees
         int n_threads,
+        const node_index_t[:, ::1] node_of_row=None,  # IN  (n_rows, n_trees) with slot_node:
+        const node_index_t[::1] slot_node=None,       #     rows still in a slot of the last
+                                                      #     frontier (code != -1) are in its leaf
 ):
     """Add each row's leaf values to ``out``, trees in order (the additions
-    of ``predict_binned``, so the sums are bit-identical to a tree walk)."""
+    of ``predict_binned``, so the sums are bit-identical to a tree walk).
+
+    With ``node_of_row`` and ``slot_node``: a row whose code in a tree is not
+    -1 (``_partition`` codes) is in the leaf ``slot_node[slot]`` of the last
+    frontier, where ``leaf_of_row`` has not been written -- the CPU backend
+    leaves the last depth's leaves to this pass instead of a routing pass
+    that only copies them (backends/cpu.py)."""
     cdef Py_ssize_t n_rows = leaf_of_row.shape[0], n_trees = leaf_of_row.shape[1]
-    cdef Py_ssize_t row, tree
+    cdef Py_ssize_t row, tree, leaf
+    cdef node_index_t code
+    cdef bint pending = node_of_row is not None
+    if pending != (slot_node is not None):
+        raise ValueError("node_of_row and slot_node go together")
     if n_rows == 0 or n_trees == 0:
         return
     if tree_roots.shape[0] != n_trees or out.shape[0] != n_rows:
         raise ValueError("leaf_of_row, tree_roots and out do not match")
+    if pending and (node_of_row.shape[0] != n_rows or node_of_row.shape[1] != n_trees):
+        raise ValueError("node_of_row and leaf_of_row do not match")
+    if not pending:
+        for row in prange(n_rows, nogil=True, schedule='static',
+                          num_threads=max(1, min(n_threads, n_rows))):
+            for tree in range(n_trees):
+                out[row] += value[tree_roots[tree] + leaf_of_row[row, tree]]
+        return
+    cdef Py_ssize_t n_slots = slot_node.shape[0], n_outside = 0
     for row in prange(n_rows, nogil=True, schedule='static',
                       num_threads=max(1, min(n_threads, n_rows))):
         for tree in range(n_trees):
-            out[row] += value[tree_roots[tree] + leaf_of_row[row, tree]]
+            code = node_of_row[row, tree]
+            if code == -1:
+                leaf = leaf_of_row[row, tree]
+            else:
+                code = code if code >= 0 else -2 - code
+                if code >= n_slots:
+                    n_outside += 1  # not a slot of the frontier: reported below
+                    continue
+                leaf = slot_node[code]
+            out[row] += value[tree_roots[tree] + leaf]
+    if n_outside:
+        raise ValueError(f"{n_outside} codes of node_of_row are not slots of the "
+                         f"{n_slots}-slot frontier")

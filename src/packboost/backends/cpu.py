@@ -3,7 +3,9 @@
 Rows stay in their era-sorted order for good; ``node_of_row[row, tree]``
 (packboost/_partition.pyx) says which slot each row is in, and
 ``leaf_of_row[row, tree]`` collects every training row's leaf as the pack
-grows, so that the prediction update is a lookup.
+grows, so that the prediction update is a lookup. Rows still in a slot when
+the pack ends (no slot splits) are not routed again: the update reads their
+leaf from the last frontier's node ids.
 
 Histogram subtraction (docs/cpu-kernels.md §3): when the driver says the next
 depth scans the same features (``keep_for_children``), this depth's per-era
@@ -75,6 +77,9 @@ class CpuBackend:
         self._counts = None
         self._slot_parent = None
         self._routed_sums = None
+        # The node ids of the last frontier once no slot splits (route_rows):
+        # rows still in its slots are in those leaves (add_pack).
+        self._last_slot_node = None
 
     def _free_buffers(self) -> None:
         self._buffers = [np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)]
@@ -213,6 +218,14 @@ class CpuBackend:
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node) -> None:
         data = self.data
+        if not np.any(np.asarray(left_child_slot) >= 0):
+            # No slot splits: the pack ends here (the driver grows no further).
+            # A pass would only copy each row's slot to its leaf (a sixth of a
+            # pack's routing at Numerai scale); add_pack reads the leaf of
+            # every row still in a slot from node_of_row and these node ids.
+            self._last_slot_node = np.ascontiguousarray(slot_node, dtype=np.int32)
+            self._slot_parent = self._routed_sums = None
+            return
         # The next depth's slot 2k and 2k + 1 are the children of the slot whose
         # left_child_slot is 2k (subtraction derives them from its cells).
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
@@ -229,7 +242,21 @@ class CpuBackend:
                                      self.fixed.gradients, self.fixed.hessians, n_next)
         self._routed_sums = (n_next, SlotSums(*sums)) if n_next else None
 
+    def training_leaves(self) -> np.ndarray:
+        """Every training row's leaf (node id in its tree) in every tree of
+        the grown pack, (n_rows, pack_size): what add_pack looks up."""
+        if self._last_slot_node is None:
+            raise RuntimeError("the pack is not grown to its end")
+        codes = self.node_of_row
+        slots = np.where(codes >= 0, codes, -2 - codes)
+        in_slot = codes != -1
+        return np.where(in_slot, self._last_slot_node[np.where(in_slot, slots, 0)],
+                        self.leaf_of_row)
+
     def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
+        if self._last_slot_node is None:
+            raise RuntimeError("add_pack before the pack's last route_rows")
         _predict.add_leaf_values(self.leaf_of_row, pack.nodes["value"],
                                  np.ascontiguousarray(pack.tree_offsets[:-1]), raw_prediction,
-                                 self.n_threads)
+                                 self.n_threads, node_of_row=self.node_of_row,
+                                 slot_node=self._last_slot_node)
