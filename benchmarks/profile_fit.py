@@ -9,7 +9,10 @@ wraps every kernel the CPU backend and the booster call with a timer:
   two parts by re-running the histogram pass alone on the same inputs;
 * routing rows to children (``_partition.route_rows``), active-row lists,
   node sums (leaves), the prediction update, gradients, random draws;
-* "Python and NumPy glue": the rest of the fit's time.
+* "Python and NumPy glue": the rest of the fit's time;
+
+and a second table gives ``find_best_splits``' time per depth (depth 0: the
+pack's roots, whose eras the trees share).
 
 Times are the process's CPU time (``time.process_time``): with one thread they
 add up to the fit, and they stay meaningful on a machine shared with other
@@ -35,6 +38,8 @@ SIZES = {
     "numerai": dict(n_rows=2_700_000, n_features=500, n_eras=600),
 }
 PHASES = defaultdict(float)
+BY_DEPTH = defaultdict(float)   # find_best_splits CPU s per depth, every pack
+DEPTH = [0]                     # depth of the next find_best_splits call in the pack
 
 
 def timed(name, function):
@@ -62,11 +67,15 @@ def histogram_only(X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
                 tree_uses_feature[block], len(slot_tree), width)
         words = 1 if fixed.hessian_is_constant else 2
         cells = (len(era_offsets) - 1) * len(slot_tree) * len(features[block]) * width * words
-        try:
-            _histogram.build_histograms(*call, unpack=False,
-                                        cell_buffer=kept_cell_buffer(cells))
-        except TypeError:  # a build before the kept buffer (compare builds)
-            _histogram.build_histograms(*call)
+        # As find_best_splits runs it (kept buffer, shared roots), or as far
+        # as an older build can (compare_builds.py).
+        for options in (dict(cell_buffer=kept_cell_buffer(cells), share_equal_rows=True),
+                        dict(cell_buffer=kept_cell_buffer(cells)), {}):
+            try:
+                _histogram.build_histograms(*call, unpack=False, **options)
+                break
+            except TypeError:
+                continue
     PHASES["  histogram passes (re-run alone)"] += time.process_time() - start
 
 
@@ -89,7 +98,10 @@ def main():
     def split_and_histogram(*call_args, **options):
         start = time.process_time()
         result = find_best_splits(*call_args, **options)
-        PHASES["histogram + scoring (find_best_splits)"] += time.process_time() - start
+        seconds = time.process_time() - start
+        PHASES["histogram + scoring (find_best_splits)"] += seconds
+        BY_DEPTH[DEPTH[0]] += seconds
+        DEPTH[0] += 1
         # A subtracting depth's passes cannot be re-run alone (its cells come
         # from the parent's); the other keywords (cell_buffer, best_per_slot,
         # constraints) leave the passes as they are.
@@ -106,7 +118,13 @@ def main():
     _partition.slot_sums = timed("node sums (leaf values)", _partition.slot_sums)
     CpuBackend.add_pack = timed("prediction update", CpuBackend.add_pack)
     booster.draw_round = timed("random draws", booster.draw_round)
-    booster.grow_pack = timed("grow_pack total", grower.grow_pack)
+    timed_grow_pack = timed("grow_pack total", grower.grow_pack)
+
+    def grow_pack(*call_args, **options):
+        DEPTH[0] = 0
+        return timed_grow_pack(*call_args, **options)
+
+    booster.grow_pack = grow_pack
 
     model = PackBoostRegressor(n_estimators=args.rounds, pack_size=args.pack_size,
                                max_depth=args.depth, layer_feature_fraction=args.feature_fraction,
@@ -139,6 +157,10 @@ def main():
     rows["booster glue, binning, validation"] = rest
     for name, seconds in rows.items():
         print(f"| {name} | {seconds:.2f} | {100 * seconds / wall_fit:.0f}% |")
+    print("\n| depth | find_best_splits CPU s | share of the fit |")
+    print("| ---: | ---: | ---: |")
+    for depth, seconds in sorted(BY_DEPTH.items()):
+        print(f"| {depth} | {seconds:.3f} | {100 * seconds / wall_fit:.0f}% |")
     np.testing.assert_(wall_fit > 0)
 
 
