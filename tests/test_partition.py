@@ -45,13 +45,21 @@ def route_oracle(codes, X, feature, threshold, missing_left, left_child, slot_no
     return codes, leaves
 
 
+# "wide": 64 slots splitting on up to 40 columns, past the count from which
+# route_rows prefetches the split columns (PREFETCH_MIN_COLUMNS), uint16 codes
 @pytest.mark.parametrize("n_rows", [1, 17, 1000])
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
-def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads):
+@pytest.mark.parametrize("shape", ["narrow", "wide"])
+def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads, shape):
     rng = np.random.default_rng(n_rows * 10 + n_threads)
-    pack_size, per_tree = 3, 4
+    pack_size, per_tree, n_features = (3, 4, 5) if shape == "narrow" else (8, 8, 40)
     codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
-        rng, n_rows, pack_size, per_tree, 5, 4)
+        rng, n_rows, pack_size, per_tree, n_features, 4)
+    if shape == "wide":
+        X = X.astype(np.uint16)
+        split = feature >= 0  # on distinct columns, as many as there are
+        feature[split] = rng.permutation(np.arange(split.sum()) % n_features)
+        assert len(np.unique(feature[split])) >= 24
     gradients = rng.normal(size=n_rows)
     gradients[rng.random(n_rows) < 0.2] = 0.5  # ties
     hessians = rng.uniform(0.5, 2.0, n_rows)
