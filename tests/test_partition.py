@@ -179,3 +179,26 @@ def test_add_leaf_values_reads_the_last_frontiers_leaves(n_rows, n_threads):
     with pytest.raises(ValueError, match="go together"):
         _predict.add_leaf_values(leaf_of_row, value, roots, lazily, n_threads,
                                  node_of_row=codes)
+
+
+def test_slot_routes_hold_each_slots_split_and_check_it():
+    """The per-slot split record route_rows reads: the column's start, the
+    threshold, the missing code and both children; bad splits raise."""
+    feature = np.array([2, -1, 0], dtype=np.int32)
+    threshold = np.array([1, 0, 3], dtype=np.int32)
+    missing_left = np.array([1, 0, 0], dtype=np.uint8)
+    left_child = np.array([0, -1, 2], dtype=np.int32)
+    n_bins = np.array([4, 5, 6], dtype=np.int32)
+    routes = _partition.slot_routes(feature, threshold, missing_left, left_child, n_bins, 100)
+    assert routes.dtype == _partition.ROUTE_DTYPE
+    np.testing.assert_array_equal(routes["column_start"], [200, -1, 0])
+    np.testing.assert_array_equal(routes["missing_code"][[0, 2]], [6, 4])
+    np.testing.assert_array_equal(routes["missing_child"][[0, 2]], [0, 3])
+    with pytest.raises(ValueError, match="3 entries"):
+        _partition.slot_routes(feature, threshold[:2], missing_left, left_child, n_bins, 100)
+    with pytest.raises(ValueError, match="below 3"):
+        _partition.slot_routes(np.array([3, -1, 0], np.int32), threshold, missing_left,
+                               left_child, n_bins, 100)
+    with pytest.raises(ValueError, match="left child"):
+        _partition.slot_routes(feature, threshold, missing_left,
+                               np.array([-1, -1, 2], np.int32), n_bins, 100)

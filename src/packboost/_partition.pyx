@@ -57,17 +57,32 @@ def start_tree(
         node_of_row[sample[position], tree] = sampled
 
 
+# What routing reads of a slot, side by side (one cache line holds 2-3
+# slots): route_rows fills one per slot of the frontier.
+cdef struct slot_route:
+    Py_ssize_t column_start     # where the split feature's codes start in X_binned
+                                # (feature * n_rows), or -1: the slot does not split
+    int32_t threshold           # non-missing codes <= threshold go left
+    int32_t missing_code        # the feature's missing code (its n_bins)
+    int32_t left_child          # the left child's slot; the right one's is + 1
+    int32_t missing_child       # the child the missing code goes to
+
+
+ROUTE_DTYPE = np.dtype([("column_start", np.intp), ("threshold", np.int32),
+                        ("missing_code", np.int32), ("left_child", np.int32),
+                        ("missing_child", np.int32)])
+if ROUTE_DTYPE.itemsize != sizeof(slot_route):
+    raise ImportError("ROUTE_DTYPE does not match the slot_route struct")
+
+
 cdef inline void route_row(
-        const bin_code_t[:, ::1] X_binned,
-        node_index_t[:, ::1] node_of_row,
+        const bin_code_t* codes,            # IN  X_binned's codes, feature-major
+        node_index_t* row_codes,            # IN/OUT (pack_size,) the row's codes
+        Py_ssize_t pack_size,
         Py_ssize_t row,
-        const feature_index_t* split_feature,
-        const bin_index_t* split_threshold,
-        const uint8_t* split_missing_left,
-        const node_index_t* left_child_slot,
-        const bin_index_t* n_bins,
-        const node_index_t* slot_node,
-        node_index_t[:, ::1] leaf_of_row,
+        const slot_route* routes,           # IN  (n_slots,) each slot's split
+        const node_index_t* slot_node,      # IN  (n_slots,) node id of each slot
+        node_index_t* row_leaves,           # OUT (pack_size,) the row's leaves
         double* sums,           # IN/OUT (n_next_slots, 4) partial sums, or NULL: none
         double gradient,
         double hessian,
@@ -75,34 +90,61 @@ cdef inline void route_row(
     """One row's move to its child slot in every tree (route_rows); with
     ``sums``, the row added to that slot's (g, h, count, g^2) where the tree
     sampled it -- slot_sums' numbers: a slot is one tree's, so its sums take
-    the rows in row order either way."""
-    cdef Py_ssize_t tree, bin_value
+    the rows in row order either way.
+
+    A slot's split is one ``slot_route`` (one load for what took five arrays,
+    and the column's start without a multiplication); the child is chosen
+    without a branch on the missing code."""
+    cdef Py_ssize_t tree
+    cdef Py_ssize_t value
     cdef node_index_t code, slot, child
-    cdef feature_index_t feature
-    cdef bint left
+    cdef const slot_route* route
     cdef double squared = gradient * gradient
-    for tree in range(node_of_row.shape[1]):
-        code = node_of_row[row, tree]
+    for tree in range(pack_size):
+        code = row_codes[tree]
         if code == -1:
             continue
         slot = code if code >= 0 else -2 - code
-        feature = split_feature[slot]
-        if feature < 0:
-            leaf_of_row[row, tree] = slot_node[slot]
-            node_of_row[row, tree] = -1
+        route = routes + slot
+        if route.column_start < 0:
+            row_leaves[tree] = slot_node[slot]
+            row_codes[tree] = -1
             continue
-        bin_value = X_binned[feature, row]
-        if bin_value == n_bins[feature]:
-            left = split_missing_left[slot]
-        else:
-            left = bin_value <= split_threshold[slot]
-        child = left_child_slot[slot] + (0 if left else 1)
+        value = codes[route.column_start + row]
+        child = route.left_child + (value > route.threshold)
+        if value == route.missing_code:
+            child = route.missing_child
         if code >= 0:
-            node_of_row[row, tree] = child
+            row_codes[tree] = child
             if sums != NULL:
                 add_row_to_slot(sums + 4 * child, gradient, hessian, squared)
         else:
-            node_of_row[row, tree] = -2 - child
+            row_codes[tree] = -2 - child
+
+
+def slot_routes(const feature_index_t[::1] split_feature, const bin_index_t[::1] split_threshold,
+                const uint8_t[::1] split_missing_left, const node_index_t[::1] left_child_slot,
+                const bin_index_t[::1] n_bins, Py_ssize_t n_rows):
+    """route_rows' ``slot_route`` of every slot (ROUTE_DTYPE)."""
+    feature = np.asarray(split_feature)
+    n_slots = feature.shape[0]
+    if not (split_threshold.shape[0] == split_missing_left.shape[0]
+            == left_child_slot.shape[0] == n_slots):
+        raise ValueError(f"the split arrays must all have {n_slots} entries")
+    splits = feature >= 0
+    if np.any(feature >= n_bins.shape[0]):
+        raise ValueError(f"split features must be below {n_bins.shape[0]}")
+    left = np.asarray(left_child_slot)
+    if np.any(left[splits] < 0):
+        raise ValueError("a slot that splits needs a left child slot")
+    used = np.where(splits, feature, 0)
+    routes = np.zeros(n_slots, dtype=ROUTE_DTYPE)
+    routes["column_start"] = np.where(splits, used.astype(np.intp) * n_rows, -1)
+    routes["threshold"] = split_threshold
+    routes["missing_code"] = np.asarray(n_bins)[used]
+    routes["left_child"] = left
+    routes["missing_child"] = left + (np.asarray(split_missing_left) == 0)
+    return routes
 
 
 cdef enum:
@@ -256,23 +298,30 @@ def route_rows(
     cdef const feature_index_t[::1] columns_view = columns
     cdef Py_ssize_t n_columns = columns.shape[0] if columns.shape[0] >= PREFETCH_MIN_COLUMNS else 0
     cdef Py_ssize_t line_rows = 64 // sizeof(X_binned[0, 0]) if X_binned.shape[0] > 0 else 64
+    routes = slot_routes(split_feature, split_threshold, split_missing_left, left_child_slot,
+                         n_bins, X_binned.shape[1])
+    if slot_node.shape[0] != routes.shape[0]:
+        raise ValueError(f"slot_node must have {routes.shape[0]} entries")
+    cdef const uint8_t[::1] route_bytes = routes.view(np.uint8)
+    cdef const slot_route* route_pointer = <const slot_route*>&route_bytes[0] \
+        if routes.shape[0] else NULL
+    cdef const bin_code_t* codes = &X_binned[0, 0]
+    cdef Py_ssize_t pack_size = node_of_row.shape[1]
     if n_rows > 0 and not summing:
         for row in prange(n_rows, nogil=True, schedule='static',
                           num_threads=max(1, min(n_threads, n_rows))):
             if n_columns > 0 and row % line_rows == 0:
                 prefetch_columns(X_binned, &columns_view[0], n_columns, row)
-            route_row(X_binned, node_of_row, row, &split_feature[0], &split_threshold[0],
-                      &split_missing_left[0], &left_child_slot[0], &n_bins[0], &slot_node[0],
-                      leaf_of_row, NULL, 0.0, 0.0)
+            route_row(codes, &node_of_row[row, 0], pack_size, row, route_pointer,
+                      &slot_node[0], &leaf_of_row[row, 0], NULL, 0.0, 0.0)
     elif n_rows > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='static',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
             for row in range(chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows)):
                 if n_columns > 0 and row % line_rows == 0:
                     prefetch_columns(X_binned, &columns_view[0], n_columns, row)
-                route_row(X_binned, node_of_row, row, &split_feature[0], &split_threshold[0],
-                          &split_missing_left[0], &left_child_slot[0], &n_bins[0],
-                          &slot_node[0], leaf_of_row,
+                route_row(codes, &node_of_row[row, 0], pack_size, row, route_pointer,
+                          &slot_node[0], &leaf_of_row[row, 0],
                           &partial_view[chunk, 0, 0] if n_next_slots > 0 else NULL,
                           gradients[row], hessians[row])
     if not summing:
