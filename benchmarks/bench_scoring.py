@@ -51,7 +51,6 @@ def histogram_passes(X_binned, features, fixed, rows, era_offsets, node_of_row, 
                                     width, unpack=False, cell_buffer=buffer)
 
 
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=150_000)

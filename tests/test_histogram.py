@@ -99,20 +99,27 @@ def test_active_rows_are_the_rows_of_open_slots(n_rows, n_eras, n_threads):
         np.testing.assert_array_equal(a[:, open_slots], b[:, open_slots])
 
 
+def block_problem(seed, n_rows, n_features, n_eras, hessian):
+    """A block pass's inputs but the slots: binned data, the fixed-point
+    gradients (hessians of 1 with ``hessian="constant"``), one width for
+    every feature, and the features."""
+    data, g, h = make_binned_problem(seed, n_rows, n_features, n_eras)
+    if hessian == "constant":
+        h = np.ones_like(h)
+    fixed = to_fixed_point(g, h, data.era_offsets)
+    width = int(data.n_bins.max()) + 1
+    return data, fixed, width, np.arange(n_features, dtype=np.int32)
+
+
 @pytest.mark.parametrize("hessian", ["varying", "constant"])
 def test_block_of_features_in_one_pass_matches_one_at_a_time(hessian):
     """The kernel's multi-feature pass (each feature with its own trees)
     equals single-feature passes, cell for cell."""
-    data, g, h = make_binned_problem(3, 900, 6, 11)
-    if hessian == "constant":
-        h = np.ones_like(h)
+    data, fixed, width, features = block_problem(3, 900, 6, 11, hessian)
     rng = np.random.default_rng(3)
     node_of_row = random_slots(rng, 900, 4, 3)
     uses = (rng.random((6, 4)) < 0.6).astype(np.uint8)
     uses[0] = 0  # a feature no tree uses
-    fixed = to_fixed_point(g, h, data.era_offsets)
-    width = int(data.n_bins.max()) + 1
-    features = np.arange(6, dtype=np.int32)
     block = _histogram.build_histograms(data.X_binned, features, fixed, None, data.all_rows,
                                         data.era_offsets, node_of_row, uses, 12, width)
     assert block.shape == (6, 11, 12, width)
@@ -129,15 +136,10 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
     """A buffer kept across calls (as the benchmarks keep one, and a fit its
     block buffer) holding stale cells of another pass gives the cells of a
     fresh array: the kernel clears every cell it sums into."""
-    data, g, h = make_binned_problem(5, 700, 5, 9)
-    if hessian == "constant":
-        h = np.ones_like(h)
+    data, fixed, width, features = block_problem(5, 700, 5, 9, hessian)
     rng = np.random.default_rng(5)
     node_of_row = random_slots(rng, 700, 3, 4)
     uses = (rng.random((5, 3)) < 0.7).astype(np.uint8)
-    fixed = to_fixed_point(g, h, data.era_offsets)
-    width = int(data.n_bins.max()) + 1
-    features = np.arange(5, dtype=np.int32)
     call = (data.X_binned, features, fixed, None, data.all_rows, data.era_offsets,
             node_of_row, uses, 12, width)
     fresh = _histogram.build_histograms(*call, unpack=False)
@@ -176,18 +178,13 @@ def test_shared_roots_give_every_used_features_cells(n_rows, n_eras, hessian, sp
     and copies the cells: the cells of each slot's used features are those of
     the per-tree passes, whether an era shares (whole-era samples) or not
     (one row of an era in one tree only), in groups of slots too."""
-    data, g, h = make_binned_problem(7, n_rows, 6, n_eras)
-    if hessian == "constant":
-        h = np.ones_like(h)
+    data, fixed, width, features = block_problem(7, n_rows, 6, n_eras, hessian)
     rng = np.random.default_rng(n_rows)
     pack_size = 5
     split_era = int(data.row_era[-1]) if split_one_era else None
     node_of_row = whole_era_roots(rng, data.row_era, n_eras, pack_size, split_era=split_era)
     uses = (rng.random((6, pack_size)) < 0.5).astype(np.uint8)
     uses[1] = 0  # a feature no tree uses
-    fixed = to_fixed_point(g, h, data.era_offsets)
-    width = int(data.n_bins.max()) + 1
-    features = np.arange(6, dtype=np.int32)
     call = (data.X_binned, features, fixed, None, data.all_rows, data.era_offsets,
             node_of_row, uses, pack_size, width)
     per_tree = _histogram.build_histograms(*call)

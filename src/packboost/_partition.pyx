@@ -158,18 +158,19 @@ cdef extern from *:
 
 
 cdef inline void prefetch_columns(
-        const bin_code_t[:, ::1] X_binned,
-        const feature_index_t* columns,         # IN  (n_columns,) the depth's split features
+        const bin_code_t* codes,                # IN  X_binned's codes, feature-major
+        const Py_ssize_t* column_starts,        # IN  (n_columns,) the split columns' starts
         Py_ssize_t n_columns,
         Py_ssize_t row,
+        Py_ssize_t column_rows,                 # IN  codes per column (X_binned's rows)
 ) noexcept nogil:
     """Ask for the line at ``row + PREFETCH_AHEAD`` of every split column
     (route_rows calls it once per line of rows)."""
     cdef Py_ssize_t k, ahead = row + PREFETCH_AHEAD
-    if ahead >= X_binned.shape[1]:
+    if ahead >= column_rows:
         return
     for k in range(n_columns):
-        __builtin_prefetch(&X_binned[columns[k], ahead])
+        __builtin_prefetch(codes + column_starts[k] + ahead)
 
 
 cdef inline void start_block(
@@ -294,14 +295,15 @@ def route_rows(
     # each line of rows asks for its lines PREFETCH_AHEAD rows ahead: one
     # prefetch per column and 64 rows, not per (row, tree) (which slowed
     # small fits, benchmarks/RESULTS.md eighth session).
-    columns = np.unique(np.asarray(split_feature)[np.asarray(split_feature) >= 0]).astype(np.int32)
-    cdef const feature_index_t[::1] columns_view = columns
-    cdef Py_ssize_t n_columns = columns.shape[0] if columns.shape[0] >= PREFETCH_MIN_COLUMNS else 0
-    cdef Py_ssize_t line_rows = 64 // sizeof(X_binned[0, 0]) if X_binned.shape[0] > 0 else 64
     routes = slot_routes(split_feature, split_threshold, split_missing_left, left_child_slot,
                          n_bins, X_binned.shape[1])
     if slot_node.shape[0] != routes.shape[0]:
         raise ValueError(f"slot_node must have {routes.shape[0]} entries")
+    starts = np.unique(routes["column_start"][routes["column_start"] >= 0])
+    cdef const Py_ssize_t[::1] starts_view = starts
+    cdef Py_ssize_t n_columns = starts.shape[0] if starts.shape[0] >= PREFETCH_MIN_COLUMNS else 0
+    cdef Py_ssize_t line_rows = 64 // sizeof(X_binned[0, 0]) if X_binned.shape[0] > 0 else 64
+    cdef Py_ssize_t column_rows = X_binned.shape[1]
     cdef const uint8_t[::1] route_bytes = routes.view(np.uint8)
     cdef const slot_route* route_pointer = <const slot_route*>&route_bytes[0] \
         if routes.shape[0] else NULL
@@ -311,7 +313,7 @@ def route_rows(
         for row in prange(n_rows, nogil=True, schedule='static',
                           num_threads=max(1, min(n_threads, n_rows))):
             if n_columns > 0 and row % line_rows == 0:
-                prefetch_columns(X_binned, &columns_view[0], n_columns, row)
+                prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
             route_row(codes, &node_of_row[row, 0], pack_size, row, route_pointer,
                       &slot_node[0], &leaf_of_row[row, 0], NULL, 0.0, 0.0)
     elif n_rows > 0:
@@ -319,7 +321,7 @@ def route_rows(
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
             for row in range(chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows)):
                 if n_columns > 0 and row % line_rows == 0:
-                    prefetch_columns(X_binned, &columns_view[0], n_columns, row)
+                    prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
                 route_row(codes, &node_of_row[row, 0], pack_size, row, route_pointer,
                           &slot_node[0], &leaf_of_row[row, 0],
                           &partial_view[chunk, 0, 0] if n_next_slots > 0 else NULL,

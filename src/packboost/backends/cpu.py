@@ -218,7 +218,8 @@ class CpuBackend:
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node) -> None:
         data = self.data
-        if not np.any(np.asarray(left_child_slot) >= 0):
+        split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
+        if len(split) == 0:
             # No slot splits: the pack ends here (the driver grows no further).
             # A pass would only copy each row's slot to its leaf (a sixth of a
             # pack's routing at Numerai scale); add_pack reads the leaf of
@@ -228,7 +229,6 @@ class CpuBackend:
             return
         # The next depth's slot 2k and 2k + 1 are the children of the slot whose
         # left_child_slot is 2k (subtraction derives them from its cells).
-        split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
         self._slot_parent = np.repeat(split, 2).astype(np.int32)
         if len(split) and not np.array_equal(np.asarray(left_child_slot)[split],
                                              2 * np.arange(len(split))):
