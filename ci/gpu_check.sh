@@ -4,6 +4,7 @@
 #
 #   ci/gpu_check.sh            # build + tests + benchmark (Numerai scale)
 #   ci/gpu_check.sh build test # only some stages; BENCH_ARGS="..." for the benchmark
+#   ci/gpu_check.sh sanitize   # compute-sanitizer memcheck + racecheck on the CUDA tests
 #
 # Build: Meson directly (no pip, nothing downloaded) with -Dcuda=enabled, for
 # the GPU's own architecture, into build/gpu-check/ (git-ignored, kept between
@@ -24,8 +25,7 @@ mkdir -p "$OUT_DIR"
 log() { echo "[gpu_check $(date -u +%H:%M:%S)] $*"; }
 # python3 -P (never the source tree) with an editable packboost install, if
 # any, out of the way: `pyrun -m pytest ...` or `pyrun script.py ...`.
-pyrun() {
-    python3 -P -c '
+PYRUN='
 import runpy, sys
 sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "MesonpyMetaFinder"]
 if sys.argv[1] == "-m":
@@ -34,8 +34,8 @@ if sys.argv[1] == "-m":
 else:
     sys.argv = sys.argv[1:]
     runpy.run_path(sys.argv[0], run_name="__main__")
-' "$@"
-}
+'
+pyrun() { python3 -P -c "$PYRUN" "$@"; }
 
 if ! command -v nvcc >/dev/null 2>&1; then
     for dir in /usr/local/cuda/bin /usr/local/cuda-*/bin /opt/cuda/bin; do
@@ -109,6 +109,32 @@ if [[ " $STAGES " == *" test "* ]]; then
     fi
     pyrun -m pytest -q -p no:cacheprovider -x tests/test_sklearn.py tests/test_grower.py \
         2>&1 | tail -3
+    # The GPU cases of the other suites (device="cuda" estimators, CLI, files).
+    pyrun -m pytest -q -p no:cacheprovider -ra tests/test_cli.py tests/test_constraints.py \
+        tests/test_model_io.py tests/test_packaging.py -k "cuda or gpu or device" 2>&1 \
+        | tee "$OUT_DIR/test_gpu_cases.log" | tail -8
+fi
+
+if [[ " $STAGES " == *" sanitize "* ]]; then
+    # Every launch of the CUDA tests under compute-sanitizer: memcheck (out of
+    # bounds, misaligned, leaks of device memory) and racecheck (shared-memory
+    # hazards). A report fails the stage (--error-exitcode).
+    SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+    [ -n "$SANITIZER" ] || { echo "compute-sanitizer not found"; exit 2; }
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+        log "compute-sanitizer --tool $tool: tests/test_cuda.py ${SANITIZE_ARGS:-}"
+        set +e
+        # shellcheck disable=SC2086
+        timeout "${SANITIZE_TIMEOUT:-300}" "$SANITIZER" --tool "$tool" --error-exitcode 99 \
+            --target-processes all python3 -P -c "$PYRUN" -m pytest -q -p no:cacheprovider \
+            tests/test_cuda.py ${SANITIZE_ARGS:-} > "$OUT_DIR/sanitize_$tool.log" 2>&1
+        status=$?
+        set -e
+        tail -15 "$OUT_DIR/sanitize_$tool.log"
+        log "$tool exit status $status"
+        [ "$status" -eq 0 ] || sanitize_failed=1
+    done
+    [ -z "${sanitize_failed:-}" ] || { log "compute-sanitizer FAILED"; exit 4; }
 fi
 
 if [[ " $STAGES " == *" bench "* ]]; then

@@ -63,18 +63,21 @@ __global__ void pbc_histogram_kernel(
                 if (!tree_uses_feature[candidate * pack_size + tree])
                     continue;
                 int64_t bin = (int64_t)X_binned[features[candidate] * n_rows + row];
-                unsigned long long *cell;
-                if (use_shared)
-                    cell = shared_cells
+                if (use_shared) {
+                    unsigned long long *cell = shared_cells
                          + 3 * (((int64_t)member * group_slots + (slot - slot_begin)) * max_width
                                 + bin);
-                else
-                    cell = hist
+                    pbc_shared_add64(cell, (unsigned long long)g);
+                    pbc_shared_add64(cell + 1, (unsigned long long)h);
+                    atomicAdd((unsigned int *)(cell + 2), 1u);  /* < 2^32 rows a tile */
+                } else {
+                    unsigned long long *cell = hist
                          + 3 * ((((int64_t)candidate * n_slots + slot) * n_eras + era) * max_width
                                 + bin);
-                atomicAdd(cell, (unsigned long long)g);
-                atomicAdd(cell + 1, (unsigned long long)h);
-                atomicAdd(cell + 2, 1ULL);
+                    atomicAdd(cell, (unsigned long long)g);  /* global: a native 64-bit add */
+                    atomicAdd(cell + 1, (unsigned long long)h);
+                    atomicAdd(cell + 2, 1ULL);
+                }
             }
         }
     }

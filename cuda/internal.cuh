@@ -129,6 +129,29 @@ int pbc_launch_predict_raw(cudaStream_t stream, const void *X, int dtype, int64_
                            const int32_t *right_child, const double *value, int64_t n_trees,
                            const int64_t *tree_roots, double *out);
 
+/*
+ * A 64-bit add into a shared-memory cell from native 32-bit atomics. Hopper
+ * has no 64-bit shared-memory atomic add: atomicAdd on an unsigned long long
+ * there compiles to a compare-and-swap loop, which retries under contention
+ * (a histogram's few bins are hit by most of a warp at once). The low word's
+ * old value says whether this add carried out of it; each carry is seen by
+ * exactly one adder, which adds it to the high word with its own high part,
+ * so the cell ends with the same 64-bit sum (mod 2^64) a 64-bit atomic gives.
+ * Only for cells read after a barrier: between the two adds a reader could
+ * see the low word updated and the high word not yet.
+ */
+__device__ __forceinline__ void pbc_shared_add64(unsigned long long *cell,
+                                                 unsigned long long value)
+{
+    unsigned int *words = (unsigned int *)cell;  /* little-endian: words[0] is the low word */
+    const unsigned int low = (unsigned int)value;
+    unsigned int high = (unsigned int)(value >> 32);
+    const unsigned int old = atomicAdd(words, low);
+    high += (unsigned int)(old + low < old);  /* the carry out of the low word */
+    if (high != 0u)
+        atomicAdd(words + 1, high);
+}
+
 static inline unsigned int pbc_blocks(int64_t n, int threads)
 {
     int64_t blocks = (n + threads - 1) / threads;

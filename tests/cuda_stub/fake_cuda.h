@@ -149,6 +149,11 @@ inline unsigned long long atomicAdd(unsigned long long *address, unsigned long l
     return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
 }
 
+inline unsigned int atomicAdd(unsigned int *address, unsigned int value)
+{
+    return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+}
+
 inline long long __double2ll_rn(double x)
 {
     return std::llrint(x);  /* default rounding: to nearest, ties to even */
