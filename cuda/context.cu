@@ -409,27 +409,17 @@ extern "C" int pbc_slot_sums(pbc_context *ctx, int32_t n_slots, int64_t *sum_gra
     return rc;
 }
 
-extern "C" int pbc_find_splits(pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree,
-                               const uint8_t *slot_open, int32_t n_candidates,
-                               const int32_t *features, const uint8_t *tree_uses_feature,
-                               const double *slot_gradient_variance,
-                               const pb_split_params *params, int32_t *best_column,
-                               double *best_score, double *best_gain, int32_t *best_threshold,
-                               uint8_t *best_missing_left)
+/* pbc_find_splits once its arguments are checked and its histograms planned. */
+static int pbc_find_splits_planned(pbc_context *ctx, const pbc_hist_plan *plan, int32_t n_slots,
+                                   const int32_t *slot_tree, const uint8_t *slot_open,
+                                   int32_t n_candidates, const int32_t *features,
+                                   const double *slot_gradient_variance,
+                                   const pb_split_params *params, int32_t *best_column,
+                                   double *best_score, double *best_gain,
+                                   int32_t *best_threshold, uint8_t *best_missing_left)
 {
     const int64_t n_tiles = (int64_t)n_slots * n_candidates;
-    const int64_t pack = ctx ? ctx->pack_size : 0;
-    if (!ctx || n_slots < 1 || n_candidates < 1 || !slot_tree || !slot_open || !features
-            || !tree_uses_feature || !params)
-        return PBC_ERROR_INVALID_ARGUMENT;
-    for (int32_t i = 0; i < n_candidates; ++i)
-        if (features[i] < 0 || features[i] >= ctx->n_features)
-            return PBC_ERROR_INVALID_ARGUMENT;
-    for (int32_t i = 0; i < n_slots; ++i)
-        if (slot_tree[i] < 0 || slot_tree[i] >= ctx->pack_size)
-            return PBC_ERROR_INVALID_ARGUMENT;
-    PBC_CHECK(cudaSetDevice(ctx->device));
-
+    const int64_t pack = ctx->pack_size;
     /* Scratch layout (measured with a NULL base, then carved). */
     pbc_arena arena = {NULL, 0};
     for (int pass = 0; pass < 2; ++pass) {
@@ -437,7 +427,12 @@ extern "C" int pbc_find_splits(pbc_context *ctx, int32_t n_slots, const int32_t 
         uint8_t *d_slot_open = (uint8_t *)pbc_take(&arena, n_slots);
         double *d_variance = (double *)pbc_take(&arena, n_slots * sizeof(double));
         int32_t *d_features = (int32_t *)pbc_take(&arena, n_candidates * sizeof(int32_t));
-        uint8_t *d_uses = (uint8_t *)pbc_take(&arena, n_candidates * pack);
+        pbc_hist_item *d_items =
+            (pbc_hist_item *)pbc_take(&arena, plan->n_items * sizeof(pbc_hist_item));
+        int32_t *d_block_items =
+            (int32_t *)pbc_take(&arena, (plan->n_blocks + 1) * sizeof(int32_t));
+        int64_t *d_tile_offset = (int64_t *)pbc_take(&arena, n_candidates * pack * sizeof(int64_t));
+        int32_t *d_tree_first_slot = (int32_t *)pbc_take(&arena, pack * sizeof(int32_t));
         double *tile_score = (double *)pbc_take(&arena, n_tiles * sizeof(double));
         double *tile_gain = (double *)pbc_take(&arena, n_tiles * sizeof(double));
         int32_t *tile_threshold = (int32_t *)pbc_take(&arena, n_tiles * sizeof(int32_t));
@@ -465,37 +460,33 @@ extern "C" int pbc_find_splits(pbc_context *ctx, int32_t n_slots, const int32_t 
                       : (ctx->copy_error = (int)cudaMemsetAsync(
                              d_variance, 0, n_slots * sizeof(double), ctx->stream)) != 0)
                   || pbc_upload(ctx, d_features, features, n_candidates * sizeof(int32_t))
-                  || pbc_upload(ctx, d_uses, tree_uses_feature, n_candidates * pack)));
+                  || pbc_upload(ctx, d_items, plan->items, plan->n_items * sizeof(pbc_hist_item))
+                  || pbc_upload(ctx, d_block_items, plan->block_items,
+                                (plan->n_blocks + 1) * sizeof(int32_t))
+                  || pbc_upload(ctx, d_tile_offset, plan->tile_offset,
+                                n_candidates * pack * sizeof(int64_t))
+                  || pbc_upload(ctx, d_tree_first_slot, plan->tree_first_slot,
+                                pack * sizeof(int32_t))));
         PBC_CHECK(cudaMemsetAsync(tile_found, 0, n_tiles, ctx->stream));
-
-        /* Candidate features in chunks whose histograms fit the budget. */
-        const size_t per_feature =
-            (size_t)n_slots * ctx->n_eras * ctx->max_width * sizeof(pbc_cell);
-        int64_t chunk = (int64_t)(ctx->histogram_budget_bytes / (int64_t)per_feature);
-        if (chunk < 1)
-            chunk = 1;
-        if (chunk > n_candidates)
-            chunk = n_candidates;
-        if (chunk > 65535)
-            chunk = 65535;
         {
             void *hist = ctx->hist;
-            int rc = pbc_reserve(&hist, &ctx->hist_bytes, (size_t)chunk * per_feature);
+            int rc = pbc_reserve(&hist, &ctx->hist_bytes,
+                                 (size_t)plan->max_chunk_cells * sizeof(pbc_cell));
             ctx->hist = (pbc_cell *)hist;
             if (rc != PBC_OK)
                 return rc;
         }
-        for (int32_t first = 0; first < n_candidates; first += (int32_t)chunk) {
-            int32_t size = (int32_t)(n_candidates - first < chunk ? n_candidates - first : chunk);
+        for (int32_t chunk = 0; chunk < plan->n_chunks; ++chunk) {
+            const int32_t first = plan->chunk_first[chunk];
+            const int32_t size = plan->chunk_first[chunk + 1] - first;
             PBC_TIMED(PBC_TIMER_HISTOGRAM,
-                      pbc_launch_histograms(ctx, n_slots, d_slot_open, first, size, d_features,
-                                            d_uses));
+                      pbc_launch_histograms(ctx, plan, chunk, d_slot_open, d_items,
+                                            d_block_items));
             PBC_TIMED(PBC_TIMER_SCORE,
                       pbc_launch_score(ctx, n_slots, d_slot_tree, d_slot_open, d_variance,
-                                       n_candidates,
-                                       first, size, d_features, d_uses, params, tile_score,
-                                       tile_gain, tile_threshold, tile_missing_left,
-                                       tile_found));
+                                       n_candidates, first, size, d_features, d_tile_offset,
+                                       d_tree_first_slot, params, tile_score, tile_gain,
+                                       tile_threshold, tile_missing_left, tile_found));
         }
         PBC_TIMED(PBC_TIMER_SELECT,
                   pbc_launch_select(ctx, n_slots, n_candidates, tile_score, tile_gain,
@@ -510,6 +501,36 @@ extern "C" int pbc_find_splits(pbc_context *ctx, int32_t n_slots, const int32_t 
         PBC_CHECK(cudaStreamSynchronize(ctx->stream));
     }
     return PBC_OK;
+}
+
+extern "C" int pbc_find_splits(pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree,
+                               const uint8_t *slot_open, int32_t n_candidates,
+                               const int32_t *features, const uint8_t *tree_uses_feature,
+                               const double *slot_gradient_variance,
+                               const pb_split_params *params, int32_t *best_column,
+                               double *best_score, double *best_gain, int32_t *best_threshold,
+                               uint8_t *best_missing_left)
+{
+    if (!ctx || n_slots < 1 || n_candidates < 1 || !slot_tree || !slot_open || !features
+            || !tree_uses_feature || !params)
+        return PBC_ERROR_INVALID_ARGUMENT;
+    for (int32_t i = 0; i < n_candidates; ++i)
+        if (features[i] < 0 || features[i] >= ctx->n_features)
+            return PBC_ERROR_INVALID_ARGUMENT;
+    for (int32_t i = 0; i < n_slots; ++i)
+        if (slot_tree[i] < 0 || slot_tree[i] >= ctx->pack_size)
+            return PBC_ERROR_INVALID_ARGUMENT;
+    PBC_CHECK(cudaSetDevice(ctx->device));
+    pbc_hist_plan plan;
+    int rc = pbc_plan_histograms(ctx, n_slots, slot_tree, slot_open, n_candidates, features,
+                                 tree_uses_feature, &plan);
+    if (rc != PBC_OK)
+        return rc;
+    rc = pbc_find_splits_planned(ctx, &plan, n_slots, slot_tree, slot_open, n_candidates,
+                                 features, slot_gradient_variance, params, best_column,
+                                 best_score, best_gain, best_threshold, best_missing_left);
+    pbc_free_hist_plan(&plan);
+    return rc;
 }
 
 extern "C" int pbc_route_rows(pbc_context *ctx, int32_t n_slots, const int32_t *split_feature,

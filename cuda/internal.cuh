@@ -54,8 +54,15 @@
  * 48 KiB every device gives (PBC_HIST_SHARED_BYTES, also the slot-sums cap). */
 #define PBC_HIST_SHARED_BYTES (48 * 1024)
 #define PBC_HIST_SHARED_MAX_BYTES (96 * 1024)
+/* A histogram block's planned cells: small enough for several resident blocks
+ * per multiprocessor (latency hiding), large enough for many items per read
+ * of a row. */
+#define PBC_HIST_BLOCK_BYTES (24 * 1024)
 /* Features one histogram block serves from one read of a row's slots. */
-#define PBC_MAX_FEATURES_PER_BLOCK 16
+/* Items (a candidate feature for a run of one tree's slots) of one histogram
+ * block: more items share each read of a row's slots, g and h; fewer keep the
+ * block's serial loop over them short. */
+#define PBC_MAX_ITEMS_PER_BLOCK 64
 /* Warps per block of the scoring kernel (one warp per tile). */
 #ifdef PBC_FAKE_CUDA
 #define PBC_SCORE_WARPS 1
@@ -93,23 +100,56 @@ struct pbc_context {
     int timing;
     cudaEvent_t start, stop;
     double times[PBC_N_TIMERS];
-    int copy_error;
-    int hist_shared_cells;            /* pbc_cell capacity of a histogram block */  /* the last copy's cudaError_t (see pbc_copies) */
+    int copy_error;                   /* the last copy's cudaError_t (see pbc_copies) */
+    int hist_shared_bytes;            /* dynamic shared memory of a histogram block */
+    int hist_shared_cells;            /* pbc_cell capacity of a histogram block */
+    int hist_block_cells;             /* the cells a histogram block is planned to hold */
 };
 
 /* Launchers (each in the .cu of its kernel); all on context->stream. */
+/* One unit of a histogram block's work: the bins of one candidate feature
+ * for the slots [slot_begin, slot_end) of one tree (histogram.cu). */
+typedef struct {
+    int64_t hist_offset;     /* cells: slot_begin's (era 0, bin 0) in the chunk's histogram */
+    int32_t column;          /* the feature's column in X_binned */
+    int32_t tree;
+    int32_t slot_begin, slot_end;
+    int32_t shared_offset;   /* cells: where the block sums the item's bins */
+    int32_t pad;
+} pbc_hist_item;
+
+/* A depth's histogram work, planned on the host (pbc_plan_histograms). */
+typedef struct {
+    int32_t n_chunks, n_blocks, n_items, use_shared;
+    int32_t *chunk_first;    /* (n_chunks + 1) candidate bounds of the chunks */
+    int32_t *chunk_blocks;   /* (n_chunks + 1) bounds of each chunk's blocks */
+    int64_t *chunk_cells;    /* (n_chunks) cells of each chunk's histogram */
+    int64_t max_chunk_cells;
+    int32_t max_block_cells;   /* the shared cells of the largest block */
+    int32_t *block_items;    /* (n_blocks + 1) bounds of each block's items */
+    pbc_hist_item *items;    /* (n_items) */
+    int64_t *tile_offset;    /* (n_candidates, pack_size) cells of the (candidate, tree)
+                                tiles in their chunk's histogram; -1: not scored */
+    int32_t *tree_first_slot;  /* (pack_size) */
+} pbc_hist_plan;
+
 int pbc_histogram_setup(pbc_context *ctx);
+int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree,
+                        const uint8_t *slot_open, int32_t n_candidates, const int32_t *features,
+                        const uint8_t *tree_uses_feature, pbc_hist_plan *plan);
+void pbc_free_hist_plan(pbc_hist_plan *plan);
 int pbc_launch_quantize(pbc_context *ctx, long long *fixed, double scale, int square);
 int pbc_launch_init_round(pbc_context *ctx, const int64_t *tree_n_rows);
 int pbc_launch_slot_sums(pbc_context *ctx, int32_t n_slots, long long *sums /* (4, n_slots) */);
-int pbc_launch_histograms(pbc_context *ctx, int32_t n_slots, const uint8_t *slot_open,
-                          int32_t chunk_first, int32_t chunk_size, const int32_t *features,
-                          const uint8_t *tree_uses_feature);
+int pbc_launch_histograms(pbc_context *ctx, const pbc_hist_plan *plan, int32_t chunk,
+                          const uint8_t *slot_open, const pbc_hist_item *items,
+                          const int32_t *block_items);
 int pbc_launch_score(pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree,
                      const uint8_t *slot_open, const double *slot_gradient_variance,
                      int32_t n_candidates, int32_t chunk_first,
                      int32_t chunk_size, const int32_t *features,
-                     const uint8_t *tree_uses_feature, const pb_split_params *params,
+                     const int64_t *tile_offset, const int32_t *tree_first_slot,
+                     const pb_split_params *params,
                      double *tile_score, double *tile_gain, int32_t *tile_threshold,
                      uint8_t *tile_missing_left, uint8_t *tile_found);
 int pbc_launch_select(pbc_context *ctx, int32_t n_slots, int32_t n_candidates,

@@ -120,8 +120,9 @@ __global__ void pbc_score_kernel(pbc_cell *__restrict__ hist, int32_t n_slots, i
                                  const int32_t *__restrict__ slot_tree,
                                  const uint8_t *__restrict__ slot_open,
                                  const double *__restrict__ slot_gradient_variance,
-                                 const int32_t *__restrict__ features,          /* chunk's */
-                                 const uint8_t *__restrict__ tree_uses_feature, /* chunk's */
+                                 const int32_t *__restrict__ features,     /* chunk's */
+                                 const int64_t *__restrict__ tile_offset,  /* chunk's */
+                                 const int32_t *__restrict__ tree_first_slot,
                                  int32_t chunk_size, int32_t chunk_first, int32_t n_candidates,
                                  int32_t pack_size, pb_split_params params,
                                  double inv_scale_g, double inv_scale_h,
@@ -135,9 +136,12 @@ __global__ void pbc_score_kernel(pbc_cell *__restrict__ hist, int32_t n_slots, i
     if (warp >= (int64_t)chunk_size * n_slots)
         return;  /* whole warps only: the branch is uniform within a warp */
     const int32_t member = (int32_t)(warp / n_slots), slot = (int32_t)(warp % n_slots);
-    if (!slot_open[slot] || !tree_uses_feature[member * pack_size + slot_tree[slot]])
-        return;
-    pbc_cell *cells = hist + ((int64_t)member * n_slots + slot) * n_eras * max_width;
+    const int32_t tree = slot_tree[slot];
+    const int64_t offset = tile_offset[(int64_t)member * pack_size + tree];
+    if (!slot_open[slot] || offset < 0)
+        return;  /* closed, or the tree does not draw the feature */
+    pbc_cell *cells = hist + offset
+                    + (int64_t)(slot - tree_first_slot[tree]) * n_eras * max_width;
     pbc_best best = pbc_score_tile_warp(cells, max_width, n_eras, n_bins[features[member]],
                                         &params, slot_gradient_variance[slot], inv_scale_g,
                                         inv_scale_h, lane);
@@ -155,7 +159,8 @@ int pbc_launch_score(pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree
                      const uint8_t *slot_open, const double *slot_gradient_variance,
                      int32_t n_candidates, int32_t chunk_first,
                      int32_t chunk_size, const int32_t *features,
-                     const uint8_t *tree_uses_feature, const pb_split_params *params,
+                     const int64_t *tile_offset, const int32_t *tree_first_slot,
+                     const pb_split_params *params,
                      double *tile_score, double *tile_gain, int32_t *tile_threshold,
                      uint8_t *tile_missing_left, uint8_t *tile_found)
 {
@@ -163,7 +168,8 @@ int pbc_launch_score(pbc_context *ctx, int32_t n_slots, const int32_t *slot_tree
     unsigned int blocks = (unsigned int)((n_warps + PBC_SCORE_WARPS - 1) / PBC_SCORE_WARPS);
     PBC_LAUNCH(pbc_score_kernel, blocks, PBC_SCORE_WARPS * PBC_WARP_LANES, 0, ctx->stream)(
         ctx->hist, n_slots, ctx->n_eras, ctx->max_width, ctx->n_bins, slot_tree, slot_open,
-        slot_gradient_variance, features + chunk_first, tree_uses_feature + (int64_t)chunk_first * ctx->pack_size,
+        slot_gradient_variance, features + chunk_first,
+        tile_offset + (int64_t)chunk_first * ctx->pack_size, tree_first_slot,
         chunk_size, chunk_first, n_candidates, ctx->pack_size, *params, ctx->inv_scale_g,
         ctx->inv_scale_h, tile_score, tile_gain, tile_threshold, tile_missing_left,
         tile_found);
