@@ -474,9 +474,9 @@ def test_gpu_grows_the_cpu_pack(seed, n_rows, n_features, n_eras, n_bins, extra,
 
 
 # Sizes the small cases never reach (issue 14): Numerai's 600 eras with packs of
-# 8 at depth 6 (hundreds of slots: several slot groups, grid.z > 1), 255 bins
-# (a slot's bins overflow the shared-memory block: the global-atomic path), and
-# a histogram budget of 1 byte (one candidate feature per chunk).
+# 8 at depth 6 (hundreds of slots, many items a block), 255 bins (a tree's slots
+# split over several items: 4 slots of 256 bins fill a block), and a histogram
+# budget of 1 byte (one candidate feature per chunk).
 SCALE_CASES = [
     # id, seed, n_rows, n_features, n_eras, n_bins, pack_size, max_depth, budget
     ("600-eras-pack-8-depth-6", 0, 60_000, 12, 600, 5, 8, 6, 1 << 30),
