@@ -60,17 +60,40 @@ def make_data(n_rows: int, n_features: int, n_eras: int, seed: int = 0):
 
 class TimedBackend:
     """Wraps a backend (packboost.backends) and records each pack's wall time,
-    from ``begin_pack`` to the end of ``add_pack``."""
+    from ``begin_pack`` to the end of ``add_pack``, and each depth's work: the
+    histogram updates (sampled rows of open slots x the features their tree
+    uses) and the distinct feature columns the depth reads."""
 
     def __init__(self, inner):
         self.inner = inner
         self.round_seconds = []
         self.grow_starts = []
+        self.round_work = []  # per round: per depth {"updates", "columns"}
+        self._counts = None
 
     def begin_pack(self, *args):
         self._start = time.perf_counter()
         self.grow_starts.append(self._start)
+        self.round_work.append([])
         return self.inner.begin_pack(*args)
+
+    def slot_sums(self, n_slots):
+        sums = self.inner.slot_sums(n_slots)
+        self._counts = np.asarray(sums.count, dtype=np.int64)
+        return sums
+
+    def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, *args, **kwargs):
+        uses = np.asarray(tree_uses_feature, dtype=bool)          # (features, pack)
+        open_slots = np.asarray(slot_open, dtype=bool)
+        trees = np.asarray(slot_tree)[open_slots]
+        rows = self._counts[: len(open_slots)][open_slots]
+        open_trees = np.zeros(uses.shape[1], dtype=bool)
+        open_trees[trees] = True
+        self.round_work[-1].append({
+            "updates": int((rows * uses.sum(axis=0)[trees]).sum()),
+            "columns": int(uses[:, open_trees].any(axis=1).sum())})
+        return self.inner.find_splits(slot_tree, slot_open, features, tree_uses_feature,
+                                      *args, **kwargs)
 
     def add_pack(self, *args):
         self.inner.add_pack(*args)
@@ -123,6 +146,8 @@ def run_fit(X, y, era, *, device, rounds, feature_fraction, args, kernel_timings
     finally:
         backends.open_backend = original
     backend = recorder["backend"]
+    if kernel_timings is not None:  # the timed round's work per depth, beside its timers
+        kernel_timings.append(backend.round_work[-1])
     return model, backend.round_seconds, seconds, np.diff(backend.grow_starts).tolist()
 
 
@@ -218,8 +243,10 @@ def main(argv=None):
             timings = []
             run_fit(X, y, era, device="cuda", rounds=min(args.rounds, 1 + args.warmup),
                     feature_fraction=fraction, args=args, kernel_timings=timings)
+            work = timings.pop()
             per_depth = timings[-1]
             row["gpu_ms_per_depth"] = per_depth
+            row["gpu_work_per_depth"] = work
             print(f"feature fraction {fraction}: GPU {rate:.1f} trees/s "
                   f"(round {median * 1e3:.1f} ms, fit {fit_seconds:.1f} s, "
                   f"{row['gpu_nodes']} nodes)")
@@ -229,6 +256,18 @@ def main(argv=None):
             for depth, times in enumerate(per_depth):
                 print(f"| {depth} | " + " | ".join(f"{times.get(n, 0.0):.2f}" for n in names)
                       + f" | {sum(times.values()):.2f} |")
+            # The histogram against two bounds: its updates per second, and the
+            # bytes it must read at least (each drawn column once, a row's slots,
+            # g and h: 4 x pack + 16 bytes) per second, beside HBM's ~3 TB/s.
+            print("\n| depth | updates (M) | columns | histogram ms | G updates/s | min GB read "
+                  "| GB/s |")
+            print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            for depth, (times, done) in enumerate(zip(per_depth, work)):
+                ms = times.get("histogram", 0.0)
+                gigabytes = (done["columns"] * X.itemsize + 4 * args.pack + 16) * len(X) / 1e9
+                print(f"| {depth} | {done['updates'] / 1e6:.1f} | {done['columns']} | {ms:.2f} "
+                      f"| {done['updates'] / ms / 1e6 if ms else 0:.0f} | {gigabytes:.2f} "
+                      f"| {gigabytes / ms * 1e3 if ms else 0:.0f} |")
         if not args.skip_cpu:
             cpu_model, rounds, fit_seconds, _ = run_fit(X, y, era, device="cpu",
                                                         rounds=args.cpu_rounds,
