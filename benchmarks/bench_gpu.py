@@ -18,7 +18,10 @@ same trees, which the report checks (``same splits``). Reported:
   (the first ``--warmup`` rounds excluded); the same over the whole boosting
   loop (host gradients and random draws included); the whole fit's wall time;
 * for the GPU, a second fit with CUDA-event timers: milliseconds per depth,
-  split into kernels (histogram, score, select, route, slot sums, transfer...).
+  split into kernels (histogram, score, select, route, slot sums, transfer...),
+  and the histogram against its bounds: updates per second (sampled rows of
+  open slots x the features their tree uses) and the least bytes it must read
+  per second (each drawn column once, a row's slots, g and h).
 
 Timings are from this process on this machine; record them in
 benchmarks/RESULTS.md with the machine, the command and the date.
@@ -262,7 +265,8 @@ def main(argv=None):
             print("\n| depth | updates (M) | columns | histogram ms | G updates/s | min GB read "
                   "| GB/s |")
             print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-            for depth, (times, done) in enumerate(zip(per_depth, work)):
+            # No split search at the last depth: work is one shorter than the timers.
+            for depth, (times, done) in enumerate(zip(per_depth, work, strict=False)):
                 ms = times.get("histogram", 0.0)
                 gigabytes = (done["columns"] * X.itemsize + 4 * args.pack + 16) * len(X) / 1e9
                 print(f"| {depth} | {done['updates'] / 1e6:.1f} | {done['columns']} | {ms:.2f} "
