@@ -57,8 +57,13 @@
 /* A histogram block's planned cells: small enough for several resident blocks
  * per multiprocessor (latency hiding), large enough for many items per read
  * of a row. */
+#ifdef PBC_FAKE_CUDA
+/* Small blocks on the host stand-in, so that its tests also split a tree's
+ * slots over several items (5-bin features from depth 4 on). */
+#define PBC_HIST_BLOCK_BYTES (2 * 1024)
+#else
 #define PBC_HIST_BLOCK_BYTES (24 * 1024)
-/* Features one histogram block serves from one read of a row's slots. */
+#endif
 /* Items (a candidate feature for a run of one tree's slots) of one histogram
  * block: more items share each read of a row's slots, g and h; fewer keep the
  * block's serial loop over them short. */
