@@ -593,6 +593,14 @@ def test_gpu_context_kernels_match_host_kernels():
         np.testing.assert_array_equal(got, expected)
     times = gpu.read_timers()
     assert set(times) >= {"histogram", "score", "route"} and times["slot_sums"] >= 0
+    # A tree's slots must be consecutive (the grower numbers them so): the
+    # histogram plan refuses anything else rather than misplace a tile.
+    n_candidates = data.n_features
+    with pytest.raises(packboost.CudaError, match="invalid argument"):
+        gpu.find_splits(np.array([1, 0, 1], dtype=np.int32), np.ones(3, dtype=np.uint8),
+                        np.arange(n_candidates, dtype=np.int32),
+                        np.ones((n_candidates, pack_size), dtype=np.uint8), np.zeros(3),
+                        grower_params().split)
     gpu.close()
     with pytest.raises(ValueError, match="closed"):
         gpu.slot_sums(1)
