@@ -128,7 +128,6 @@ int pbc_histogram_setup(pbc_context *ctx)
     int bytes = optin < PBC_HIST_SHARED_MAX_BYTES ? optin : PBC_HIST_SHARED_MAX_BYTES;
     if (bytes < PBC_HIST_SHARED_BYTES)
         bytes = PBC_HIST_SHARED_BYTES;
-    ctx->hist_shared_bytes = bytes;
     ctx->hist_shared_cells =
         (bytes - PBC_MAX_ITEMS_PER_BLOCK * (int)sizeof(pbc_hist_item)) / (int)sizeof(pbc_cell);
     ctx->hist_block_cells = PBC_HIST_BLOCK_BYTES / (int)sizeof(pbc_cell);
@@ -172,7 +171,8 @@ int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *
                                                                   : ctx->hist_shared_cells;
     const int64_t tile_cells = (int64_t)ctx->n_eras * width;  /* one (candidate, slot) */
     int64_t budget_cells = ctx->histogram_budget_bytes / (int64_t)sizeof(pbc_cell);
-    int32_t tree_end_slot[PBC_MAX_PACK_SIZE], tree_open[PBC_MAX_PACK_SIZE];
+    int32_t tree_end_slot[PBC_MAX_PACK_SIZE], tree_slots[PBC_MAX_PACK_SIZE];
+    int32_t tree_open[PBC_MAX_PACK_SIZE];
     int32_t slots_per_item = n_slots, max_tree_slots = 1;
 
     memset(plan, 0, sizeof(*plan));
@@ -195,8 +195,8 @@ int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *
         tree_open[t] |= slot_open[slot] != 0;
     }
     for (int32_t t = 0; t < pack; ++t) {
-        const int32_t count = tree_end_slot[t] - plan->tree_first_slot[t];
-        max_tree_slots = count > max_tree_slots ? count : max_tree_slots;
+        tree_slots[t] = tree_end_slot[t] - plan->tree_first_slot[t];
+        max_tree_slots = tree_slots[t] > max_tree_slots ? tree_slots[t] : max_tree_slots;
     }
     if (use_shared)
         slots_per_item = block_capacity / width;  /* >= 1 */
@@ -230,9 +230,8 @@ int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *
         int64_t member_cells = 0, member_items = 0;
         for (int32_t t = 0; t < pack; ++t)
             if (tree_uses_feature[(int64_t)c * pack + t] && tree_open[t]) {
-                const int32_t count = tree_end_slot[t] - plan->tree_first_slot[t];
-                member_cells += count * tile_cells;
-                member_items += (count + slots_per_item - 1) / slots_per_item;
+                member_cells += tree_slots[t] * tile_cells;
+                member_items += (tree_slots[t] + slots_per_item - 1) / slots_per_item;
             }
         if (c > plan->chunk_first[n_chunks]
                 && (chunk_cells + member_cells > budget_cells
@@ -261,7 +260,6 @@ int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *
         for (int32_t t = 0; t < pack; ++t) {
             if (!tree_open[t])
                 continue;
-            const int32_t count = tree_end_slot[t] - plan->tree_first_slot[t];
             for (int32_t c = plan->chunk_first[k]; c < plan->chunk_first[k + 1]; ++c) {
                 const int64_t pair = (int64_t)c * pack + t;
                 if (!tree_uses_feature[pair])
@@ -295,7 +293,7 @@ int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *
                     if (block_cells > plan->max_block_cells)
                         plan->max_block_cells = block_cells;
                 }
-                offset += (int64_t)count * tile_cells;
+                offset += (int64_t)tree_slots[t] * tile_cells;
             }
         }
         if (block_open)

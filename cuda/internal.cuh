@@ -106,7 +106,6 @@ struct pbc_context {
     cudaEvent_t start, stop;
     double times[PBC_N_TIMERS];
     int copy_error;                   /* the last copy's cudaError_t (see pbc_copies) */
-    int hist_shared_bytes;            /* dynamic shared memory of a histogram block */
     int hist_shared_cells;            /* pbc_cell capacity of a histogram block */
     int hist_block_cells;             /* the cells a histogram block is planned to hold */
 };
