@@ -49,7 +49,11 @@ import numpy as np
 
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, fabs
-from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t
+from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
+
+cdef extern from *:
+    # GCC/Clang: a hint to load a cache line early (bound_slot_tiles).
+    void __builtin_prefetch(const void* address) noexcept nogil
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
@@ -167,6 +171,81 @@ cdef inline bint monotone_order_holds(
     return value_left >= value_right
 
 
+cdef inline Py_ssize_t list_candidates(
+        Py_ssize_t n_bins,
+        const double* at_p_g, const double* at_p_h, const double* at_p_count,
+        double p_missing_g, double p_missing_h, double p_missing_count,
+        double sum_g, double sum_h, double sum_count,       # the node's pooled sums
+        const pb_split_params* params,
+        int monotone, double lower, double upper,
+        double* candidate_code,                              # OUT 2 t + side per candidate
+) noexcept nogil:
+    """The candidates of a tile worth scoring, from its pooled sums: thresholds
+    t = 0 .. n_bins - 1 (left = bins <= t), each missing side, that meet
+    min_samples_leaf, min_child_weight and the monotone order (docs/des.md
+    §9). Returns their number."""
+    cdef Py_ssize_t bin_idx, n_candidates = 0
+    cdef int side
+    cdef bint missing_goes_left
+    cdef double bin_count, p_left_h, p_left_count, cand_h, cand_count
+    for bin_idx in range(n_bins):
+        bin_count = at_p_count[bin_idx] - (at_p_count[bin_idx - 1] if bin_idx > 0 else 0.0)
+        if bin_count == 0.0:
+            # An empty bin leaves the partition (and every sum) of the previous
+            # threshold unchanged: its candidates would tie it and lose. Small
+            # nodes of many-bin features skip most thresholds here.
+            continue
+        p_left_h = at_p_h[bin_idx]
+        p_left_count = at_p_count[bin_idx]
+        for side in range(2):
+            missing_goes_left = side == 0
+            cand_h = p_left_h + p_missing_h if missing_goes_left else p_left_h
+            cand_count = p_left_count + p_missing_count if missing_goes_left else p_left_count
+            if not candidate_is_scored(params, missing_goes_left, p_left_count,
+                                       p_missing_count, cand_count, cand_h, sum_count, sum_h):
+                continue
+            if monotone != 0 and not monotone_order_holds(
+                    monotone,
+                    at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx],
+                    cand_h, sum_g, sum_h, lower, upper, params):
+                continue
+            candidate_code[n_candidates] = 2 * bin_idx + side
+            n_candidates += 1
+    return n_candidates
+
+
+cdef inline void realized_candidate_means(
+        Py_ssize_t n_candidates, const double* candidate_code,
+        const double* at_p_g, const double* at_p_h,      # pooled left sums per threshold
+        const double* at_w_g, const double* at_w_h,      # era-weighted left sums
+        double p_missing_g, double p_missing_h, double w_missing_g, double w_missing_h,
+        double sum_g, double sum_h, double w_sum_g, double w_sum_h, double weight_total,
+        const pb_split_params* params,
+        double lower, double upper, int monotone,
+        double* candidate_mean, double* candidate_ub,    # OUT per candidate
+) noexcept nogil:
+    """Closed-form means of realized era gains (docs/des.md §5) and the bound
+    on each candidate's score (candidate_bound)."""
+    cdef Py_ssize_t k, bin_idx
+    cdef int code
+    cdef bint missing_goes_left
+    cdef bint bounded = monotone != 0 or lower > -INFINITY or upper < INFINITY
+    cdef double cand_g, cand_h, cand_w_g, cand_w_h, mean
+    cdef des_candidate_t state
+    for k in range(n_candidates):
+        code = <int>candidate_code[k]
+        bin_idx = code >> 1
+        missing_goes_left = (code & 1) == 0
+        begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
+                        p_missing_h, sum_g, sum_h, params, params.lambda_dir != 0.0, bounded,
+                        lower, upper, &cand_g, &cand_h)
+        cand_w_g = at_w_g[bin_idx] + w_missing_g if missing_goes_left else at_w_g[bin_idx]
+        cand_w_h = at_w_h[bin_idx] + w_missing_h if missing_goes_left else at_w_h[bin_idx]
+        mean = des_realized_mean(&state, w_sum_g, w_sum_h, cand_w_g, cand_w_h, weight_total)
+        candidate_mean[k] = mean
+        candidate_ub[k] = candidate_bound(mean, params.lambda_dir)
+
+
 cdef tile_best score_tile(
         hist_entry* hist,                # IN  cell (era, bin) at hist[era * era_stride + bin]:
                                          #     non-missing bin t the era's sum over bins <= t
@@ -213,11 +292,10 @@ cdef tile_best score_tile(
     cdef double w_sum_g = 0.0, w_sum_h = 0.0
     cdef double p_missing_g = 0.0, p_missing_h = 0.0, p_missing_count = 0.0
     cdef double w_missing_g = 0.0, w_missing_h = 0.0
-    cdef double p_left_h = 0.0, p_left_count = 0.0
     cdef double w_left_g = 0.0, w_left_h = 0.0
-    cdef double cand_g, cand_h, cand_count, cand_w_g, cand_w_h, g, h, c, w, mean
-    cdef double era_left_g, era_left_h, era_left_count, bin_count
-    cdef int side, missing_goes_left, code
+    cdef double cand_g, cand_h, g, h, c, w, mean
+    cdef double era_left_g, era_left_h, era_left_count
+    cdef int missing_goes_left, code
     cdef bint with_direction = params.lambda_dir != 0.0
     # Unconstrained nodes take the plain Newton path, bit for bit.
     cdef bint bounded = monotone != 0 or lower > -INFINITY or upper < INFINITY
@@ -298,41 +376,19 @@ cdef tile_best score_tile(
         at_w_g = at_p_g
         at_w_h = at_p_h
 
-    # Thresholds t = 0 .. n_bins - 1 (left = bins <= t), each missing side.
-    for bin_idx in range(n_bins):
-        bin_count = at_p_count[bin_idx] - (at_p_count[bin_idx - 1] if bin_idx > 0 else 0.0)
-        if bin_count == 0.0:
-            # An empty bin leaves the partition (and every sum) of the previous
-            # threshold unchanged: its candidates would tie it and lose. Small
-            # nodes of many-bin features skip most thresholds here.
-            continue
-        p_left_h = at_p_h[bin_idx]
-        p_left_count = at_p_count[bin_idx]
-        for side in range(2):
-            missing_goes_left = side == 0
-            cand_h = p_left_h + p_missing_h if missing_goes_left else p_left_h
-            cand_count = p_left_count + p_missing_count if missing_goes_left else p_left_count
-            if not candidate_is_scored(params, missing_goes_left, p_left_count,
-                                       p_missing_count, cand_count, cand_h, sum_count, sum_h):
-                continue
-            if monotone != 0 and not monotone_order_holds(
-                    monotone,
-                    at_p_g[bin_idx] + p_missing_g if missing_goes_left else at_p_g[bin_idx],
-                    cand_h, sum_g, sum_h, lower, upper, params):
-                continue
-            candidate_code[n_candidates] = 2 * bin_idx + side
-            n_candidates += 1
-
+    n_candidates = list_candidates(n_bins, at_p_g, at_p_h, at_p_count, p_missing_g,
+                                   p_missing_h, p_missing_count, sum_g, sum_h, sum_count,
+                                   params, monotone, lower, upper, candidate_code)
     # Means and bounds of every candidate (realized: closed form; newton: a
     # pass over the eras).
-    for k in range(n_candidates):
-        code = <int>candidate_code[k]
-        bin_idx = code >> 1
-        missing_goes_left = (code & 1) == 0
-        begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
-                        p_missing_h, sum_g, sum_h, params, with_direction, bounded, lower,
-                        upper, &cand_g, &cand_h)
-        if params.era_gain == DES_ERA_GAIN_NEWTON:
+    if params.era_gain == DES_ERA_GAIN_NEWTON:
+        for k in range(n_candidates):
+            code = <int>candidate_code[k]
+            bin_idx = code >> 1
+            missing_goes_left = (code & 1) == 0
+            begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
+                            p_missing_h, sum_g, sum_h, params, with_direction, bounded, lower,
+                            upper, &cand_g, &cand_h)
             mean = 0.0
             for i in range(n_present):
                 cell = hist + era_ids[i] * era_stride + bin_idx
@@ -343,13 +399,13 @@ cdef tile_best score_tile(
                 mean += era_weight[i] * des_era_gain(&state, era_g[i], era_h[i],
                                                      era_left_g, era_left_h)
             mean = mean / weight_total
-        else:
-            cand_w_g = at_w_g[bin_idx] + w_missing_g if missing_goes_left else at_w_g[bin_idx]
-            cand_w_h = at_w_h[bin_idx] + w_missing_h if missing_goes_left else at_w_h[bin_idx]
-            mean = des_realized_mean(&state, w_sum_g, w_sum_h, cand_w_g, cand_w_h,
-                                     weight_total)
-        candidate_mean[k] = mean
-        candidate_ub[k] = candidate_bound(mean, params.lambda_dir)
+            candidate_mean[k] = mean
+            candidate_ub[k] = candidate_bound(mean, params.lambda_dir)
+    else:
+        realized_candidate_means(n_candidates, candidate_code, at_p_g, at_p_h, at_w_g, at_w_h,
+                                 p_missing_g, p_missing_h, w_missing_g, w_missing_h,
+                                 sum_g, sum_h, w_sum_g, w_sum_h, weight_total, params,
+                                 lower, upper, monotone, candidate_mean, candidate_ub)
 
     # Best first: the candidate with the highest bound gets its era pass
     # first, so that the others are compared with a strong score and most
@@ -414,6 +470,195 @@ cdef tile_best score_tile(
             best.missing_left = <uint8_t>missing_goes_left
     return best
 
+
+
+cdef double pooled_tile_bound(
+        const int64_t* gradient_sums,    # IN  (width,) the tile's cells summed over eras:
+        const int64_t* counts,           #     g_q sums, row counts and (NULL: constant
+        const int64_t* hessian_sums,     #     hessian) h_q sums; bin n_bins is the missing one
+        Py_ssize_t n_bins,
+        double n_present,                # eras with rows in the node
+        const fixed_point_rows* rows,
+        const pb_split_params* params,
+        double lower, double upper, int monotone,
+        double* candidates,              # scratch (N_CANDIDATE_SCRATCH, n_bins)
+) noexcept nogil:
+    """The highest bound (candidate_bound) of any candidate of a tile, from its
+    pooled sums alone, for realized gains with equal era weights: -inf when
+    it has no candidate.
+
+    The same numbers as score_tile's: its pooled and era-weighted sums are
+    sums over eras of exact grid values, equal to these sums of integers
+    turned to floats (docs/fixed-point.md), and the candidates and their
+    means come from the same functions. So a tile whose bound is below a
+    score its slot reached has no candidate that score_tile would pass to
+    its era pass, and can be left unread."""
+    cdef double* at_p_g = candidates
+    cdef double* at_p_h = at_p_g + n_bins
+    cdef double* at_p_count = at_p_h + n_bins
+    cdef double* candidate_code = at_p_count + 3 * n_bins
+    cdef double* candidate_mean = candidate_code + 2 * n_bins
+    cdef double* candidate_ub = candidate_mean + 2 * n_bins
+    cdef double inverse_gradient_scale = rows.inverse_gradient_scale
+    cdef double inverse_hessian_scale = rows.inverse_hessian_scale
+    cdef int64_t running_g = 0, running_count = 0, running_h = 0
+    cdef Py_ssize_t bin_idx, k, n_candidates
+    cdef double p_missing_g, p_missing_h, p_missing_count, sum_g, sum_h, sum_count
+    cdef double best = -INFINITY
+    for bin_idx in range(n_bins):
+        running_g = running_g + gradient_sums[bin_idx]
+        running_count = running_count + counts[bin_idx]
+        at_p_g[bin_idx] = running_g * inverse_gradient_scale
+        at_p_count[bin_idx] = <double>running_count
+        if hessian_sums == NULL:
+            at_p_h[bin_idx] = at_p_count[bin_idx] * rows.constant_hessian
+        else:
+            running_h = running_h + hessian_sums[bin_idx]
+            at_p_h[bin_idx] = running_h * inverse_hessian_scale
+    p_missing_g = gradient_sums[n_bins] * inverse_gradient_scale
+    p_missing_count = <double>counts[n_bins]
+    p_missing_h = (p_missing_count * rows.constant_hessian if hessian_sums == NULL
+                   else hessian_sums[n_bins] * inverse_hessian_scale)
+    sum_g = p_missing_g
+    sum_h = p_missing_h
+    sum_count = p_missing_count
+    if n_bins > 0:
+        sum_g = at_p_g[n_bins - 1] + p_missing_g
+        sum_h = at_p_h[n_bins - 1] + p_missing_h
+        sum_count = at_p_count[n_bins - 1] + p_missing_count
+    n_candidates = list_candidates(n_bins, at_p_g, at_p_h, at_p_count, p_missing_g,
+                                   p_missing_h, p_missing_count, sum_g, sum_h, sum_count,
+                                   params, monotone, lower, upper, candidate_code)
+    # Equal weights: the era-weighted sums are the pooled ones, the weight
+    # total the number of eras present.
+    realized_candidate_means(n_candidates, candidate_code, at_p_g, at_p_h, at_p_g, at_p_h,
+                             p_missing_g, p_missing_h, p_missing_g, p_missing_h,
+                             sum_g, sum_h, sum_g, sum_h, n_present, params,
+                             lower, upper, monotone, candidate_mean, candidate_ub)
+    for k in range(n_candidates):
+        if candidate_ub[k] > best:
+            best = candidate_ub[k]
+    return best
+
+
+cdef void bound_slot_tiles(
+        const int64_t* run_cells,        # IN  the slot's run of era 0 in the block's cells
+        Py_ssize_t era_stride,           #     int64 entries from one era's run to the next
+        Py_ssize_t n_eras,
+        Py_ssize_t n_block,
+        const Py_ssize_t* member_offset, # IN  (n_block,) first cell of each feature in the run
+        const feature_index_t* block_features,
+        const bin_index_t* n_bins,       # IN  (n_features,)
+        const uint8_t* member_scored,    # IN  (n_block,) will the tile be scored at all?
+        const fixed_point_rows* rows,
+        const pb_split_params* params,
+        double lower, double upper,      # the slot's value bounds
+        const int8_t* monotone,          # IN  (n_block,) or NULL
+        int64_t* sums,                   # scratch (3, run length)
+        double* candidates,              # scratch (N_CANDIDATE_SCRATCH, max width)
+        double* member_bound,            # OUT (n_block,) pooled_tile_bound, -inf: not scored
+        int32_t* member_order,           # OUT (n_block,) members by bound, highest first
+) noexcept nogil:
+    """Bounds on the best score of each tile of a slot from its cells summed
+    over eras, and the order to score them in (find_best_splits).
+
+    Summing a run of packed cells over eras is a few integer operations per
+    cell -- a fraction of unpacking and scanning a tile -- and a tile whose
+    bound cannot reach the slot's best score is never unpacked. Scored
+    highest bound first, the slot's best score is usually found by its first
+    tiles."""
+    cdef Py_ssize_t words = rows.words, era, member, bin_idx, width, first_member = -1
+    cdef Py_ssize_t n_segments = 0, segment, i, j, start, end
+    cdef Py_ssize_t segment_start[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t segment_end[MAX_FEATURES_PER_PASS]
+    cdef int count_bits = rows.count_bits
+    cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
+    cdef uint64_t sign_bit = (<uint64_t>1) << 63
+    cdef uint64_t cell, era_rows, shift_excess
+    cdef uint64_t* gradient_sums = <uint64_t*>sums
+    cdef uint64_t* counts
+    cdef uint64_t* hessian_sums
+    cdef const uint64_t* source
+    cdef double n_present = 0.0, key
+    cdef int32_t moving
+    # The scored features as runs of consecutive cells (all of the block when
+    # every feature is used).
+    for member in range(n_block):
+        member_bound[member] = -INFINITY
+        member_order[member] = <int32_t>member
+        if not member_scored[member]:
+            continue
+        if first_member < 0:
+            first_member = member
+        width = n_bins[block_features[member]] + 1
+        if n_segments > 0 and segment_end[n_segments - 1] == member_offset[member]:
+            segment_end[n_segments - 1] = member_offset[member] + width
+        else:
+            segment_start[n_segments] = member_offset[member]
+            segment_end[n_segments] = member_offset[member] + width
+            n_segments += 1
+    if first_member < 0:
+        return
+    counts = gradient_sums + segment_end[n_segments - 1]
+    hessian_sums = counts + segment_end[n_segments - 1]
+    for segment in range(n_segments):
+        for j in range(segment_start[segment], segment_end[segment]):
+            gradient_sums[j] = 0
+            counts[j] = 0
+            hessian_sums[j] = 0
+    # An arithmetic shift of a packed cell, x >> count_bits, is the logical
+    # shift of x + 2**63 minus 2**(63 - count_bits): the offsets are
+    # subtracted once at the end (modulo 2**64; the true sums fit an int64),
+    # and the loop is a logical shift, an and and two adds per cell, which
+    # the compiler vectorises.
+    for era in range(n_eras):
+        source = <const uint64_t*>run_cells + era * era_stride
+        if era + 4 < n_eras:
+            __builtin_prefetch(source + 4 * era_stride)
+        for segment in range(n_segments):
+            start = segment_start[segment]
+            end = segment_end[segment]
+            if words == 1:
+                for j in range(start, end):
+                    cell = source[j]
+                    gradient_sums[j] += (cell ^ sign_bit) >> count_bits
+                    counts[j] += cell & mask
+            else:
+                for j in range(start, end):
+                    cell = source[2 * j]
+                    gradient_sums[j] += (cell ^ sign_bit) >> count_bits
+                    counts[j] += cell & mask
+                    hessian_sums[j] += source[2 * j + 1]
+        # Every row of the node is in one bin of every feature: the era is
+        # present if any bin of one feature holds rows.
+        era_rows = 0
+        width = n_bins[block_features[first_member]] + 1
+        for bin_idx in range(width):
+            era_rows |= source[(member_offset[first_member] + bin_idx) * words] & mask
+        if era_rows != 0:
+            n_present += 1.0
+    shift_excess = <uint64_t>n_eras * (sign_bit >> count_bits)
+    for segment in range(n_segments):
+        for j in range(segment_start[segment], segment_end[segment]):
+            gradient_sums[j] -= shift_excess
+    for member in range(first_member, n_block):
+        if not member_scored[member]:
+            continue
+        j = member_offset[member]
+        member_bound[member] = pooled_tile_bound(
+            <int64_t*>gradient_sums + j, <int64_t*>counts + j,
+            <int64_t*>hessian_sums + j if words == 2 else NULL,
+            n_bins[block_features[member]], n_present, rows, params, lower, upper,
+            monotone[member] if monotone != NULL else 0, candidates)
+    # Insertion sort by bound, highest first (ties keep the feature order).
+    for i in range(1, n_block):
+        moving = member_order[i]
+        key = member_bound[moving]
+        j = i - 1
+        while j >= 0 and member_bound[member_order[j]] < key:
+            member_order[j + 1] = member_order[j]
+            j -= 1
+        member_order[j + 1] = moving
 
 
 def feature_blocks(Py_ssize_t n_candidates, Py_ssize_t features_per_pass):
@@ -632,6 +877,21 @@ def find_best_splits(
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
     candidate_buffers = np.empty((n_threads, N_CANDIDATE_SCRATCH * max_width), dtype=np.float64)
     era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
+    # Pooled bounds (bound_slot_tiles): each tile's bound and each slot's
+    # scoring order, for one (block, slot group); per-thread sums of a run.
+    cdef bint pooled_bounds = (best_per_slot and c_params.era_gain == DES_ERA_GAIN_REALIZED
+                               and c_params.era_weighting == PB_ERA_WEIGHTING_EQUAL)
+    cdef Py_ssize_t bound_slots = (n_slots if subtracting else group_size) if pooled_bounds else 0
+    tile_bounds = np.empty((bound_slots, features_per_pass))
+    tile_orders = np.empty((bound_slots, features_per_pass), dtype=np.int32)
+    member_scored_buffers = np.empty((n_threads, features_per_pass), dtype=np.uint8)
+    run_sum_buffers = np.empty((n_threads if pooled_bounds else 0,
+                                3 * features_per_pass * max_width), dtype=np.int64)
+    cdef double[:, ::1] tile_bound_view = tile_bounds
+    cdef int32_t[:, ::1] tile_order_view = tile_orders
+    cdef uint8_t[:, ::1] member_scored_view = member_scored_buffers
+    cdef int64_t[:, ::1] run_sum_view = run_sum_buffers
+    cdef Py_ssize_t group_slot
     # The best score each thread has seen per slot (best_per_slot), over blocks.
     slot_floor = np.full((n_threads, n_slots), -np.inf)
     cdef double[:, ::1] slot_floor_view = slot_floor
@@ -705,11 +965,42 @@ def find_best_splits(
                                      &offset_view[part_start],
                                      &tree_uses_feature[first + part_start, 0],
                                      extra_pointer + part_start * pack_size)
+                if pooled_bounds:
+                    for group_slot in prange(n_group, schedule='dynamic', num_threads=n_threads):
+                        thread = threadid()
+                        tile_slot = group_start + group_slot
+                        for member in range(n_block):
+                            member_scored_view[thread, member] = (
+                                slot_open[tile_slot]
+                                and tree_uses_feature[first + member, slot_tree[tile_slot]]
+                                and (allows_pointer == NULL
+                                     or allows_pointer[tile_slot * n_candidates + first + member]))
+                        bound_slot_tiles(
+                            block_cells + group_slot * slot_stride * words,
+                            n_group * slot_stride * words, n_eras, n_block, &offset_view[0],
+                            &features[first], &n_bins[0], &member_scored_view[thread, 0],
+                            &rows, &c_params,
+                            bounds_pointer[2 * tile_slot] if bounds_pointer != NULL
+                            else -INFINITY,
+                            bounds_pointer[2 * tile_slot + 1] if bounds_pointer != NULL
+                            else INFINITY,
+                            monotone_pointer + first if monotone_pointer != NULL else NULL,
+                            &run_sum_view[thread, 0], &candidate_view[thread, 0],
+                            &tile_bound_view[group_slot, 0], &tile_order_view[group_slot, 0])
                 n_tiles = n_group * n_block
                 for tile in prange(n_tiles, schedule='dynamic', num_threads=n_threads):
                     thread = threadid()
                     tile_slot = group_start + tile // n_block
                     tile_member = tile % n_block
+                    if pooled_bounds:
+                        # Each slot's tiles highest bound first; a tile whose
+                        # bound is below the best score its slot reached on
+                        # this thread has no candidate that could win.
+                        tile_member = tile_order_view[tile // n_block, tile_member]
+                        floor = slot_floor_view[thread, tile_slot]
+                        if tile_bound_view[tile // n_block, tile_member] < floor or \
+                                tile_bound_view[tile // n_block, tile_member] == -INFINITY:
+                            continue
                     position = first + tile_member
                     if not (slot_open[tile_slot]
                             and tree_uses_feature[position, slot_tree[tile_slot]]):
