@@ -39,6 +39,11 @@ a monotone constraint must order its children's clipped values, and a (slot,
 feature) pair that interaction constraints forbid is not scored. Slots
 without bounds take the unconstrained code, bit for bit.
 
+With best_per_slot (what a fit asks for), realized gains and equal era
+weights, each slot's tiles are first bounded from their cells summed over
+eras (bound_slot_tiles), scored highest bound first, and a tile whose bound is
+below its slot's best score so far is never unpacked (docs/cpu-kernels.md §5).
+
 Costs per candidate: the realized mean is closed-form (no pass over eras);
 one pass over the eras computes the spread (skipped when lambda_dro = 0) and
 the direction vote (skipped when lambda_dir = 0); newton gains need one more
@@ -746,7 +751,10 @@ def find_best_splits(
     era pass; the table then holds each slot's winner as without it, while a
     losing (slot, feature) may show a lower candidate or none. Each slot's
     first maximum, and so the tree, is the same (tests/test_split.py): only a
-    candidate strictly below an achieved score is skipped.
+    candidate strictly below an achieved score is skipped. With realized
+    gains and equal era weights whole tiles are bounded first from their
+    cells summed over eras (bound_slot_tiles), scored highest bound first,
+    and those that cannot reach their slot's best are never unpacked.
 
     ``share_equal_rows``: an era whose rows have the same codes in every
     tree (a pack's roots when the trees sample whole eras) is summed once for
