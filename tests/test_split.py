@@ -375,7 +375,7 @@ def test_best_per_slot_pruning_keeps_every_slots_winner(params, seed, n_threads)
                          ids=["many-eras", "empty-eras", "one-era", "one-row"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["constant-hessian", "hessian-cells"])
 @pytest.mark.parametrize("constrained", [False, True])
-@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("n_threads", [1, 2, 4])  # 4: fewer slots than 2 per thread
 def test_pooled_tile_bounds_keep_every_slots_winner(shape, weighted, constrained, n_threads):
     """With realized gains and equal era weights, best_per_slot bounds each
     tile from its cells summed over eras and leaves unread the tiles that

@@ -90,6 +90,13 @@ DEFAULT_FEATURES_PER_PASS = MAX_FEATURES_PER_PASS
 # its features when eras are few), for the dynamic schedule to balance.
 cdef enum:
     ITEMS_PER_THREAD = 4
+# Slots per thread at least for scoring a slot's tiles on one thread (pooled
+# bounds); with fewer the tiles are shared out.
+cdef enum:
+    SLOTS_PER_THREAD = 2
+# Eras ahead whose runs bound_slot_tiles asks for.
+cdef enum:
+    BOUND_PREFETCH_ERAS = 6
 
 # Per-era scratch arrays of one thread, each of length n_eras, for the eras
 # with rows in the tile, compacted.
@@ -618,8 +625,15 @@ cdef void bound_slot_tiles(
     # the compiler vectorises.
     for era in range(n_eras):
         source = <const uint64_t*>run_cells + era * era_stride
-        if era + 4 < n_eras:
-            __builtin_prefetch(source + 4 * era_stride)
+        # An era's run is a slot group's runs away from the last one's (100s
+        # of KiB deep in a pack): ask for every line of the run some eras
+        # ahead, or each era waits on memory.
+        if era + BOUND_PREFETCH_ERAS < n_eras:
+            for segment in range(n_segments):
+                for j in range(segment_start[segment] * words, segment_end[segment] * words, 8):
+                    __builtin_prefetch(source + BOUND_PREFETCH_ERAS * era_stride + j)
+                __builtin_prefetch(source + BOUND_PREFETCH_ERAS * era_stride
+                                   + segment_end[segment] * words - 1)
         for segment in range(n_segments):
             start = segment_start[segment]
             end = segment_end[segment]
@@ -664,6 +678,114 @@ cdef void bound_slot_tiles(
             member_order[j + 1] = member_order[j]
             j -= 1
         member_order[j + 1] = moving
+
+
+cdef struct split_table:
+    # find_best_splits' (n_slots, n_candidates) result arrays, row-major
+    double* score
+    double* gain
+    double* mean
+    double* std
+    double* direction
+    bin_index_t* threshold
+    uint8_t* missing_left
+    uint8_t* found
+    Py_ssize_t n_candidates
+
+
+cdef struct scoring_block:
+    # what scoring a tile of one (block, slot group) of find_best_splits reads
+    const int64_t* cells                 # the block's cells (era, group slot, run)
+    Py_ssize_t group_start
+    Py_ssize_t n_group
+    Py_ssize_t slot_stride               # cells in one (era, slot) run
+    Py_ssize_t n_eras
+    Py_ssize_t first                     # the block's first candidate position
+    const Py_ssize_t* member_offset      # (n_block,) each feature's first cell in a run
+    const feature_index_t* features      # (n_candidates,)
+    const bin_index_t* n_bins            # (n_features,)
+    const fixed_point_rows* rows
+    const pb_split_params* params
+    const double* slot_noise             # (n_slots,) gradient variance per slot
+    const double* slot_bounds            # (n_slots, 2) or NULL
+    const int8_t* feature_monotone       # (n_candidates,) or NULL
+    Py_ssize_t n_candidates
+
+
+cdef double score_block_tile(
+        const scoring_block* block,
+        Py_ssize_t slot,
+        Py_ssize_t member,               # the feature's index in the block
+        double floor,                    # a score the slot reached (-inf: none)
+        hist_entry* tile,                # scratch of the thread: (n_eras, max width)
+        int32_t* era_ids,                #   (n_eras,)
+        double* scratch,                 #   (N_SCRATCH, n_eras)
+        double* candidates,              #   (N_CANDIDATE_SCRATCH, max width)
+        split_table* table,              # OUT the tile's best candidate, if any
+) noexcept nogil:
+    """Unpack and score one (slot, feature) tile of a block; record its best
+    candidate in ``table``. Returns its score (-inf: none found)."""
+    cdef Py_ssize_t position = block.first + member
+    cdef feature_index_t feature = block.features[position]
+    cdef Py_ssize_t width = block.n_bins[feature] + 1
+    cdef Py_ssize_t index = slot * table.n_candidates + position
+    cdef Py_ssize_t words = block.rows.words
+    cdef int monotone = block.feature_monotone[position] if block.feature_monotone != NULL else 0
+    cdef double lower = block.slot_bounds[2 * slot] if block.slot_bounds != NULL else -INFINITY
+    cdef double upper = block.slot_bounds[2 * slot + 1] if block.slot_bounds != NULL else INFINITY
+    cdef tile_best best
+    unpack_tile(block.cells + ((slot - block.group_start) * block.slot_stride
+                               + block.member_offset[member]) * words,
+                block.n_group * block.slot_stride, block.n_eras, width, block.rows,
+                tile, width, True)
+    best = score_tile(tile, width, block.n_eras, block.n_bins[feature], block.params,
+                      block.slot_noise[slot], lower, upper, monotone, floor,
+                      era_ids, scratch, candidates)
+    table.found[index] = best.found
+    if not best.found:
+        return -INFINITY
+    table.score[index] = best.score
+    table.gain[index] = best.gain
+    table.mean[index] = best.mean
+    table.std[index] = best.std
+    table.direction[index] = best.direction
+    table.threshold[index] = best.threshold
+    table.missing_left[index] = best.missing_left
+    return best.score
+
+
+cdef void bound_block_slot(
+        const scoring_block* block,
+        Py_ssize_t slot,
+        bint slot_open,
+        const uint8_t* tree_uses,        # IN  the block's first feature's entry of
+        Py_ssize_t pack_size,            #     tree_uses_feature for the slot's tree
+        Py_ssize_t n_block,
+        const uint8_t* allows,           # IN  (n_slots, n_candidates) or NULL
+        uint8_t* member_scored,          # scratch (n_block,)
+        int64_t* sums,                   # scratch of bound_slot_tiles
+        double* candidates,
+        double* member_bound,            # OUT (n_block,)
+        int32_t* member_order,           # OUT (n_block,)
+) noexcept nogil:
+    """bound_slot_tiles for one slot of a block: the tiles that would be
+    scored (open slot, a feature its tree uses and may split on)."""
+    cdef Py_ssize_t member
+    for member in range(n_block):
+        member_scored[member] = (slot_open and tree_uses[member * pack_size]
+                                 and (allows == NULL or allows[slot * block.n_candidates
+                                                               + block.first + member]))
+    bound_slot_tiles(block.cells + (slot - block.group_start) * block.slot_stride
+                     * block.rows.words,
+                     block.n_group * block.slot_stride * block.rows.words, block.n_eras,
+                     n_block, block.member_offset, block.features + block.first,
+                     block.n_bins, member_scored, block.rows, block.params,
+                     block.slot_bounds[2 * slot] if block.slot_bounds != NULL else -INFINITY,
+                     block.slot_bounds[2 * slot + 1] if block.slot_bounds != NULL
+                     else INFINITY,
+                     block.feature_monotone + block.first if block.feature_monotone != NULL
+                     else NULL,
+                     sums, candidates, member_bound, member_order)
 
 
 def feature_blocks(Py_ssize_t n_candidates, Py_ssize_t features_per_pass):
@@ -911,6 +1033,28 @@ def find_best_splits(
     cdef double[:, ::1] candidate_view = candidate_buffers
     cdef int32_t[:, ::1] era_id_view = era_id_buffers
 
+    cdef double tile_score
+    cdef split_table table
+    table.score = &score_view[0, 0] if n_slots * n_candidates else NULL
+    table.gain = &gain_view[0, 0] if n_slots * n_candidates else NULL
+    table.mean = &mean_view[0, 0] if n_slots * n_candidates else NULL
+    table.std = &std_view[0, 0] if n_slots * n_candidates else NULL
+    table.direction = &direction_view[0, 0] if n_slots * n_candidates else NULL
+    table.threshold = &threshold_view[0, 0] if n_slots * n_candidates else NULL
+    table.missing_left = &missing_left_view[0, 0] if n_slots * n_candidates else NULL
+    table.found = &found_view[0, 0] if n_slots * n_candidates else NULL
+    table.n_candidates = n_candidates
+    cdef scoring_block block_view
+    block_view.n_eras = n_eras
+    block_view.member_offset = &offset_view[0]
+    block_view.features = &features[0] if n_candidates else NULL
+    block_view.n_bins = &n_bins[0]
+    block_view.rows = &rows
+    block_view.params = &c_params
+    block_view.slot_noise = &slot_noise[0] if n_slots else NULL
+    block_view.slot_bounds = bounds_pointer
+    block_view.feature_monotone = monotone_pointer
+    block_view.n_candidates = n_candidates
     # Blocks and slot groups in turn; within one, the threads split the eras
     # (an era's cells are its own: no two threads write a cell), then the
     # (slot, feature) tiles. Splitting eras rather than features keeps a
@@ -973,41 +1117,65 @@ def find_best_splits(
                                      &offset_view[part_start],
                                      &tree_uses_feature[first + part_start, 0],
                                      extra_pointer + part_start * pack_size)
+                block_view.cells = block_cells
+                block_view.group_start = group_start
+                block_view.n_group = n_group
+                block_view.slot_stride = slot_stride
+                block_view.first = first
+                if pooled_bounds and n_group >= SLOTS_PER_THREAD * n_threads:
+                    # A slot's tiles on one thread, highest bound first, until
+                    # the next bound is below the slot's best score: the
+                    # cells just summed are still in cache for the tiles read.
+                    for group_slot in prange(n_group, schedule='dynamic', num_threads=n_threads):
+                        thread = threadid()
+                        tile_slot = group_start + group_slot
+                        bound_block_slot(&block_view, tile_slot, slot_open[tile_slot],
+                                         &tree_uses_feature[first, slot_tree[tile_slot]],
+                                         pack_size, n_block, allows_pointer,
+                                         &member_scored_view[thread, 0],
+                                         &run_sum_view[thread, 0], &candidate_view[thread, 0],
+                                         &tile_bound_view[group_slot, 0],
+                                         &tile_order_view[group_slot, 0])
+                        floor = -INFINITY
+                        for member in range(n_threads):
+                            floor = max(floor, slot_floor_view[member, tile_slot])
+                        for member in range(n_block):
+                            tile_member = tile_order_view[group_slot, member]
+                            if (tile_bound_view[group_slot, tile_member] == -INFINITY
+                                    or tile_bound_view[group_slot, tile_member] < floor):
+                                break  # and so are the next ones'
+                            floor = max(floor, score_block_tile(
+                                &block_view, tile_slot, tile_member, floor,
+                                &tile_view[thread, 0], &era_id_view[thread, 0],
+                                &scratch_view[thread, 0], &candidate_view[thread, 0], &table))
+                        slot_floor_view[thread, tile_slot] = floor
+                    group_start = group_end
+                    continue
                 if pooled_bounds:
                     for group_slot in prange(n_group, schedule='dynamic', num_threads=n_threads):
                         thread = threadid()
                         tile_slot = group_start + group_slot
-                        for member in range(n_block):
-                            member_scored_view[thread, member] = (
-                                slot_open[tile_slot]
-                                and tree_uses_feature[first + member, slot_tree[tile_slot]]
-                                and (allows_pointer == NULL
-                                     or allows_pointer[tile_slot * n_candidates + first + member]))
-                        bound_slot_tiles(
-                            block_cells + group_slot * slot_stride * words,
-                            n_group * slot_stride * words, n_eras, n_block, &offset_view[0],
-                            &features[first], &n_bins[0], &member_scored_view[thread, 0],
-                            &rows, &c_params,
-                            bounds_pointer[2 * tile_slot] if bounds_pointer != NULL
-                            else -INFINITY,
-                            bounds_pointer[2 * tile_slot + 1] if bounds_pointer != NULL
-                            else INFINITY,
-                            monotone_pointer + first if monotone_pointer != NULL else NULL,
-                            &run_sum_view[thread, 0], &candidate_view[thread, 0],
-                            &tile_bound_view[group_slot, 0], &tile_order_view[group_slot, 0])
+                        bound_block_slot(&block_view, tile_slot, slot_open[tile_slot],
+                                         &tree_uses_feature[first, slot_tree[tile_slot]],
+                                         pack_size, n_block, allows_pointer,
+                                         &member_scored_view[thread, 0],
+                                         &run_sum_view[thread, 0], &candidate_view[thread, 0],
+                                         &tile_bound_view[group_slot, 0],
+                                         &tile_order_view[group_slot, 0])
+                # Few slots for the threads: the tiles are shared out instead.
                 n_tiles = n_group * n_block
                 for tile in prange(n_tiles, schedule='dynamic', num_threads=n_threads):
                     thread = threadid()
                     tile_slot = group_start + tile // n_block
                     tile_member = tile % n_block
+                    floor = slot_floor_view[thread, tile_slot] if best_per_slot else -INFINITY
                     if pooled_bounds:
                         # Each slot's tiles highest bound first; a tile whose
                         # bound is below the best score its slot reached on
                         # this thread has no candidate that could win.
                         tile_member = tile_order_view[tile // n_block, tile_member]
-                        floor = slot_floor_view[thread, tile_slot]
-                        if tile_bound_view[tile // n_block, tile_member] < floor or \
-                                tile_bound_view[tile // n_block, tile_member] == -INFINITY:
+                        if (tile_bound_view[tile // n_block, tile_member] == -INFINITY
+                                or tile_bound_view[tile // n_block, tile_member] < floor):
                             continue
                     position = first + tile_member
                     if not (slot_open[tile_slot]
@@ -1016,35 +1184,12 @@ def find_best_splits(
                     if (allows_pointer != NULL
                             and not allows_pointer[tile_slot * n_candidates + position]):
                         continue
-                    feature = features[position]
-                    width = n_bins[feature] + 1
-                    # Assigned every iteration: prange makes them thread-private.
-                    monotone = monotone_pointer[position] if monotone_pointer != NULL else 0
-                    lower = bounds_pointer[2 * tile_slot] if bounds_pointer != NULL \
-                        else -INFINITY
-                    upper = bounds_pointer[2 * tile_slot + 1] if bounds_pointer != NULL \
-                        else INFINITY
-                    unpack_tile(block_cells + ((tile_slot - group_start) * slot_stride
-                                               + offset_view[tile_member]) * words,
-                                n_group * slot_stride, n_eras, width, &rows,
-                                &tile_view[thread, 0], width, True)
-                    floor = slot_floor_view[thread, tile_slot] if best_per_slot else -INFINITY
-                    best = score_tile(
-                        &tile_view[thread, 0], width, n_eras, n_bins[feature],
-                        &c_params, slot_noise[tile_slot], lower, upper, monotone, floor,
+                    tile_score = score_block_tile(
+                        &block_view, tile_slot, tile_member, floor, &tile_view[thread, 0],
                         &era_id_view[thread, 0], &scratch_view[thread, 0],
-                        &candidate_view[thread, 0])
-                    if best.found and best.score > floor:
-                        slot_floor_view[thread, tile_slot] = best.score
-                    found_view[tile_slot, position] = best.found
-                    if best.found:
-                        score_view[tile_slot, position] = best.score
-                        gain_view[tile_slot, position] = best.gain
-                        mean_view[tile_slot, position] = best.mean
-                        std_view[tile_slot, position] = best.std
-                        direction_view[tile_slot, position] = best.direction
-                        threshold_view[tile_slot, position] = best.threshold
-                        missing_left_view[tile_slot, position] = best.missing_left
+                        &candidate_view[thread, 0], &table)
+                    if tile_score > floor:
+                        slot_floor_view[thread, tile_slot] = tile_score
                 group_start = group_end
     return result
 
