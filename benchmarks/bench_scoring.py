@@ -7,8 +7,10 @@ One depth of a pack, one thread, process CPU time (robust on a shared
 machine), medians of ``--repeats``: ``_histogram.build_histograms`` (the pass
 alone) and ``_split.find_best_splits`` (pass + unpack + DES scoring) on the
 same inputs; their difference over the number of tiles is the scoring cost
-per tile. Rows go to slots at random; each tree uses half the features (the
-default ``tree_feature_fraction``). Scoring is timed for the default DES
+per tile, and "tiles read" the share of tiles whose era cells were unpacked
+(the others pruned by their pooled bounds, docs/cpu-kernels.md §5). Rows go
+to slots at random; each tree uses half the features (the default
+``tree_feature_fraction``). Scoring is timed for the default DES
 (``lambda_dro=1``, between-era std), for ``lambda_dro=0`` (no era pass) and
 with ``lambda_dir=0.5`` (a direction vote per era).
 """
@@ -77,8 +79,9 @@ def main(argv=None) -> None:
     print(f"{args.rows:,} rows, {args.eras} eras, {args.features} features, pack "
           f"{args.pack_size}, one thread, CPU ms (medians of {args.repeats})")
     print("| depth | tiles | histogram pass ms | " + " | ".join(
-        f"find_best_splits {name} ms | scoring us/tile" for name in VARIANTS) + " |")
-    print("| ---: | ---: | ---: |" + " ---: | ---: |" * len(VARIANTS))
+        f"find_best_splits {name} ms | scoring us/tile | tiles read" for name in VARIANTS)
+        + " |")
+    print("| ---: | ---: | ---: |" + " ---: | ---: | ---: |" * len(VARIANTS))
     for depth in args.depths:
         per_tree = 2 ** depth
         n_slots = per_tree * args.pack_size
@@ -97,15 +100,19 @@ def main(argv=None) -> None:
             params = {**SPLIT_PARAMS, **override}
             # As the CPU backend calls it: each slot's best over its features
             # (cross-tile pruning) into a block buffer kept from call to call.
-            seconds = cpu_seconds(partial(
+            call = partial(
                 _split.find_best_splits, X_binned, fixed, rows, era_offsets, node_of_row,
                 slot_tree, slot_open, features, uses, n_bins, params, 1,
                 slot_gradient_variance=variance, best_per_slot=True,
                 cell_buffer=kept_cell_buffer(_split.block_buffer_cells(
                     n_slots, len(era_offsets) - 1, _split.feature_blocks(
                         len(features), _split.DEFAULT_FEATURES_PER_PASS)[0],
-                    width, 1, 1)[1])), args.repeats)
-            cells.append(f" {seconds * 1e3:.1f} | {(seconds - histogram) / tiles * 1e6:.1f} |")
+                    width, 1, 1)[1]))
+            seconds = cpu_seconds(call, args.repeats)
+            # tiles whose era cells were read (the rest pruned by pooled bounds)
+            read = int(call()["unpacked"].sum())
+            cells.append(f" {seconds * 1e3:.1f} | {(seconds - histogram) / tiles * 1e6:.1f} "
+                         f"| {read / tiles:.0%} |")
         print("".join(cells))
 
 

@@ -399,12 +399,19 @@ def test_pooled_tile_bounds_keep_every_slots_winner(shape, weighted, constrained
     full, table = _best_of_table(data, g, h, n_slots, split, n_threads, False, 0, **kwargs)
     pruned, pruned_table = _best_of_table(data, g, h, n_slots, split, n_threads, True, 0,
                                           **kwargs)
-    changed = _assert_pruning_keeps_winners(full, table, pruned, pruned_table)
+    _assert_pruning_keeps_winners(full, table, pruned, pruned_table)
+    # Only tiles that would be scored are read, and the winners always are.
+    assert not np.any(pruned_table["unpacked"] & ~table["unpacked"])
+    assert np.all(pruned_table["found"] <= pruned_table["unpacked"])
+    winners = np.flatnonzero(full.column >= 0)
+    assert np.all(pruned_table["unpacked"][winners, full.column[winners]])
     if n_rows == 3000:
         assert (full.column >= 0).all()
         if n_threads == 1:  # (with more, what is pruned depends on the schedule)
-            # many tiles lose to their slot's best without being read
-            assert changed.sum() >= table["found"].sum() / 4, (changed.sum(), table["found"].sum())
+            # many tiles lose to their slot's best without being read (most
+            # when a slot's features are ordered in blocks of more than one)
+            read, readable = pruned_table["unpacked"].sum(), table["unpacked"].sum()
+            assert read <= readable * (0.75 if constrained else 0.5), (read, readable)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])

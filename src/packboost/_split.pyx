@@ -690,6 +690,7 @@ cdef struct split_table:
     bin_index_t* threshold
     uint8_t* missing_left
     uint8_t* found
+    uint8_t* unpacked
     Py_ssize_t n_candidates
 
 
@@ -734,6 +735,7 @@ cdef double score_block_tile(
     cdef double lower = block.slot_bounds[2 * slot] if block.slot_bounds != NULL else -INFINITY
     cdef double upper = block.slot_bounds[2 * slot + 1] if block.slot_bounds != NULL else INFINITY
     cdef tile_best best
+    table.unpacked[index] = 1
     unpack_tile(block.cells + ((slot - block.group_start) * block.slot_stride
                                + block.member_offset[member]) * words,
                 block.n_group * block.slot_stride, block.n_eras, width, block.rows,
@@ -887,7 +889,9 @@ def find_best_splits(
     candidate meets the constraints), ``gain`` (pooled Newton gain),
     ``mean``, ``std`` (0 when lambda_dro = 0 with realized gains),
     ``direction`` (0 when lambda_dir = 0), ``threshold``, ``missing_left``,
-    ``found``.
+    ``found``, and ``unpacked``: 1 where the tile's era cells were read and
+    scored (not for a feature its slot's tree does not use, a forbidden
+    pair, or a tile the pooled bounds pruned).
     """
     cdef Py_ssize_t n_slots = slot_tree.shape[0]
     cdef Py_ssize_t n_candidates = features.shape[0]
@@ -913,8 +917,10 @@ def find_best_splits(
     threshold = np.zeros(shape, dtype=np.int32)
     missing_left = np.zeros(shape, dtype=np.uint8)
     found = np.zeros(shape, dtype=np.uint8)
+    unpacked = np.zeros(shape, dtype=np.uint8)
     result = dict(score=score, gain=gain, mean=mean, std=std, direction=direction,
-                  threshold=threshold, missing_left=missing_left, found=found)
+                  threshold=threshold, missing_left=missing_left, found=found,
+                  unpacked=unpacked)
     cdef double[:, ::1] score_view = score, gain_view = gain, mean_view = mean
     cdef double[:, ::1] std_view = std, direction_view = direction
     cdef bin_index_t[:, ::1] threshold_view = threshold
@@ -1043,6 +1049,8 @@ def find_best_splits(
     table.threshold = &threshold_view[0, 0] if n_slots * n_candidates else NULL
     table.missing_left = &missing_left_view[0, 0] if n_slots * n_candidates else NULL
     table.found = &found_view[0, 0] if n_slots * n_candidates else NULL
+    cdef uint8_t[:, ::1] unpacked_view = unpacked
+    table.unpacked = &unpacked_view[0, 0] if n_slots * n_candidates else NULL
     table.n_candidates = n_candidates
     cdef scoring_block block_view
     block_view.n_eras = n_eras
