@@ -1,8 +1,11 @@
 """The host's work per boosting round outside the backend's kernels: the
-round's random draws (``booster.draw_round``: per-tree row lists, per-depth
+round's random draws (``booster.draw_round``: per-tree eras and rows, per-depth
 features), the objective's gradients and their fixed-point rounding
-(``to_fixed_point``). On the CPU backend it is a few percent of a round; on
-the GPU it is a third of one at Numerai scale (benchmarks/RESULTS.md, tenth
+(``to_fixed_point``), and the start of a pack from the draw (row lists for
+the CUDA and Dask backends, the CPU backend's table from era flags; the
+"before" line is the CPU's start from row lists that this replaced). On the
+CPU backend it is a few percent of a round; on the GPU it is a third of one
+at Numerai scale (benchmarks/RESULTS.md, tenth
 session), and it runs on the host whichever backend grows the trees.
 
     python benchmarks/bench_host_round.py                    # 2.7M rows, 600 eras, pack 8
@@ -21,8 +24,9 @@ import time
 
 import numpy as np
 
-from packboost import booster
+from packboost import _partition, booster
 from packboost._fixed_point import to_fixed_point
+from packboost._samples import TreeSamples
 from packboost.grower import TrainingData
 from packboost.objectives import SquaredError
 
@@ -52,16 +56,29 @@ def main(argv=None) -> None:
     objective = SquaredError()
     era_offsets = data.era_offsets
 
+    drawn = booster.draw_round(rng, data, params).tree_samples
+    table = np.empty((args.rows, args.pack_size), dtype=np.int32)
+
+    def row_lists():
+        return list(TreeSamples(drawn.era_keep, drawn.row_keep, drawn.era_offsets))
+
     steps = {
         "draw_round": lambda: booster.draw_round(rng, data, params),
         "gradients": lambda: objective.gradients(y, raw, None, gradients, hessians),
         "to_fixed_point": lambda: to_fixed_point(gradients, hessians, era_offsets,
                                                  args.threads),
+        # What the backends do with the draw: the CUDA and Dask backends take
+        # row lists; the CPU backend writes its table from the era flags.
+        "row lists (CUDA, Dask backends)": row_lists,
+        "CPU pack start from era flags": lambda: _partition.start_pack_eras(
+            table, drawn.era_keep, era_offsets, args.threads),
+        "(before: CPU pack start from row lists)": lambda: _partition.start_pack(
+            table, row_lists(), args.threads),
     }
     print(f"# {args.rows} rows, {args.eras} eras, pack {args.pack_size}, "
           f"{args.threads} thread(s): ms per round (median of {args.repeats})")
     print("| step | ms |\n| --- | ---: |")
-    total = 0.0
+    total = cpu_excluded = 0.0
     for name, step in steps.items():
         alive = step()  # the previous round's arrays stay alive, as in a fit
         times = []
@@ -72,8 +89,11 @@ def main(argv=None) -> None:
             alive = result  # noqa: F841 (replaced only after the next round is drawn)
         median = 1e3 * statistics.median(times)
         total += median
+        if name.startswith(("row lists", "(before")):
+            cpu_excluded += median
         print(f"| {name} | {median:.1f} |")
-    print(f"| total | {total:.1f} |")
+    print(f"| total (CPU backend: without the row lists and the before line) | "
+          f"{total - cpu_excluded:.1f} |")
 
 
 if __name__ == "__main__":

@@ -348,6 +348,55 @@ def test_era_subsample_keeps_every_row_of_the_kept_eras_and_no_other():
     assert len({tuple(rows) for rows in draws.tree_samples}) > 1
 
 
+
+def _drawn_rows_oracle(rng, data, params):
+    """Each tree's rows as draw_round drew them as lists (before TreeSamples):
+    its eras' rows, then each with probability row_subsample, from the same
+    stream of random numbers."""
+    samples = []
+    for _ in range(params["pack_size"]):
+        rows = np.arange(data.n_rows, dtype=np.int32)
+        if params["era_subsample"] < 1.0 and data.n_eras > 1:
+            n_keep = int(min(data.n_eras, max(1, round(params["era_subsample"] * data.n_eras))))
+            keep_era = np.zeros(data.n_eras, dtype=bool)
+            keep_era[rng.choice(data.n_eras, size=n_keep, replace=False)] = True
+            rows = np.flatnonzero(keep_era[data.row_era]).astype(np.int32)
+        if params["row_subsample"] < 1.0 and len(rows) > 1:
+            keep = rng.random(len(rows)) < params["row_subsample"]
+            if not keep.any():
+                keep[rng.integers(len(rows))] = True
+            rows = rows[keep]
+        samples.append(rows)
+    return samples
+
+
+@pytest.mark.parametrize("era_subsample", [1.0, 0.6, 0.01])
+@pytest.mark.parametrize("row_subsample", [1.0, 0.7, 1e-9])
+@pytest.mark.parametrize("n_eras", [1, 25])
+def test_tree_samples_are_the_rows_drawn_as_lists(era_subsample, row_subsample, n_eras):
+    """draw_round's TreeSamples hold the rows the former row lists held, from
+    the same random numbers (so the models do not change), and the pack's
+    table starts the same from era flags as from those rows."""
+    from packboost._samples import TreeSamples
+
+    data, _, _ = make_binned_problem(5, 700, 3, n_eras)
+    params = {**BASE, "era_subsample": era_subsample, "row_subsample": row_subsample,
+              "pack_size": 4}
+    draws = draw_round(np.random.default_rng(9), data, params)
+    expected = _drawn_rows_oracle(np.random.default_rng(9), data, params)
+    assert isinstance(draws.tree_samples, TreeSamples) and len(draws.tree_samples) == 4
+    for rows, oracle in zip(draws.tree_samples, expected, strict=True):
+        assert rows.dtype == np.int32
+        np.testing.assert_array_equal(rows, oracle)
+    assert draws.tree_samples.whole_eras == (row_subsample == 1.0)
+    by_flags = CpuBackend(data, 4, 2)
+    by_flags.begin_pack(None, draws.tree_samples)
+    by_rows = CpuBackend(data, 4, 2)
+    by_rows.begin_pack(None, [np.asarray(rows) for rows in expected])
+    np.testing.assert_array_equal(by_flags.node_of_row, by_rows.node_of_row)
+    with pytest.raises(IndexError):
+        draws.tree_samples[4]
+
 SUBTRACTION_PARAMS = {
     "same-tree-features": dict(tree_feature_fraction=1.0),
     "tree-features-redrawn": dict(tree_feature_fraction=0.6),

@@ -132,6 +132,40 @@ def test_start_pack_checks_its_samples():
                                       np.array([4, 10], dtype=np.int32)], 1)
 
 
+@pytest.mark.parametrize("sizes", [[0], [1], [3], [2, 0, 5, 1], [1] * 9, [7000, 0, 30000, 3000]])
+@pytest.mark.parametrize("pack_size", [1, 3, 8])
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_start_pack_eras_equals_start_pack_of_the_kept_eras_rows(sizes, pack_size, n_threads):
+    """Trees that keep whole eras: the table written from the era flags is
+    the one start_pack writes from the kept eras' rows (every era kept, none,
+    empty eras, one era, one row)."""
+    era_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n_rows = int(era_offsets[-1])
+    rng = np.random.default_rng(len(sizes) * 10 + pack_size)
+    era_keep = (rng.random((pack_size, len(sizes))) < 0.5).astype(np.uint8)
+    era_keep[0] = 1
+    if pack_size > 1:
+        era_keep[1] = 0
+    expected = np.full((n_rows, pack_size), 99, dtype=np.int32)
+    _partition.start_pack(expected, [_partition.rows_of_eras(keep, era_offsets)
+                                     for keep in era_keep], n_threads)
+    got = np.full((n_rows, pack_size), 99, dtype=np.int32)
+    _partition.start_pack_eras(got, era_keep, era_offsets, n_threads)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_start_pack_eras_checks_its_arguments():
+    table = np.zeros((10, 2), dtype=np.int32)
+    offsets = np.array([0, 4, 10], dtype=np.int64)
+    with pytest.raises(ValueError, match="one per tree"):
+        _partition.start_pack_eras(table, np.ones((3, 2), np.uint8), offsets, 1)
+    with pytest.raises(ValueError, match="from 0 to 10"):
+        _partition.start_pack_eras(table, np.ones((2, 2), np.uint8),
+                                   np.array([0, 4, 9], dtype=np.int64), 1)
+    with pytest.raises(ValueError, match="4 entries"):  # three eras flagged, two given
+        _partition.start_pack_eras(table, np.ones((2, 3), np.uint8), offsets, 1)
+
+
 @pytest.mark.parametrize("sizes", [[0], [3], [2, 0, 5, 1], [1] * 9])
 def test_rows_of_eras_are_the_kept_eras_rows(sizes):
     era_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

@@ -35,6 +35,7 @@ from libc.string cimport memmove
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, era_index_t, offset_t
 from packboost._slot_sums cimport SUM_CHUNKS, add_row_to_slot, add_rows_to_chunk
+from packboost._histogram cimport MAX_PACK_SIZE
 
 
 def start_tree(
@@ -232,6 +233,48 @@ def start_pack(
                         num_threads=max(1, min(n_threads, n_blocks))):
         start_block(node_of_row, &merged_view[0], &offsets_view[0], block * START_BLOCK,
                     min(n_rows, (block + 1) * START_BLOCK))
+
+
+cdef void start_era_rows(
+        node_index_t[:, ::1] node_of_row,
+        const uint8_t[:, ::1] era_keep,
+        Py_ssize_t era,
+        Py_ssize_t row_start,
+        Py_ssize_t row_end,
+) noexcept nogil:
+    """Every row of one era at the root of each tree: code ``tree`` where the
+    tree keeps the era, ``-2 - tree`` (unsampled) where it does not."""
+    cdef Py_ssize_t pack_size = node_of_row.shape[1], tree, row
+    cdef node_index_t codes[MAX_PACK_SIZE]
+    for tree in range(pack_size):
+        codes[tree] = <node_index_t>tree if era_keep[tree, era] else <node_index_t>(-2 - tree)
+    for row in range(row_start, row_end):
+        for tree in range(pack_size):
+            node_of_row[row, tree] = codes[tree]
+
+
+def start_pack_eras(
+        node_index_t[:, ::1] node_of_row,            # OUT (n_rows, pack_size)
+        const uint8_t[:, ::1] era_keep,              # IN  (pack_size, n_eras) 1: kept
+        const offset_t[::1] era_offsets,             # IN  (n_eras + 1,) rows era-sorted
+        int n_threads,
+):
+    """start_pack for trees that keep whole eras (no row subsample): the
+    same codes, written era by era from the flags, without row lists (no
+    lists to build, no binary search, one streaming write of the table)."""
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
+    cdef Py_ssize_t n_eras = era_keep.shape[1], era
+    if era_keep.shape[0] != pack_size:
+        raise ValueError(f"era_keep must have {pack_size} rows (one per tree)")
+    if pack_size > MAX_PACK_SIZE:
+        raise ValueError(f"at most {MAX_PACK_SIZE} trees per pack")
+    if era_offsets.shape[0] != n_eras + 1 or era_offsets[0] != 0 or era_offsets[n_eras] != n_rows:
+        raise ValueError(f"era_offsets must have {n_eras + 1} entries from 0 to {n_rows}")
+    if n_rows == 0 or pack_size == 0:
+        return
+    for era in prange(n_eras, nogil=True, schedule='dynamic',
+                      num_threads=max(1, min(n_threads, n_eras))):
+        start_era_rows(node_of_row, era_keep, era, era_offsets[era], era_offsets[era + 1])
 
 
 def rows_of_eras(const uint8_t[::1] keep_era, const offset_t[::1] era_offsets):

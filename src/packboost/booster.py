@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from packboost import _partition
 from packboost._fixed_point import GradientScaling
 from packboost._leaf_refit import refit_quantile_leaves
+from packboost._samples import TreeSamples
 from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
 from packboost.grower import GrowerParams, TrainingData, grow_pack
@@ -34,7 +34,7 @@ from packboost.objectives import MultiTarget, ObjectiveError
 class RoundDraws:
     """Everything random about one round."""
 
-    tree_samples: list          # per tree: ascending int32 rows
+    tree_samples: TreeSamples   # per tree: its eras (and rows); a sequence of its rows
     layer_features: list        # per depth: ascending int32 features (K_d)
     tree_feature_masks: list    # per depth: (pack_size, len(K_d)) bool, or None
 
@@ -57,23 +57,23 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
     """
     pack_size = params["pack_size"]
     n_eras, n_features = data.n_eras, data.n_features
-    all_rows = data.all_rows
-    tree_samples = []
-    era_offsets = data.era_offsets
-    for _ in range(pack_size):
-        rows = all_rows
+    era_offsets = np.asarray(data.era_offsets, dtype=np.int64)
+    era_keep = np.ones((pack_size, n_eras), dtype=np.uint8)
+    row_keep = [None] * pack_size
+    for tree in range(pack_size):
+        n_rows = data.n_rows
         if params["era_subsample"] < 1.0 and n_eras > 1:
             n_keep = _fraction_count(params["era_subsample"], n_eras)
-            keep_era = np.zeros(n_eras, dtype=np.uint8)
-            keep_era[rng.choice(n_eras, size=n_keep, replace=False)] = 1
+            era_keep[tree] = 0
+            era_keep[tree, rng.choice(n_eras, size=n_keep, replace=False)] = 1
             # Rows are era-sorted: the kept eras' runs of rows.
-            rows = _partition.rows_of_eras(keep_era, era_offsets)
-        if params["row_subsample"] < 1.0 and len(rows) > 1:
-            keep = rng.random(len(rows)) < params["row_subsample"]
+            n_rows = int(np.diff(era_offsets)[era_keep[tree] != 0].sum())
+        if params["row_subsample"] < 1.0 and n_rows > 1:
+            keep = rng.random(n_rows) < params["row_subsample"]
             if not keep.any():
-                keep[rng.integers(len(rows))] = True
-            rows = rows[keep]
-        tree_samples.append(np.ascontiguousarray(rows, dtype=np.int32))
+                keep[rng.integers(n_rows)] = True
+            row_keep[tree] = keep
+    tree_samples = TreeSamples(era_keep, row_keep, era_offsets)
 
     layer_features, tree_feature_masks = [], []
     for depth in range(params["max_depth"]):

@@ -20,6 +20,7 @@ import numpy as np
 
 from packboost import _partition, _predict, _split
 from packboost._histogram import slot_kind as _slot_kind
+from packboost._samples import TreeSamples
 from packboost.backends.interface import BestSplits, SlotSums
 
 # Cap on the kept histograms of two consecutive depths (parent and children);
@@ -94,7 +95,12 @@ class CpuBackend:
             raise ValueError(f"expected {self.pack_size} tree samples, got {len(tree_samples)}")
         self.fixed = fixed
         self._forget_depth()
-        _partition.start_pack(self.node_of_row, tree_samples, self.n_threads)
+        if isinstance(tree_samples, TreeSamples) and tree_samples.whole_eras:
+            # Whole eras: the table from the era flags, no row lists.
+            _partition.start_pack_eras(self.node_of_row, tree_samples.era_keep,
+                                       self.data.era_offsets, self.n_threads)
+        else:
+            _partition.start_pack(self.node_of_row, list(tree_samples), self.n_threads)
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         fixed = self.fixed
