@@ -19,6 +19,7 @@ drawn by the caller and passed in, so growing is a pure function of its inputs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -125,7 +126,7 @@ def leaf_values(sum_g: np.ndarray, sum_h: np.ndarray, reg_lambda: float,
 
 
 def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
-              tree_samples: list, layer_features: list, tree_feature_masks: list,
+              tree_samples: Sequence, layer_features: list, tree_feature_masks: list,
               params: GrowerParams, n_threads: int) -> Pack:
     """Grow ``len(tree_samples)`` trees in lockstep on ``backend``.
 
@@ -138,7 +139,7 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
     ----------
     backend : packboost.backends.Backend
         Where the rows live and the kernels run (CPU or CUDA).
-    tree_samples : list of int32 arrays
+    tree_samples : sequence of int32 arrays (usually a TreeSamples)
         Rows (ascending) each tree is grown on.
     layer_features : list of int32 arrays, one per depth
         The pack's shared feature subset K_d, ascending.

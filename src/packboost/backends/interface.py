@@ -22,6 +22,7 @@ and equal, and both grow the same trees for the same inputs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -76,10 +77,12 @@ class BestSplits:
 class Backend(Protocol):
     """What the driver calls; see the module docstring for the order."""
 
-    def begin_pack(self, fixed, tree_samples: list) -> None:
+    def begin_pack(self, fixed, tree_samples: Sequence) -> None:
         """Start a pack: the round's fixed-point gradients
         (:class:`packboost._fixed_point.FixedPointGradients`) and each tree's
-        rows (ascending int32). Rows outside a tree's sample are routed along
+        rows (ascending int32): a sequence of row arrays, usually the round's
+        :class:`packboost._samples.TreeSamples` (whose era flags a backend
+        may use instead). Rows outside a tree's sample are routed along
         (never summed) so that every training row ends in a leaf."""
 
     def slot_sums(self, n_slots: int) -> SlotSums:
