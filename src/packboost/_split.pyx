@@ -711,6 +711,45 @@ cdef struct scoring_block:
     const double* slot_bounds            # (n_slots, 2) or NULL
     const int8_t* feature_monotone       # (n_candidates,) or NULL
     Py_ssize_t n_candidates
+    Py_ssize_t n_block                   # features in the block
+    Py_ssize_t pack_size
+    const uint8_t* slot_open             # (n_slots,)
+    const int32_t* slot_tree             # (n_slots,)
+    const uint8_t* tree_uses_feature     # (n_candidates, pack_size)
+    const uint8_t* allows                # (n_slots, n_candidates) or NULL
+    double* bound                        # (group slots, >= n_block) pooled tile bounds
+    int32_t* order                       # (group slots, >= n_block) tiles by bound
+    Py_ssize_t bound_stride
+    double* slot_floor                   # (n_threads, n_slots) best score seen per slot
+    Py_ssize_t n_threads
+    Py_ssize_t n_slots
+
+
+cdef struct scratch_pool:
+    # per-thread scratch of find_best_splits: thread t's at base + t * stride
+    hist_entry* tile                     # (n_eras, max width) unpacked tile
+    Py_ssize_t tile_stride
+    int32_t* era_ids                     # (n_eras,)
+    Py_ssize_t era_ids_stride
+    double* scratch                      # (N_SCRATCH, n_eras)
+    Py_ssize_t scratch_stride
+    double* candidates                   # (N_CANDIDATE_SCRATCH, max width)
+    Py_ssize_t candidates_stride
+    uint8_t* member_scored               # (features per pass,)
+    Py_ssize_t member_scored_stride
+    int64_t* run_sums                    # (3, features per pass x max width)
+    Py_ssize_t run_sums_stride
+
+
+cdef inline bint tile_is_scored(const scoring_block* block, Py_ssize_t slot,
+                                Py_ssize_t member) noexcept nogil:
+    """Is (slot, the block's feature ``member``) scored at all: an open slot,
+    a feature its tree uses and that constraints allow it?"""
+    cdef Py_ssize_t position = block.first + member
+    return (block.slot_open[slot]
+            and block.tree_uses_feature[position * block.pack_size + block.slot_tree[slot]]
+            and (block.allows == NULL
+                 or block.allows[slot * block.n_candidates + position]))
 
 
 cdef double score_block_tile(
@@ -718,14 +757,14 @@ cdef double score_block_tile(
         Py_ssize_t slot,
         Py_ssize_t member,               # the feature's index in the block
         double floor,                    # a score the slot reached (-inf: none)
-        hist_entry* tile,                # scratch of the thread: (n_eras, max width)
-        int32_t* era_ids,                #   (n_eras,)
-        double* scratch,                 #   (N_SCRATCH, n_eras)
-        double* candidates,              #   (N_CANDIDATE_SCRATCH, max width)
+        const scratch_pool* pool,
+        Py_ssize_t thread,
         split_table* table,              # OUT the tile's best candidate, if any
 ) noexcept nogil:
-    """Unpack and score one (slot, feature) tile of a block; record its best
-    candidate in ``table``. Returns its score (-inf: none found)."""
+    """Unpack and score one (slot, feature) tile of a block in the thread's
+    scratch; record its best candidate in ``table``. Returns its score (-inf:
+    none found)."""
+    cdef hist_entry* tile = pool.tile + thread * pool.tile_stride
     cdef Py_ssize_t position = block.first + member
     cdef feature_index_t feature = block.features[position]
     cdef Py_ssize_t width = block.n_bins[feature] + 1
@@ -742,7 +781,9 @@ cdef double score_block_tile(
                 tile, width, True)
     best = score_tile(tile, width, block.n_eras, block.n_bins[feature], block.params,
                       block.slot_noise[slot], lower, upper, monotone, floor,
-                      era_ids, scratch, candidates)
+                      pool.era_ids + thread * pool.era_ids_stride,
+                      pool.scratch + thread * pool.scratch_stride,
+                      pool.candidates + thread * pool.candidates_stride)
     table.found[index] = best.found
     if not best.found:
         return -INFINITY
@@ -758,37 +799,54 @@ cdef double score_block_tile(
 
 cdef void bound_block_slot(
         const scoring_block* block,
+        const scratch_pool* pool,
+        Py_ssize_t thread,
         Py_ssize_t slot,
-        bint slot_open,
-        const uint8_t* tree_uses,        # IN  the block's first feature's entry of
-        Py_ssize_t pack_size,            #     tree_uses_feature for the slot's tree
-        Py_ssize_t n_block,
-        const uint8_t* allows,           # IN  (n_slots, n_candidates) or NULL
-        uint8_t* member_scored,          # scratch (n_block,)
-        int64_t* sums,                   # scratch of bound_slot_tiles
-        double* candidates,
-        double* member_bound,            # OUT (n_block,)
-        int32_t* member_order,           # OUT (n_block,)
 ) noexcept nogil:
-    """bound_slot_tiles for one slot of a block: the tiles that would be
-    scored (open slot, a feature its tree uses and may split on)."""
-    cdef Py_ssize_t member
-    for member in range(n_block):
-        member_scored[member] = (slot_open and tree_uses[member * pack_size]
-                                 and (allows == NULL or allows[slot * block.n_candidates
-                                                               + block.first + member]))
-    bound_slot_tiles(block.cells + (slot - block.group_start) * block.slot_stride
-                     * block.rows.words,
+    """bound_slot_tiles for one slot of a block (the tiles tile_is_scored
+    admits), into the block's bound and order rows of the slot."""
+    cdef Py_ssize_t member, row = slot - block.group_start
+    cdef uint8_t* member_scored = pool.member_scored + thread * pool.member_scored_stride
+    for member in range(block.n_block):
+        member_scored[member] = tile_is_scored(block, slot, member)
+    bound_slot_tiles(block.cells + row * block.slot_stride * block.rows.words,
                      block.n_group * block.slot_stride * block.rows.words, block.n_eras,
-                     n_block, block.member_offset, block.features + block.first,
+                     block.n_block, block.member_offset, block.features + block.first,
                      block.n_bins, member_scored, block.rows, block.params,
                      block.slot_bounds[2 * slot] if block.slot_bounds != NULL else -INFINITY,
                      block.slot_bounds[2 * slot + 1] if block.slot_bounds != NULL
                      else INFINITY,
                      block.feature_monotone + block.first if block.feature_monotone != NULL
                      else NULL,
-                     sums, candidates, member_bound, member_order)
+                     pool.run_sums + thread * pool.run_sums_stride,
+                     pool.candidates + thread * pool.candidates_stride,
+                     block.bound + row * block.bound_stride,
+                     block.order + row * block.bound_stride)
 
+
+cdef void score_slot_in_order(
+        const scoring_block* block,
+        const scratch_pool* pool,
+        Py_ssize_t thread,
+        Py_ssize_t slot,
+        split_table* table,
+) noexcept nogil:
+    """A slot's tiles of a block on one thread: bounded, then scored highest
+    bound first until the next bound is below the slot's best score (the
+    runs just summed are still in cache for the few tiles read)."""
+    cdef Py_ssize_t rank, member, other, row = slot - block.group_start
+    cdef const double* bound = block.bound + row * block.bound_stride
+    cdef const int32_t* order = block.order + row * block.bound_stride
+    cdef double floor = -INFINITY
+    bound_block_slot(block, pool, thread, slot)
+    for other in range(block.n_threads):   # no other thread writes this slot's floors now
+        floor = max(floor, block.slot_floor[other * block.n_slots + slot])
+    for rank in range(block.n_block):
+        member = order[rank]
+        if bound[member] == -INFINITY or bound[member] < floor:
+            break  # and so are the next ones'
+        floor = max(floor, score_block_tile(block, slot, member, floor, pool, thread, table))
+    block.slot_floor[thread * block.n_slots + slot] = floor
 
 def feature_blocks(Py_ssize_t n_candidates, Py_ssize_t features_per_pass):
     """How find_best_splits cuts ``n_candidates`` features into blocks.
@@ -1063,6 +1121,30 @@ def find_best_splits(
     block_view.slot_bounds = bounds_pointer
     block_view.feature_monotone = monotone_pointer
     block_view.n_candidates = n_candidates
+    block_view.pack_size = pack_size
+    block_view.slot_open = &slot_open[0] if n_slots else NULL
+    block_view.slot_tree = &slot_tree[0] if n_slots else NULL
+    block_view.tree_uses_feature = &tree_uses_feature[0, 0] if n_candidates else NULL
+    block_view.allows = allows_pointer
+    block_view.bound = &tile_bound_view[0, 0] if tile_bounds.size else NULL
+    block_view.order = &tile_order_view[0, 0] if tile_orders.size else NULL
+    block_view.bound_stride = features_per_pass
+    block_view.slot_floor = &slot_floor_view[0, 0] if n_slots else NULL
+    block_view.n_threads = n_threads
+    block_view.n_slots = n_slots
+    cdef scratch_pool pool
+    pool.tile = &tile_view[0, 0]
+    pool.tile_stride = tile_view.shape[1]
+    pool.era_ids = &era_id_view[0, 0]
+    pool.era_ids_stride = era_id_view.shape[1]
+    pool.scratch = &scratch_view[0, 0]
+    pool.scratch_stride = scratch_view.shape[1]
+    pool.candidates = &candidate_view[0, 0]
+    pool.candidates_stride = candidate_view.shape[1]
+    pool.member_scored = &member_scored_view[0, 0]
+    pool.member_scored_stride = member_scored_view.shape[1]
+    pool.run_sums = &run_sum_view[0, 0] if run_sum_buffers.size else NULL
+    pool.run_sums_stride = run_sum_view.shape[1]
     # Blocks and slot groups in turn; within one, the threads split the eras
     # (an era's cells are its own: no two threads write a cell), then the
     # (slot, feature) tiles. Splitting eras rather than features keeps a
@@ -1130,46 +1212,17 @@ def find_best_splits(
                 block_view.n_group = n_group
                 block_view.slot_stride = slot_stride
                 block_view.first = first
+                block_view.n_block = n_block
                 if pooled_bounds and n_group >= SLOTS_PER_THREAD * n_threads:
-                    # A slot's tiles on one thread, highest bound first, until
-                    # the next bound is below the slot's best score: the
-                    # cells just summed are still in cache for the tiles read.
+                    # Work items are slots (score_slot_in_order).
                     for group_slot in prange(n_group, schedule='dynamic', num_threads=n_threads):
-                        thread = threadid()
-                        tile_slot = group_start + group_slot
-                        bound_block_slot(&block_view, tile_slot, slot_open[tile_slot],
-                                         &tree_uses_feature[first, slot_tree[tile_slot]],
-                                         pack_size, n_block, allows_pointer,
-                                         &member_scored_view[thread, 0],
-                                         &run_sum_view[thread, 0], &candidate_view[thread, 0],
-                                         &tile_bound_view[group_slot, 0],
-                                         &tile_order_view[group_slot, 0])
-                        floor = -INFINITY
-                        for member in range(n_threads):
-                            floor = max(floor, slot_floor_view[member, tile_slot])
-                        for member in range(n_block):
-                            tile_member = tile_order_view[group_slot, member]
-                            if (tile_bound_view[group_slot, tile_member] == -INFINITY
-                                    or tile_bound_view[group_slot, tile_member] < floor):
-                                break  # and so are the next ones'
-                            floor = max(floor, score_block_tile(
-                                &block_view, tile_slot, tile_member, floor,
-                                &tile_view[thread, 0], &era_id_view[thread, 0],
-                                &scratch_view[thread, 0], &candidate_view[thread, 0], &table))
-                        slot_floor_view[thread, tile_slot] = floor
+                        score_slot_in_order(&block_view, &pool, threadid(),
+                                            group_start + group_slot, &table)
                     group_start = group_end
                     continue
                 if pooled_bounds:
                     for group_slot in prange(n_group, schedule='dynamic', num_threads=n_threads):
-                        thread = threadid()
-                        tile_slot = group_start + group_slot
-                        bound_block_slot(&block_view, tile_slot, slot_open[tile_slot],
-                                         &tree_uses_feature[first, slot_tree[tile_slot]],
-                                         pack_size, n_block, allows_pointer,
-                                         &member_scored_view[thread, 0],
-                                         &run_sum_view[thread, 0], &candidate_view[thread, 0],
-                                         &tile_bound_view[group_slot, 0],
-                                         &tile_order_view[group_slot, 0])
+                        bound_block_slot(&block_view, &pool, threadid(), group_start + group_slot)
                 # Few slots for the threads: the tiles are shared out instead.
                 n_tiles = n_group * n_block
                 for tile in prange(n_tiles, schedule='dynamic', num_threads=n_threads):
@@ -1185,17 +1238,10 @@ def find_best_splits(
                         if (tile_bound_view[tile // n_block, tile_member] == -INFINITY
                                 or tile_bound_view[tile // n_block, tile_member] < floor):
                             continue
-                    position = first + tile_member
-                    if not (slot_open[tile_slot]
-                            and tree_uses_feature[position, slot_tree[tile_slot]]):
+                    if not tile_is_scored(&block_view, tile_slot, tile_member):
                         continue
-                    if (allows_pointer != NULL
-                            and not allows_pointer[tile_slot * n_candidates + position]):
-                        continue
-                    tile_score = score_block_tile(
-                        &block_view, tile_slot, tile_member, floor, &tile_view[thread, 0],
-                        &era_id_view[thread, 0], &scratch_view[thread, 0],
-                        &candidate_view[thread, 0], &table)
+                    tile_score = score_block_tile(&block_view, tile_slot, tile_member, floor,
+                                                  &pool, thread, &table)
                     if tile_score > floor:
                         slot_floor_view[thread, tile_slot] = tile_score
                 group_start = group_end
