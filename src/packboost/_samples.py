@@ -6,7 +6,8 @@ rows. Rows are era-sorted, so a tree that keeps whole eras is described by one
 flag per era, and its rows never need listing: the CPU backend starts a pack
 from the flags (``_partition.start_pack_eras``, one streaming write of the
 row table), where listing the rows of every tree and finding them again cost
-7% of a round at Numerai scale (benchmarks/RESULTS.md, eleventh session).
+3% of a round at Numerai scale and 10% at 90k rows (benchmarks/RESULTS.md,
+eleventh session).
 
 :class:`TreeSamples` is also the sequence of each tree's rows (ascending
 int32), listed on first use, for what needs rows: the CUDA and Dask backends,
