@@ -57,7 +57,8 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
     """
     pack_size = params["pack_size"]
     n_eras, n_features = data.n_eras, data.n_features
-    era_offsets = np.asarray(data.era_offsets, dtype=np.int64)
+    era_offsets = data.era_offsets
+    era_sizes = np.diff(era_offsets)
     era_keep = np.ones((pack_size, n_eras), dtype=np.uint8)
     row_keep = [None] * pack_size
     for tree in range(pack_size):
@@ -67,7 +68,7 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
             era_keep[tree] = 0
             era_keep[tree, rng.choice(n_eras, size=n_keep, replace=False)] = 1
             # Rows are era-sorted: the kept eras' runs of rows.
-            n_rows = int(np.diff(era_offsets)[era_keep[tree] != 0].sum())
+            n_rows = int(era_sizes[era_keep[tree] != 0].sum())
         if params["row_subsample"] < 1.0 and n_rows > 1:
             keep = rng.random(n_rows) < params["row_subsample"]
             if not keep.any():
