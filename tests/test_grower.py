@@ -31,6 +31,12 @@ CASES = {
     "one-sided-eras": dict(n_rows=600, n_features=4, n_eras=12, one_sided_eras=True),
     "no-missing": dict(n_rows=400, n_features=4, n_eras=8, missing_rate=0.0),
     "many-bins-uint16": dict(n_rows=500, n_features=3, n_eras=5, n_bins=300),
+    # Equal hessians (one int64 per cell): the histogram pass sums features of
+    # at most 5 bins in pairs (_histogram.pxd); 5-7 bins per feature mixes
+    # paired and single features in one tree, 7 features leave one unpaired.
+    "equal-hessians-paired-and-single": dict(n_rows=1500, n_features=7, n_eras=20, n_bins=7,
+                                             weighted=False),
+    "equal-hessians-all-paired": dict(n_rows=700, n_features=5, n_eras=9, weighted=False),
 }
 
 PARAMS = {
@@ -257,7 +263,8 @@ def test_des_changes_the_tree_on_unstable_data():
                 and np.array_equal(trees[0]["threshold_bin"], trees[1]["threshold_bin"]))
 
 
-@pytest.mark.parametrize("case", ["many-eras", "one-era", "few-rows-absent-eras", "one-row"])
+@pytest.mark.parametrize("case", ["many-eras", "one-era", "few-rows-absent-eras", "one-row",
+                                  "equal-hessians-paired-and-single"])
 @pytest.mark.parametrize("options", [{}, {"histogram_budget_bytes": 1},
                                      {"subtraction_budget_bytes": 2**40}])
 def test_thread_count_does_not_change_the_pack(case, options):
@@ -283,11 +290,11 @@ def test_trees_in_a_pack_differ():
     assert len(signatures) == 3
 
 
-def assert_same_pack_under(seed, overrides):
+def assert_same_pack_under(seed, overrides, case="many-eras"):
     """Grow one pack with default grower settings and once per settings
     override; every node array must be identical (same cells, same summation
     order), and the pack must have real splits."""
-    data, g, h = make_binned_problem(seed, **CASES["many-eras"])
+    data, g, h = make_binned_problem(seed, **CASES[case])
     params = {**BASE, "max_depth": 5, "lambda_dro": 0.0}
     draws = draw_round(np.random.default_rng(seed), data, params)
     packs = []
@@ -299,15 +306,21 @@ def assert_same_pack_under(seed, overrides):
             np.testing.assert_array_equal(packs[0].nodes[name], pack.nodes[name], err_msg=name)
 
 
-def test_histogram_groups_give_the_same_pack():
+# equal hessians: features summed in pairs, split across groups and blocks
+SAME_PACK_CASES = ["many-eras", "equal-hessians-paired-and-single"]
+
+
+@pytest.mark.parametrize("case", SAME_PACK_CASES)
+def test_histogram_groups_give_the_same_pack(case):
     """A tiny histogram budget forces one pass per slot group."""
-    assert_same_pack_under(0, [{"histogram_budget_bytes": 1}])
+    assert_same_pack_under(0, [{"histogram_budget_bytes": 1}], case)
 
 
-def test_feature_blocking_gives_the_same_pack():
+@pytest.mark.parametrize("case", SAME_PACK_CASES)
+def test_feature_blocking_gives_the_same_pack(case):
     """Several features per pass over the rows (default 64) vs 1, 3 and more
     than there are features."""
-    assert_same_pack_under(1, [{"features_per_pass": k} for k in (1, 3, 64)])
+    assert_same_pack_under(1, [{"features_per_pass": k} for k in (1, 3, 64)], case)
 
 
 @pytest.mark.parametrize("case", ["many-eras", "few-rows-absent-eras", "one-row"])

@@ -155,6 +155,53 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
             _histogram.build_histograms(*call, cell_buffer=bad)
 
 
+# Feature pairs (_histogram.pxd, PAIR_MAX_WIDTH / PAIR_MAX_SLOTS): with one
+# int64 per cell, features of at most 5 bins are summed two by two into joint
+# cells and folded back, when a tree's rows of an era lie in at most 8 slots.
+# Widths 6 (paired) and 7 (never); 1, 8 and 9 slots per tree (9: some eras
+# pair, others not); odd feature counts leave one feature alone.
+@pytest.mark.parametrize("width", [3, 6, 7])
+@pytest.mark.parametrize("per_tree", [1, 8, 9])
+@pytest.mark.parametrize("n_rows, n_eras, n_features", [(1, 1, 2), (261, 2, 5), (900, 13, 7),
+                                                        (60, 40, 3)])
+def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_features):
+    data, g, _ = make_binned_problem(width * 100 + n_rows, n_rows, n_features, n_eras,
+                                     n_bins=width - 1)
+    fixed = to_fixed_point(g, np.ones_like(g), data.era_offsets)
+    assert fixed.hessian_is_constant
+    rng = np.random.default_rng(n_rows + per_tree)
+    pack_size = 3
+    node_of_row = random_slots(rng, n_rows, pack_size, per_tree)
+    uses = (rng.random((n_features, pack_size)) < 0.8).astype(np.uint8)
+    features = np.arange(n_features, dtype=np.int32)
+    block = _histogram.build_histograms(data.X_binned, features, fixed, None, data.all_rows,
+                                        data.era_offsets, node_of_row, uses,
+                                        pack_size * per_tree, width)
+    for feature in features:
+        for slot in range(pack_size * per_tree):
+            tree = slot // per_tree
+            rows = (np.flatnonzero(node_of_row[:, tree] == slot) if uses[feature, tree]
+                    else np.zeros(0, dtype=np.int64))
+            ref_g, ref_h, ref_c = _reference.histogram(data.X_binned, feature, rows,
+                                                       fixed.gradients, fixed.hessians,
+                                                       data.row_era, n_eras, width)
+            np.testing.assert_array_equal(block[feature]["sum_gradients"][:, slot], ref_g)
+            np.testing.assert_array_equal(block[feature]["sum_hessians"][:, slot], ref_h)
+            np.testing.assert_array_equal(block[feature]["count"][:, slot], ref_c)
+    rows_per_tree = (node_of_row >= 0).sum(axis=0)
+    assert block["count"].sum() == (uses * rows_per_tree).sum()
+
+
+def test_slot_trees_of_reads_the_tree_of_each_slot():
+    """The block entry point's slot -> tree map (for feature pairs): from the
+    table, empty slots with the tree before them; None when a slot is in two
+    trees or trees' slots are out of order (no pairs then)."""
+    table = np.array([[0, 3], [1, 4], [-1, -3]], dtype=np.int32)
+    np.testing.assert_array_equal(_histogram.slot_trees_of(table, 6), [0, 0, 0, 1, 1, 1])
+    assert _histogram.slot_trees_of(np.array([[0, 0]], dtype=np.int32), 2) is None
+    assert _histogram.slot_trees_of(np.array([[2, 0]], dtype=np.int32), 3) is None
+
+
 def whole_era_roots(rng, row_era, n_eras, pack_size, *, split_era=None):
     """node_of_row of a pack's roots whose trees sample whole eras (slot t
     for tree t, ``-2 - t`` for its unsampled eras); with ``split_era``, one

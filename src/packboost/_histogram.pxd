@@ -20,6 +20,16 @@ cdef enum:
     MAX_PACK_SIZE = 64        # trees per pack the kernels accept (stack arrays)
     MAX_FEATURES_PER_PASS = 64
     ROW_CHUNK = 128           # rows build_pack_histograms lists at a time (stack arrays)
+    # Feature pairs (build_pack_histograms): two features of at most
+    # PAIR_MAX_WIDTH cells each (5 bins + missing: Numerai's 0..4) are summed
+    # as one joint (first bin, second bin) cell, when a tree's rows of an era
+    # lie in at most PAIR_MAX_SLOTS slots (the joint cells of more slots
+    # leave the L1 cache and the pairs stop paying: benchmarks/RESULTS.md).
+    PAIR_MAX_WIDTH = 6
+    PAIR_CELLS = PAIR_MAX_WIDTH * PAIR_MAX_WIDTH
+    PAIR_MAX_SLOTS = 8
+    # int64 cells of a thread's pair scratch (build_pack_histograms' pair_scratch)
+    PAIR_SCRATCH_CELLS = PAIR_MAX_SLOTS * (MAX_FEATURES_PER_PASS // 2) * PAIR_CELLS
 
 # What a histogram pass does for a slot (histogram subtraction, docs/cpu-kernels.md §3);
 # cpdef: also Python names of packboost._histogram, for the CPU backend's plan.
@@ -170,6 +180,83 @@ cdef inline void add_rows(
         k += 1
 
 
+cdef extern from *:
+    """
+    /* build_pack_histograms' loop over feature pairs (add_rows for pairs):
+       each listed row's packed gradient added to its joint cell
+       (first code * 6 + second code) of every pair; pair p's 36 joint cells
+       start at p * 36 in the row's run. One read-modify-write serves two
+       features. In C and kept out of line: inlined into find_best_splits'
+       parallel loop, GCC spilled the four rows' pointers and reloaded them
+       for every pair (perf: a fit slower than without pairs). */
+    #define PB_PAIR_MAX_WIDTH 6
+    #define PB_PAIR_CELLS (PB_PAIR_MAX_WIDTH * PB_PAIR_MAX_WIDTH)
+    #if defined(__GNUC__)
+    __attribute__((noinline))
+    #endif
+    static void pb_add_row_pairs(int64_t *const *runs, const int32_t *row_ids, Py_ssize_t n,
+                                 const uint8_t *const *first, const uint8_t *const *second,
+                                 Py_ssize_t n_pairs, const int64_t *packed)
+    {
+        Py_ssize_t k = 0, pair;
+        for (; k + 4 <= n; k += 4) {
+            int64_t *r0 = runs[k], *r1 = runs[k + 1], *r2 = runs[k + 2], *r3 = runs[k + 3];
+            const int32_t i0 = row_ids[k], i1 = row_ids[k + 1];
+            const int32_t i2 = row_ids[k + 2], i3 = row_ids[k + 3];
+            const int64_t v0 = packed[i0], v1 = packed[i1], v2 = packed[i2], v3 = packed[i3];
+            for (pair = 0; pair < n_pairs; ++pair) {
+                const uint8_t *a = first[pair], *b = second[pair];
+                r0[a[i0] * PB_PAIR_MAX_WIDTH + b[i0]] += v0;
+                r1[a[i1] * PB_PAIR_MAX_WIDTH + b[i1]] += v1;
+                r2[a[i2] * PB_PAIR_MAX_WIDTH + b[i2]] += v2;
+                r3[a[i3] * PB_PAIR_MAX_WIDTH + b[i3]] += v3;
+                r0 += PB_PAIR_CELLS;
+                r1 += PB_PAIR_CELLS;
+                r2 += PB_PAIR_CELLS;
+                r3 += PB_PAIR_CELLS;
+            }
+        }
+        for (; k < n; ++k) {
+            int64_t *r = runs[k];
+            const int32_t i = row_ids[k];
+            const int64_t v = packed[i];
+            for (pair = 0; pair < n_pairs; ++pair, r += PB_PAIR_CELLS)
+                r[first[pair][i] * PB_PAIR_MAX_WIDTH + second[pair][i]] += v;
+        }
+    }
+    """
+    # the C loop's pair layout; _histogram.pyx checks it equals PAIR_MAX_WIDTH
+    const int PB_PAIR_MAX_WIDTH
+    void pb_add_row_pairs(int64_t** runs, const row_index_t* row_ids, Py_ssize_t n,
+                          const uint8_t** first, const uint8_t** second, Py_ssize_t n_pairs,
+                          const int64_t* packed) noexcept nogil
+
+
+cdef inline void fold_pairs(
+        const int64_t* joint,                   # IN  one slot's joint cells (n_pairs * PAIR_CELLS)
+        Py_ssize_t n_pairs,
+        const Py_ssize_t* first_offset,         # IN  (n_pairs,) the first feature's cells in
+        const Py_ssize_t* second_offset,        #     ``run`` and the second's
+        const Py_ssize_t* first_width,          # IN  (n_pairs,) their widths (bins + missing)
+        const Py_ssize_t* second_width,
+        int64_t* run,                           # IN/OUT the slot's run of cells
+) noexcept nogil:
+    """Add a slot's joint cells to its features' own cells: the first
+    feature's bin i gets row i of the joint table, the second's bin j its
+    column j. Integer sums: the same cells as summing each feature alone."""
+    cdef Py_ssize_t pair, i, j
+    cdef int64_t row_sum
+    cdef const int64_t* table
+    for pair in range(n_pairs):
+        table = joint + pair * PAIR_CELLS
+        for i in range(first_width[pair]):
+            row_sum = 0
+            for j in range(second_width[pair]):
+                row_sum = row_sum + table[i * PAIR_MAX_WIDTH + j]
+                run[second_offset[pair] + j] += table[i * PAIR_MAX_WIDTH + j]
+            run[first_offset[pair] + i] += row_sum
+
+
 cdef inline void build_pack_histograms(
         const bin_code_t[:, ::1] X_binned,     # IN  (n_features, n_rows)
         const feature_index_t* block_features,    # IN  (n_block,) features of the block
@@ -195,6 +282,10 @@ cdef inline void build_pack_histograms(
         int64_t* hist,                          # OUT cell (era, slot, feature j, bin) at
                                                 #     ((era * n_group + slot) * slot_stride
                                                 #      + feature_offset[j] + bin) * words
+        int64_t* pair_scratch,                  # -   PAIR_SCRATCH_CELLS cells of the calling
+                                                #     thread for feature pairs, or NULL: none
+        const int32_t* slot_tree,               # IN  (n_slots,) each slot's tree, grouped by
+                                                #     tree, or NULL: no feature pairs
 ) noexcept nogil:
     """Sum (gradient, row count[, hessian]) per (era, slot, feature, bin), for
     the eras ``[era_start, era_end)``: an era's cells are its own, so threads
@@ -252,8 +343,42 @@ cdef inline void build_pack_histograms(
     cdef uint8_t sharing[MAX_PACK_SIZE]
     cdef Py_ssize_t source_tree, first_row, other
     cdef bint uses
+    # Feature pairs (PAIR_MAX_WIDTH): the tree's narrow columns two by two,
+    # the rest alone; joint cells of the tree's slots in pair_cells.
+    cdef Py_ssize_t used_width[MAX_FEATURES_PER_PASS]
+    cdef const bin_code_t* single_column[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t single_offset[MAX_FEATURES_PER_PASS]
+    cdef const bin_code_t* pair_first[MAX_FEATURES_PER_PASS]
+    cdef const bin_code_t* pair_second[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t pair_first_offset[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t pair_second_offset[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t pair_first_width[MAX_FEATURES_PER_PASS]
+    cdef Py_ssize_t pair_second_width[MAX_FEATURES_PER_PASS]
+    cdef int64_t* pair_run[ROW_CHUNK]
+    cdef int64_t* pair_cells = NULL  # pair_scratch when the block has pairs
+    cdef Py_ssize_t n_single, n_pairs, pending, index, n_narrow = 0
+    cdef Py_ssize_t min_slot, max_slot, pair_slot, pair_run_cells = 0
+    cdef Py_ssize_t tree_first_slot[MAX_PACK_SIZE]
+    cdef Py_ssize_t tree_last_slot[MAX_PACK_SIZE]
     if n_block == 0:
         return
+    if bin_code_t is uint8_t:
+        if rows.words == 1 and pair_scratch != NULL and slot_tree != NULL:
+            for block in range(n_block):
+                if n_bins[block_features[block]] + 1 <= PAIR_MAX_WIDTH:
+                    n_narrow += 1
+            if n_narrow >= 2:
+                pair_cells = pair_scratch
+                # each tree's first and last slot of the group (slots are
+                # grouped by tree: the range holds its slots only)
+                for tree in range(pack_size):
+                    tree_first_slot[tree] = n_group
+                    tree_last_slot[tree] = -1
+                for pair_slot in range(n_group):
+                    tree = slot_tree[pair_slot + slot_start]
+                    if 0 <= tree < pack_size:
+                        tree_first_slot[tree] = min(tree_first_slot[tree], pair_slot)
+                        tree_last_slot[tree] = max(tree_last_slot[tree], pair_slot)
     # Zero this call's cells only: its eras' and, within each (era, slot) run,
     # its features' (a contiguous stretch: the features of a block are laid
     # out in order), so that calls on other eras or features run alongside.
@@ -290,6 +415,7 @@ cdef inline void build_pack_histograms(
                 if uses:
                     column[n_used] = &X_binned[block_features[block], 0]
                     offset[n_used] = feature_offset[block] * words
+                    used_width[n_used] = n_bins[block_features[block]] + 1
                     n_used += 1
                     if slot_kind != NULL and tree_extra_feature[block * pack_size + tree]:
                         extra_column[n_extra] = column[n_used - 1]
@@ -297,6 +423,38 @@ cdef inline void build_pack_histograms(
                         n_extra += 1
             if n_used == 0:
                 continue
+            n_pairs = 0
+            if pair_cells != NULL:
+                # Pairs when the tree has at most PAIR_MAX_SLOTS slots here.
+                min_slot = tree_first_slot[tree]
+                max_slot = tree_last_slot[tree]
+                if max_slot >= min_slot and max_slot - min_slot < PAIR_MAX_SLOTS:
+                    n_single = 0
+                    pending = -1
+                    for index in range(n_used):
+                        if used_width[index] > PAIR_MAX_WIDTH:
+                            single_column[n_single] = column[index]
+                            single_offset[n_single] = offset[index]
+                            n_single += 1
+                        elif pending < 0:
+                            pending = index
+                        else:
+                            pair_first[n_pairs] = column[pending]
+                            pair_first_offset[n_pairs] = offset[pending]
+                            pair_first_width[n_pairs] = used_width[pending]
+                            pair_second[n_pairs] = column[index]
+                            pair_second_offset[n_pairs] = offset[index]
+                            pair_second_width[n_pairs] = used_width[index]
+                            n_pairs += 1
+                            pending = -1
+                    if pending >= 0:
+                        single_column[n_single] = column[pending]
+                        single_offset[n_single] = offset[pending]
+                        n_single += 1
+                    pair_run_cells = n_pairs * PAIR_CELLS
+                    if n_pairs > 0:
+                        memset(pair_cells, 0,
+                               (max_slot - min_slot + 1) * pair_run_cells * sizeof(int64_t))
             # The era's rows in chunks: each chunk's rows of this tree (and
             # group) are listed first with their run of cells, then summed
             # four at a time (add_rows). With subtraction the slot's kind says
@@ -316,16 +474,34 @@ cdef inline void build_pack_histograms(
                     kind = SLOT_BUILD if slot_kind == NULL else slot_kind[slot + slot_start]
                     if kind == SLOT_BUILD:
                         listed_run[n_listed] = era_cells + slot * run_cells
+                        if n_pairs > 0:
+                            pair_run[n_listed] = pair_cells + (<Py_ssize_t>slot - min_slot) \
+                                * pair_run_cells
                         listed_row[n_listed] = row
                         n_listed += 1
                     elif kind == SLOT_DERIVE and n_extra > 0:
                         extra_run[n_extra_listed] = era_cells + slot * run_cells
                         extra_row[n_extra_listed] = row
                         n_extra_listed += 1
-                add_rows(listed_run, listed_row, n_listed, column, offset, n_used, rows)
+                if n_pairs > 0:
+                    pb_add_row_pairs(pair_run, listed_row, n_listed,
+                                     <const uint8_t**>pair_first, <const uint8_t**>pair_second,
+                                     n_pairs, rows.packed)
+                    if n_single > 0:
+                        add_rows(listed_run, listed_row, n_listed, single_column,
+                                 single_offset, n_single, rows)
+                else:
+                    add_rows(listed_run, listed_row, n_listed, column, offset, n_used, rows)
                 add_rows(extra_run, extra_row, n_extra_listed, extra_column, extra_offset,
                          n_extra, rows)
                 chunk_start = chunk_end
+            if n_pairs > 0:
+                for pair_slot in range(min_slot, max_slot + 1):
+                    if slot_tree[pair_slot + slot_start] == tree and (
+                            slot_kind == NULL or slot_kind[pair_slot + slot_start] == SLOT_BUILD):
+                        fold_pairs(pair_cells + (pair_slot - min_slot) * pair_run_cells, n_pairs,
+                                   pair_first_offset, pair_second_offset, pair_first_width,
+                                   pair_second_width, era_cells + pair_slot * run_cells)
         if source_tree >= 0:
             first_row = active_rows[era_offsets[era]]
             for tree in range(pack_size):

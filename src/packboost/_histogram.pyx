@@ -12,11 +12,12 @@ import numpy as np
 
 from cython.parallel cimport prange
 from libc.math cimport fabs, rint
-from libc.stdint cimport uint8_t, int64_t
+from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport row_index_t, offset_t, hist_entry
-from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
+from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
+                                   PAIR_MAX_WIDTH, PB_PAIR_MAX_WIDTH, fixed_point_rows,
                                    view_fixed_point, block_cell_offsets,
                                    build_pack_histograms, unpack_tile)
 from packboost._fixed_point import FixedPointGradients, to_fixed_point
@@ -24,6 +25,11 @@ from packboost._fixed_point import FixedPointGradients, to_fixed_point
 HIST_DTYPE = np.dtype([("sum_gradients", np.float64),
                        ("sum_hessians", np.float64),
                        ("count", np.int64)])
+
+# The C pair loop (_histogram.pxd, pb_add_row_pairs) and the Cython code around
+# it must agree on a pair's joint layout.
+if PB_PAIR_MAX_WIDTH != PAIR_MAX_WIDTH:
+    raise ImportError("pb_add_row_pairs and PAIR_MAX_WIDTH disagree")
 
 
 def build_histograms(const bin_code_t[:, ::1] X_binned, features,
@@ -100,6 +106,14 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     else:
         cells = cell_buffer[:n_cells * words]
     cdef int64_t[::1] cells_view = cells
+    pair_scratch = np.empty(PAIR_SCRATCH_CELLS, dtype=np.int64)
+    cdef int64_t[::1] pair_view = pair_scratch
+    # Each slot's tree, as find_best_splits knows it, for the feature pairs:
+    # from the table when every slot belongs to one tree and the trees' slots
+    # come in tree order; otherwise none (no pairs).
+    slot_tree = slot_trees_of(node_of_row, n_slots)
+    cdef const int32_t[::1] slot_tree_view = slot_tree if slot_tree is not None else \
+        np.zeros(1, dtype=np.int32)
     cdef Py_ssize_t slot, member, era
     with nogil:
         slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,
@@ -110,7 +124,9 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
             build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
                                   active_rows, era_offsets, era, era + 1, node_of_row,
                                   &uses_view[0, 0], 0, n_slots, feature_offset, slot_stride,
-                                  NULL, NULL, share_equal_rows, &cells_view[0])
+                                  NULL, NULL, share_equal_rows, &cells_view[0],
+                                  &pair_view[0],
+                                  &slot_tree_view[0] if slot_tree is not None else NULL)
     if not unpack:
         return cells.reshape(n_eras, n_slots, slot_stride * words)
     hist = np.empty((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)
@@ -122,6 +138,23 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                             n_slots * slot_stride, n_eras, width, &rows,
                             &hist_view[member, 0, slot, 0], n_slots * width, False)
     return hist[0] if single else hist
+
+
+def slot_trees_of(node_of_row, Py_ssize_t n_slots):
+    """(n_slots,) int32: the tree whose column of ``node_of_row`` holds each
+    slot (a slot no row is in goes with the tree before it), or None when a
+    slot is in two trees' columns or the trees' slots are not in tree order."""
+    table = np.asarray(node_of_row)
+    slot_tree = np.full(n_slots, -1, dtype=np.int32)
+    for tree in range(table.shape[1]):
+        slots = np.unique(table[:, tree])
+        slots = slots[(slots >= 0) & (slots < n_slots)]
+        if (slot_tree[slots] >= 0).any():
+            return None
+        slot_tree[slots] = tree
+    if (np.diff(slot_tree[slot_tree >= 0]) < 0).any():
+        return None
+    return np.maximum.accumulate(np.maximum(slot_tree, 0)).astype(np.int32)
 
 
 def magnitude_sums(const double[::1] values, const offset_t[::1] era_offsets):

@@ -62,7 +62,8 @@ cdef extern from *:
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
-from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, fixed_point_rows,
+from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
+                                   fixed_point_rows,
                                    view_fixed_point, block_cell_offsets,
                                    build_pack_histograms, derive_slots, unpack_tile,
                                    SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE)
@@ -1071,6 +1072,8 @@ def find_best_splits(
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
     candidate_buffers = np.empty((n_threads, N_CANDIDATE_SCRATCH * max_width), dtype=np.float64)
     era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
+    pair_buffers = np.empty((n_threads, PAIR_SCRATCH_CELLS), dtype=np.int64)
+    cdef int64_t[:, ::1] pair_view = pair_buffers
     # Pooled bounds (bound_slot_tiles): each tile's bound and each slot's
     # scoring order, for one (block, slot group); per-thread sums of a run.
     cdef bint pooled_bounds = (best_per_slot and c_params.era_gain == DES_ERA_GAIN_REALIZED
@@ -1198,7 +1201,8 @@ def find_best_splits(
                                           slot_stride, kind_pointer,
                                           extra_pointer + part_start * pack_size
                                           if extra_pointer != NULL else NULL,
-                                          share_equal_rows, block_cells)
+                                          share_equal_rows, block_cells,
+                                          &pair_view[threadid(), 0], &slot_tree[0])
                     if block_parent != NULL:
                         derive_slots(block_parent, n_parent_slots, block_cells, n_slots,
                                      era, era + 1, slot_stride, words, kind_pointer,
