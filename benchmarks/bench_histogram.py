@@ -117,9 +117,15 @@ def main(argv=None) -> None:
         call = (X_binned, features, fixed, None, rows, era_offsets, node_of_row, uses, n_slots,
                 args.bins + 2)
         cells = n_eras * n_slots * args.features * (args.bins + 2) * (2 if args.hessians else 1)
-        options = {"cell_buffer": kept_cell_buffer(cells)}
+        # slot -> tree as find_best_splits has it (slots grouped by tree)
+        options = {"cell_buffer": kept_cell_buffer(cells),
+                   "slot_tree": np.repeat(np.arange(pack), n_slots_per_tree)}
         if not args.with_unpack:
             options["unpack"] = False
+        try:  # builds before feature pairs take no slot_tree
+            _histogram.build_histograms(*call, **options)
+        except TypeError:
+            del options["slot_tree"]
         seconds = _median_seconds(
             lambda call=call, options=options: _histogram.build_histograms(*call, **options),
             args.repeats)

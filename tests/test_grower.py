@@ -32,11 +32,12 @@ CASES = {
     "no-missing": dict(n_rows=400, n_features=4, n_eras=8, missing_rate=0.0),
     "many-bins-uint16": dict(n_rows=500, n_features=3, n_eras=5, n_bins=300),
     # Equal hessians (one int64 per cell): the histogram pass sums features of
-    # at most 5 bins in pairs (_histogram.pxd); 5-7 bins per feature mixes
-    # paired and single features in one tree, 7 features leave one unpaired.
-    "equal-hessians-paired-and-single": dict(n_rows=1500, n_features=7, n_eras=20, n_bins=7,
+    # at most 5 bins in pairs where eras hold >= 64 rows per slot
+    # (_histogram.pxd); 5-7 bins per feature mixes paired and single features
+    # in one tree, 7 features leave one unpaired.
+    "equal-hessians-paired-and-single": dict(n_rows=2000, n_features=7, n_eras=4, n_bins=7,
                                              weighted=False),
-    "equal-hessians-all-paired": dict(n_rows=700, n_features=5, n_eras=9, weighted=False),
+    "equal-hessians-all-paired": dict(n_rows=1200, n_features=5, n_eras=2, weighted=False),
 }
 
 PARAMS = {

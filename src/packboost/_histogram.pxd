@@ -20,14 +20,17 @@ cdef enum:
     MAX_PACK_SIZE = 64        # trees per pack the kernels accept (stack arrays)
     MAX_FEATURES_PER_PASS = 64
     ROW_CHUNK = 128           # rows build_pack_histograms lists at a time (stack arrays)
-    # Feature pairs (build_pack_histograms): two features of at most
-    # PAIR_MAX_WIDTH cells each (5 bins + missing: Numerai's 0..4) are summed
-    # as one joint (first bin, second bin) cell, when a tree's rows of an era
-    # lie in at most PAIR_MAX_SLOTS slots (the joint cells of more slots
-    # leave the L1 cache and the pairs stop paying: benchmarks/RESULTS.md).
+    # Feature pairs (build_pack_histograms, docs/cpu-kernels.md §3): two
+    # features of at most PAIR_MAX_WIDTH cells each (5 bins + missing:
+    # Numerai's 0..4) are summed as one joint (first bin, second bin) cell
+    # when the tree has at most PAIR_MAX_SLOTS slots in the pass and the era
+    # at least PAIR_MIN_ROWS_PER_SLOT active rows per slot: each pair's joint
+    # cells are cleared and folded back per (era, slot), which costs more than
+    # it saves below ~60 rows (benchmarks/RESULTS.md, twelfth session).
     PAIR_MAX_WIDTH = 6
     PAIR_CELLS = PAIR_MAX_WIDTH * PAIR_MAX_WIDTH
-    PAIR_MAX_SLOTS = 8
+    PAIR_MAX_SLOTS = 32
+    PAIR_MIN_ROWS_PER_SLOT = 64
     # int64 cells of a thread's pair scratch (build_pack_histograms' pair_scratch)
     PAIR_SCRATCH_CELLS = PAIR_MAX_SLOTS * (MAX_FEATURES_PER_PASS // 2) * PAIR_CELLS
 
@@ -425,10 +428,11 @@ cdef inline void build_pack_histograms(
                 continue
             n_pairs = 0
             if pair_cells != NULL:
-                # Pairs when the tree has at most PAIR_MAX_SLOTS slots here.
                 min_slot = tree_first_slot[tree]
                 max_slot = tree_last_slot[tree]
-                if max_slot >= min_slot and max_slot - min_slot < PAIR_MAX_SLOTS:
+                if (max_slot >= min_slot and max_slot - min_slot < PAIR_MAX_SLOTS
+                        and era_offsets[era + 1] - era_offsets[era]
+                        >= PAIR_MIN_ROWS_PER_SLOT * (max_slot - min_slot + 1)):
                     n_single = 0
                     pending = -1
                     for index in range(n_used):

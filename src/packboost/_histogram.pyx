@@ -38,7 +38,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                      const node_index_t[:, ::1] node_of_row,
                      tree_uses_feature, Py_ssize_t n_slots,
                      Py_ssize_t width, row_era_offsets=None, bint unpack=True,
-                     cell_buffer=None, bint share_equal_rows=False):
+                     cell_buffer=None, bint share_equal_rows=False, slot_tree=None):
     """Per-era histograms of ``features`` for slots ``0 .. n_slots-1``,
     over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``),
     in one pass over the rows, as the split finder builds them.
@@ -61,6 +61,10 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     ``share_equal_rows``: as find_best_splits does, sum an era once for
     every slot holding all its rows (build_pack_histograms); the cells of a
     feature a slot's tree does not use then hold sums instead of zeros.
+
+    ``slot_tree``: (n_slots,) each slot's tree, as find_best_splits has it
+    (slots grouped by tree), for summing narrow features in pairs; None:
+    read from ``node_of_row`` (slot_trees_of; a pass over the table).
 
     ``cell_buffer``: an int64 array of at least the cells' entries to hold
     them, kept across calls as a fit keeps its block buffer (a new array
@@ -111,7 +115,14 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     # Each slot's tree, as find_best_splits knows it, for the feature pairs:
     # from the table when every slot belongs to one tree and the trees' slots
     # come in tree order; otherwise none (no pairs).
-    slot_tree = slot_trees_of(node_of_row, n_slots)
+    if slot_tree is None:
+        slot_tree = slot_trees_of(node_of_row, n_slots)
+    else:
+        slot_tree = np.ascontiguousarray(slot_tree, dtype=np.int32)
+        if slot_tree.shape != (n_slots,) or (n_slots and (
+                slot_tree.min() < 0 or slot_tree.max() >= node_of_row.shape[1]
+                or (np.diff(slot_tree) < 0).any())):
+            raise ValueError(f"slot_tree must hold {n_slots} ascending trees of the pack")
     cdef const int32_t[::1] slot_tree_view = slot_tree if slot_tree is not None else \
         np.zeros(1, dtype=np.int32)
     cdef Py_ssize_t slot, member, era
@@ -147,8 +158,9 @@ def slot_trees_of(node_of_row, Py_ssize_t n_slots):
     table = np.asarray(node_of_row)
     slot_tree = np.full(n_slots, -1, dtype=np.int32)
     for tree in range(table.shape[1]):
-        slots = np.unique(table[:, tree])
-        slots = slots[(slots >= 0) & (slots < n_slots)]
+        codes = table[:, tree]
+        codes = codes[(codes >= 0) & (codes < n_slots)]
+        slots = np.flatnonzero(np.bincount(codes, minlength=n_slots))
         if (slot_tree[slots] >= 0).any():
             return None
         slot_tree[slots] = tree
