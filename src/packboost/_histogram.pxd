@@ -365,6 +365,22 @@ cdef inline void build_pack_histograms(
     cdef Py_ssize_t tree_last_slot[MAX_PACK_SIZE]
     if n_block == 0:
         return
+    # Each tree's first and last slot of the group (slots are grouped by
+    # tree: the range holds its slots only). A tree without one is not
+    # listed at all: in slot groups (find_best_splits' budget) most trees
+    # have no slot in a given group, and listing their rows found nothing.
+    for tree in range(pack_size):
+        tree_first_slot[tree] = 0
+        tree_last_slot[tree] = n_group - 1  # without slot_tree: any slot
+    if slot_tree != NULL:
+        for tree in range(pack_size):
+            tree_first_slot[tree] = n_group
+            tree_last_slot[tree] = -1
+        for pair_slot in range(n_group):
+            tree = slot_tree[pair_slot + slot_start]
+            if 0 <= tree < pack_size:
+                tree_first_slot[tree] = min(tree_first_slot[tree], pair_slot)
+                tree_last_slot[tree] = max(tree_last_slot[tree], pair_slot)
     if bin_code_t is uint8_t:
         if rows.words == 1 and pair_scratch != NULL and slot_tree != NULL:
             for block in range(n_block):
@@ -372,16 +388,6 @@ cdef inline void build_pack_histograms(
                     n_narrow += 1
             if n_narrow >= 2:
                 pair_cells = pair_scratch
-                # each tree's first and last slot of the group (slots are
-                # grouped by tree: the range holds its slots only)
-                for tree in range(pack_size):
-                    tree_first_slot[tree] = n_group
-                    tree_last_slot[tree] = -1
-                for pair_slot in range(n_group):
-                    tree = slot_tree[pair_slot + slot_start]
-                    if 0 <= tree < pack_size:
-                        tree_first_slot[tree] = min(tree_first_slot[tree], pair_slot)
-                        tree_last_slot[tree] = max(tree_last_slot[tree], pair_slot)
     # Zero this call's cells only: its eras' and, within each (era, slot) run,
     # its features' (a contiguous stretch: the features of a block are laid
     # out in order), so that calls on other eras or features run alongside.
@@ -407,6 +413,8 @@ cdef inline void build_pack_histograms(
         for tree in range(pack_size):
             if source_tree >= 0 and sharing[tree] and tree != source_tree:
                 continue  # the source's cells, copied below
+            if tree_last_slot[tree] < tree_first_slot[tree]:
+                continue  # no slot of this tree in the group
             n_used = 0
             n_extra = 0
             for block in range(n_block):
