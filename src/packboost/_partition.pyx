@@ -423,6 +423,9 @@ def active_rows(
         const era_index_t[::1] row_era,             # IN  (n_rows,) non-decreasing
         Py_ssize_t n_eras,
         int n_threads=1,
+        era_rows=None,                              # IN  (n_eras + 1,) where each era's rows
+                                                    #     start (TrainingData.era_offsets), or
+                                                    #     None: found in row_era
 ):
     """Rows in at least one open slot (ascending) and their era offsets.
 
@@ -438,20 +441,26 @@ def active_rows(
     era_offsets = np.zeros(n_eras + 1, dtype=np.int64)
     if n_rows == 0 or n_eras == 0:
         return rows, era_offsets
-    cdef const int64_t[::1] era_rows = np.searchsorted(
-        np.asarray(row_era), np.arange(n_eras + 1), side="left").astype(np.int64)
+    # A search of every row's era per call when not given: at Numerai scale
+    # 3.5 ms per depth, on one thread.
+    if era_rows is None:
+        era_rows = np.searchsorted(np.asarray(row_era), np.arange(n_eras + 1), side="left")
+    era_rows = np.ascontiguousarray(era_rows, dtype=np.int64)
+    if era_rows.shape != (n_eras + 1,) or era_rows[n_eras] != n_rows:
+        raise ValueError(f"era_rows must be {n_eras + 1} offsets ending at {n_rows}")
+    cdef const int64_t[::1] era_rows_view = era_rows
     cdef row_index_t[::1] rows_view = rows
     cdef offset_t[::1] offsets_view = era_offsets
     cdef Py_ssize_t era
     for era in prange(n_eras, nogil=True, schedule='dynamic',
                       num_threads=max(1, min(n_threads, n_eras))):
         offsets_view[era + 1] = list_active(node_of_row, &slot_open[0], n_slots,
-                                            era_rows[era], era_rows[era + 1],
-                                            &rows_view[0] + era_rows[era])
+                                            era_rows_view[era], era_rows_view[era + 1],
+                                            &rows_view[0] + era_rows_view[era])
     with nogil:
         for era in range(n_eras):
-            if offsets_view[era] != era_rows[era] and offsets_view[era + 1] > 0:
-                memmove(&rows_view[0] + offsets_view[era], &rows_view[0] + era_rows[era],
+            if offsets_view[era] != era_rows_view[era] and offsets_view[era + 1] > 0:
+                memmove(&rows_view[0] + offsets_view[era], &rows_view[0] + era_rows_view[era],
                         offsets_view[era + 1] * sizeof(row_index_t))
             offsets_view[era + 1] += offsets_view[era]
     return rows[:offsets_view[n_eras]], era_offsets

@@ -120,7 +120,8 @@ class CpuBackend:
                                       keep_for_children)
         visit = slot_open if plan is None else plan["visit"]
         rows, era_offsets = _partition.active_rows(self.node_of_row, visit, data.row_era,
-                                                   data.n_eras, self.n_threads)
+                                                   data.n_eras, self.n_threads,
+                                                   era_rows=data.era_offsets)
         subtraction = {} if plan is None else {
             name: plan[name] for name in ("depth_cells", "parent_cells", "slot_kind",
                                           "slot_parent", "tree_extra_feature")}
