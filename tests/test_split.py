@@ -443,3 +443,48 @@ def test_shared_roots_find_the_splits_of_per_tree_passes(n_threads, hessian):
         for field in tables[0]:
             np.testing.assert_array_equal(tables[1][field], tables[0][field], field)
         assert tables[0]["found"].sum() > pack_size
+
+
+@pytest.mark.parametrize("hessian", ["varying", "constant"])
+def test_era_flags_skip_only_eras_a_tree_did_not_draw(hessian):
+    """``era_tree_rows`` (a pack's era flags when trees draw whole eras, as
+    the CPU backend passes them): the pass skips the (era, tree) flagged 0,
+    which changes nothing when the flags are the draws, in slot groups too;
+    a tree flagged out of every era gets no cells (the flags are obeyed)."""
+    data, g, h = make_binned_problem(12, 2500, 7, 30)
+    if hessian == "constant":
+        h = np.ones_like(h)
+    fixed = to_fixed_point(g, h, data.era_offsets)
+    rng = np.random.default_rng(5)
+    pack_size = 4
+    kept = rng.random((pack_size, data.n_eras)) < 0.75
+    # depth 1: two slots per tree, rows of kept eras split at random
+    side = rng.integers(0, 2, size=(data.n_rows, pack_size))
+    node_of_row = np.where(kept[:, data.row_era].T, 2 * np.arange(pack_size) + side,
+                           -2 - 2 * np.arange(pack_size)).astype(np.int32)
+    slot_tree = np.repeat(np.arange(pack_size), 2).astype(np.int32)
+    slot_open = np.ones(2 * pack_size, np.uint8)
+    features = np.arange(data.n_features, dtype=np.int32)
+    uses = (rng.random((len(features), pack_size)) < 0.6).astype(np.uint8)
+    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era,
+                                               data.n_eras)
+
+    def table(flags, budget=_split.DEFAULT_HISTOGRAM_BUDGET_BYTES):
+        return _split.find_best_splits(
+            data.X_binned, fixed, rows, era_offsets, node_of_row, slot_tree, slot_open,
+            features, uses, data.n_bins, dict(DEFAULT_SPLIT_PARAMS), 2, budget,
+            era_tree_rows=flags)
+
+    flags = np.ascontiguousarray(kept.T, dtype=np.uint8)
+    for budget in (_split.DEFAULT_HISTOGRAM_BUDGET_BYTES, 1):
+        plain, flagged = table(None, budget), table(flags, budget)
+        for field in plain:
+            np.testing.assert_array_equal(flagged[field], plain[field], field)
+    assert plain["found"].sum() > pack_size
+    without_tree_0 = flags.copy()
+    without_tree_0[:, 0] = 0
+    cut = table(without_tree_0)
+    assert cut["found"][:2].sum() == 0 and plain["found"][:2].sum() > 0
+    np.testing.assert_array_equal(cut["found"][2:], plain["found"][2:])
+    with pytest.raises(ValueError, match="era_tree_rows"):
+        table(flags[:-1])

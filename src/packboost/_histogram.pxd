@@ -312,6 +312,8 @@ cdef inline void build_pack_histograms(
                                                 #     thread for feature pairs, or NULL: none
         const int32_t* slot_tree,               # IN  (n_slots,) each slot's tree, grouped by
                                                 #     tree, or NULL: no feature pairs
+        const uint8_t* era_tree_rows,           # IN  (n_eras, pack_size) 0: the tree has no
+                                                #     row in the era (not listed), or NULL
 ) noexcept nogil:
     """Sum (gradient, row count[, hessian]) per (era, slot, feature, bin), for
     the eras ``[era_start, era_end)``: an era's cells are its own, so threads
@@ -438,6 +440,8 @@ cdef inline void build_pack_histograms(
                 continue  # the source's cells, copied below
             if tree_last_slot[tree] < tree_first_slot[tree]:
                 continue  # no slot of this tree in the group
+            if era_tree_rows != NULL and not era_tree_rows[era * pack_size + tree]:
+                continue  # an era the tree did not draw: none of its rows is in a slot
             n_used = 0
             n_extra = 0
             for block in range(n_block):

@@ -137,7 +137,8 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                                   &uses_view[0, 0], 0, n_slots, feature_offset, slot_stride,
                                   NULL, NULL, share_equal_rows, &cells_view[0],
                                   &pair_view[0],
-                                  &slot_tree_view[0] if slot_tree is not None else NULL)
+                                  &slot_tree_view[0] if slot_tree is not None else NULL,
+                                  NULL)
     if not unpack:
         return cells.reshape(n_eras, n_slots, slot_stride * words)
     hist = np.empty((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)

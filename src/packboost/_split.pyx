@@ -895,6 +895,7 @@ def find_best_splits(
         cell_buffer=None,
         bint best_per_slot=False,
         bint share_equal_rows=True,
+        era_tree_rows=None,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -943,6 +944,10 @@ def find_best_splits(
     tree (a pack's roots when the trees sample whole eras) is summed once for
     all the trees holding it (build_pack_histograms); False sums it per
     tree (the same cells of every feature a tree uses; benchmarks).
+
+    ``era_tree_rows``: (n_eras, pack_size) uint8, 0 where a tree has no row
+    in an era (its era flags when trees draw whole eras, TreeSamples): the
+    pass does not list those (era, tree) at all; None: every one is listed.
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -1026,6 +1031,15 @@ def find_best_splits(
     cdef const int64_t* parent_pointer = NULL
     cdef const int64_t* block_parent = NULL
     cdef int64_t* block_cells
+    cdef const uint8_t[:, ::1] era_tree_view
+    cdef const uint8_t* era_tree_pointer = NULL
+    if era_tree_rows is not None:
+        era_tree_view = era_tree_rows
+        if era_tree_view.shape[0] != n_eras or era_tree_view.shape[1] != pack_size:
+            raise ValueError(f"era_tree_rows must be ({n_eras}, {pack_size}), got "
+                             f"{tuple(np.shape(era_tree_rows))}")
+        if n_eras and pack_size:
+            era_tree_pointer = &era_tree_view[0, 0]
     width_prefix = np.zeros(n_candidates + 1, dtype=np.intp)
     np.cumsum(np.asarray(n_bins)[np.asarray(features)] + 1, out=width_prefix[1:])
     cdef const Py_ssize_t[::1] width_prefix_view = width_prefix
@@ -1202,7 +1216,8 @@ def find_best_splits(
                                           extra_pointer + part_start * pack_size
                                           if extra_pointer != NULL else NULL,
                                           share_equal_rows, block_cells,
-                                          &pair_view[threadid(), 0], &slot_tree[0])
+                                          &pair_view[threadid(), 0], &slot_tree[0],
+                                          era_tree_pointer)
                     if block_parent != NULL:
                         derive_slots(block_parent, n_parent_slots, block_cells, n_slots,
                                      era, era + 1, slot_stride, words, kind_pointer,

@@ -67,6 +67,9 @@ class CpuBackend:
         self.node_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
         self.leaf_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
         self.fixed = None
+        # (n_eras, pack_size) era flags of the pack's trees when they draw
+        # whole eras (begin_pack), else None: see find_best_splits.
+        self._era_tree_rows = None
         self._forget_depth()
         self._free_buffers()
 
@@ -95,10 +98,14 @@ class CpuBackend:
             raise ValueError(f"expected {self.pack_size} tree samples, got {len(tree_samples)}")
         self.fixed = fixed
         self._forget_depth()
+        self._era_tree_rows = None
         if isinstance(tree_samples, TreeSamples) and tree_samples.whole_eras:
-            # Whole eras: the table from the era flags, no row lists.
+            # Whole eras: the table from the era flags, no row lists; the
+            # histogram pass skips the (era, tree) a tree did not draw.
             _partition.start_pack_eras(self.node_of_row, tree_samples.era_keep,
                                        self.data.era_offsets, self.n_threads)
+            self._era_tree_rows = np.ascontiguousarray(tree_samples.era_keep.T,
+                                                       dtype=np.uint8)
         else:
             _partition.start_pack(self.node_of_row, list(tree_samples), self.n_threads)
 
@@ -130,7 +137,7 @@ class CpuBackend:
             slot_open, features, tree_uses_feature, data.n_bins, split_params, self.n_threads,
             self.histogram_budget_bytes, self.features_per_pass, slot_variance, **subtraction,
             **(constraints or {}), cell_buffer=self._block_buffer(plan, len(slot_tree), features),
-            best_per_slot=True)
+            best_per_slot=True, era_tree_rows=self._era_tree_rows)
         self._kept = None
         if plan is not None and keep_for_children:
             self._kept = dict(cells=plan["depth_cells"], features=features,
