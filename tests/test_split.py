@@ -414,19 +414,26 @@ def test_pooled_tile_bounds_keep_every_slots_winner(shape, weighted, constrained
             assert read <= readable * (0.75 if constrained else 0.5), (read, readable)
 
 
+def whole_era_pack(data_seed, seed, pack_size, hessian):
+    """2,500 rows x 7 features in 30 eras, its fixed-point gradients (hessians
+    of 1 with ``hessian="constant"``), a generator, and which eras each of
+    ``pack_size`` trees draws (whole eras, 3 in 4)."""
+    data, g, h = make_binned_problem(data_seed, 2500, 7, 30)
+    if hessian == "constant":
+        h = np.ones_like(h)
+    rng = np.random.default_rng(seed)
+    kept = rng.random((pack_size, data.n_eras)) < 0.75
+    return data, to_fixed_point(g, h, data.era_offsets), rng, kept
+
+
 @pytest.mark.parametrize("n_threads", [1, 2])
 @pytest.mark.parametrize("hessian", ["varying", "constant"])
 def test_shared_roots_find_the_splits_of_per_tree_passes(n_threads, hessian):
     """find_best_splits on a pack's roots whose trees sample whole eras (the
     eras then shared, build_pack_histograms) returns the table of per-tree
     passes, in slot groups too (a small histogram budget)."""
-    data, g, h = make_binned_problem(11, 2500, 7, 30)
-    if hessian == "constant":
-        h = np.ones_like(h)
-    fixed = to_fixed_point(g, h, data.era_offsets)
-    rng = np.random.default_rng(4)
     pack_size = 6
-    kept = rng.random((pack_size, data.n_eras)) < 0.75
+    data, fixed, rng, kept = whole_era_pack(11, 4, pack_size, hessian)
     node_of_row = np.where(kept[:, data.row_era].T, np.arange(pack_size),
                            -2 - np.arange(pack_size)).astype(np.int32)
     slot_tree = np.arange(pack_size, dtype=np.int32)
@@ -451,13 +458,8 @@ def test_era_flags_skip_only_eras_a_tree_did_not_draw(hessian):
     the CPU backend passes them): the pass skips the (era, tree) flagged 0,
     which changes nothing when the flags are the draws, in slot groups too;
     a tree flagged out of every era gets no cells (the flags are obeyed)."""
-    data, g, h = make_binned_problem(12, 2500, 7, 30)
-    if hessian == "constant":
-        h = np.ones_like(h)
-    fixed = to_fixed_point(g, h, data.era_offsets)
-    rng = np.random.default_rng(5)
     pack_size = 4
-    kept = rng.random((pack_size, data.n_eras)) < 0.75
+    data, fixed, rng, kept = whole_era_pack(12, 5, pack_size, hessian)
     # depth 1: two slots per tree, rows of kept eras split at random
     side = rng.integers(0, 2, size=(data.n_rows, pack_size))
     node_of_row = np.where(kept[:, data.row_era].T, 2 * np.arange(pack_size) + side,
