@@ -77,20 +77,14 @@ def test_active_rows_are_the_rows_of_open_slots(n_rows, n_eras, n_threads):
     rng = np.random.default_rng(5)
     node_of_row = random_slots(rng, n_rows, 3, 4)
     slot_open = (rng.random(12) < 0.6).astype(np.uint8)
-    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era, n_eras,
+    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.era_offsets,
                                                n_threads)
     in_open = ((node_of_row >= 0) & (slot_open[np.maximum(node_of_row, 0)] == 1)).any(axis=1)
     np.testing.assert_array_equal(rows, np.flatnonzero(in_open))
     np.testing.assert_array_equal(
         era_offsets, np.searchsorted(data.row_era[rows], np.arange(n_eras + 1), side="left"))
-    # the eras' row offsets given (as the CPU backend gives them) change nothing
-    given = _partition.active_rows(node_of_row, slot_open, data.row_era, n_eras, n_threads,
-                                   era_rows=data.era_offsets)
-    np.testing.assert_array_equal(given[0], rows)
-    np.testing.assert_array_equal(given[1], era_offsets)
     with pytest.raises(ValueError, match="era_rows"):
-        _partition.active_rows(node_of_row, slot_open, data.row_era, n_eras, n_threads,
-                               era_rows=data.era_offsets[:-1])
+        _partition.active_rows(node_of_row, slot_open, data.era_offsets[:-1], n_threads)
     # Histograms over the active rows equal histograms over all rows with the
     # closed slots' rows removed.
     closed = ~slot_open.astype(bool)[np.maximum(node_of_row, 0)] | (node_of_row < 0)

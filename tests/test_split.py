@@ -440,7 +440,7 @@ def test_shared_roots_find_the_splits_of_per_tree_passes(n_threads, hessian):
     features = np.arange(data.n_features, dtype=np.int32)
     uses = (rng.random((len(features), pack_size)) < 0.5).astype(np.uint8)
     rows, era_offsets = _partition.active_rows(node_of_row, np.ones(pack_size, np.uint8),
-                                               data.row_era, data.n_eras)
+                                               data.era_offsets)
     for budget in (_split.DEFAULT_HISTOGRAM_BUDGET_BYTES, 1):
         tables = [_split.find_best_splits(
             data.X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
@@ -468,8 +468,7 @@ def test_era_flags_skip_only_eras_a_tree_did_not_draw(hessian):
     slot_open = np.ones(2 * pack_size, np.uint8)
     features = np.arange(data.n_features, dtype=np.int32)
     uses = (rng.random((len(features), pack_size)) < 0.6).astype(np.uint8)
-    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.row_era,
-                                               data.n_eras)
+    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.era_offsets)
 
     def table(flags, budget=_split.DEFAULT_HISTOGRAM_BUDGET_BYTES):
         return _split.find_best_splits(

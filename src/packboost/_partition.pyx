@@ -33,7 +33,7 @@ from libc.stdint cimport uint8_t, int32_t, int64_t
 from libc.string cimport memmove
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
-from packboost._types cimport gradient_t, row_index_t, era_index_t, offset_t
+from packboost._types cimport gradient_t, row_index_t, offset_t
 from packboost._slot_sums cimport SUM_CHUNKS, add_row_to_slot, add_rows_to_chunk
 from packboost._histogram cimport MAX_PACK_SIZE
 
@@ -420,12 +420,9 @@ def slot_sums(
 def active_rows(
         const node_index_t[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
         const uint8_t[::1] slot_open,             # IN  (n_slots,)
-        const era_index_t[::1] row_era,             # IN  (n_rows,) non-decreasing
-        Py_ssize_t n_eras,
+        era_rows,                                   # IN  (n_eras + 1,) where each era's rows
+                                                    #     start (TrainingData.era_offsets)
         int n_threads=1,
-        era_rows=None,                              # IN  (n_eras + 1,) where each era's rows
-                                                    #     start (TrainingData.era_offsets), or
-                                                    #     None: found in row_era
 ):
     """Rows in at least one open slot (ascending) and their era offsets.
 
@@ -437,17 +434,17 @@ def active_rows(
     thread count."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0]
     cdef Py_ssize_t n_slots = slot_open.shape[0]
+    # The eras' offsets are the data's (computed once, TrainingData): found
+    # here from every row's era they cost 3.5 ms per depth at Numerai scale,
+    # on one thread.
+    era_rows = np.ascontiguousarray(era_rows, dtype=np.int64)
+    if era_rows.ndim != 1 or era_rows.shape[0] < 1 or era_rows[-1] != n_rows:
+        raise ValueError(f"era_rows must be 1-d era offsets ending at {n_rows}")
+    cdef Py_ssize_t n_eras = era_rows.shape[0] - 1
     rows = np.empty(n_rows, dtype=np.int32)
     era_offsets = np.zeros(n_eras + 1, dtype=np.int64)
     if n_rows == 0 or n_eras == 0:
         return rows, era_offsets
-    # A search of every row's era per call when not given: at Numerai scale
-    # 3.5 ms per depth, on one thread.
-    if era_rows is None:
-        era_rows = np.searchsorted(np.asarray(row_era), np.arange(n_eras + 1), side="left")
-    era_rows = np.ascontiguousarray(era_rows, dtype=np.int64)
-    if era_rows.shape != (n_eras + 1,) or era_rows[n_eras] != n_rows:
-        raise ValueError(f"era_rows must be {n_eras + 1} offsets ending at {n_rows}")
     cdef const int64_t[::1] era_rows_view = era_rows
     cdef row_index_t[::1] rows_view = rows
     cdef offset_t[::1] offsets_view = era_offsets

@@ -126,9 +126,8 @@ class CpuBackend:
         plan = self._subtraction_plan(slot_tree, slot_open, features, tree_uses_feature,
                                       keep_for_children)
         visit = slot_open if plan is None else plan["visit"]
-        rows, era_offsets = _partition.active_rows(self.node_of_row, visit, data.row_era,
-                                                   data.n_eras, self.n_threads,
-                                                   era_rows=data.era_offsets)
+        rows, era_offsets = _partition.active_rows(self.node_of_row, visit, data.era_offsets,
+                                                   self.n_threads)
         subtraction = {} if plan is None else {
             name: plan[name] for name in ("depth_cells", "parent_cells", "slot_kind",
                                           "slot_parent", "tree_extra_feature")}
