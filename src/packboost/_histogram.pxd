@@ -311,7 +311,8 @@ cdef inline void build_pack_histograms(
         int64_t* pair_scratch,                  # -   PAIR_SCRATCH_CELLS cells of the calling
                                                 #     thread for feature pairs, or NULL: none
         const int32_t* slot_tree,               # IN  (n_slots,) each slot's tree, grouped by
-                                                #     tree, or NULL: no feature pairs
+                                                #     tree, or NULL: no feature pairs, and
+                                                #     every tree listed in every group
         const uint8_t* era_tree_rows,           # IN  (n_eras, pack_size) 0: the tree has no
                                                 #     row in the era (not listed), or NULL
 ) noexcept nogil:
@@ -385,7 +386,7 @@ cdef inline void build_pack_histograms(
     cdef int64_t* pair_run[ROW_CHUNK]
     cdef int64_t* pair_cells = NULL  # pair_scratch when the block has pairs
     cdef Py_ssize_t n_single, n_pairs, pending, index, n_narrow = 0
-    cdef Py_ssize_t min_slot, max_slot, pair_slot, pair_run_cells = 0
+    cdef Py_ssize_t min_slot, max_slot, pair_slot, group_slot, pair_run_cells = 0
     cdef Py_ssize_t tree_first_slot[MAX_PACK_SIZE]
     cdef Py_ssize_t tree_last_slot[MAX_PACK_SIZE]
     if n_block == 0:
@@ -395,17 +396,15 @@ cdef inline void build_pack_histograms(
     # listed at all: in slot groups (find_best_splits' budget) most trees
     # have no slot in a given group, and listing their rows found nothing.
     for tree in range(pack_size):
-        tree_first_slot[tree] = 0
-        tree_last_slot[tree] = n_group - 1  # without slot_tree: any slot
+        # without slot_tree, any slot of the group
+        tree_first_slot[tree] = n_group if slot_tree != NULL else 0
+        tree_last_slot[tree] = -1 if slot_tree != NULL else n_group - 1
     if slot_tree != NULL:
-        for tree in range(pack_size):
-            tree_first_slot[tree] = n_group
-            tree_last_slot[tree] = -1
-        for pair_slot in range(n_group):
-            tree = slot_tree[pair_slot + slot_start]
+        for group_slot in range(n_group):
+            tree = slot_tree[group_slot + slot_start]
             if 0 <= tree < pack_size:
-                tree_first_slot[tree] = min(tree_first_slot[tree], pair_slot)
-                tree_last_slot[tree] = max(tree_last_slot[tree], pair_slot)
+                tree_first_slot[tree] = min(tree_first_slot[tree], group_slot)
+                tree_last_slot[tree] = max(tree_last_slot[tree], group_slot)
     if bin_code_t is uint8_t:
         if rows.words == 1 and pair_scratch != NULL and slot_tree != NULL:
             for block in range(n_block):
