@@ -175,3 +175,22 @@ def test_load_model_needs_no_estimator_import_first(tmp_path):
 def test_an_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'PackBoostRanker'"):
         packboost.PackBoostRanker  # noqa: B018
+
+
+def test_no_negative_subscripts_where_wraparound_is_off():
+    """meson.build compiles every module with `wraparound=False`: a literal
+    negative index (`a[-1]`) then reaches the object unadjusted, and NumPy
+    2.5 raises IndexError for it where 2.4 did not (every CPU fit failed on
+    the GPU machine's NumPy 2.5.2). Index from the length instead."""
+    sources = sorted((ROOT / "src" / "packboost").glob("*.p[yx][xd]"))
+    if not sources:
+        pytest.skip("source tree not at hand (testing an installed wheel)")
+    # A subscript item that starts with a minus sign: a[-1], a[i, -1], a[:-2].
+    negative = re.compile(r"\[(?:[^\][()]*[,:])?\s*-\s*\d")
+    found = []
+    for path in sources:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if negative.search(code):
+                found.append(f"{path.name}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -438,7 +438,11 @@ def active_rows(
     # here from every row's era they cost 3.5 ms per depth at Numerai scale,
     # on one thread.
     era_rows = np.ascontiguousarray(era_rows, dtype=np.int64)
-    if era_rows.ndim != 1 or era_rows.shape[0] < 1 or era_rows[-1] != n_rows:
+    # The last offset is read by its index: this module is compiled without
+    # wraparound, where `era_rows[-1]` is not the last item under every NumPy
+    # (the CUDA build's NumPy raised IndexError).
+    if era_rows.ndim != 1 or era_rows.shape[0] < 1 \
+            or era_rows[era_rows.shape[0] - 1] != n_rows:
         raise ValueError(f"era_rows must be 1-d era offsets ending at {n_rows}")
     cdef Py_ssize_t n_eras = era_rows.shape[0] - 1
     rows = np.empty(n_rows, dtype=np.int32)
