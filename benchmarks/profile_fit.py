@@ -89,6 +89,9 @@ def main():
     parser.add_argument("--lambda-dro", type=float, default=1.0)
     parser.add_argument("--feature-sampling", choices=["depth", "pack"], default="depth")
     parser.add_argument("--tree-feature-fraction", type=float, default=0.5)
+    parser.add_argument("--weights", action="store_true",
+                        help="random sample weights (0.5-2): hessians then differ between "
+                             "rows and the histogram cells have two words")
     args = parser.parse_args()
 
     data = make_numerai_like(**SIZES[args.size], random_state=0)
@@ -135,7 +138,9 @@ def main():
                                **({} if args.feature_sampling == "depth"
                                   else {"feature_sampling": args.feature_sampling}))
     start = time.process_time()
-    model.fit(train.X, train.y, era=train.era)
+    weights = (np.random.default_rng(0).uniform(0.5, 2.0, len(train.y)) if args.weights
+               else None)
+    model.fit(train.X, train.y, era=train.era, sample_weight=weights)
     wall = time.process_time() - start
     histogram = PHASES.pop("  histogram passes (re-run alone)")
     wall_fit = wall - histogram  # the re-run is not part of a real fit

@@ -31,13 +31,15 @@ CASES = {
     "one-sided-eras": dict(n_rows=600, n_features=4, n_eras=12, one_sided_eras=True),
     "no-missing": dict(n_rows=400, n_features=4, n_eras=8, missing_rate=0.0),
     "many-bins-uint16": dict(n_rows=500, n_features=3, n_eras=5, n_bins=300),
-    # Equal hessians (one int64 per cell): the histogram pass sums features of
-    # at most 5 bins in pairs where eras hold >= 64 rows per slot
-    # (_histogram.pxd); 5-7 bins per feature mixes paired and single features
-    # in one tree, 7 features leave one unpaired.
+    # The histogram pass sums features of at most 5 bins in pairs where eras
+    # hold >= 64 rows per slot (_histogram.pxd), with one int64 per cell
+    # (equal hessians) or two (the hessian too); 5-7 bins per feature mixes
+    # paired and single features in one tree, 7 features leave one unpaired.
     "equal-hessians-paired-and-single": dict(n_rows=2000, n_features=7, n_eras=4, n_bins=7,
                                              weighted=False),
     "equal-hessians-all-paired": dict(n_rows=1200, n_features=5, n_eras=2, weighted=False),
+    "paired-and-single": dict(n_rows=2000, n_features=7, n_eras=4, n_bins=7),
+    "all-paired": dict(n_rows=1200, n_features=5, n_eras=2),
 }
 
 PARAMS = {
@@ -265,7 +267,7 @@ def test_des_changes_the_tree_on_unstable_data():
 
 
 @pytest.mark.parametrize("case", ["many-eras", "one-era", "few-rows-absent-eras", "one-row",
-                                  "equal-hessians-paired-and-single"])
+                                  "equal-hessians-paired-and-single", "paired-and-single"])
 @pytest.mark.parametrize("options", [{}, {"histogram_budget_bytes": 1},
                                      {"subtraction_budget_bytes": 2**40}])
 def test_thread_count_does_not_change_the_pack(case, options):
@@ -307,8 +309,8 @@ def assert_same_pack_under(seed, overrides, case="many-eras"):
             np.testing.assert_array_equal(packs[0].nodes[name], pack.nodes[name], err_msg=name)
 
 
-# equal hessians: features summed in pairs, split across groups and blocks
-SAME_PACK_CASES = ["many-eras", "equal-hessians-paired-and-single"]
+# features summed in pairs (one or two words per cell), split across groups and blocks
+SAME_PACK_CASES = ["many-eras", "equal-hessians-paired-and-single", "paired-and-single"]
 
 
 @pytest.mark.parametrize("case", SAME_PACK_CASES)

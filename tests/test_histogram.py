@@ -157,20 +157,25 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
             _histogram.build_histograms(*call, cell_buffer=bad)
 
 
-# Feature pairs (_histogram.pxd, PAIR_*): with one int64 per cell, features
-# of at most 5 bins are summed two by two into joint cells and folded back,
-# when a tree has at most 32 slots and the era >= 64 rows per slot. Widths 3
-# and 6 (paired) and 7 (never); 1, 9 and 33 slots per tree (33: never; 9:
-# only in eras of 576+ rows); odd feature counts leave one feature alone.
+# Feature pairs (_histogram.pxd, PAIR_*): features of at most 5 bins are
+# summed two by two into joint cells and folded back, when a tree has at most
+# 32 slots and the era >= 64 rows per slot; with one int64 per cell (equal
+# hessians) or two (the hessian's word too). Widths 3 and 6 (paired) and 7
+# (never); 1, 9 and 33 slots per tree (33: never; 9: only in eras of 576+
+# rows); odd feature counts leave one feature alone.
+@pytest.mark.parametrize("hessian", ["constant", "varying"])
 @pytest.mark.parametrize("width", [3, 6, 7])
 @pytest.mark.parametrize("per_tree", [1, 9, 33])
 @pytest.mark.parametrize("n_rows, n_eras, n_features", [(1, 1, 2), (261, 2, 5), (900, 13, 7),
                                                         (60, 40, 3), (2500, 3, 7)])
-def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_features):
-    data, g, _ = make_binned_problem(width * 100 + n_rows, n_rows, n_features, n_eras,
+def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_features,
+                                             hessian):
+    data, g, h = make_binned_problem(width * 100 + n_rows, n_rows, n_features, n_eras,
                                      n_bins=width - 1)
-    fixed = to_fixed_point(g, np.ones_like(g), data.era_offsets)
-    assert fixed.hessian_is_constant
+    if hessian == "constant":
+        h = np.ones_like(g)
+    fixed = to_fixed_point(g, h, data.era_offsets)
+    assert fixed.hessian_is_constant == (hessian == "constant" or n_rows == 1)
     rng = np.random.default_rng(n_rows + per_tree)
     pack_size = 3
     node_of_row = random_slots(rng, n_rows, pack_size, per_tree)

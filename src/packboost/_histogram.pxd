@@ -31,8 +31,9 @@ cdef enum:
     PAIR_CELLS = PAIR_MAX_WIDTH * PAIR_MAX_WIDTH
     PAIR_MAX_SLOTS = 32
     PAIR_MIN_ROWS_PER_SLOT = 64
-    # int64 cells of a thread's pair scratch (build_pack_histograms' pair_scratch)
-    PAIR_SCRATCH_CELLS = PAIR_MAX_SLOTS * (MAX_FEATURES_PER_PASS // 2) * PAIR_CELLS
+    # int64 of a thread's pair scratch (build_pack_histograms' pair_scratch):
+    # up to two words per cell
+    PAIR_SCRATCH_CELLS = PAIR_MAX_SLOTS * (MAX_FEATURES_PER_PASS // 2) * PAIR_CELLS * 2
 
 # What a histogram pass does for a slot (histogram subtraction, docs/cpu-kernels.md §3);
 # cpdef: also Python names of packboost._histogram, for the CPU backend's plan.
@@ -186,27 +187,37 @@ cdef inline void add_rows(
 cdef extern from *:
     """
     /* build_pack_histograms' loop over feature pairs (add_rows for pairs):
-       each listed row's packed gradient added to its joint cell
-       (first code * 6 + second code) of every pair; pair p's 36 joint cells
-       start at p * 36 in the row's run. One read-modify-write serves two
-       features. In C and kept out of line: inlined into find_best_splits'
-       parallel loop, GCC spilled the four rows' pointers and reloaded them
-       for every pair (perf: a fit slower than without pairs). */
+       each listed row's packed gradient (and, with two words per cell, its
+       fixed-point hessian) added to its joint cell (first code * 6 + second
+       code) of every pair; pair p's 36 joint cells start at p * 36 * words
+       in the row's run. One read-modify-write per word serves two features.
+       In C and kept out of line: inlined into find_best_splits' parallel
+       loop, GCC spilled the four rows' pointers and reloaded them for every
+       pair (perf: a fit slower than without pairs). One body for both cell
+       widths: `words` is a constant in each out-of-line caller below. */
     #define PB_PAIR_MAX_WIDTH 6
     #define PB_PAIR_CELLS (PB_PAIR_MAX_WIDTH * PB_PAIR_MAX_WIDTH)
     #if defined(__GNUC__)
-    __attribute__((noinline))
+    #define PB_ALWAYS_INLINE inline __attribute__((always_inline))
+    #define PB_NOINLINE __attribute__((noinline))
+    #else
+    #define PB_ALWAYS_INLINE inline
+    #define PB_NOINLINE
     #endif
-    static void pb_add_row_pairs(int64_t *const *runs, const int32_t *row_ids, Py_ssize_t n,
-                                 const uint8_t *const *first, const uint8_t *const *second,
-                                 Py_ssize_t n_pairs, const int64_t *packed)
+    static PB_ALWAYS_INLINE void pb_pair_rows(
+        int64_t *const *runs, const int32_t *row_ids, Py_ssize_t n,
+        const uint8_t *const *first, const uint8_t *const *second, Py_ssize_t n_pairs,
+        const int64_t *packed, const int64_t *hessian, const int words)
     {
-        Py_ssize_t k = 0, pair;
+        const Py_ssize_t step = PB_PAIR_CELLS * words;
+        Py_ssize_t k = 0, pair, cell;
         for (; k + 4 <= n; k += 4) {
             int64_t *r0 = runs[k], *r1 = runs[k + 1], *r2 = runs[k + 2], *r3 = runs[k + 3];
             const int32_t i0 = row_ids[k], i1 = row_ids[k + 1];
             const int32_t i2 = row_ids[k + 2], i3 = row_ids[k + 3];
             const int64_t v0 = packed[i0], v1 = packed[i1], v2 = packed[i2], v3 = packed[i3];
+            const int64_t h0 = words == 2 ? hessian[i0] : 0, h1 = words == 2 ? hessian[i1] : 0;
+            const int64_t h2 = words == 2 ? hessian[i2] : 0, h3 = words == 2 ? hessian[i3] : 0;
             if (i3 - i0 == 3) {
                 /* Four consecutive rows (the usual case: an era's rows in
                    order): each feature's four codes in one load, and one
@@ -218,69 +229,106 @@ cdef extern from *:
                     uint32_t a, b;
                     memcpy(&a, first[pair] + i0, 4);
                     memcpy(&b, second[pair] + i0, 4);
-                    r0[(a & 255u) * PB_PAIR_MAX_WIDTH + (b & 255u)] += v0;
-                    r1[((a >> 8) & 255u) * PB_PAIR_MAX_WIDTH + ((b >> 8) & 255u)] += v1;
-                    r2[((a >> 16) & 255u) * PB_PAIR_MAX_WIDTH + ((b >> 16) & 255u)] += v2;
-                    r3[(a >> 24) * PB_PAIR_MAX_WIDTH + (b >> 24)] += v3;
-                    r0 += PB_PAIR_CELLS;
-                    r1 += PB_PAIR_CELLS;
-                    r2 += PB_PAIR_CELLS;
-                    r3 += PB_PAIR_CELLS;
+                    cell = ((a & 255u) * PB_PAIR_MAX_WIDTH + (b & 255u)) * words;
+                    r0[cell] += v0;
+                    if (words == 2) r0[cell + 1] += h0;
+                    cell = (((a >> 8) & 255u) * PB_PAIR_MAX_WIDTH + ((b >> 8) & 255u)) * words;
+                    r1[cell] += v1;
+                    if (words == 2) r1[cell + 1] += h1;
+                    cell = (((a >> 16) & 255u) * PB_PAIR_MAX_WIDTH + ((b >> 16) & 255u)) * words;
+                    r2[cell] += v2;
+                    if (words == 2) r2[cell + 1] += h2;
+                    cell = ((a >> 24) * PB_PAIR_MAX_WIDTH + (b >> 24)) * words;
+                    r3[cell] += v3;
+                    if (words == 2) r3[cell + 1] += h3;
+                    r0 += step;
+                    r1 += step;
+                    r2 += step;
+                    r3 += step;
                 }
                 continue;
     #endif
             }
             for (pair = 0; pair < n_pairs; ++pair) {
                 const uint8_t *a = first[pair], *b = second[pair];
-                r0[a[i0] * PB_PAIR_MAX_WIDTH + b[i0]] += v0;
-                r1[a[i1] * PB_PAIR_MAX_WIDTH + b[i1]] += v1;
-                r2[a[i2] * PB_PAIR_MAX_WIDTH + b[i2]] += v2;
-                r3[a[i3] * PB_PAIR_MAX_WIDTH + b[i3]] += v3;
-                r0 += PB_PAIR_CELLS;
-                r1 += PB_PAIR_CELLS;
-                r2 += PB_PAIR_CELLS;
-                r3 += PB_PAIR_CELLS;
+                cell = (a[i0] * PB_PAIR_MAX_WIDTH + b[i0]) * words;
+                r0[cell] += v0;
+                if (words == 2) r0[cell + 1] += h0;
+                cell = (a[i1] * PB_PAIR_MAX_WIDTH + b[i1]) * words;
+                r1[cell] += v1;
+                if (words == 2) r1[cell + 1] += h1;
+                cell = (a[i2] * PB_PAIR_MAX_WIDTH + b[i2]) * words;
+                r2[cell] += v2;
+                if (words == 2) r2[cell + 1] += h2;
+                cell = (a[i3] * PB_PAIR_MAX_WIDTH + b[i3]) * words;
+                r3[cell] += v3;
+                if (words == 2) r3[cell + 1] += h3;
+                r0 += step;
+                r1 += step;
+                r2 += step;
+                r3 += step;
             }
         }
         for (; k < n; ++k) {
             int64_t *r = runs[k];
             const int32_t i = row_ids[k];
             const int64_t v = packed[i];
-            for (pair = 0; pair < n_pairs; ++pair, r += PB_PAIR_CELLS)
-                r[first[pair][i] * PB_PAIR_MAX_WIDTH + second[pair][i]] += v;
+            const int64_t h = words == 2 ? hessian[i] : 0;
+            for (pair = 0; pair < n_pairs; ++pair, r += step) {
+                cell = (first[pair][i] * PB_PAIR_MAX_WIDTH + second[pair][i]) * words;
+                r[cell] += v;
+                if (words == 2) r[cell + 1] += h;
+            }
         }
+    }
+
+    /* hessian NULL: one word per cell (a constant hessian); else two. */
+    static PB_NOINLINE void pb_add_row_pairs(
+        int64_t *const *runs, const int32_t *row_ids, Py_ssize_t n,
+        const uint8_t *const *first, const uint8_t *const *second, Py_ssize_t n_pairs,
+        const int64_t *packed, const int64_t *hessian)
+    {
+        if (hessian == NULL)
+            pb_pair_rows(runs, row_ids, n, first, second, n_pairs, packed, NULL, 1);
+        else
+            pb_pair_rows(runs, row_ids, n, first, second, n_pairs, packed, hessian, 2);
     }
     """
     # the C loop's pair layout; _histogram.pyx checks it equals PAIR_MAX_WIDTH
     const int PB_PAIR_MAX_WIDTH
     void pb_add_row_pairs(int64_t** runs, const row_index_t* row_ids, Py_ssize_t n,
                           const uint8_t** first, const uint8_t** second, Py_ssize_t n_pairs,
-                          const int64_t* packed) noexcept nogil
+                          const int64_t* packed, const int64_t* hessian) noexcept nogil
 
 
 cdef inline void fold_pairs(
-        const int64_t* joint,                   # IN  one slot's joint cells (n_pairs * PAIR_CELLS)
+        const int64_t* joint,                   # IN  one slot's joint cells
+                                                #     (n_pairs * PAIR_CELLS * words)
         Py_ssize_t n_pairs,
         const Py_ssize_t* first_offset,         # IN  (n_pairs,) the first feature's cells in
-        const Py_ssize_t* second_offset,        #     ``run`` and the second's
+        const Py_ssize_t* second_offset,        #     ``run`` and the second's, times words
         const Py_ssize_t* first_width,          # IN  (n_pairs,) their widths (bins + missing)
         const Py_ssize_t* second_width,
+        Py_ssize_t words,                       # IN  int64 per cell: 1, or 2 (the hessian)
         int64_t* run,                           # IN/OUT the slot's run of cells
 ) noexcept nogil:
     """Add a slot's joint cells to its features' own cells: the first
     feature's bin i gets row i of the joint table, the second's bin j its
-    column j. Integer sums: the same cells as summing each feature alone."""
-    cdef Py_ssize_t pair, i, j
-    cdef int64_t row_sum
+    column j, word by word. Integer sums: the same cells as summing each
+    feature alone."""
+    cdef Py_ssize_t pair, i, j, word
+    cdef int64_t row_sum, value
     cdef const int64_t* table
     for pair in range(n_pairs):
-        table = joint + pair * PAIR_CELLS
+        table = joint + pair * PAIR_CELLS * words
         for i in range(first_width[pair]):
-            row_sum = 0
-            for j in range(second_width[pair]):
-                row_sum = row_sum + table[i * PAIR_MAX_WIDTH + j]
-                run[second_offset[pair] + j] += table[i * PAIR_MAX_WIDTH + j]
-            run[first_offset[pair] + i] += row_sum
+            for word in range(words):
+                row_sum = 0
+                for j in range(second_width[pair]):
+                    value = table[(i * PAIR_MAX_WIDTH + j) * words + word]
+                    row_sum = row_sum + value
+                    run[second_offset[pair] + j * words + word] += value
+                run[first_offset[pair] + i * words + word] += row_sum
 
 
 cdef inline void build_pack_histograms(
@@ -406,7 +454,7 @@ cdef inline void build_pack_histograms(
                 tree_first_slot[tree] = min(tree_first_slot[tree], group_slot)
                 tree_last_slot[tree] = max(tree_last_slot[tree], group_slot)
     if bin_code_t is uint8_t:
-        if rows.words == 1 and pair_scratch != NULL and slot_tree != NULL:
+        if pair_scratch != NULL and slot_tree != NULL:
             for block in range(n_block):
                 if n_bins[block_features[block]] + 1 <= PAIR_MAX_WIDTH:
                     n_narrow += 1
@@ -489,7 +537,7 @@ cdef inline void build_pack_histograms(
                         single_column[n_single] = column[pending]
                         single_offset[n_single] = offset[pending]
                         n_single += 1
-                    pair_run_cells = n_pairs * PAIR_CELLS
+                    pair_run_cells = n_pairs * PAIR_CELLS * words
                     if n_pairs > 0:
                         memset(pair_cells, 0,
                                (max_slot - min_slot + 1) * pair_run_cells * sizeof(int64_t))
@@ -524,7 +572,7 @@ cdef inline void build_pack_histograms(
                 if n_pairs > 0:
                     pb_add_row_pairs(pair_run, listed_row, n_listed,
                                      <const uint8_t**>pair_first, <const uint8_t**>pair_second,
-                                     n_pairs, rows.packed)
+                                     n_pairs, rows.packed, rows.hessian_fixed)
                     if n_single > 0:
                         add_rows(listed_run, listed_row, n_listed, single_column,
                                  single_offset, n_single, rows)
@@ -539,7 +587,7 @@ cdef inline void build_pack_histograms(
                             slot_kind == NULL or slot_kind[pair_slot + slot_start] == SLOT_BUILD):
                         fold_pairs(pair_cells + (pair_slot - min_slot) * pair_run_cells, n_pairs,
                                    pair_first_offset, pair_second_offset, pair_first_width,
-                                   pair_second_width, era_cells + pair_slot * run_cells)
+                                   pair_second_width, words, era_cells + pair_slot * run_cells)
         if source_tree >= 0:
             first_row = active_rows[era_offsets[era]]
             for tree in range(pack_size):
