@@ -67,9 +67,12 @@ def histogram_only(X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
                 tree_uses_feature[block], len(slot_tree), width)
         words = 1 if fixed.hessian_is_constant else 2
         cells = (len(era_offsets) - 1) * len(slot_tree) * len(features[block]) * width * words
-        # As find_best_splits runs it (kept buffer, shared roots), or as far
-        # as an older build can (compare_builds.py).
-        for options in (dict(cell_buffer=kept_cell_buffer(cells), share_equal_rows=True),
+        # As find_best_splits runs it (kept buffer, shared roots, feature
+        # pairs; not its skip of the eras a tree did not draw), or as far as
+        # an older build can (compare_builds.py).
+        for options in (dict(cell_buffer=kept_cell_buffer(cells), share_equal_rows=True,
+                             slot_tree=np.ascontiguousarray(slot_tree, dtype=np.int32)),
+                        dict(cell_buffer=kept_cell_buffer(cells), share_equal_rows=True),
                         dict(cell_buffer=kept_cell_buffer(cells)), {}):
             try:
                 _histogram.build_histograms(*call, unpack=False, **options)
