@@ -293,42 +293,66 @@ cdef extern from *:
         else
             pb_pair_rows(runs, row_ids, n, first, second, n_pairs, packed, hessian, 2);
     }
+
+    /* A slot's joint tables folded into its features' own cells: the first
+       feature's bin i gets row i of the table, the second's bin j column j,
+       word by word. Every table is summed whole (6 x 6): cells past a
+       feature's width are zero (codes stay below it), and only `width`
+       sums are added to the run, whose next cells are another feature's.
+       In C for the same reason as the loop above: inlined into
+       find_best_splits, GCC kept its counters on the stack. */
+    static PB_ALWAYS_INLINE void pb_fold_tables(
+        const int64_t *joint, Py_ssize_t n_pairs,
+        const Py_ssize_t *first_offset, const Py_ssize_t *second_offset,
+        const Py_ssize_t *first_width, const Py_ssize_t *second_width,
+        const int words, int64_t *run)
+    {
+        Py_ssize_t pair, i, j, word;
+        for (pair = 0; pair < n_pairs; ++pair) {
+            const int64_t *table = joint + pair * PB_PAIR_CELLS * words;
+            int64_t row_sums[PB_PAIR_MAX_WIDTH * 2] = {0};
+            int64_t column_sums[PB_PAIR_MAX_WIDTH * 2] = {0};
+            for (i = 0; i < PB_PAIR_MAX_WIDTH; ++i)
+                for (j = 0; j < PB_PAIR_MAX_WIDTH; ++j)
+                    for (word = 0; word < words; ++word) {
+                        const int64_t value = table[(i * PB_PAIR_MAX_WIDTH + j) * words + word];
+                        row_sums[i * words + word] += value;
+                        column_sums[j * words + word] += value;
+                    }
+            int64_t *first = run + first_offset[pair], *second = run + second_offset[pair];
+            for (i = 0; i < first_width[pair] * words; ++i)
+                first[i] += row_sums[i];
+            for (j = 0; j < second_width[pair] * words; ++j)
+                second[j] += column_sums[j];
+        }
+    }
+
+    /* words: 1 or 2, as pb_add_row_pairs' hessian says. */
+    static PB_NOINLINE void pb_fold_pairs(
+        const int64_t *joint, Py_ssize_t n_pairs,
+        const Py_ssize_t *first_offset, const Py_ssize_t *second_offset,
+        const Py_ssize_t *first_width, const Py_ssize_t *second_width,
+        Py_ssize_t words, int64_t *run)
+    {
+        if (words == 1)
+            pb_fold_tables(joint, n_pairs, first_offset, second_offset, first_width,
+                           second_width, 1, run);
+        else
+            pb_fold_tables(joint, n_pairs, first_offset, second_offset, first_width,
+                           second_width, 2, run);
+    }
     """
     # the C loop's pair layout; _histogram.pyx checks it equals PAIR_MAX_WIDTH
     const int PB_PAIR_MAX_WIDTH
     void pb_add_row_pairs(int64_t** runs, const row_index_t* row_ids, Py_ssize_t n,
                           const uint8_t** first, const uint8_t** second, Py_ssize_t n_pairs,
                           const int64_t* packed, const int64_t* hessian) noexcept nogil
-
-
-cdef inline void fold_pairs(
-        const int64_t* joint,                   # IN  one slot's joint cells
-                                                #     (n_pairs * PAIR_CELLS * words)
-        Py_ssize_t n_pairs,
-        const Py_ssize_t* first_offset,         # IN  (n_pairs,) the first feature's cells in
-        const Py_ssize_t* second_offset,        #     ``run`` and the second's, times words
-        const Py_ssize_t* first_width,          # IN  (n_pairs,) their widths (bins + missing)
-        const Py_ssize_t* second_width,
-        Py_ssize_t words,                       # IN  int64 per cell: 1, or 2 (the hessian)
-        int64_t* run,                           # IN/OUT the slot's run of cells
-) noexcept nogil:
-    """Add a slot's joint cells to its features' own cells: the first
-    feature's bin i gets row i of the joint table, the second's bin j its
-    column j, word by word. Integer sums: the same cells as summing each
-    feature alone."""
-    cdef Py_ssize_t pair, i, j, word
-    cdef int64_t row_sum, value
-    cdef const int64_t* table
-    for pair in range(n_pairs):
-        table = joint + pair * PAIR_CELLS * words
-        for i in range(first_width[pair]):
-            for word in range(words):
-                row_sum = 0
-                for j in range(second_width[pair]):
-                    value = table[(i * PAIR_MAX_WIDTH + j) * words + word]
-                    row_sum = row_sum + value
-                    run[second_offset[pair] + j * words + word] += value
-                run[first_offset[pair] + i * words + word] += row_sum
+    # fold_pairs: a slot's joint cells (n_pairs * PAIR_CELLS * words) added to
+    # its features' cells in ``run``; offsets (times words) and widths per pair
+    void fold_pairs "pb_fold_pairs" (
+        const int64_t* joint, Py_ssize_t n_pairs, const Py_ssize_t* first_offset,
+        const Py_ssize_t* second_offset, const Py_ssize_t* first_width,
+        const Py_ssize_t* second_width, Py_ssize_t words, int64_t* run) noexcept nogil
 
 
 cdef inline void build_pack_histograms(
