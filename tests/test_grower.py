@@ -32,7 +32,7 @@ CASES = {
     "no-missing": dict(n_rows=400, n_features=4, n_eras=8, missing_rate=0.0),
     "many-bins-uint16": dict(n_rows=500, n_features=3, n_eras=5, n_bins=300),
     # The histogram pass sums features of at most 5 bins in pairs where eras
-    # hold >= 64 rows per slot (_histogram.pxd), with one int64 per cell
+    # hold >= 32 rows per slot (_histogram.pxd), with one int64 per cell
     # (equal hessians) or two (the hessian too); 5-7 bins per feature mixes
     # paired and single features in one tree, 7 features leave one unpaired.
     "equal-hessians-paired-and-single": dict(n_rows=2000, n_features=7, n_eras=4, n_bins=7,

@@ -159,9 +159,9 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
 
 # Feature pairs (_histogram.pxd, PAIR_*): features of at most 5 bins are
 # summed two by two into joint cells and folded back, when a tree has at most
-# 32 slots and the era >= 64 rows per slot; with one int64 per cell (equal
+# 32 slots and the era >= 32 rows per slot; with one int64 per cell (equal
 # hessians) or two (the hessian's word too). Widths 3 and 6 (paired) and 7
-# (never); 1, 9 and 33 slots per tree (33: never; 9: only in eras of 576+
+# (never); 1, 9 and 33 slots per tree (33: never; 9: only in eras of 288+
 # rows); odd feature counts leave one feature alone.
 @pytest.mark.parametrize("hessian", ["constant", "varying"])
 @pytest.mark.parametrize("width", [3, 6, 7])

@@ -26,11 +26,12 @@ cdef enum:
     # when the tree has at most PAIR_MAX_SLOTS slots in the pass and the era
     # at least PAIR_MIN_ROWS_PER_SLOT active rows per slot: each pair's joint
     # cells are cleared and folded back per (era, slot), which costs more than
-    # it saves below ~60 rows (benchmarks/RESULTS.md, twelfth session).
+    # it saves below ~30 rows (benchmarks/RESULTS.md, twelfth and thirteenth
+    # sessions).
     PAIR_MAX_WIDTH = 6
     PAIR_CELLS = PAIR_MAX_WIDTH * PAIR_MAX_WIDTH
     PAIR_MAX_SLOTS = 32
-    PAIR_MIN_ROWS_PER_SLOT = 64
+    PAIR_MIN_ROWS_PER_SLOT = 32
     # int64 of a thread's pair scratch (build_pack_histograms' pair_scratch):
     # up to two words per cell
     PAIR_SCRATCH_CELLS = PAIR_MAX_SLOTS * (MAX_FEATURES_PER_PASS // 2) * PAIR_CELLS * 2
