@@ -205,13 +205,23 @@ cdef extern from *:
     #define PB_ALWAYS_INLINE inline
     #define PB_NOINLINE
     #endif
+    /* One row's update of its joint cell: the packed gradient (and count),
+       then the hessian's word when cells have two. */
+    static PB_ALWAYS_INLINE void pb_add_joint(int64_t *run, Py_ssize_t cell, int64_t value,
+                                              int64_t hessian, const int words)
+    {
+        run[cell * words] += value;
+        if (words == 2)
+            run[cell * words + 1] += hessian;
+    }
+
     static PB_ALWAYS_INLINE void pb_pair_rows(
         int64_t *const *runs, const int32_t *row_ids, Py_ssize_t n,
         const uint8_t *const *first, const uint8_t *const *second, Py_ssize_t n_pairs,
         const int64_t *packed, const int64_t *hessian, const int words)
     {
         const Py_ssize_t step = PB_PAIR_CELLS * words;
-        Py_ssize_t k = 0, pair, cell;
+        Py_ssize_t k = 0, pair;
         for (; k + 4 <= n; k += 4) {
             int64_t *r0 = runs[k], *r1 = runs[k + 1], *r2 = runs[k + 2], *r3 = runs[k + 3];
             const int32_t i0 = row_ids[k], i1 = row_ids[k + 1];
@@ -234,18 +244,10 @@ cdef extern from *:
                        below 6, so each byte's a * 6 + b <= 35 carries
                        nothing into the next. */
                     joint = a * PB_PAIR_MAX_WIDTH + b;
-                    cell = (joint & 255u) * words;
-                    r0[cell] += v0;
-                    if (words == 2) r0[cell + 1] += h0;
-                    cell = ((joint >> 8) & 255u) * words;
-                    r1[cell] += v1;
-                    if (words == 2) r1[cell + 1] += h1;
-                    cell = ((joint >> 16) & 255u) * words;
-                    r2[cell] += v2;
-                    if (words == 2) r2[cell + 1] += h2;
-                    cell = (joint >> 24) * words;
-                    r3[cell] += v3;
-                    if (words == 2) r3[cell + 1] += h3;
+                    pb_add_joint(r0, joint & 255u, v0, h0, words);
+                    pb_add_joint(r1, (joint >> 8) & 255u, v1, h1, words);
+                    pb_add_joint(r2, (joint >> 16) & 255u, v2, h2, words);
+                    pb_add_joint(r3, joint >> 24, v3, h3, words);
                     r0 += step;
                     r1 += step;
                     r2 += step;
@@ -256,18 +258,10 @@ cdef extern from *:
             }
             for (pair = 0; pair < n_pairs; ++pair) {
                 const uint8_t *a = first[pair], *b = second[pair];
-                cell = (a[i0] * PB_PAIR_MAX_WIDTH + b[i0]) * words;
-                r0[cell] += v0;
-                if (words == 2) r0[cell + 1] += h0;
-                cell = (a[i1] * PB_PAIR_MAX_WIDTH + b[i1]) * words;
-                r1[cell] += v1;
-                if (words == 2) r1[cell + 1] += h1;
-                cell = (a[i2] * PB_PAIR_MAX_WIDTH + b[i2]) * words;
-                r2[cell] += v2;
-                if (words == 2) r2[cell + 1] += h2;
-                cell = (a[i3] * PB_PAIR_MAX_WIDTH + b[i3]) * words;
-                r3[cell] += v3;
-                if (words == 2) r3[cell + 1] += h3;
+                pb_add_joint(r0, a[i0] * PB_PAIR_MAX_WIDTH + b[i0], v0, h0, words);
+                pb_add_joint(r1, a[i1] * PB_PAIR_MAX_WIDTH + b[i1], v1, h1, words);
+                pb_add_joint(r2, a[i2] * PB_PAIR_MAX_WIDTH + b[i2], v2, h2, words);
+                pb_add_joint(r3, a[i3] * PB_PAIR_MAX_WIDTH + b[i3], v3, h3, words);
                 r0 += step;
                 r1 += step;
                 r2 += step;
@@ -279,11 +273,8 @@ cdef extern from *:
             const int32_t i = row_ids[k];
             const int64_t v = packed[i];
             const int64_t h = words == 2 ? hessian[i] : 0;
-            for (pair = 0; pair < n_pairs; ++pair, r += step) {
-                cell = (first[pair][i] * PB_PAIR_MAX_WIDTH + second[pair][i]) * words;
-                r[cell] += v;
-                if (words == 2) r[cell + 1] += h;
-            }
+            for (pair = 0; pair < n_pairs; ++pair, r += step)
+                pb_add_joint(r, first[pair][i] * PB_PAIR_MAX_WIDTH + second[pair][i], v, h, words);
         }
     }
 
