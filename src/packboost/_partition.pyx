@@ -440,7 +440,7 @@ def active_rows(
     era_rows = np.ascontiguousarray(era_rows, dtype=np.int64)
     # The last offset is read by its index: this module is compiled without
     # wraparound, where `era_rows[-1]` is not the last item under every NumPy
-    # (the CUDA build's NumPy raised IndexError).
+    # (NumPy 2.5 raised IndexError: every fit failed on the GPU machine).
     if era_rows.ndim != 1 or era_rows.shape[0] < 1 \
             or era_rows[era_rows.shape[0] - 1] != n_rows:
         raise ValueError(f"era_rows must be 1-d era offsets ending at {n_rows}")
