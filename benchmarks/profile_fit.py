@@ -12,7 +12,9 @@ wraps every kernel the CPU backend and the booster call with a timer:
 * "Python and NumPy glue": the rest of the fit's time;
 
 and a second table gives ``find_best_splits``' time per depth (depth 0: the
-pack's roots, whose eras the trees share).
+pack's roots, whose eras the trees share) and the share of the (slot,
+feature) tiles whose per-era cells were read and scored: the pooled bounds
+leave the others unread.
 
 Times are the process's CPU time (``time.process_time``): with one thread they
 add up to the fit, and they stay meaningful on a machine shared with other
@@ -39,6 +41,8 @@ SIZES = {
 }
 PHASES = defaultdict(float)
 BY_DEPTH = defaultdict(float)   # find_best_splits CPU s per depth, every pack
+# (tiles whose era cells were read, tiles its slot's tree may split on) per depth
+TILES = defaultdict(lambda: [0, 0])
 DEPTH = [0]                     # depth of the next find_best_splits call in the pack
 
 
@@ -107,6 +111,13 @@ def main():
         seconds = time.process_time() - start
         PHASES["histogram + scoring (find_best_splits)"] += seconds
         BY_DEPTH[DEPTH[0]] += seconds
+        # How many (slot, feature) tiles the pooled bounds left to score: the
+        # rest were never unpacked (docs/cpu-kernels.md §5).
+        slot_tree, slot_open, tree_uses_feature = call_args[5], call_args[6], call_args[8]
+        is_open = np.asarray(slot_open) != 0
+        TILES[DEPTH[0]][0] += int(np.asarray(result["unpacked"])[is_open].sum())
+        TILES[DEPTH[0]][1] += int(np.asarray(tree_uses_feature)[:, np.asarray(slot_tree)]
+                                  [:, is_open].sum())
         DEPTH[0] += 1
         # A subtracting depth's passes cannot be re-run alone (its cells come
         # from the parent's); the other keywords (cell_buffer, best_per_slot,
@@ -165,10 +176,12 @@ def main():
     rows["booster glue, binning, validation"] = rest
     for name, seconds in rows.items():
         print(f"| {name} | {seconds:.2f} | {100 * seconds / wall_fit:.0f}% |")
-    print("\n| depth | find_best_splits CPU s | share of the fit |")
-    print("| ---: | ---: | ---: |")
+    print("\n| depth | find_best_splits CPU s | share of the fit | tiles scored |")
+    print("| ---: | ---: | ---: | ---: |")
     for depth, seconds in sorted(BY_DEPTH.items()):
-        print(f"| {depth} | {seconds:.3f} | {100 * seconds / wall_fit:.0f}% |")
+        scored, tiles = TILES[depth]
+        print(f"| {depth} | {seconds:.3f} | {100 * seconds / wall_fit:.0f}% "
+              f"| {100 * scored / max(tiles, 1):.1f}% of {tiles:,} |")
     np.testing.assert_(wall_fit > 0)
 
 
