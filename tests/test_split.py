@@ -456,8 +456,10 @@ def test_shared_roots_find_the_splits_of_per_tree_passes(n_threads, hessian):
 def test_era_flags_skip_only_eras_a_tree_did_not_draw(hessian):
     """``era_tree_rows`` (a pack's era flags when trees draw whole eras, as
     the CPU backend passes them): the pass skips the (era, tree) flagged 0,
-    which changes nothing when the flags are the draws, in slot groups too;
-    a tree flagged out of every era gets no cells (the flags are obeyed)."""
+    and the pooled bounds do not read their cells, which changes nothing
+    when the flags are the draws, in slot groups too and with each slot's
+    best only (pooled bounds); a tree flagged out of every era gets no cells
+    (the flags are obeyed)."""
     pack_size = 4
     data, fixed, rng, kept = whole_era_pack(12, 5, pack_size, hessian)
     # depth 1: two slots per tree, rows of kept eras split at random
@@ -470,17 +472,24 @@ def test_era_flags_skip_only_eras_a_tree_did_not_draw(hessian):
     uses = (rng.random((len(features), pack_size)) < 0.6).astype(np.uint8)
     rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.era_offsets)
 
-    def table(flags, budget=_split.DEFAULT_HISTOGRAM_BUDGET_BYTES):
+    def table(flags, budget=_split.DEFAULT_HISTOGRAM_BUDGET_BYTES, best_per_slot=False):
+        # With best_per_slot a losing tile's entry depends on which thread
+        # scored what before it: one thread, so that the whole table (which
+        # tiles the bounds left unread included) must repeat.
         return _split.find_best_splits(
             data.X_binned, fixed, rows, era_offsets, node_of_row, slot_tree, slot_open,
-            features, uses, data.n_bins, dict(DEFAULT_SPLIT_PARAMS), 2, budget,
-            era_tree_rows=flags)
+            features, uses, data.n_bins, dict(DEFAULT_SPLIT_PARAMS),
+            1 if best_per_slot else 2, budget, era_tree_rows=flags,
+            best_per_slot=best_per_slot)
 
     flags = np.ascontiguousarray(kept.T, dtype=np.uint8)
     for budget in (_split.DEFAULT_HISTOGRAM_BUDGET_BYTES, 1):
-        plain, flagged = table(None, budget), table(flags, budget)
-        for field in plain:
-            np.testing.assert_array_equal(flagged[field], plain[field], field)
+        for best_per_slot in (False, True):
+            plain = table(None, budget, best_per_slot)
+            flagged = table(flags, budget, best_per_slot)
+            for field in plain:
+                np.testing.assert_array_equal(flagged[field], plain[field], field)
+    plain = table(None)
     assert plain["found"].sum() > pack_size
     without_tree_0 = flags.copy()
     without_tree_0[:, 0] = 0

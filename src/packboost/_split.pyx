@@ -571,6 +571,9 @@ cdef void bound_slot_tiles(
         double* candidates,              # scratch (N_CANDIDATE_SCRATCH, max width)
         double* member_bound,            # OUT (n_block,) pooled_tile_bound, -inf: not scored
         int32_t* member_order,           # OUT (n_block,) members by bound, highest first
+        const uint8_t* era_has_rows,     # IN  era e's flag at era_has_rows[e * flag_stride]:
+        Py_ssize_t flag_stride,          #     0 if the slot's tree has no row in it (its
+                                         #     cells are zero: not read), or NULL
 ) noexcept nogil:
     """Bounds on the best score of each tile of a slot from its cells summed
     over eras, and the order to score them in (find_best_splits).
@@ -593,6 +596,7 @@ cdef void bound_slot_tiles(
     cdef uint64_t* hessian_sums
     cdef const uint64_t* source
     cdef double n_present = 0.0, key
+    cdef Py_ssize_t n_summed = 0      # eras whose cells were added (shift_excess)
     cdef int32_t moving
     # The scored features as runs of consecutive cells (all of the block when
     # every feature is used).
@@ -626,10 +630,17 @@ cdef void bound_slot_tiles(
     # the compiler vectorises.
     for era in range(n_eras):
         source = <const uint64_t*>run_cells + era * era_stride
+        # An era the tree did not draw adds zeros and is not present (a
+        # quarter of the eras at the default era_subsample).
+        if era_has_rows != NULL and not era_has_rows[era * flag_stride]:
+            continue
+        n_summed += 1
         # An era's run is a slot group's runs away from the last one's (100s
         # of KiB deep in a pack): ask for every line of the run some eras
         # ahead, or each era waits on memory.
-        if era + BOUND_PREFETCH_ERAS < n_eras:
+        if era + BOUND_PREFETCH_ERAS < n_eras and (
+                era_has_rows == NULL
+                or era_has_rows[(era + BOUND_PREFETCH_ERAS) * flag_stride]):
             for segment in range(n_segments):
                 for j in range(segment_start[segment] * words, segment_end[segment] * words, 8):
                     __builtin_prefetch(source + BOUND_PREFETCH_ERAS * era_stride + j)
@@ -657,7 +668,7 @@ cdef void bound_slot_tiles(
             era_rows |= source[(member_offset[first_member] + bin_idx) * words] & mask
         if era_rows != 0:
             n_present += 1.0
-    shift_excess = <uint64_t>n_eras * (sign_bit >> count_bits)
+    shift_excess = <uint64_t>n_summed * (sign_bit >> count_bits)
     for segment in range(n_segments):
         for j in range(segment_start[segment], segment_end[segment]):
             gradient_sums[j] -= shift_excess
@@ -722,6 +733,7 @@ cdef struct scoring_block:
     int32_t* order                       # (group slots, >= n_block) tiles by bound
     Py_ssize_t bound_stride
     double* slot_floor                   # (n_threads, n_slots) best score seen per slot
+    const uint8_t* era_tree_rows         # (n_eras, pack_size) find_best_splits', or NULL
     Py_ssize_t n_threads
     Py_ssize_t n_slots
 
@@ -822,7 +834,10 @@ cdef void bound_block_slot(
                      pool.run_sums + thread * pool.run_sums_stride,
                      pool.candidates + thread * pool.candidates_stride,
                      block.bound + row * block.bound_stride,
-                     block.order + row * block.bound_stride)
+                     block.order + row * block.bound_stride,
+                     block.era_tree_rows + block.slot_tree[slot]
+                     if block.era_tree_rows != NULL else NULL,
+                     block.pack_size)
 
 
 cdef void score_slot_in_order(
@@ -947,7 +962,8 @@ def find_best_splits(
 
     ``era_tree_rows``: (n_eras, pack_size) uint8, 0 where a tree has no row
     in an era (its era flags when trees draw whole eras, TreeSamples): the
-    pass does not list those (era, tree) at all; None: every one is listed.
+    pass does not list those (era, tree) at all, nor do the pooled bounds
+    read their (zero) cells; None: every one is listed.
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -1147,6 +1163,7 @@ def find_best_splits(
     block_view.order = &tile_order_view[0, 0] if tile_orders.size else NULL
     block_view.bound_stride = features_per_pass
     block_view.slot_floor = &slot_floor_view[0, 0] if n_slots else NULL
+    block_view.era_tree_rows = era_tree_pointer
     block_view.n_threads = n_threads
     block_view.n_slots = n_slots
     cdef scratch_pool pool
