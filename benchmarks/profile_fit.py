@@ -58,9 +58,10 @@ def timed(name, function):
 
 def histogram_only(X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
                    slot_open, features, tree_uses_feature, n_bins, params, n_threads,
-                   budget, features_per_pass, *args):
+                   budget, features_per_pass, *args, era_tree_rows=None):
     """Time the histogram passes of one find_best_splits call on their own
-    (same blocks of features, every slot; no scoring)."""
+    (same blocks of features, every slot, the same (era, tree) skipped; no
+    scoring)."""
     start = time.process_time()
     width = int(n_bins[features].max()) + 1 if len(features) else 1
     # find_best_splits' blocks (this profile runs one thread)
@@ -72,9 +73,12 @@ def histogram_only(X_binned, fixed, rows, era_offsets, node_of_row, slot_tree,
         words = 1 if fixed.hessian_is_constant else 2
         cells = (len(era_offsets) - 1) * len(slot_tree) * len(features[block]) * width * words
         # As find_best_splits runs it (kept buffer, shared roots, feature
-        # pairs; not its skip of the eras a tree did not draw), or as far as
-        # an older build can (compare_builds.py).
+        # pairs, the eras a tree did not draw skipped), or as far as an older
+        # build can (compare_builds.py).
         for options in (dict(cell_buffer=kept_cell_buffer(cells), share_equal_rows=True,
+                             slot_tree=np.ascontiguousarray(slot_tree, dtype=np.int32),
+                             era_tree_rows=era_tree_rows),
+                        dict(cell_buffer=kept_cell_buffer(cells), share_equal_rows=True,
                              slot_tree=np.ascontiguousarray(slot_tree, dtype=np.int32)),
                         dict(cell_buffer=kept_cell_buffer(cells), share_equal_rows=True),
                         dict(cell_buffer=kept_cell_buffer(cells)), {}):
@@ -123,7 +127,7 @@ def main():
         # from the parent's); the other keywords (cell_buffer, best_per_slot,
         # constraints) leave the passes as they are.
         if options.get("depth_cells") is None:
-            histogram_only(*call_args)
+            histogram_only(*call_args, era_tree_rows=options.get("era_tree_rows"))
         else:
             PHASES["  histogram passes (re-run alone)"] += 0.0
         return result

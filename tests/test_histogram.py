@@ -252,3 +252,38 @@ def test_shared_roots_give_every_used_features_cells(n_rows, n_eras, hessian, sp
         # the sharing ran: a slot holds sums of a feature its tree does not use
         unused = ~used & used.any(axis=1, keepdims=True)
         assert any(shared[f][:, unused[f]]["count"].sum() > 0 for f in features)
+
+
+def test_build_histograms_skips_the_eras_a_tree_did_not_draw():
+    """``era_tree_rows`` as find_best_splits takes it: flags that are a
+    pack's whole-era draws change no cell; a tree flagged out of every era
+    gets none (its slots' cells stay zero), the other trees' are unchanged."""
+    pack_size = 3
+    data, g, h = make_binned_problem(5, 1200, 4, 12)
+    rng = np.random.default_rng(2)
+    kept = rng.random((pack_size, data.n_eras)) < 0.75
+    node_of_row = np.where(kept[:, data.row_era].T, np.arange(pack_size),
+                           -2 - np.arange(pack_size)).astype(np.int32)
+    rows, era_offsets = _partition.active_rows(node_of_row, np.ones(pack_size, np.uint8),
+                                               data.era_offsets)
+    fixed = to_fixed_point(g, h, data.era_offsets)
+    features = np.arange(4, dtype=np.int32)
+    uses = np.ones((4, pack_size), dtype=np.uint8)
+    width = int(data.n_bins.max()) + 1
+
+    def cells(flags):
+        return _histogram.build_histograms(data.X_binned, features, fixed, None, rows,
+                                           era_offsets, node_of_row, uses, pack_size, width,
+                                           unpack=False, era_tree_rows=flags)
+
+    flags = np.ascontiguousarray(kept.T, dtype=np.uint8)
+    plain = cells(None)
+    np.testing.assert_array_equal(cells(flags), plain)
+    assert np.any(plain[:, 0] != 0)
+    without_tree_0 = flags.copy()
+    without_tree_0[:, 0] = 0
+    cut = cells(without_tree_0)
+    assert not np.any(cut[:, 0])
+    np.testing.assert_array_equal(cut[:, 1:], plain[:, 1:])
+    with pytest.raises(ValueError, match="era_tree_rows"):
+        cells(flags[:-1])

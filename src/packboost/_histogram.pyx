@@ -38,7 +38,8 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                      const node_index_t[:, ::1] node_of_row,
                      tree_uses_feature, Py_ssize_t n_slots,
                      Py_ssize_t width, row_era_offsets=None, bint unpack=True,
-                     cell_buffer=None, bint share_equal_rows=False, slot_tree=None):
+                     cell_buffer=None, bint share_equal_rows=False, slot_tree=None,
+                     era_tree_rows=None):
     """Per-era histograms of ``features`` for slots ``0 .. n_slots-1``,
     over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``),
     in one pass over the rows, as the split finder builds them.
@@ -65,6 +66,10 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     ``slot_tree``: (n_slots,) each slot's tree, as find_best_splits has it
     (slots grouped by tree), for summing narrow features in pairs; None:
     read from ``node_of_row`` (slot_trees_of; a pass over the table).
+
+    ``era_tree_rows``: (n_eras, pack_size) uint8, 0 where a tree has no row
+    in an era, as find_best_splits takes it (the pass skips those); None:
+    every (era, tree) is listed.
 
     ``cell_buffer``: an int64 array of at least the cells' entries to hold
     them, kept across calls as a fit keeps its block buffer (a new array
@@ -125,6 +130,14 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
             raise ValueError(f"slot_tree must hold {n_slots} ascending trees of the pack")
     cdef const int32_t[::1] slot_tree_view = slot_tree if slot_tree is not None else \
         np.zeros(1, dtype=np.int32)
+    cdef const uint8_t[:, ::1] era_tree_view
+    cdef const uint8_t* era_tree_pointer = NULL
+    if era_tree_rows is not None:
+        era_tree_view = np.ascontiguousarray(era_tree_rows, dtype=np.uint8)
+        if era_tree_view.shape[0] != n_eras or era_tree_view.shape[1] != node_of_row.shape[1]:
+            raise ValueError(f"era_tree_rows must be ({n_eras}, {node_of_row.shape[1]}), got "
+                             f"{tuple(np.shape(era_tree_rows))}")
+        era_tree_pointer = &era_tree_view[0, 0]
     cdef Py_ssize_t slot, member, era
     with nogil:
         slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,
@@ -138,7 +151,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                                   NULL, NULL, share_equal_rows, &cells_view[0],
                                   &pair_view[0],
                                   &slot_tree_view[0] if slot_tree is not None else NULL,
-                                  NULL)
+                                  era_tree_pointer)
     if not unpack:
         return cells.reshape(n_eras, n_slots, slot_stride * words)
     hist = np.empty((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)
