@@ -630,14 +630,10 @@ cdef void bound_slot_tiles(
     # the compiler vectorises.
     for era in range(n_eras):
         source = <const uint64_t*>run_cells + era * era_stride
-        # An era the tree did not draw adds zeros and is not present (a
-        # quarter of the eras at the default era_subsample).
-        if era_has_rows != NULL and not era_has_rows[era * flag_stride]:
-            continue
-        n_summed += 1
         # An era's run is a slot group's runs away from the last one's (100s
         # of KiB deep in a pack): ask for every line of the run some eras
-        # ahead, or each era waits on memory.
+        # ahead, or each era waits on memory. Before the skip below, so that
+        # every era read has been asked for, whether or not this one is.
         if era + BOUND_PREFETCH_ERAS < n_eras and (
                 era_has_rows == NULL
                 or era_has_rows[(era + BOUND_PREFETCH_ERAS) * flag_stride]):
@@ -646,6 +642,11 @@ cdef void bound_slot_tiles(
                     __builtin_prefetch(source + BOUND_PREFETCH_ERAS * era_stride + j)
                 __builtin_prefetch(source + BOUND_PREFETCH_ERAS * era_stride
                                    + segment_end[segment] * words - 1)
+        # An era the tree did not draw adds zeros and is not present (a
+        # quarter of the eras at the default era_subsample).
+        if era_has_rows != NULL and not era_has_rows[era * flag_stride]:
+            continue
+        n_summed += 1
         for segment in range(n_segments):
             start = segment_start[segment]
             end = segment_end[segment]
