@@ -57,6 +57,19 @@ cdef struct fixed_point_rows:
     double constant_hessian            # used when words == 1
 
 
+cdef inline const uint8_t* era_tree_flags(const uint8_t[:, ::1] flags, Py_ssize_t n_eras,
+                                         Py_ssize_t pack_size) except? NULL:
+    """The kernels' pointer to ``era_tree_rows`` -- (n_eras, pack_size) uint8,
+    0 where a tree has no row in an era -- or NULL for None (or no cell).
+    It points into the caller's array: keep that alive while in use."""
+    if flags is None:
+        return NULL
+    if flags.shape[0] != n_eras or flags.shape[1] != pack_size:
+        raise ValueError(f"era_tree_rows must be ({n_eras}, {pack_size}), got "
+                         f"({flags.shape[0]}, {flags.shape[1]})")
+    return &flags[0, 0] if n_eras and pack_size else NULL
+
+
 cdef inline fixed_point_rows view_fixed_point(fixed, Py_ssize_t n_rows) except *:
     """The kernels' view of ``fixed`` for ``n_rows`` rows."""
     cdef const int64_t[::1] packed = fixed.packed

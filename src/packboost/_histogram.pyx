@@ -18,7 +18,7 @@ from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index
 from packboost._types cimport row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
                                    PAIR_MAX_WIDTH, PB_PAIR_MAX_WIDTH, fixed_point_rows,
-                                   view_fixed_point, block_cell_offsets,
+                                   view_fixed_point, era_tree_flags, block_cell_offsets,
                                    build_pack_histograms, unpack_tile)
 from packboost._fixed_point import FixedPointGradients, to_fixed_point
 
@@ -130,14 +130,8 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
             raise ValueError(f"slot_tree must hold {n_slots} ascending trees of the pack")
     cdef const int32_t[::1] slot_tree_view = slot_tree if slot_tree is not None else \
         np.zeros(1, dtype=np.int32)
-    cdef const uint8_t[:, ::1] era_tree_view
-    cdef const uint8_t* era_tree_pointer = NULL
-    if era_tree_rows is not None:
-        era_tree_view = np.ascontiguousarray(era_tree_rows, dtype=np.uint8)
-        if era_tree_view.shape[0] != n_eras or era_tree_view.shape[1] != node_of_row.shape[1]:
-            raise ValueError(f"era_tree_rows must be ({n_eras}, {node_of_row.shape[1]}), got "
-                             f"{tuple(np.shape(era_tree_rows))}")
-        era_tree_pointer = &era_tree_view[0, 0]
+    cdef const uint8_t* era_tree_pointer = era_tree_flags(era_tree_rows, n_eras,
+                                                          node_of_row.shape[1])
     cdef Py_ssize_t slot, member, era
     with nogil:
         slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,

@@ -64,7 +64,7 @@ from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index
 from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
                                    fixed_point_rows,
-                                   view_fixed_point, block_cell_offsets,
+                                   view_fixed_point, era_tree_flags, block_cell_offsets,
                                    build_pack_histograms, derive_slots, unpack_tile,
                                    SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE)
 from packboost._histogram import HIST_DTYPE
@@ -1048,15 +1048,7 @@ def find_best_splits(
     cdef const int64_t* parent_pointer = NULL
     cdef const int64_t* block_parent = NULL
     cdef int64_t* block_cells
-    cdef const uint8_t[:, ::1] era_tree_view
-    cdef const uint8_t* era_tree_pointer = NULL
-    if era_tree_rows is not None:
-        era_tree_view = era_tree_rows
-        if era_tree_view.shape[0] != n_eras or era_tree_view.shape[1] != pack_size:
-            raise ValueError(f"era_tree_rows must be ({n_eras}, {pack_size}), got "
-                             f"{tuple(np.shape(era_tree_rows))}")
-        if n_eras and pack_size:
-            era_tree_pointer = &era_tree_view[0, 0]
+    cdef const uint8_t* era_tree_pointer = era_tree_flags(era_tree_rows, n_eras, pack_size)
     width_prefix = np.zeros(n_candidates + 1, dtype=np.intp)
     np.cumsum(np.asarray(n_bins)[np.asarray(features)] + 1, out=width_prefix[1:])
     cdef const Py_ssize_t[::1] width_prefix_view = width_prefix
