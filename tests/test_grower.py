@@ -528,3 +528,67 @@ def test_pack_feature_sampling_draws_once_per_pack():
         np.testing.assert_array_equal(mask, pack.tree_feature_masks[0])
     assert len(pack.layer_features[0]) == 10 and pack.tree_feature_masks[0].sum(axis=1).max() == 5
     assert not all(np.array_equal(k, depth.layer_features[0]) for k in depth.layer_features)
+
+
+@pytest.mark.parametrize("constant_hessian", [True, False], ids=["one-word", "two-words"])
+@pytest.mark.parametrize("overrides", [{}, PARAMS["newton"], PARAMS["no-sampling"],
+                                       dict(layer_feature_fraction=1.0, era_subsample=1.0)],
+                         ids=["realized", "newton", "no-sampling", "every-feature"])
+@pytest.mark.parametrize("case", ["many-eras", "few-rows-absent-eras", "one-row", "one-era",
+                                  "one-sided-eras", "ties-duplicated-feature",
+                                  "many-bins-uint16", "all-paired"])
+def test_node_sums_from_the_splits_equal_a_pass_over_the_rows(case, overrides,
+                                                               constant_hessian, monkeypatch):
+    """The CPU backend takes the children's gradient, hessian and count sums
+    from the splits' left sums and sums only the squared gradients while
+    routing (none at the last depth): at every depth they must be a pass
+    over the rows' numbers, bit for bit, and the split-derived path must
+    have run where the pack split."""
+    from packboost import _partition
+
+    data, g, h = make_binned_problem(5, **CASES[case])
+    if data.X_binned.max() > 255:
+        data.X_binned = data.X_binned.astype(np.uint16)
+    if constant_hessian:
+        h = np.ones_like(h)
+    params = {**BASE, "max_depth": 5, **overrides}
+    draws = draw_round(np.random.default_rng(5), data, params)
+    settings = grower_params(params)
+    derived, without_squares = [], []
+    children_sums = CpuBackend._children_sums
+    slot_sums = CpuBackend.slot_sums
+
+    def recording_children(self, *args):
+        children = children_sums(self, *args)
+        derived.append(children is not None)
+        return children
+
+    def checking_sums(self, n_slots):
+        sums = slot_sums(self, n_slots)
+        again = _partition.slot_sums(self.fixed.gradients, self.fixed.hessians,
+                                     self.node_of_row, n_slots, 1)
+        np.testing.assert_array_equal(sums.gradients, again[0])
+        np.testing.assert_array_equal(sums.hessians, again[1])
+        np.testing.assert_array_equal(sums.count, again[2])
+        assert sums.count.dtype == np.int64
+        if sums.gradients_squared is None:
+            without_squares.append(n_slots)
+        else:
+            np.testing.assert_array_equal(sums.gradients_squared, again[3])
+        return sums
+
+    monkeypatch.setattr(CpuBackend, "_children_sums", recording_children)
+    monkeypatch.setattr(CpuBackend, "slot_sums", checking_sums)
+    pack = grow_on_cpu(data, g, h, draws, settings, 2)
+    if (pack.nodes["feature"] >= 0).any():
+        assert any(derived)
+    depth = 0   # the packs' deepest level: squares are left out only there
+    for tree in range(params["pack_size"]):
+        nodes = tree_of(pack, tree)
+        level = np.zeros(len(nodes["feature"]), dtype=int)
+        for node in range(len(level)):
+            if nodes["left_child"][node] >= 0:
+                level[nodes["left_child"][node]] = level[nodes["right_child"][node]] = \
+                    level[node] + 1
+        depth = max(depth, int(level.max()))
+    assert bool(without_squares) == (depth == params["max_depth"])

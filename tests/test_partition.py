@@ -84,6 +84,14 @@ def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads, sha
     again = _partition.slot_sums(gradients, hessians, expected_codes, n_next, n_threads)
     for got, want in zip(sums, again, strict=True):
         np.testing.assert_array_equal(got, want)
+    # squares_only: the fourth of those sums alone, the same numbers
+    squared = codes.copy()
+    squares = _partition.route_rows(X, squared, feature, threshold, missing_left, left_child,
+                                    n_bins, slot_node, np.full(codes.shape, -7, dtype=np.int32),
+                                    n_threads, gradients, hessians, n_next, squares_only=True)
+    np.testing.assert_array_equal(squared, expected_codes)
+    assert squares.shape == (n_next,)
+    np.testing.assert_array_equal(squares, again[3])
     # and what they mean, within rounding
     in_slot = [(expected_codes == slot) for slot in range(n_next)]
     np.testing.assert_array_equal(sums[2], [mask.sum() for mask in in_slot])

@@ -85,13 +85,15 @@ cdef inline void route_row(
         const node_index_t* slot_node,      # IN  (n_slots,) node id of each slot
         node_index_t* row_leaves,           # OUT (pack_size,) the row's leaves
         double* sums,           # IN/OUT (n_next_slots, 4) partial sums, or NULL: none
+        double* squares,        # IN/OUT (n_next_slots,) partial g^2 sums, or NULL: none
         double gradient,
         double hessian,
 ) noexcept nogil:
     """One row's move to its child slot in every tree (route_rows); with
     ``sums``, the row added to that slot's (g, h, count, g^2) where the tree
     sampled it -- slot_sums' numbers: a slot is one tree's, so its sums take
-    the rows in row order either way.
+    the rows in row order either way. With ``squares`` instead, g^2 only
+    (the same additions as the fourth sum).
 
     A slot's split is one ``slot_route`` (one load for what took five arrays,
     and the column's start without a multiplication); the child is chosen
@@ -119,6 +121,8 @@ cdef inline void route_row(
             row_codes[tree] = child
             if sums != NULL:
                 add_row_to_slot(sums + 4 * child, gradient, hessian, squared)
+            elif squares != NULL:
+                squares[child] += squared
         else:
             row_codes[tree] = -2 - child
 
@@ -312,6 +316,7 @@ def route_rows(
         const gradient_t[::1] gradients=None,        # IN  (n_rows,) with ``hessians``: also
         const gradient_t[::1] hessians=None,         #     sum the next frontier's slots
         Py_ssize_t n_next_slots=0,
+        bint squares_only=False,
 ):
     """Move every row to its child slot in the next frontier; rows of slots
     that do not split get code -1 and their leaf in ``leaf_of_row``.
@@ -320,7 +325,12 @@ def route_rows(
     ``slot_sums(gradients, hessians, node_of_row, n_next_slots)`` would
     afterwards -- the same numbers, summed in the same chunks and order --
     while each row is at hand (a second pass over the table cost a third
-    as much as the routing; benchmarks/RESULTS.md). Otherwise None."""
+    as much as the routing; benchmarks/RESULTS.md). Otherwise None.
+
+    ``squares_only``: only the squared gradients' sums, (n_next_slots,), the
+    same numbers as the fourth of those sums. The CPU backend takes the
+    other three from the split finder (an exact left child's sums and the
+    parent's minus them): half the read-modify-writes per (row, tree)."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0], row, chunk
     cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
     cdef bint summing = gradients is not None and hessians is not None
@@ -329,8 +339,10 @@ def route_rows(
     # Each row is added to its child's sums while the child is at hand: about
     # 5% less routing time per (row, tree) in a fit than a second loop over
     # its trees (benchmarks/RESULTS.md, eighth session); the same numbers.
-    partial = chunk_partials(n_next_slots)
+    partial = chunk_partials(0 if squares_only else n_next_slots)
     cdef double[:, :, ::1] partial_view = partial
+    squares = np.zeros((SUM_CHUNKS, max(n_next_slots, 1)))
+    cdef double[:, ::1] squares_view = squares
     # The split columns, each once. Deep in a pack a row's trees read many
     # of them (up to the depth's K_d), more streams than the hardware
     # prefetcher follows: at Numerai scale depths 4-5 routed 1.5x slower
@@ -358,7 +370,7 @@ def route_rows(
             if n_columns > 0 and row % line_rows == 0:
                 prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
             route_row(codes, &node_of_row[row, 0], pack_size, row, route_pointer,
-                      &slot_node[0], &leaf_of_row[row, 0], NULL, 0.0, 0.0)
+                      &slot_node[0], &leaf_of_row[row, 0], NULL, NULL, 0.0, 0.0)
     elif n_rows > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='static',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
@@ -367,10 +379,18 @@ def route_rows(
                     prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
                 route_row(codes, &node_of_row[row, 0], pack_size, row, route_pointer,
                           &slot_node[0], &leaf_of_row[row, 0],
-                          &partial_view[chunk, 0, 0] if n_next_slots > 0 else NULL,
+                          &partial_view[chunk, 0, 0]
+                          if n_next_slots > 0 and not squares_only else NULL,
+                          &squares_view[chunk, 0] if n_next_slots > 0 and squares_only
+                          else NULL,
                           gradients[row], hessians[row])
     if not summing:
         return None
+    if squares_only:
+        totals = squares[0].copy()   # in chunk order, as chunk_totals
+        for chunk in range(1, SUM_CHUNKS):
+            totals += squares[chunk]
+        return totals[:n_next_slots]
     return chunk_totals(partial, n_next_slots)
 
 

@@ -126,6 +126,11 @@ cdef struct tile_best:
     bin_index_t threshold
     uint8_t missing_left
     uint8_t found
+    # the left child's pooled sums (missing rows included when they go
+    # left): exact, so the children's node sums need no pass over the rows
+    double left_g
+    double left_h
+    double left_count
 
 
 # The struct's codes for the parameters' strings (tests; the struct is filled
@@ -481,6 +486,10 @@ cdef tile_best score_tile(
                                             params.reg_lambda, params.reg_alpha)
             best.threshold = <bin_index_t>bin_idx
             best.missing_left = <uint8_t>missing_goes_left
+            best.left_g = cand_g
+            best.left_h = cand_h
+            best.left_count = (at_p_count[bin_idx] + p_missing_count if missing_goes_left
+                               else at_p_count[bin_idx])
     return best
 
 
@@ -704,6 +713,9 @@ cdef struct split_table:
     uint8_t* missing_left
     uint8_t* found
     uint8_t* unpacked
+    double* left_gradient       # the best candidate's left child: pooled sums
+    double* left_hessian
+    double* left_count
     Py_ssize_t n_candidates
 
 
@@ -808,6 +820,9 @@ cdef double score_block_tile(
     table.direction[index] = best.direction
     table.threshold[index] = best.threshold
     table.missing_left[index] = best.missing_left
+    table.left_gradient[index] = best.left_g
+    table.left_hessian[index] = best.left_h
+    table.left_count[index] = best.left_count
     return best.score
 
 
@@ -970,9 +985,12 @@ def find_best_splits(
     candidate meets the constraints), ``gain`` (pooled Newton gain),
     ``mean``, ``std`` (0 when lambda_dro = 0 with realized gains),
     ``direction`` (0 when lambda_dir = 0), ``threshold``, ``missing_left``,
-    ``found``, and ``unpacked``: 1 where the tile's era cells were read and
+    ``found``, ``unpacked``: 1 where the tile's era cells were read and
     scored (not for a feature its slot's tree does not use, a forbidden
-    pair, or a tile the pooled bounds pruned).
+    pair, or a tile the pooled bounds pruned), and ``left_gradient``,
+    ``left_hessian``, ``left_count``: the pooled sums of the candidate's
+    left child (missing rows included when they go left), exact, so the
+    CPU backend takes the children's node sums from them.
     """
     cdef Py_ssize_t n_slots = slot_tree.shape[0]
     cdef Py_ssize_t n_candidates = features.shape[0]
@@ -999,11 +1017,17 @@ def find_best_splits(
     missing_left = np.zeros(shape, dtype=np.uint8)
     found = np.zeros(shape, dtype=np.uint8)
     unpacked = np.zeros(shape, dtype=np.uint8)
+    left_gradient = np.zeros(shape)
+    left_hessian = np.zeros(shape)
+    left_count = np.zeros(shape)
     result = dict(score=score, gain=gain, mean=mean, std=std, direction=direction,
                   threshold=threshold, missing_left=missing_left, found=found,
-                  unpacked=unpacked)
+                  unpacked=unpacked, left_gradient=left_gradient, left_hessian=left_hessian,
+                  left_count=left_count)
     cdef double[:, ::1] score_view = score, gain_view = gain, mean_view = mean
     cdef double[:, ::1] std_view = std, direction_view = direction
+    cdef double[:, ::1] left_gradient_view = left_gradient, left_hessian_view = left_hessian
+    cdef double[:, ::1] left_count_view = left_count
     cdef bin_index_t[:, ::1] threshold_view = threshold
     cdef uint8_t[:, ::1] missing_left_view = missing_left, found_view = found
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
@@ -1135,6 +1159,9 @@ def find_best_splits(
     table.found = &found_view[0, 0] if n_slots * n_candidates else NULL
     cdef uint8_t[:, ::1] unpacked_view = unpacked
     table.unpacked = &unpacked_view[0, 0] if n_slots * n_candidates else NULL
+    table.left_gradient = &left_gradient_view[0, 0] if n_slots * n_candidates else NULL
+    table.left_hessian = &left_hessian_view[0, 0] if n_slots * n_candidates else NULL
+    table.left_count = &left_count_view[0, 0] if n_slots * n_candidates else NULL
     table.n_candidates = n_candidates
     cdef scoring_block block_view
     block_view.n_eras = n_eras
@@ -1354,4 +1381,5 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
         return None
     return dict(score=best.score, gain=best.gain, mean=best.mean, std=best.std,
                 direction=best.direction, threshold=best.threshold,
-                missing_left=bool(best.missing_left))
+                missing_left=bool(best.missing_left), left_gradient=best.left_g,
+                left_hessian=best.left_h, left_count=best.left_count)

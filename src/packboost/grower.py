@@ -209,7 +209,8 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
         left_child_slot = np.full(n_slots, -1, dtype=np.int32)
         left_child_slot[split_slots] = 2 * np.arange(len(split_slots), dtype=np.int32)
         backend.route_rows(level["feature"], level["threshold_bin"], level["missing_left"],
-                           left_child_slot, slot_local)
+                           left_child_slot, slot_local,
+                           split_children=depth + 1 < params.max_depth)
         if len(split_slots) == 0:
             break
         split_feature = level["feature"][split_slots]

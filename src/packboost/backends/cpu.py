@@ -81,6 +81,10 @@ class CpuBackend:
         self._counts = None
         self._slot_parent = None
         self._routed_sums = None
+        # The frontier's sums and best splits (slot_sums, find_splits): the
+        # children's sums come from them (route_rows).
+        self._sums = None
+        self._best = None
         # The node ids of the last frontier once no slot splits (route_rows):
         # rows still in its slots are in those leaves (add_pack).
         self._last_slot_node = None
@@ -118,6 +122,7 @@ class CpuBackend:
             sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
                                                   self.node_of_row, n_slots, self.n_threads))
         self._counts = sums.count
+        self._sums = sums
         return sums
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
@@ -141,7 +146,9 @@ class CpuBackend:
         if plan is not None and keep_for_children:
             self._kept = dict(cells=plan["depth_cells"], features=features,
                               uses=tree_uses_feature, n_slots=len(slot_tree))
-        return BestSplits.of_table(found)
+        best = BestSplits.of_table(found)
+        self._best = (best, features)
+        return best
 
     def _block_buffer(self, plan, n_slots, features):
         """find_best_splits' block buffer for full passes: one of the two
@@ -229,9 +236,10 @@ class CpuBackend:
         raise AssertionError("two buffers, one parent")
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
-                   slot_node) -> None:
+                   slot_node, *, split_children=True) -> None:
         data = self.data
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
+        best, self._best = self._best, None
         if len(split) == 0:
             # No slot splits: the pack ends here (the driver grows no further).
             # A pass would only copy each row's slot to its leaf (a sixth of a
@@ -246,14 +254,64 @@ class CpuBackend:
         if len(split) and not np.array_equal(np.asarray(left_child_slot)[split],
                                              2 * np.arange(len(split))):
             self._slot_parent = None  # children numbered otherwise: no subtraction
-        # The next frontier's sums come with the routing (one pass over the
-        # table, same numbers as slot_sums): slot_sums hands them out.
         n_next = 2 * len(split)
-        sums = _partition.route_rows(data.X_binned, self.node_of_row, split_feature,
-                                     split_threshold, split_missing_left, left_child_slot,
-                                     data.n_bins, slot_node, self.leaf_of_row, self.n_threads,
-                                     self.fixed.gradients, self.fixed.hessians, n_next)
-        self._routed_sums = (n_next, SlotSums(*sums)) if n_next else None
+        children = self._children_sums(best, split, split_feature, split_threshold,
+                                       split_missing_left, left_child_slot)
+        route = (data.X_binned, self.node_of_row, split_feature, split_threshold,
+                 split_missing_left, left_child_slot, data.n_bins, slot_node, self.leaf_of_row,
+                 self.n_threads)
+        if children is None:
+            # The next frontier's sums come with the routing (one pass over
+            # the table, same numbers as slot_sums): slot_sums hands them out.
+            sums = SlotSums(*_partition.route_rows(*route, self.fixed.gradients,
+                                                   self.fixed.hessians, n_next))
+        else:
+            # Gradient, hessian and count from the splits (exact); the
+            # squared gradients only where the driver splits the children.
+            # Each (row, tree) then adds one number to its child, or none:
+            # the four sums' read-modify-writes were a third of the routing.
+            squares = None
+            if split_children:
+                squares = _partition.route_rows(*route, self.fixed.gradients,
+                                                self.fixed.hessians, n_next, squares_only=True)
+            else:
+                _partition.route_rows(*route)
+            sums = SlotSums(*children, squares)
+        self._routed_sums = (n_next, sums) if n_next else None
+
+    def _children_sums(self, best, split, split_feature, split_threshold, split_missing_left,
+                       left_child_slot):
+        """The next frontier's gradient, hessian and count sums from this
+        depth's: a split slot's left child has its best candidate's left sums
+        (find_best_splits' left_*), the right one the slot's sums minus them.
+        Exact, so they are the numbers summing the rows gives. None where
+        those are not at hand or describe other splits than these (then the
+        routing sums the rows)."""
+        sums = self._sums
+        if best is None or sums is None or len(split) == 0:
+            return None
+        best, features = best
+        n_slots = len(left_child_slot)
+        if (best.left_gradients is None or len(best.column) != n_slots
+                or len(sums.count) != n_slots or np.any(best.column[split] < 0)):
+            return None
+        split_feature = np.asarray(split_feature)
+        if not (np.array_equal(features[best.column[split]], split_feature[split])
+                and np.array_equal(best.threshold[split], np.asarray(split_threshold)[split])
+                and np.array_equal(best.missing_left[split],
+                                   np.asarray(split_missing_left)[split])):
+            return None
+        left = np.asarray(left_child_slot)[split].astype(np.intp)
+        n_next = 2 * len(split)
+        out = []
+        for parent, left_sums, dtype in ((sums.gradients, best.left_gradients, np.float64),
+                                         (sums.hessians, best.left_hessians, np.float64),
+                                         (sums.count, best.left_count, np.int64)):
+            child = np.empty(n_next, dtype=dtype)
+            child[left] = left_sums[split]
+            child[left + 1] = parent[split] - child[left]
+            out.append(child)
+        return out
 
     def training_leaves(self) -> np.ndarray:
         """Every training row's leaf (node id in its tree) in every tree of

@@ -77,7 +77,9 @@ class CudaBackend:
         return BestSplits(**best)
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
-                   slot_node) -> None:
+                   slot_node, *, split_children=True) -> None:
+        # split_children is a hint this backend does not use (it always sums
+        # the squared gradients).
         self.kernels.route_rows(np.ascontiguousarray(split_feature, dtype=np.int32),
                                 np.ascontiguousarray(split_threshold, dtype=np.int32),
                                 np.ascontiguousarray(split_missing_left, dtype=np.uint8),

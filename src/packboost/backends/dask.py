@@ -352,7 +352,9 @@ class DaskBackend:
         return _best_splits(candidates, score, gain, n_slots, n_candidates)
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
-                   slot_node) -> None:
+                   slot_node, *, split_children=True) -> None:
+        # split_children is a hint this backend does not use (it always sums
+        # the squared gradients).
         self._defer([self._submit(shard, worker_route_rows, split_feature, split_threshold,
                                   split_missing_left, left_child_slot, slot_node)
                      for shard in self.shards])

@@ -36,7 +36,9 @@ class SlotSums:
     gradients: np.ndarray
     hessians: np.ndarray
     count: np.ndarray
-    gradients_squared: np.ndarray   # for the slot's gradient variance (era_std="between")
+    # For the slot's gradient variance (era_std="between"); None after
+    # route_rows(..., split_children=False): the driver does not read it then.
+    gradients_squared: np.ndarray | None
 
 
 @dataclass
@@ -53,6 +55,13 @@ class BestSplits:
     gain: np.ndarray            # float64 pooled Newton gain
     threshold: np.ndarray       # int32 bin threshold (left: bin <= threshold)
     missing_left: np.ndarray    # uint8
+    # The best candidate's left child: pooled gradient, hessian and row
+    # count sums (float64; missing rows included when they go left), or None
+    # where a backend does not report them. Exact (fixed-point grid values),
+    # so a backend may take the children's node sums from them.
+    left_gradients: np.ndarray | None = None
+    left_hessians: np.ndarray | None = None
+    left_count: np.ndarray | None = None
 
     @classmethod
     def of_table(cls, found: dict) -> BestSplits:
@@ -66,12 +75,18 @@ class BestSplits:
         slots = np.arange(len(column))
         chosen = np.maximum(column, 0)
         has = column >= 0
+        left = {}
+        if "left_gradient" in found:
+            left = {name: np.where(has, found[key][slots, chosen], 0.0) for name, key in
+                    (("left_gradients", "left_gradient"), ("left_hessians", "left_hessian"),
+                     ("left_count", "left_count"))}
         return cls(
             column=column,
             score=np.where(has, found["score"][slots, chosen], -np.inf),
             gain=np.where(has, found["gain"][slots, chosen], 0.0),
             threshold=np.where(has, found["threshold"][slots, chosen], 0).astype(np.int32),
-            missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8))
+            missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8),
+            **left)
 
 
 class Backend(Protocol):
@@ -112,10 +127,13 @@ class Backend(Protocol):
 
     def route_rows(self, split_feature: np.ndarray, split_threshold: np.ndarray,
                    split_missing_left: np.ndarray, left_child_slot: np.ndarray,
-                   slot_node: np.ndarray) -> None:
+                   slot_node: np.ndarray, *, split_children: bool = True) -> None:
         """Move every row to its child slot (``left_child_slot[k]`` or +1 for
         a slot k with ``split_feature[k] >= 0``); rows of a slot that did not
-        split record its node id in its tree (``slot_node[k]``) as their leaf."""
+        split record its node id in its tree (``slot_node[k]``) as their leaf.
+        ``split_children=False`` (the last depth): the driver will not look
+        for splits in the children, so the next ``slot_sums`` may leave
+        ``gradients_squared`` out (None); a hint, like ``keep_for_children``."""
 
     def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
         """``raw_prediction += `` the pack's trees on the training rows, each
