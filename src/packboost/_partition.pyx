@@ -341,7 +341,7 @@ def route_rows(
     # its trees (benchmarks/RESULTS.md, eighth session); the same numbers.
     partial = chunk_partials(0 if squares_only else n_next_slots)
     cdef double[:, :, ::1] partial_view = partial
-    squares = np.zeros((SUM_CHUNKS, max(n_next_slots, 1)))
+    squares = np.zeros((SUM_CHUNKS, max(n_next_slots, 1) if squares_only else 1))
     cdef double[:, ::1] squares_view = squares
     # The split columns, each once. Deep in a pack a row's trees read many
     # of them (up to the depth's K_d), more streams than the hardware
