@@ -592,3 +592,20 @@ def test_node_sums_from_the_splits_equal_a_pass_over_the_rows(case, overrides,
                     level[node] + 1
         depth = max(depth, int(level.max()))
     assert bool(without_squares) == (depth == params["max_depth"])
+
+
+def test_raw_threshold_is_the_cut_above_the_bin_or_inf():
+    """A split's raw threshold: the cut that ends its bin, +inf past the
+    feature's last cut (features without cuts included)."""
+    from packboost.grower import TrainingData
+
+    rng = np.random.default_rng(0)
+    cuts = [np.sort(rng.normal(size=n)) for n in (0, 1, 4, 254)]
+    data = TrainingData(X_binned=np.zeros((4, 1), dtype=np.uint8),
+                        n_bins=np.array([len(c) + 1 for c in cuts], dtype=np.int32),
+                        row_era=np.zeros(1, dtype=np.int32), n_eras=1, cuts=cuts)
+    feature = rng.integers(0, 4, 500).astype(np.int32)
+    threshold = np.array([rng.integers(0, len(cuts[k]) + 1) for k in feature], dtype=np.int32)
+    want = [cuts[k][t] if t < len(cuts[k]) else np.inf for k, t in zip(feature, threshold)]
+    np.testing.assert_array_equal(data.raw_threshold(feature, threshold), want)
+    assert data.raw_threshold(feature[:0], threshold[:0]).shape == (0,)

@@ -63,17 +63,27 @@ class TrainingData:
     def n_rows(self) -> int:
         return self.X_binned.shape[1]
 
+    @cached_property
+    def _cut_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every feature's cuts followed by +inf, in one array: (table, each
+        feature's first entry, each feature's number of cuts)."""
+        lengths = np.array([len(cuts) for cuts in self.cuts], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]]).astype(np.int64)
+        table = np.full(int(np.sum(lengths + 1)), np.inf)
+        for start, cuts in zip(starts.tolist(), self.cuts, strict=True):
+            table[start:start + len(cuts)] = cuts
+        return table, starts, lengths
+
     def raw_threshold(self, feature: np.ndarray, threshold_bin: np.ndarray) -> np.ndarray:
         """Raw value t such that x <= t  <=>  bin(x) <= threshold_bin.
 
         The last non-missing bin has no cut above it: everything non-missing
         goes left, so the raw threshold is +inf.
         """
-        out = np.full(len(feature), np.inf)
-        for i, (k, t) in enumerate(zip(feature.tolist(), threshold_bin.tolist(), strict=True)):
-            if t < len(self.cuts[k]):
-                out[i] = self.cuts[k][t]
-        return out
+        table, starts, lengths = self._cut_table
+        feature = np.asarray(feature, dtype=np.intp)
+        # A bin past the feature's cuts reads the +inf after them.
+        return table[starts[feature] + np.minimum(threshold_bin, lengths[feature])]
 
 
 @dataclass
