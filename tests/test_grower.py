@@ -606,6 +606,7 @@ def test_raw_threshold_is_the_cut_above_the_bin_or_inf():
                         row_era=np.zeros(1, dtype=np.int32), n_eras=1, cuts=cuts)
     feature = rng.integers(0, 4, 500).astype(np.int32)
     threshold = np.array([rng.integers(0, len(cuts[k]) + 1) for k in feature], dtype=np.int32)
-    want = [cuts[k][t] if t < len(cuts[k]) else np.inf for k, t in zip(feature, threshold)]
+    want = [cuts[k][t] if t < len(cuts[k]) else np.inf
+            for k, t in zip(feature, threshold, strict=True)]
     np.testing.assert_array_equal(data.raw_threshold(feature, threshold), want)
     assert data.raw_threshold(feature[:0], threshold[:0]).shape == (0,)
