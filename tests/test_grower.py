@@ -610,3 +610,36 @@ def test_raw_threshold_is_the_cut_above_the_bin_or_inf():
             for k, t in zip(feature, threshold, strict=True)]
     np.testing.assert_array_equal(data.raw_threshold(feature, threshold), want)
     assert data.raw_threshold(feature[:0], threshold[:0]).shape == (0,)
+
+
+@pytest.mark.parametrize("constraints", CONSTRAINTS.values(), ids=CONSTRAINTS.keys())
+@pytest.mark.parametrize("case", ["many-eras", "one-era", "no-missing"])
+def test_constrained_node_sums_from_the_splits_equal_a_pass_over_the_rows(case, constraints,
+                                                                          monkeypatch):
+    """As above with monotone and interaction constraints (bounded gains keep
+    the candidate's left sums too)."""
+    from packboost import _partition
+
+    derived = []
+    children_sums = CpuBackend._children_sums
+    slot_sums = CpuBackend.slot_sums
+
+    def recording_children(self, *args):
+        children = children_sums(self, *args)
+        derived.append(children is not None)
+        return children
+
+    def checking_sums(self, n_slots):
+        sums = slot_sums(self, n_slots)
+        again = _partition.slot_sums(self.fixed.gradients, self.fixed.hessians,
+                                     self.node_of_row, n_slots, 1)
+        for got, want in zip((sums.gradients, sums.hessians, sums.count), again[:3],
+                             strict=True):
+            np.testing.assert_array_equal(got, want)
+        return sums
+
+    monkeypatch.setattr(CpuBackend, "_children_sums", recording_children)
+    monkeypatch.setattr(CpuBackend, "slot_sums", checking_sums)
+    pack = grow_both(case, {}, **constraints)[0]
+    if (pack.nodes["feature"] >= 0).any():
+        assert any(derived)
