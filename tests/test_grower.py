@@ -530,30 +530,13 @@ def test_pack_feature_sampling_draws_once_per_pack():
     assert not all(np.array_equal(k, depth.layer_features[0]) for k in depth.layer_features)
 
 
-@pytest.mark.parametrize("constant_hessian", [True, False], ids=["one-word", "two-words"])
-@pytest.mark.parametrize("overrides", [{}, PARAMS["newton"], PARAMS["no-sampling"],
-                                       dict(layer_feature_fraction=1.0, era_subsample=1.0)],
-                         ids=["realized", "newton", "no-sampling", "every-feature"])
-@pytest.mark.parametrize("case", ["many-eras", "few-rows-absent-eras", "one-row", "one-era",
-                                  "one-sided-eras", "ties-duplicated-feature",
-                                  "many-bins-uint16", "all-paired"])
-def test_node_sums_from_the_splits_equal_a_pass_over_the_rows(case, overrides,
-                                                               constant_hessian, monkeypatch):
-    """The CPU backend takes the children's gradient, hessian and count sums
-    from the splits' left sums and sums only the squared gradients while
-    routing (none at the last depth): at every depth they must be a pass
-    over the rows' numbers, bit for bit, and the split-derived path must
-    have run where the pack split."""
+def check_node_sums(monkeypatch):
+    """Make every CpuBackend.slot_sums compare its sums with a slot_sums pass
+    over the routed table, bit for bit (the squared gradients where given).
+    Returns two lists it fills: whether each route_rows took the children's
+    sums from the splits, and the frontier sizes whose squares were left out."""
     from packboost import _partition
 
-    data, g, h = make_binned_problem(5, **CASES[case])
-    if data.X_binned.max() > 255:
-        data.X_binned = data.X_binned.astype(np.uint16)
-    if constant_hessian:
-        h = np.ones_like(h)
-    params = {**BASE, "max_depth": 5, **overrides}
-    draws = draw_round(np.random.default_rng(5), data, params)
-    settings = grower_params(params)
     derived, without_squares = [], []
     children_sums = CpuBackend._children_sums
     slot_sums = CpuBackend.slot_sums
@@ -579,6 +562,32 @@ def test_node_sums_from_the_splits_equal_a_pass_over_the_rows(case, overrides,
 
     monkeypatch.setattr(CpuBackend, "_children_sums", recording_children)
     monkeypatch.setattr(CpuBackend, "slot_sums", checking_sums)
+    return derived, without_squares
+
+
+@pytest.mark.parametrize("constant_hessian", [True, False], ids=["one-word", "two-words"])
+@pytest.mark.parametrize("overrides", [{}, PARAMS["newton"], PARAMS["no-sampling"],
+                                       dict(layer_feature_fraction=1.0, era_subsample=1.0)],
+                         ids=["realized", "newton", "no-sampling", "every-feature"])
+@pytest.mark.parametrize("case", ["many-eras", "few-rows-absent-eras", "one-row", "one-era",
+                                  "one-sided-eras", "ties-duplicated-feature",
+                                  "many-bins-uint16", "all-paired"])
+def test_node_sums_from_the_splits_equal_a_pass_over_the_rows(case, overrides,
+                                                               constant_hessian, monkeypatch):
+    """The CPU backend takes the children's gradient, hessian and count sums
+    from the splits' left sums and sums only the squared gradients while
+    routing (none at the last depth): at every depth they must be a pass
+    over the rows' numbers, bit for bit, and the split-derived path must
+    have run where the pack split."""
+    data, g, h = make_binned_problem(5, **CASES[case])
+    if data.X_binned.max() > 255:
+        data.X_binned = data.X_binned.astype(np.uint16)
+    if constant_hessian:
+        h = np.ones_like(h)
+    params = {**BASE, "max_depth": 5, **overrides}
+    draws = draw_round(np.random.default_rng(5), data, params)
+    settings = grower_params(params)
+    derived, without_squares = check_node_sums(monkeypatch)
     pack = grow_on_cpu(data, g, h, draws, settings, 2)
     if (pack.nodes["feature"] >= 0).any():
         assert any(derived)
@@ -592,6 +601,18 @@ def test_node_sums_from_the_splits_equal_a_pass_over_the_rows(case, overrides,
                     level[node] + 1
         depth = max(depth, int(level.max()))
     assert bool(without_squares) == (depth == params["max_depth"])
+
+
+@pytest.mark.parametrize("constraints", CONSTRAINTS.values(), ids=CONSTRAINTS.keys())
+@pytest.mark.parametrize("case", ["many-eras", "one-era", "no-missing"])
+def test_constrained_node_sums_from_the_splits_equal_a_pass_over_the_rows(case, constraints,
+                                                                          monkeypatch):
+    """As above with monotone and interaction constraints (bounded gains keep
+    the candidate's left sums too)."""
+    derived, _ = check_node_sums(monkeypatch)
+    pack = grow_both(case, {}, **constraints)[0]
+    if (pack.nodes["feature"] >= 0).any():
+        assert any(derived)
 
 
 def test_raw_threshold_is_the_cut_above_the_bin_or_inf():
@@ -610,36 +631,3 @@ def test_raw_threshold_is_the_cut_above_the_bin_or_inf():
             for k, t in zip(feature, threshold, strict=True)]
     np.testing.assert_array_equal(data.raw_threshold(feature, threshold), want)
     assert data.raw_threshold(feature[:0], threshold[:0]).shape == (0,)
-
-
-@pytest.mark.parametrize("constraints", CONSTRAINTS.values(), ids=CONSTRAINTS.keys())
-@pytest.mark.parametrize("case", ["many-eras", "one-era", "no-missing"])
-def test_constrained_node_sums_from_the_splits_equal_a_pass_over_the_rows(case, constraints,
-                                                                          monkeypatch):
-    """As above with monotone and interaction constraints (bounded gains keep
-    the candidate's left sums too)."""
-    from packboost import _partition
-
-    derived = []
-    children_sums = CpuBackend._children_sums
-    slot_sums = CpuBackend.slot_sums
-
-    def recording_children(self, *args):
-        children = children_sums(self, *args)
-        derived.append(children is not None)
-        return children
-
-    def checking_sums(self, n_slots):
-        sums = slot_sums(self, n_slots)
-        again = _partition.slot_sums(self.fixed.gradients, self.fixed.hessians,
-                                     self.node_of_row, n_slots, 1)
-        for got, want in zip((sums.gradients, sums.hessians, sums.count), again[:3],
-                             strict=True):
-            np.testing.assert_array_equal(got, want)
-        return sums
-
-    monkeypatch.setattr(CpuBackend, "_children_sums", recording_children)
-    monkeypatch.setattr(CpuBackend, "slot_sums", checking_sums)
-    pack = grow_both(case, {}, **constraints)[0]
-    if (pack.nodes["feature"] >= 0).any():
-        assert any(derived)
