@@ -631,3 +631,43 @@ def test_raw_threshold_is_the_cut_above_the_bin_or_inf():
             for k, t in zip(feature, threshold, strict=True)]
     np.testing.assert_array_equal(data.raw_threshold(feature, threshold), want)
     assert data.raw_threshold(feature[:0], threshold[:0]).shape == (0,)
+
+
+@pytest.mark.parametrize("change", ["none", "threshold", "missing-side"])
+def test_node_sums_come_from_the_rows_when_the_splits_are_not_the_ones_found(change):
+    """Routed by other splits than find_splits found (a caller's choice), the
+    children's sums are summed from the rows, not taken from the found
+    splits' left sums: the next slot_sums equals a pass over the rows."""
+    from packboost import _partition
+    from packboost.grower import tree_uses_feature_table
+
+    data, g, h = make_binned_problem(11, n_rows=800, n_features=4, n_eras=8)
+    params = {**BASE, "era_subsample": 1.0, "row_subsample": 1.0}
+    draws = draw_round(np.random.default_rng(11), data, params)
+    settings = grower_params(params)
+    pack_size = params["pack_size"]
+    backend = CpuBackend(data, pack_size, 1)
+    backend.begin_pack(to_fixed_point(g, h, data.era_offsets), draws.tree_samples)
+    sums = backend.slot_sums(pack_size)
+    features = np.ascontiguousarray(draws.layer_features[0], dtype=np.int32)
+    best = backend.find_splits(np.arange(pack_size, dtype=np.int32),
+                               np.ones(pack_size, dtype=np.uint8), features,
+                               tree_uses_feature_table(draws.tree_feature_masks[0],
+                                                       len(features), pack_size),
+                               np.zeros(pack_size), settings.split)
+    assert (best.column >= 0).all()
+    threshold = best.threshold.copy()
+    missing_left = best.missing_left.copy()
+    if change == "threshold":
+        threshold[0] = 0 if threshold[0] > 0 else 1
+    elif change == "missing-side":
+        missing_left[0] ^= 1
+    backend.route_rows(features[best.column], threshold, missing_left,
+                       2 * np.arange(pack_size, dtype=np.int32), np.zeros(pack_size, np.int32))
+    children = backend.slot_sums(2 * pack_size)
+    again = _partition.slot_sums(backend.fixed.gradients, backend.fixed.hessians,
+                                 backend.node_of_row, 2 * pack_size, 1)
+    for got, want in zip((children.gradients, children.hessians, children.count,
+                          children.gradients_squared), again, strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert np.sum(children.count) == np.sum(sums.count)

@@ -303,6 +303,8 @@ class CpuBackend:
             return None
         left = np.asarray(left_child_slot)[split].astype(np.intp)
         n_next = 2 * len(split)
+        if not np.array_equal(left, np.arange(0, n_next, 2)):
+            return None   # children numbered otherwise (the driver numbers them 2k, 2k + 1)
         out = []
         for parent, left_sums, dtype in ((sums.gradients, best.left_gradients, np.float64),
                                          (sums.hessians, best.left_hessians, np.float64),
