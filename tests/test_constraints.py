@@ -126,6 +126,8 @@ def test_disallowed_pairs_are_not_scored():
     assert not masked["found"][allows == 0].any()
     kept = allows == 1
     for key, value in plain.items():
+        if key == "slot_left":
+            continue  # per slot, not per (slot, feature): the best over the allowed ones
         assert np.array_equal(value[kept], masked[key][kept]), key
 
 

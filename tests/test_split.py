@@ -498,3 +498,45 @@ def test_era_flags_skip_only_eras_a_tree_did_not_draw(hessian):
     np.testing.assert_array_equal(cut["found"][2:], plain["found"][2:])
     with pytest.raises(ValueError, match="era_tree_rows"):
         table(flags[:-1])
+
+
+@pytest.mark.parametrize("best_per_slot", [False, True])
+@pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
+def test_slot_left_is_the_winners_left_child_whatever_the_threads(best_per_slot, weighted):
+    """find_best_splits' slot_left: each slot's winning candidate (the
+    table's first maximum) and the pooled sums of its left child -- the rows
+    of the slot on the left of the threshold, missing ones when they go
+    left -- the same on 1, 2 and 3 threads; NaN for a slot without one."""
+    data, g, h = make_binned_problem(21, n_rows=900, n_features=5, n_eras=12,
+                                     missing_rate=0.15)
+    if not weighted:
+        h = np.ones_like(h)
+    results = [_best_of_table(data, g, h, 7, DEFAULT_SPLIT_PARAMS, n_threads, best_per_slot, 3)
+               for n_threads in (1, 2, 3)]
+    first = results[0][1]["slot_left"]
+    for _, found in results[1:]:
+        np.testing.assert_array_equal(found["slot_left"], first)
+    best, _ = results[0]
+    fixed = to_fixed_point(g, h, data.era_offsets, 1)
+    rng = np.random.default_rng(3)   # _best_of_table's node_of_row, again
+    slot_tree = np.arange(7) % 2
+    node_of_row = np.stack([rng.choice(np.flatnonzero(slot_tree == tree), size=data.n_rows)
+                            for tree in range(2)], axis=1)
+    assert (best.column >= 0).sum() >= 5
+    for slot in range(7):
+        if best.column[slot] < 0:
+            assert np.isnan(first[slot]).all()
+            continue
+        feature = best.column[slot]   # features are 0 .. n_features - 1
+        codes = data.X_binned[feature].astype(np.int64)
+        missing = codes == data.n_bins[feature]
+        left = ((~missing & (codes <= best.threshold[slot]))
+                | (missing & (best.missing_left[slot] == 1)))
+        rows = (node_of_row[:, slot_tree[slot]] == slot) & left
+        assert first[slot, 0] == best.column[slot]
+        assert first[slot, 1] == np.sum(fixed.gradients[rows])
+        assert first[slot, 2] == np.sum(fixed.hessians[rows])
+        assert first[slot, 3] == rows.sum()
+        np.testing.assert_array_equal(
+            [best.left_gradients[slot], best.left_hessians[slot], best.left_count[slot]],
+            first[slot, 1:])

@@ -111,6 +111,10 @@ cdef enum:
     SCRATCH_MISSING_COUNT
     N_SCRATCH
 
+# find_best_splits' slot_left record: score, candidate position, left sums.
+cdef enum:
+    SLOT_LEFT_FIELDS = 5
+
 # Per-threshold and per-candidate scratch of score_tile, each of n_bins
 # doubles: 5 per threshold, 3 x 2 per candidate (two per threshold).
 cdef enum:
@@ -713,9 +717,12 @@ cdef struct split_table:
     uint8_t* missing_left
     uint8_t* found
     uint8_t* unpacked
-    double* left_gradient       # the best candidate's left child: pooled sums
-    double* left_hessian
-    double* left_count
+    # Per thread and slot, the best tile it scored (the highest score, then
+    # the lowest candidate position: the table's first maximum) and that
+    # candidate's left child: (score, position, gradient, hessian, count
+    # sums) at slot_left[(thread * n_slots + slot) * SLOT_LEFT_FIELDS]
+    double* slot_left
+    Py_ssize_t n_slots
     Py_ssize_t n_candidates
 
 
@@ -820,9 +827,13 @@ cdef double score_block_tile(
     table.direction[index] = best.direction
     table.threshold[index] = best.threshold
     table.missing_left[index] = best.missing_left
-    table.left_gradient[index] = best.left_g
-    table.left_hessian[index] = best.left_h
-    table.left_count[index] = best.left_count
+    cdef double* record = table.slot_left + (thread * table.n_slots + slot) * SLOT_LEFT_FIELDS
+    if best.score > record[0] or (best.score == record[0] and position < record[1]):
+        record[0] = best.score
+        record[1] = <double>position
+        record[2] = best.left_g
+        record[3] = best.left_h
+        record[4] = best.left_count
     return best.score
 
 
@@ -987,10 +998,13 @@ def find_best_splits(
     ``direction`` (0 when lambda_dir = 0), ``threshold``, ``missing_left``,
     ``found``, ``unpacked``: 1 where the tile's era cells were read and
     scored (not for a feature its slot's tree does not use, a forbidden
-    pair, or a tile the pooled bounds pruned), and ``left_gradient``,
-    ``left_hessian``, ``left_count``: the pooled sums of the candidate's
-    left child (missing rows included when they go left), exact, so the
-    CPU backend takes the children's node sums from them.
+    pair, or a tile the pooled bounds pruned); and ``slot_left`` (n_slots,
+    4): per slot the candidate position of the table's first maximum
+    (highest score, then lowest position) and its left child's pooled sums
+    (gradient, hessian, count; missing rows included when they go left),
+    NaN without a candidate. Exact, so the CPU backend takes the children's
+    node sums from them (``BestSplits.of_table``). Each thread keeps its own
+    best per slot while scoring (nothing of size slots x candidates more).
     """
     cdef Py_ssize_t n_slots = slot_tree.shape[0]
     cdef Py_ssize_t n_candidates = features.shape[0]
@@ -1017,17 +1031,16 @@ def find_best_splits(
     missing_left = np.zeros(shape, dtype=np.uint8)
     found = np.zeros(shape, dtype=np.uint8)
     unpacked = np.zeros(shape, dtype=np.uint8)
-    left_gradient = np.zeros(shape)
-    left_hessian = np.zeros(shape)
-    left_count = np.zeros(shape)
+    n_threads = max(1, n_threads)
+    records = np.zeros((n_threads, n_slots, SLOT_LEFT_FIELDS))
+    records[:, :, 0] = -np.inf
+    records[:, :, 1] = np.inf
     result = dict(score=score, gain=gain, mean=mean, std=std, direction=direction,
                   threshold=threshold, missing_left=missing_left, found=found,
-                  unpacked=unpacked, left_gradient=left_gradient, left_hessian=left_hessian,
-                  left_count=left_count)
+                  unpacked=unpacked, slot_left=slot_first_maximum(records))
     cdef double[:, ::1] score_view = score, gain_view = gain, mean_view = mean
     cdef double[:, ::1] std_view = std, direction_view = direction
-    cdef double[:, ::1] left_gradient_view = left_gradient, left_hessian_view = left_hessian
-    cdef double[:, ::1] left_count_view = left_count
+    cdef double[:, :, ::1] slot_left_view = records
     cdef bin_index_t[:, ::1] threshold_view = threshold
     cdef uint8_t[:, ::1] missing_left_view = missing_left, found_view = found
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
@@ -1159,9 +1172,8 @@ def find_best_splits(
     table.found = &found_view[0, 0] if n_slots * n_candidates else NULL
     cdef uint8_t[:, ::1] unpacked_view = unpacked
     table.unpacked = &unpacked_view[0, 0] if n_slots * n_candidates else NULL
-    table.left_gradient = &left_gradient_view[0, 0] if n_slots * n_candidates else NULL
-    table.left_hessian = &left_hessian_view[0, 0] if n_slots * n_candidates else NULL
-    table.left_count = &left_count_view[0, 0] if n_slots * n_candidates else NULL
+    table.slot_left = &slot_left_view[0, 0, 0] if n_slots else NULL
+    table.n_slots = n_slots
     table.n_candidates = n_candidates
     cdef scoring_block block_view
     block_view.n_eras = n_eras
@@ -1301,7 +1313,24 @@ def find_best_splits(
                     if tile_score > floor:
                         slot_floor_view[thread, tile_slot] = tile_score
                 group_start = group_end
+    result["slot_left"] = slot_first_maximum(records)
     return result
+
+
+def slot_first_maximum(records):
+    """Per slot, of the threads' records (n_threads, n_slots, 5: score,
+    candidate position, left sums), the one of the table's first maximum
+    (highest score, then lowest position): (n_slots, 4) of position and the
+    left child's gradient, hessian and count sums; NaN where no tile was
+    found. The same whatever the threads and their share of the tiles."""
+    n_slots = records.shape[1]
+    slots = np.arange(n_slots)
+    score = records[:, :, 0]
+    top = score == score.max(axis=0, initial=-np.inf)
+    thread = np.argmin(np.where(top, records[:, :, 1], np.inf), axis=0)
+    chosen = records[thread, slots, 1:]
+    chosen[~np.isfinite(chosen[:, 0])] = np.nan
+    return chosen
 
 
 def block_buffer_cells(Py_ssize_t n_slots, Py_ssize_t n_eras, Py_ssize_t features_per_pass,

@@ -293,7 +293,8 @@ class CpuBackend:
         best, features = best
         n_slots = len(left_child_slot)
         if (best.left_gradients is None or len(best.column) != n_slots
-                or len(sums.count) != n_slots or np.any(best.column[split] < 0)):
+                or len(sums.count) != n_slots or np.any(best.column[split] < 0)
+                or np.isnan(best.left_gradients[split]).any()):
             return None
         split_feature = np.asarray(split_feature)
         if not (np.array_equal(features[best.column[split]], split_feature[split])

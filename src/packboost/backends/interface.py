@@ -56,9 +56,10 @@ class BestSplits:
     threshold: np.ndarray       # int32 bin threshold (left: bin <= threshold)
     missing_left: np.ndarray    # uint8
     # The best candidate's left child: pooled gradient, hessian and row
-    # count sums (float64; missing rows included when they go left), or None
-    # where a backend does not report them. Exact (fixed-point grid values),
-    # so a backend may take the children's node sums from them.
+    # count sums (float64; missing rows included when they go left; NaN for
+    # a slot whose winner's sums are not known), or None where a backend does
+    # not report them. Exact (fixed-point grid values), so a backend may take
+    # the children's node sums from them.
     left_gradients: np.ndarray | None = None
     left_hessians: np.ndarray | None = None
     left_count: np.ndarray | None = None
@@ -76,10 +77,13 @@ class BestSplits:
         chosen = np.maximum(column, 0)
         has = column >= 0
         left = {}
-        if "left_gradient" in found:
-            left = {name: np.where(has, found[key][slots, chosen], 0.0) for name, key in
-                    (("left_gradients", "left_gradient"), ("left_hessians", "left_hessian"),
-                     ("left_count", "left_count"))}
+        if "slot_left" in found:
+            # The winner's left sums (NaN where they are not the winner's).
+            first = found["slot_left"]                         # (slots, 4)
+            known = has & (first[:, 0] == column)
+            left = {name: np.where(known, first[:, field], np.nan)
+                    for name, field in (("left_gradients", 1), ("left_hessians", 2),
+                                        ("left_count", 3))}
         return cls(
             column=column,
             score=np.where(has, found["score"][slots, chosen], -np.inf),
