@@ -387,10 +387,7 @@ def route_rows(
     if not summing:
         return None
     if squares_only:
-        totals = squares[0].copy()   # in chunk order, as chunk_totals
-        for chunk in range(1, SUM_CHUNKS):
-            totals += squares[chunk]
-        return totals[:n_next_slots]
+        return in_chunk_order(squares)[:n_next_slots]
     return chunk_totals(partial, n_next_slots)
 
 
@@ -400,13 +397,19 @@ def chunk_partials(Py_ssize_t n_slots):
     return np.zeros((SUM_CHUNKS, max(n_slots, 1), 4))
 
 
-def chunk_totals(partial, Py_ssize_t n_slots):
-    """(gradients, hessians, counts, squared gradients) of slot_sums from its
-    chunks' partial sums (chunk_partials), added in chunk order."""
+def in_chunk_order(partial):
+    """The SUM_CHUNKS chunks' partial sums (first axis) added in chunk order:
+    the one order of the float sums, whatever the threads."""
     totals = partial[0].copy()
     for chunk in range(1, SUM_CHUNKS):
         totals += partial[chunk]
-    totals = totals[:n_slots]
+    return totals
+
+
+def chunk_totals(partial, Py_ssize_t n_slots):
+    """(gradients, hessians, counts, squared gradients) of slot_sums from its
+    chunks' partial sums (chunk_partials), added in chunk order."""
+    totals = in_chunk_order(partial)[:n_slots]
     return totals[:, 0], totals[:, 1], totals[:, 2].astype(np.int64), totals[:, 3]
 
 

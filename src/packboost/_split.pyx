@@ -1037,13 +1037,14 @@ def find_best_splits(
     records[:, :, 1] = np.inf
     result = dict(score=score, gain=gain, mean=mean, std=std, direction=direction,
                   threshold=threshold, missing_left=missing_left, found=found,
-                  unpacked=unpacked, slot_left=slot_first_maximum(records))
+                  unpacked=unpacked)
     cdef double[:, ::1] score_view = score, gain_view = gain, mean_view = mean
     cdef double[:, ::1] std_view = std, direction_view = direction
     cdef double[:, :, ::1] slot_left_view = records
     cdef bin_index_t[:, ::1] threshold_view = threshold
     cdef uint8_t[:, ::1] missing_left_view = missing_left, found_view = found
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
+        result["slot_left"] = slot_first_maximum(records)
         return result
     if slot_gradient_variance is None:
         slot_gradient_variance = np.zeros(n_slots)
@@ -1074,7 +1075,6 @@ def find_best_splits(
     cdef Py_ssize_t words = rows.words
     cdef Py_ssize_t n_blocks
     features_per_pass, n_blocks = feature_blocks(n_candidates, features_per_pass)
-    n_threads = max(1, n_threads)
     cdef Py_ssize_t block, first, n_block, member, buffer_cells, n_group, slot_stride
     cdef Py_ssize_t era, tile, n_tiles, tile_slot, tile_member
     cdef Py_ssize_t item, n_parts, part_width, part_start, part_size

@@ -250,13 +250,14 @@ class CpuBackend:
             return
         # The next depth's slot 2k and 2k + 1 are the children of the slot whose
         # left_child_slot is 2k (subtraction derives them from its cells).
-        self._slot_parent = np.repeat(split, 2).astype(np.int32)
-        if len(split) and not np.array_equal(np.asarray(left_child_slot)[split],
-                                             2 * np.arange(len(split))):
-            self._slot_parent = None  # children numbered otherwise: no subtraction
+        # Children numbered otherwise: no subtraction, and their sums from the rows.
+        in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
+        self._slot_parent = np.repeat(split, 2).astype(np.int32) if in_pairs else None
         n_next = 2 * len(split)
-        children = self._children_sums(best, split, split_feature, split_threshold,
-                                       split_missing_left, left_child_slot)
+        children = None
+        if in_pairs:
+            children = self._children_sums(best, split, split_feature, split_threshold,
+                                           split_missing_left)
         route = (data.X_binned, self.node_of_row, split_feature, split_threshold,
                  split_missing_left, left_child_slot, data.n_bins, slot_node, self.leaf_of_row,
                  self.n_threads)
@@ -279,11 +280,12 @@ class CpuBackend:
             sums = SlotSums(*children, squares)
         self._routed_sums = (n_next, sums) if n_next else None
 
-    def _children_sums(self, best, split, split_feature, split_threshold, split_missing_left,
-                       left_child_slot):
+    def _children_sums(self, best, split, split_feature, split_threshold, split_missing_left):
         """The next frontier's gradient, hessian and count sums from this
-        depth's: a split slot's left child has its best candidate's left sums
-        (find_best_splits' left_*), the right one the slot's sums minus them.
+        depth's, for children numbered 2k, 2k + 1 in the order of the split
+        slots ``split``: a split slot's left child has its best candidate's
+        left sums (find_best_splits' slot_left), the right one the slot's
+        sums minus them.
         Exact, so they are the numbers summing the rows gives. None where
         those are not at hand or describe other splits than these (then the
         routing sums the rows)."""
@@ -291,7 +293,7 @@ class CpuBackend:
         if best is None or sums is None or len(split) == 0:
             return None
         best, features = best
-        n_slots = len(left_child_slot)
+        n_slots = len(split_threshold)
         if (best.left_gradients is None or len(best.column) != n_slots
                 or len(sums.count) != n_slots or np.any(best.column[split] < 0)
                 or np.isnan(best.left_gradients[split]).any()):
@@ -302,17 +304,13 @@ class CpuBackend:
                 and np.array_equal(best.missing_left[split],
                                    np.asarray(split_missing_left)[split])):
             return None
-        left = np.asarray(left_child_slot)[split].astype(np.intp)
-        n_next = 2 * len(split)
-        if not np.array_equal(left, np.arange(0, n_next, 2)):
-            return None   # children numbered otherwise (the driver numbers them 2k, 2k + 1)
         out = []
         for parent, left_sums, dtype in ((sums.gradients, best.left_gradients, np.float64),
                                          (sums.hessians, best.left_hessians, np.float64),
                                          (sums.count, best.left_count, np.int64)):
-            child = np.empty(n_next, dtype=dtype)
-            child[left] = left_sums[split]
-            child[left + 1] = parent[split] - child[left]
+            child = np.empty(2 * len(split), dtype=dtype)
+            child[0::2] = left_sums[split]
+            child[1::2] = parent[split] - child[0::2]
             out.append(child)
         return out
 
