@@ -422,15 +422,19 @@ SUBTRACTION_PARAMS = {
 }
 
 
+@pytest.mark.parametrize("route", ["era-major", "by-node"])
 @pytest.mark.parametrize("constant_hessian", [True, False], ids=["one-word", "two-words"])
 @pytest.mark.parametrize("overrides", SUBTRACTION_PARAMS.values(), ids=SUBTRACTION_PARAMS.keys())
 @pytest.mark.parametrize("case", ["many-eras", "few-rows-absent-eras", "one-row", "one-era",
                                   "one-sided-eras", "many-bins-uint16"])
-def test_histogram_subtraction_gives_the_same_pack(case, overrides, constant_hessian,
+def test_histogram_subtraction_gives_the_same_pack(case, overrides, constant_hessian, route,
                                                    monkeypatch):
     """Children derived as parent minus sibling (every depth, however few the
     rows) grow the pack that full passes grow, node array for node array, and
-    the derivation really ran where the pack split twice."""
+    the derivation really ran where the pack split twice: per-era cells on
+    the era-major route, pooled cells on the node-ordered one (which a depth
+    below the roots takes where it can: realized gains, equal era weights,
+    uint8 codes)."""
     from packboost.backends import cpu
 
     data, g, h = make_binned_problem(3, **CASES[case])
@@ -453,15 +457,28 @@ def test_histogram_subtraction_gives_the_same_pack(case, overrides, constant_hes
             derived.append(int((chosen["slot_kind"] == cpu.SLOT_DERIVE).sum()))
         return chosen
 
+    by_node = []
+    find_by_node = cpu._split.find_best_splits_by_node
+
+    def counting_by_node(*args, **kwargs):
+        by_node.append(int((kwargs["slot_kind"] == cpu.SLOT_DERIVE).sum()))
+        return find_by_node(*args, **kwargs)
+
     monkeypatch.setattr(cpu, "SUBTRACTION_MIN_ROWS_PER_CELL", 0.0)
     monkeypatch.setattr(cpu.CpuBackend, "_subtraction_plan", counting_plan)
+    monkeypatch.setattr(cpu._split, "find_best_splits_by_node", counting_by_node)
+    if route == "era-major":
+        monkeypatch.setattr(cpu, "NODE_ROUTE_MIN_FEATURE_SHARE", np.inf)
     subtracted = grow_on_cpu(data, g, h, draws, settings, 2,
                              subtraction_budget_bytes=2**40)
     for name in full.nodes:
         np.testing.assert_array_equal(full.nodes[name], subtracted.nodes[name], err_msg=name)
     depth_of_pack = max(int(np.max(np.diff(full.tree_offsets))), 1)
     if depth_of_pack > 3 and (full.nodes["feature"] >= 0).sum() > params["pack_size"]:
-        assert sum(derived) > 0
+        assert sum(derived) + sum(by_node) > 0
+        node_route = (route == "by-node" and data.X_binned.dtype == np.uint8
+                      and params.get("era_gain", "realized") == "realized")
+        assert (len(by_node) > 0) == node_route
 
 
 def test_subtraction_is_skipped_over_its_budget_and_for_few_rows(monkeypatch):

@@ -1412,3 +1412,609 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
                 direction=best.direction, threshold=best.threshold,
                 missing_left=bool(best.missing_left), left_gradient=best.left_g,
                 left_hessian=best.left_h, left_count=best.left_count)
+
+
+# ---------------------------------------------------------------------------
+# Pooled first over node-ordered rows (docs/cpu-kernels.md §6). Deep in a
+# pack a (slot, era) holds few rows, while a slot's per-era cells are n_eras
+# x (every feature's bins): most of them are cleared, filled and summed over
+# eras only for the pooled bounds, which then leave ~98% of the tiles unread
+# when every feature is scanned. find_best_splits_by_node sums each slot's
+# cells over all its eras directly -- slot by slot from the slot's own rows,
+# each row's codes one contiguous run of a row-major copy -- bounds every
+# tile from them, and builds the per-era cells of the few tiles that pass
+# from the same rows. Pooled cells are a few KiB per slot, so the larger
+# child of a split is its parent's minus its sibling's at every depth.
+
+# int64 words of a pooled cell: gradient sum and row count, and the hessian
+# sum with two-word era cells. A pooled cell cannot pack the count beside the
+# gradient as an era's does: its count field holds one era's rows
+# (docs/fixed-point.md §3).
+cdef enum:
+    POOL_PREFETCH_ROWS = 8
+
+
+cdef void pool_rows(
+        const uint8_t* X_rows,            # IN  (n_rows, n_features) codes, row-major
+        Py_ssize_t n_features,
+        const fixed_point_rows* rows,
+        const row_index_t* slot_rows,     # IN  the slot's rows, ascending
+        Py_ssize_t n_slot_rows,
+        const feature_index_t* columns,   # IN  (n_members,) features to sum
+        const Py_ssize_t* cell_of,        # IN  (n_members,) each one's first pooled cell
+        const bin_index_t* n_bins,
+        Py_ssize_t n_members,
+        Py_ssize_t chunk_rows,            # IN  rows whose packed values an int64 can sum
+        int64_t* chunk,                   # scratch (slot cells, era-cell words), zero, left zero
+        int64_t* pooled,                  # IN/OUT the slot's pooled cells, added to
+) noexcept nogil:
+    """Add a slot's rows into its pooled cells, for the listed features.
+
+    Rows' packed values (gradient and a count of one, as an era's cells hold
+    them) are summed in ``chunk`` -- one read-modify-write per update, the
+    chunk's cells in L1 -- and every ``chunk_rows`` rows the chunk is added
+    into the pooled cells' separate words: so many rows cannot overflow a
+    packed cell's fields (find_best_splits_by_node)."""
+    cdef Py_ssize_t i, j, done = 0, count_bits = rows.count_bits, words = rows.words
+    cdef Py_ssize_t first_column = columns[0] if n_members else 0
+    cdef bint consecutive = n_members > 0 and columns[n_members - 1] - first_column == n_members - 1
+    cdef Py_ssize_t codes_span = columns[n_members - 1] - first_column + 1 if n_members else 0
+    cdef const uint8_t* ahead
+    cdef row_index_t row
+    cdef int64_t value, hessian
+    cdef const uint8_t* codes
+    cdef int64_t* cell
+    while done < n_slot_rows:
+        if words == 1:
+            for i in range(done, min(done + chunk_rows, n_slot_rows)):
+                row = slot_rows[i]
+                value = rows.packed[row]
+                codes = X_rows + row * n_features
+                # A node's rows are scattered over the matrix deep in a tree:
+                # ask for a row's codes some rows ahead (the hardware
+                # prefetcher follows no such pattern).
+                if i + POOL_PREFETCH_ROWS < n_slot_rows:
+                    ahead = X_rows + slot_rows[i + POOL_PREFETCH_ROWS] * n_features + first_column
+                    for j in range(0, codes_span, 64):
+                        __builtin_prefetch(ahead + j)
+                if consecutive:
+                    codes = codes + first_column
+                    for j in range(n_members):
+                        chunk[cell_of[j] + codes[j]] += value
+                else:
+                    for j in range(n_members):
+                        chunk[cell_of[j] + codes[columns[j]]] += value
+        else:
+            for i in range(done, min(done + chunk_rows, n_slot_rows)):
+                row = slot_rows[i]
+                value = rows.packed[row]
+                hessian = rows.hessian_fixed[row]
+                codes = X_rows + row * n_features
+                for j in range(n_members):
+                    cell = chunk + (cell_of[j] + codes[columns[j]]) * 2
+                    cell[0] += value
+                    cell[1] += hessian
+        done = min(done + chunk_rows, n_slot_rows)
+        fold_chunk(chunk, cell_of, columns, n_bins, n_members, rows, pooled)
+
+
+cdef void fold_chunk(
+        int64_t* chunk, const Py_ssize_t* cell_of, const feature_index_t* columns,
+        const bin_index_t* n_bins, Py_ssize_t n_members, const fixed_point_rows* rows,
+        int64_t* pooled,
+) noexcept nogil:
+    """pool_rows' chunk of packed sums into the pooled cells' words; the
+    chunk is left zero."""
+    cdef Py_ssize_t j, c, words = rows.words, pw = 2 if rows.words == 1 else 3
+    cdef int count_bits = rows.count_bits
+    cdef int64_t mask = ((<int64_t>1) << count_bits) - 1
+    cdef int64_t cell
+    for j in range(n_members):
+        for c in range(cell_of[j], cell_of[j] + n_bins[columns[j]] + 1):
+            cell = chunk[c * words]
+            pooled[c * pw] += cell >> count_bits
+            pooled[c * pw + 1] += cell & mask
+            chunk[c * words] = 0
+            if words == 2:
+                pooled[c * pw + 2] += chunk[c * 2 + 1]
+                chunk[c * 2 + 1] = 0
+
+
+cdef void list_slot_rows(
+        const node_index_t* node_of_row,  # IN  (n_rows, pack_size)
+        Py_ssize_t pack_size,
+        Py_ssize_t row_start, Py_ssize_t row_end,
+        const uint8_t* listed,            # IN  (n_slots,) list this slot's rows?
+        int64_t* next_entry,              # IN/OUT (n_slots,) where each slot's next row goes;
+                                          #     NULL: count them into slot_count instead
+        int64_t* slot_count,
+        row_index_t* slot_rows,           # OUT
+) noexcept nogil:
+    cdef Py_ssize_t row, tree
+    cdef node_index_t slot
+    for row in range(row_start, row_end):
+        for tree in range(pack_size):
+            slot = node_of_row[row * pack_size + tree]
+            if slot < 0 or not listed[slot]:
+                continue
+            if next_entry == NULL:
+                slot_count[slot] += 1
+            else:
+                slot_rows[next_entry[slot]] = <row_index_t>row
+                next_entry[slot] += 1
+
+
+cdef struct node_pass:
+    # what find_best_splits_by_node's per-slot steps read
+    const uint8_t* X_rows
+    const uint8_t* X_binned
+    Py_ssize_t n_rows
+    Py_ssize_t n_features
+    const int32_t* era_of_row
+    Py_ssize_t n_eras
+    const fixed_point_rows* rows
+    const pb_split_params* params
+    const row_index_t* slot_rows
+    const int64_t* slot_start            # (n_slots + 1,)
+    const int32_t* slot_tree
+    const feature_index_t* features      # (n_candidates,)
+    const Py_ssize_t* cell_of            # (n_candidates,) first pooled cell of each
+    Py_ssize_t n_candidates
+    Py_ssize_t slot_cells                # pooled cells of a slot
+    Py_ssize_t pooled_words
+    const bin_index_t* n_bins
+    const double* slot_noise
+    const double* slot_bounds            # (n_slots, 2) or NULL
+    const int8_t* feature_monotone       # (n_candidates,) or NULL
+    const uint8_t* scored                # (n_slots, n_candidates)
+    int64_t* pooled                      # (n_slots, slot_cells, pooled_words)
+
+
+cdef double score_slot_by_node(
+        const node_pass* work,
+        Py_ssize_t slot,
+        double* bound,                   # scratch (n_candidates,)
+        int64_t* sums,                   # scratch (3, max width)
+        int64_t* era_cells,              # scratch (n_eras, max width, words)
+        hist_entry* tile,                # scratch (n_eras, max width)
+        int32_t* era_ids, double* scratch, double* candidates,
+        split_table* table,
+        double* record,                  # OUT the slot's slot_left record
+) noexcept nogil:
+    """Bound every tile of a slot from its pooled cells, then score them
+    highest bound first (lowest position on ties) until the next bound is
+    below the best score found; each scored tile's per-era cells are summed
+    from the slot's rows. Returns the slot's best score (-inf: none)."""
+    cdef const fixed_point_rows* rows = work.rows
+    cdef Py_ssize_t position, best_position, bin_idx, width, entry, words = rows.words
+    cdef Py_ssize_t pw = work.pooled_words, index, era, last_era = -1
+    cdef const int64_t* pooled = work.pooled + slot * work.slot_cells * pw
+    cdef const int64_t* cell
+    cdef const row_index_t* slot_rows = work.slot_rows + work.slot_start[slot]
+    cdef Py_ssize_t n_slot_rows = work.slot_start[slot + 1] - work.slot_start[slot]
+    cdef int64_t* counts
+    cdef int64_t* hessian_sums
+    cdef int64_t* target
+    cdef const uint8_t* column
+    cdef double floor = -INFINITY, best_bound, n_present = 0.0
+    cdef double lower = work.slot_bounds[2 * slot] if work.slot_bounds != NULL else -INFINITY
+    cdef double upper = work.slot_bounds[2 * slot + 1] if work.slot_bounds != NULL else INFINITY
+    cdef feature_index_t feature
+    cdef int monotone
+    cdef tile_best best
+    cdef row_index_t row
+    # Eras with rows in the node (rows ascending: eras non-decreasing).
+    for entry in range(n_slot_rows):
+        era = work.era_of_row[slot_rows[entry]]
+        if era != last_era:
+            n_present += 1.0
+            last_era = era
+    for position in range(work.n_candidates):
+        bound[position] = -INFINITY
+        if not work.scored[slot * work.n_candidates + position]:
+            continue
+        width = work.n_bins[work.features[position]] + 1
+        counts = sums + width
+        hessian_sums = counts + width
+        for bin_idx in range(width):
+            cell = pooled + (work.cell_of[position] + bin_idx) * pw
+            sums[bin_idx] = cell[0]
+            counts[bin_idx] = cell[1]
+            if pw == 3:
+                hessian_sums[bin_idx] = cell[2]
+        bound[position] = pooled_tile_bound(
+            sums, counts, hessian_sums if pw == 3 else NULL, width - 1, n_present, rows,
+            work.params, lower, upper,
+            work.feature_monotone[position] if work.feature_monotone != NULL else 0,
+            candidates)
+    while True:
+        best_position = -1
+        best_bound = -INFINITY
+        for position in range(work.n_candidates):
+            if bound[position] > best_bound:
+                best_bound = bound[position]
+                best_position = position
+        if best_position < 0 or best_bound < floor:
+            break  # no tile left that could reach the slot's best
+        bound[best_position] = -INFINITY
+        feature = work.features[best_position]
+        width = work.n_bins[feature] + 1
+        for entry in range(work.n_eras * width * words):
+            era_cells[entry] = 0
+        column = work.X_binned + feature * work.n_rows
+        if words == 1:
+            for entry in range(n_slot_rows):
+                row = slot_rows[entry]
+                era_cells[work.era_of_row[row] * width + column[row]] += rows.packed[row]
+        else:
+            for entry in range(n_slot_rows):
+                row = slot_rows[entry]
+                target = era_cells + (work.era_of_row[row] * width + column[row]) * 2
+                target[0] += rows.packed[row]
+                target[1] += rows.hessian_fixed[row]
+        unpack_tile(era_cells, width, work.n_eras, width, rows, tile, width, True)
+        monotone = (work.feature_monotone[best_position] if work.feature_monotone != NULL
+                    else 0)
+        best = score_tile(tile, width, work.n_eras, width - 1, work.params,
+                          work.slot_noise[slot], lower, upper, monotone, floor, era_ids,
+                          scratch, candidates)
+        index = slot * table.n_candidates + best_position
+        table.unpacked[index] = 1
+        table.found[index] = best.found
+        if not best.found:
+            continue
+        table.score[index] = best.score
+        table.gain[index] = best.gain
+        table.mean[index] = best.mean
+        table.std[index] = best.std
+        table.direction[index] = best.direction
+        table.threshold[index] = best.threshold
+        table.missing_left[index] = best.missing_left
+        if best.score > record[0] or (best.score == record[0] and best_position < record[1]):
+            record[0] = best.score
+            record[1] = <double>best_position
+            record[2] = best.left_g
+            record[3] = best.left_h
+            record[4] = best.left_count
+        if best.score > floor:
+            floor = best.score
+    return floor
+
+
+def pooled_cells_size(Py_ssize_t n_slots, features, n_bins, fixed):
+    """int64 entries of find_best_splits_by_node's pooled cells for
+    ``n_slots`` slots over ``features``."""
+    words = 2 if fixed.hessian_is_constant else 3
+    return n_slots * int(np.sum(np.asarray(n_bins)[np.asarray(features)] + 1)) * words
+
+
+def find_best_splits_by_node(
+        const uint8_t[:, ::1] X_rows,             # IN  (n_rows, n_features) codes, row-major
+        const uint8_t[:, ::1] X_binned,           # IN  (n_features, n_rows) the same codes
+        fixed,                                    # IN  _fixed_point.FixedPointGradients
+        const int32_t[::1] era_of_row,            # IN  (n_rows,) non-decreasing
+        Py_ssize_t n_eras,
+        const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or < 0
+        const int32_t[::1] slot_tree,             # IN  (n_slots,) tree of each slot
+        const uint8_t[::1] slot_open,             # IN  (n_slots,) may the slot split?
+        const feature_index_t[::1] features,      # IN  (n_candidates,) K_d, ascending
+        const uint8_t[:, ::1] tree_uses_feature,  # IN  (n_candidates, pack_size)
+        const bin_index_t[::1] n_bins,            # IN  (n_features,) non-missing bins
+        dict params,
+        int n_threads,
+        slot_gradient_variance=None,
+        int64_t[::1] pooled_cells=None,
+        const int64_t[::1] parent_pooled=None,
+        const uint8_t[::1] slot_kind=None,
+        const int32_t[::1] slot_parent=None,
+        const uint8_t[:, ::1] tree_extra_feature=None,
+        const double[:, ::1] slot_bounds=None,
+        const int8_t[::1] feature_monotone=None,
+        const uint8_t[:, ::1] slot_allows_feature=None,
+):
+    """``find_best_splits(..., best_per_slot=True)`` by the pooled-first route
+    over node-ordered rows, for realized era gains with equal era weights
+    (what pooled bounds need): every slot's winner, and so the tree, is the
+    same (tests/test_split.py).
+
+    Each open slot's rows are listed (ascending, so era by era); a slot's
+    cells pooled over eras (``pooled_cells``: ``pooled_cells_size`` int64,
+    kept by the caller for the next depth) are summed from its rows' codes in
+    ``X_rows`` -- or, for a SLOT_DERIVE slot, taken as ``parent_pooled`` of
+    ``slot_parent`` minus its SLOT_BUILD sibling ``slot ^ 1``'s, summing only
+    the ``tree_extra_feature`` its parent's tree did not use. Every tile is
+    bounded from its pooled cells (pooled_tile_bound, as bound_slot_tiles
+    does from per-era cells) and tiles are scored highest bound first, each
+    one's per-era cells summed from the slot's rows, until the next bound is
+    below the slot's best score. Returns find_best_splits' dict."""
+    cdef Py_ssize_t n_slots = slot_tree.shape[0]
+    cdef Py_ssize_t n_candidates = features.shape[0]
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
+    cdef Py_ssize_t n_features = X_rows.shape[1] if X_rows.shape[0] else X_binned.shape[0]
+    cdef pb_split_params c_params = make_split_params(params)
+    if (c_params.era_gain != DES_ERA_GAIN_REALIZED
+            or c_params.era_weighting != PB_ERA_WEIGHTING_EQUAL):
+        raise ValueError("find_best_splits_by_node needs era_gain='realized' and "
+                         "era_weighting='equal' (pooled bounds)")
+    shape = (n_slots, n_candidates)
+    result = dict(score=np.full(shape, -np.inf), gain=np.zeros(shape), mean=np.zeros(shape),
+                  std=np.zeros(shape), direction=np.zeros(shape),
+                  threshold=np.zeros(shape, dtype=np.int32),
+                  missing_left=np.zeros(shape, dtype=np.uint8),
+                  found=np.zeros(shape, dtype=np.uint8), unpacked=np.zeros(shape, dtype=np.uint8))
+    n_threads = max(1, n_threads)
+    records = np.zeros((n_threads, n_slots, SLOT_LEFT_FIELDS))
+    records[:, :, 0] = -np.inf
+    records[:, :, 1] = np.inf
+    if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
+        result["slot_left"] = slot_first_maximum(records)
+        return result
+    if X_rows.shape[0] != n_rows or X_binned.shape[1] != n_rows or X_binned.shape[0] != n_features:
+        raise ValueError("X_rows and X_binned must hold the same (n_rows, n_features) codes")
+    if era_of_row.shape[0] != n_rows:
+        raise ValueError(f"era_of_row must have {n_rows} entries")
+    if tree_uses_feature.shape[0] != n_candidates or tree_uses_feature.shape[1] != pack_size:
+        raise ValueError(f"tree_uses_feature must be ({n_candidates}, {pack_size})")
+    if slot_gradient_variance is None:
+        slot_gradient_variance = np.zeros(n_slots)
+    cdef const double[::1] slot_noise = np.ascontiguousarray(slot_gradient_variance,
+                                                              dtype=np.float64)
+    if slot_noise.shape[0] != n_slots:
+        raise ValueError(f"slot_gradient_variance must have {n_slots} entries")
+    if slot_bounds is not None and (slot_bounds.shape[0] != n_slots or slot_bounds.shape[1] != 2):
+        raise ValueError(f"slot_bounds must have shape ({n_slots}, 2)")
+    if feature_monotone is not None and feature_monotone.shape[0] != n_candidates:
+        raise ValueError(f"feature_monotone must have {n_candidates} entries")
+    if slot_allows_feature is not None and (slot_allows_feature.shape[0] != n_slots
+                                            or slot_allows_feature.shape[1] != n_candidates):
+        raise ValueError(f"slot_allows_feature must have shape ({n_slots}, {n_candidates})")
+    cdef fixed_point_rows rows = view_fixed_point(fixed, n_rows)
+    cdef Py_ssize_t pw = 2 if rows.words == 1 else 3
+
+    feature_array = np.asarray(features, dtype=np.intp)
+    widths = np.asarray(n_bins)[feature_array].astype(np.intp) + 1
+    cell_of = np.zeros(n_candidates, dtype=np.intp)
+    np.cumsum(widths[:-1], out=cell_of[1:])
+    cdef Py_ssize_t slot_cells = int(widths.sum())
+    cdef Py_ssize_t max_width = int(widths.max())
+    if pooled_cells is None:
+        pooled_cells = np.empty(n_slots * slot_cells * pw, dtype=np.int64)
+    if pooled_cells.shape[0] < n_slots * slot_cells * pw:
+        raise ValueError("pooled_cells must have pooled_cells_size(...) entries")
+    open_mask = np.asarray(slot_open) != 0
+    kinds = (np.asarray(slot_kind) if slot_kind is not None
+             else np.where(open_mask, SLOT_BUILD, SLOT_SKIP).astype(np.uint8))
+    if kinds.shape[0] != n_slots:
+        raise ValueError(f"slot_kind must have {n_slots} entries")
+    if np.any(open_mask & (kinds == SLOT_SKIP)):
+        raise ValueError("an open slot has slot_kind SLOT_SKIP (no cells to score)")
+    derived = np.flatnonzero(kinds == SLOT_DERIVE)
+    cdef Py_ssize_t n_parent_slots = 0
+    if len(derived):
+        if (parent_pooled is None or slot_parent is None or tree_extra_feature is None
+                or np.any(kinds[derived ^ 1] != SLOT_BUILD)
+                or np.any(np.asarray(slot_parent)[derived] < 0)):
+            raise ValueError("a SLOT_DERIVE slot needs parent_pooled, a parent, a SLOT_BUILD "
+                             "sibling and tree_extra_feature")
+        n_parent_slots = parent_pooled.shape[0] // (slot_cells * pw)
+        if (parent_pooled.shape[0] != n_parent_slots * slot_cells * pw
+                or np.asarray(slot_parent)[derived].max() >= n_parent_slots):
+            raise ValueError("parent_pooled does not match the features' cells")
+    uses = np.asarray(tree_uses_feature).T != 0                 # (pack_size, n_candidates)
+    scored = (uses[np.asarray(slot_tree)] & open_mask[:, None]).astype(np.uint8)
+    if slot_allows_feature is not None:
+        scored &= np.asarray(slot_allows_feature) != 0
+
+    # Each listed slot's rows, ascending: the threads count their part's rows
+    # per slot, then write them where the counts say (parts in row order).
+    listed = (open_mask | (kinds == SLOT_BUILD)).astype(np.uint8)
+    cdef const uint8_t[::1] listed_view = listed
+    cdef Py_ssize_t n_parts = max(1, min(n_threads, n_rows // 4096 + 1)), part
+    part_rows = np.linspace(0, n_rows, n_parts + 1).astype(np.intp)
+    cdef const Py_ssize_t[::1] part_view = part_rows
+    part_counts = np.zeros((n_parts, n_slots), dtype=np.int64)
+    cdef int64_t[:, ::1] part_count_view = part_counts
+    for part in prange(n_parts, nogil=True, schedule='static', num_threads=n_threads):
+        list_slot_rows(&node_of_row[0, 0], pack_size, part_view[part], part_view[part + 1],
+                       &listed_view[0], NULL, &part_count_view[part, 0], NULL)
+    slot_start = np.zeros(n_slots + 1, dtype=np.int64)
+    np.cumsum(part_counts.sum(axis=0), out=slot_start[1:])
+    next_entry = np.ascontiguousarray(slot_start[:-1][None, :] + np.cumsum(part_counts, axis=0)
+                                      - part_counts)
+    cdef int64_t[:, ::1] next_view = next_entry
+    slot_rows = np.empty(max(1, int(slot_start[n_slots])), dtype=np.int32)
+    cdef row_index_t[::1] slot_row_view = slot_rows
+    for part in prange(n_parts, nogil=True, schedule='static', num_threads=n_threads):
+        list_slot_rows(&node_of_row[0, 0], pack_size, part_view[part], part_view[part + 1],
+                       &listed_view[0], &next_view[part, 0], NULL, &slot_row_view[0])
+
+    # Per tree, the features it uses (and, for a derived slot, those its
+    # parent's tree did not) as columns and first pooled cells.
+    tree_columns = np.zeros((2, pack_size, max(1, n_candidates)), dtype=np.int32)
+    tree_cells = np.zeros((2, pack_size, max(1, n_candidates)), dtype=np.intp)
+    tree_count = np.zeros((2, pack_size), dtype=np.intp)
+    extra = (np.asarray(tree_extra_feature).T != 0 if tree_extra_feature is not None
+             else np.zeros_like(uses))
+    for tree in range(pack_size):
+        for which, mask in ((0, uses[tree]), (1, uses[tree] & extra[tree])):
+            used = np.flatnonzero(mask)
+            tree_columns[which, tree, :len(used)] = feature_array[used]
+            tree_cells[which, tree, :len(used)] = cell_of[used]
+            tree_count[which, tree] = len(used)
+    cdef const int32_t[:, :, ::1] column_view = tree_columns
+    cdef const Py_ssize_t[:, :, ::1] tree_cell_view = tree_cells
+    cdef const Py_ssize_t[:, ::1] tree_count_view = tree_count
+    cdef const uint8_t[::1] kind_view = kinds
+    cdef const int64_t[::1] start_view = slot_start
+    cdef const Py_ssize_t[::1] cell_of_view = cell_of
+    cdef const uint8_t[:, ::1] scored_view = scored
+    cdef const int32_t[::1] parent_view = (slot_parent if slot_parent is not None
+                                           else np.zeros(n_slots, dtype=np.int32))
+    cdef const int64_t* parent_pointer = (&parent_pooled[0] if n_parent_slots > 0 else NULL)
+    cdef int64_t* pooled_pointer = &pooled_cells[0]
+    cdef Py_ssize_t slot, tree_of_slot, j, cell_index, slot_size = slot_cells * pw
+    cdef const int64_t* from_parent
+    cdef const int64_t* from_sibling
+    cdef int64_t* target
+    # Rows a chunk of packed sums can take: fewer than 2**count_bits (the
+    # count field) and few enough that their gradients' magnitudes add up to
+    # less than an era's may (docs/fixed-point.md §3), whichever rows they are.
+    largest = int(np.max(np.abs(np.asarray(fixed.packed) >> rows.count_bits), initial=1))
+    cdef Py_ssize_t chunk_rows = max(1, min((1 << int(rows.count_bits)) - 1,
+                                            (1 << (61 - int(rows.count_bits))) // max(1, largest)))
+    chunks = np.zeros((n_threads, slot_cells * rows.words), dtype=np.int64)
+    cdef int64_t[:, ::1] chunk_view = chunks
+    # Built slots first (largest first for the dynamic schedule), then the
+    # derived ones from them.
+    order = np.argsort(-(slot_start[1:] - slot_start[:-1]), kind="stable").astype(np.intp)
+    cdef const Py_ssize_t[::1] order_view = order
+    cdef Py_ssize_t rank
+    for rank in prange(n_slots, nogil=True, schedule='dynamic', num_threads=n_threads):
+        slot = order_view[rank]
+        if kind_view[slot] != SLOT_BUILD:
+            continue
+        tree_of_slot = slot_tree[slot]
+        for cell_index in range(slot_size):
+            pooled_pointer[slot * slot_size + cell_index] = 0
+        pool_rows(&X_rows[0, 0], n_features, &rows, &slot_row_view[start_view[slot]],
+                  start_view[slot + 1] - start_view[slot], &column_view[0, tree_of_slot, 0],
+                  &tree_cell_view[0, tree_of_slot, 0], &n_bins[0], tree_count_view[0, tree_of_slot],
+                  chunk_rows, &chunk_view[threadid(), 0], pooled_pointer + slot * slot_size)
+    for rank in prange(n_slots, nogil=True, schedule='dynamic', num_threads=n_threads):
+        slot = order_view[rank]
+        if kind_view[slot] != SLOT_DERIVE:
+            continue
+        tree_of_slot = slot_tree[slot]
+        target = pooled_pointer + slot * slot_size
+        from_parent = parent_pointer + parent_view[slot] * slot_size
+        from_sibling = pooled_pointer + (slot ^ 1) * slot_size
+        for cell_index in range(slot_size):
+            target[cell_index] = from_parent[cell_index] - from_sibling[cell_index]
+        if tree_count_view[1, tree_of_slot] > 0:
+            for j in range(tree_count_view[1, tree_of_slot]):
+                for cell_index in range(tree_cell_view[1, tree_of_slot, j] * pw,
+                                        (tree_cell_view[1, tree_of_slot, j]
+                                         + n_bins[column_view[1, tree_of_slot, j]] + 1) * pw):
+                    target[cell_index] = 0
+            pool_rows(&X_rows[0, 0], n_features, &rows, &slot_row_view[start_view[slot]],
+                      start_view[slot + 1] - start_view[slot], &column_view[1, tree_of_slot, 0],
+                      &tree_cell_view[1, tree_of_slot, 0], &n_bins[0],
+                      tree_count_view[1, tree_of_slot], chunk_rows, &chunk_view[threadid(), 0],
+                      target)
+
+    cdef node_pass work
+    work.X_rows = &X_rows[0, 0]
+    work.X_binned = &X_binned[0, 0]
+    work.n_rows = n_rows
+    work.n_features = n_features
+    work.era_of_row = &era_of_row[0]
+    work.n_eras = n_eras
+    work.rows = &rows
+    work.params = &c_params
+    work.slot_rows = &slot_row_view[0]
+    work.slot_start = &start_view[0]
+    work.slot_tree = &slot_tree[0]
+    work.features = &features[0]
+    work.cell_of = &cell_of_view[0]
+    work.n_candidates = n_candidates
+    work.slot_cells = slot_cells
+    work.pooled_words = pw
+    work.n_bins = &n_bins[0]
+    work.slot_noise = &slot_noise[0]
+    work.slot_bounds = &slot_bounds[0, 0] if slot_bounds is not None else NULL
+    work.feature_monotone = &feature_monotone[0] if feature_monotone is not None else NULL
+    work.scored = &scored_view[0, 0]
+    work.pooled = pooled_pointer
+
+    bound_buffers = np.empty((n_threads, n_candidates))
+    sum_buffers = np.empty((n_threads, 3 * max_width), dtype=np.int64)
+    era_cell_buffers = np.empty((n_threads, n_eras * max_width * rows.words), dtype=np.int64)
+    tile_buffers = np.empty((n_threads, n_eras * max_width), dtype=HIST_DTYPE)
+    era_id_buffers = np.empty((n_threads, n_eras), dtype=np.int32)
+    scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
+    candidate_buffers = np.empty((n_threads, N_CANDIDATE_SCRATCH * max_width), dtype=np.float64)
+    cdef double[:, ::1] bound_view = bound_buffers
+    cdef int64_t[:, ::1] sum_view = sum_buffers
+    cdef int64_t[:, ::1] era_cell_view = era_cell_buffers
+    cdef hist_entry[:, ::1] tile_view = tile_buffers
+    cdef int32_t[:, ::1] era_id_view = era_id_buffers
+    cdef double[:, ::1] scratch_view = scratch_buffers
+    cdef double[:, ::1] candidate_view = candidate_buffers
+    cdef double[:, :, ::1] record_view = records
+    cdef split_table table
+    cdef double[:, ::1] score_view = result["score"], gain_view = result["gain"]
+    cdef double[:, ::1] mean_view = result["mean"], std_view = result["std"]
+    cdef double[:, ::1] direction_view = result["direction"]
+    cdef bin_index_t[:, ::1] threshold_view = result["threshold"]
+    cdef uint8_t[:, ::1] missing_view = result["missing_left"], found_view = result["found"]
+    cdef uint8_t[:, ::1] unpacked_view = result["unpacked"]
+    table.score = &score_view[0, 0]
+    table.gain = &gain_view[0, 0]
+    table.mean = &mean_view[0, 0]
+    table.std = &std_view[0, 0]
+    table.direction = &direction_view[0, 0]
+    table.threshold = &threshold_view[0, 0]
+    table.missing_left = &missing_view[0, 0]
+    table.found = &found_view[0, 0]
+    table.unpacked = &unpacked_view[0, 0]
+    table.slot_left = &record_view[0, 0, 0]
+    table.n_slots = n_slots
+    table.n_candidates = n_candidates
+    cdef Py_ssize_t thread
+    for rank in prange(n_slots, nogil=True, schedule='dynamic', num_threads=n_threads):
+        slot = order_view[rank]
+        if not slot_open[slot]:
+            continue
+        thread = threadid()
+        score_slot_by_node(&work, slot, &bound_view[thread, 0], &sum_view[thread, 0],
+                           &era_cell_view[thread, 0], &tile_view[thread, 0],
+                           &era_id_view[thread, 0], &scratch_view[thread, 0],
+                           &candidate_view[thread, 0], &table, &record_view[thread, slot, 0])
+    result["slot_left"] = slot_first_maximum(records)
+    return result
+
+
+def pool_era_cells(const int64_t[::1] depth_cells, Py_ssize_t n_eras, Py_ssize_t n_slots,
+                   const Py_ssize_t[::1] block_start, fixed, int64_t[::1] pooled,
+                   int n_threads):
+    """find_best_splits' kept per-era cells (``depth_cells``, blocks of
+    features starting at pooled cell ``block_start[b]``, the last entry the
+    slot's total) summed over eras into find_best_splits_by_node's pooled
+    cells: the parents of a depth that takes the node-ordered route after
+    one that did not. Cells of a closed slot hold whatever the buffer did
+    (nothing reads them); the sums wrap rather than trap."""
+    cdef Py_ssize_t n_blocks = block_start.shape[0] - 1
+    cdef Py_ssize_t slot_cells = block_start[n_blocks]
+    cdef int count_bits = int(fixed.count_bits)
+    cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2
+    cdef Py_ssize_t pw = words + 1
+    if depth_cells.shape[0] != n_eras * n_slots * slot_cells * words:
+        raise ValueError("depth_cells do not match the slots' cells")
+    if pooled.shape[0] < n_slots * slot_cells * pw:
+        raise ValueError("pooled must have pooled_cells_size(...) entries")
+    cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
+    cdef uint64_t sign_bit = (<uint64_t>1) << 63
+    cdef uint64_t shift_excess = sign_bit >> count_bits
+    cdef Py_ssize_t slot, block, era, c, stride
+    cdef const uint64_t* source
+    cdef uint64_t* target
+    cdef uint64_t cell
+    if n_slots == 0 or slot_cells == 0:
+        return
+    for slot in prange(n_slots, nogil=True, schedule='static', num_threads=max(1, n_threads)):
+        target = <uint64_t*>&pooled[slot * slot_cells * pw]
+        for c in range(slot_cells * pw):
+            target[c] = 0
+        for block in range(n_blocks):
+            stride = block_start[block + 1] - block_start[block]
+            for era in range(n_eras):
+                source = (<const uint64_t*>&depth_cells[0] + block_start[block] * n_eras
+                          * n_slots * words + (era * n_slots + slot) * stride * words)
+                for c in range(stride):
+                    cell = source[c * words]
+                    # arithmetic shift as in bound_slot_tiles: logical shift of
+                    # cell + 2**63, less 2**(63 - count_bits)
+                    target[(block_start[block] + c) * pw] += ((cell ^ sign_bit) >> count_bits) - shift_excess
+                    target[(block_start[block] + c) * pw + 1] += cell & mask
+                    if words == 2:
+                        target[(block_start[block] + c) * pw + 2] += source[c * 2 + 1]

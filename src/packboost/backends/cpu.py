@@ -30,6 +30,13 @@ DEFAULT_SUBTRACTION_BUDGET_BYTES = 2 * 1024**3
 # Rows per kept cell (one slot's rows in one era, over its feature's bins)
 # below which a depth is histogrammed in full passes: see _subtraction_plan.
 SUBTRACTION_MIN_ROWS_PER_CELL = 12.0
+# The node-ordered route (find_best_splits_by_node, docs/cpu-kernels.md §6)
+# reads a row-major copy of the codes: taken when a depth scans at least this
+# share of the features (a row's codes are then mostly read, not skipped) and
+# the copy costs at most NODE_ROUTE_MAX_COPY_BYTES (and an eighth of the
+# available memory).
+NODE_ROUTE_MIN_FEATURE_SHARE = 0.5
+NODE_ROUTE_MAX_COPY_BYTES = 1024**3
 SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE = (int(_slot_kind.SLOT_SKIP), int(_slot_kind.SLOT_BUILD),
                                       int(_slot_kind.SLOT_DERIVE))
 
@@ -70,6 +77,9 @@ class CpuBackend:
         # (n_eras, pack_size) era flags of the pack's trees when they draw
         # whole eras (begin_pack), else None: see find_best_splits.
         self._era_tree_rows = None
+        # The node-ordered route's row-major codes and row eras (built when
+        # first taken), or False where it is not taken at all.
+        self._codes_by_row = None
         self._forget_depth()
         self._free_buffers()
 
@@ -91,9 +101,11 @@ class CpuBackend:
 
     def _free_buffers(self) -> None:
         self._buffers = [np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)]
+        self._pooled_buffers = [np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)]
 
     def close(self) -> None:
         self.node_of_row = self.leaf_of_row = self.fixed = None
+        self._codes_by_row = None
         self._forget_depth()
         self._free_buffers()
 
@@ -127,6 +139,9 @@ class CpuBackend:
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
+        if self._takes_node_route(features, split_params):
+            return self._find_splits_by_node(slot_tree, slot_open, features, tree_uses_feature,
+                                             slot_variance, split_params, constraints)
         data = self.data
         plan = self._subtraction_plan(slot_tree, slot_open, features, tree_uses_feature,
                                       keep_for_children)
@@ -150,6 +165,104 @@ class CpuBackend:
         self._best = (best, features)
         return best
 
+    def _takes_node_route(self, features, split_params) -> bool:
+        """Does this depth take the node-ordered route? Below a pack's roots
+        (whose eras the trees share, which the era-major pass sums once),
+        with the parent's histograms at hand to subtract from, realized era
+        gains with equal era weights (the pooled bounds), uint8 codes, and a
+        depth that scans most features."""
+        kept = self._kept
+        if (kept is None or self._slot_parent is None
+                or not np.array_equal(kept["features"], features)
+                or split_params.get("era_gain") != "realized"
+                or split_params.get("era_weighting") != "equal"):
+            return False
+        data = self.data
+        if len(features) < NODE_ROUTE_MIN_FEATURE_SHARE * data.n_features:
+            return False
+        if self._codes_by_row is None:
+            self._codes_by_row = False
+            if data.X_binned.dtype == np.uint8 and data.X_binned.size <= self._copy_budget():
+                self._codes_by_row = (np.ascontiguousarray(data.X_binned.T),
+                                      np.ascontiguousarray(data.row_era, dtype=np.int32))
+        return self._codes_by_row is not False
+
+    def _copy_budget(self) -> int:
+        from packboost._memory import available_memory_bytes
+
+        available, _ = available_memory_bytes()
+        budget = NODE_ROUTE_MAX_COPY_BYTES
+        return budget if available is None else min(budget, available // 8)
+
+    def _find_splits_by_node(self, slot_tree, slot_open, features, tree_uses_feature,
+                             slot_variance, split_params, constraints) -> BestSplits:
+        """find_splits by _split.find_best_splits_by_node: each slot's cells
+        pooled over eras from its own rows (the smaller child of a pair) or
+        its parent's minus its sibling's; the few tiles the pooled bounds
+        leave get their per-era cells from the slot's rows."""
+        data, kept = self.data, self._kept
+        codes_by_row, era_of_row = self._codes_by_row
+        n_slots = len(slot_tree)
+        parent = kept.get("pooled")
+        if parent is None:
+            # The parents took the era-major pass: their kept cells, summed over eras.
+            widths = data.n_bins[features] + 1
+            per_pass, n_blocks = _split.feature_blocks(len(features), self.features_per_pass)
+            block_start = np.zeros(n_blocks + 1, dtype=np.intp)
+            ends = np.minimum(np.arange(1, n_blocks + 1) * per_pass, len(features))
+            block_start[1:] = np.cumsum(widths)[ends - 1]
+            parent = self._pooled_buffer(
+                _split.pooled_cells_size(kept["n_slots"], features, data.n_bins, self.fixed),
+                avoid=None)
+            _split.pool_era_cells(kept["cells"], data.n_eras, kept["n_slots"], block_start,
+                                  self.fixed, parent, self.n_threads)
+        slot_kind, extra = self._pair_kinds(slot_open, tree_uses_feature, kept["uses"])
+        pooled = self._pooled_buffer(
+            _split.pooled_cells_size(n_slots, features, data.n_bins, self.fixed), avoid=parent)
+        found = _split.find_best_splits_by_node(
+            codes_by_row, data.X_binned, self.fixed, era_of_row, data.n_eras, self.node_of_row,
+            slot_tree, slot_open, features, tree_uses_feature, data.n_bins, split_params,
+            self.n_threads, slot_variance, pooled_cells=pooled, parent_pooled=parent,
+            slot_kind=slot_kind, slot_parent=self._slot_parent, tree_extra_feature=extra,
+            **(constraints or {}))
+        # Pooled cells are a few KiB per slot: kept whatever the next depth scans.
+        self._kept = dict(pooled=pooled, features=features, uses=tree_uses_feature,
+                          n_slots=n_slots)
+        best = BestSplits.of_table(found)
+        self._best = (best, features)
+        return best
+
+    def _pooled_buffer(self, size: int, avoid) -> np.ndarray:
+        """_cell_buffer for the node-ordered route's pooled cells."""
+        for index, buffer in enumerate(self._pooled_buffers):
+            if avoid is not None and np.shares_memory(buffer, avoid):
+                continue
+            if buffer.size < size:
+                buffer = self._pooled_buffers[index] = np.empty(size, dtype=np.int64)
+            return buffer[:size]
+        raise AssertionError("two buffers, one parent")
+
+    def _pair_kinds(self, slot_open, tree_uses_feature, parent_uses):
+        """Of each pair of children (2k, 2k + 1) with an open child, the one
+        with fewer rows SLOT_BUILD, the other, if open, SLOT_DERIVE (its
+        parent's cells minus its sibling's), every other slot SLOT_SKIP; and
+        the features a tree uses now but did not at the parent's depth
+        (n_candidates, pack_size), which a derived slot sums itself."""
+        n_slots = len(slot_open)
+        counts = self._counts
+        left = np.arange(0, n_slots, 2)
+        right = left + 1
+        needed = (slot_open[left] != 0) | (slot_open[right] != 0)
+        build_left = counts[left] <= counts[right]
+        smaller = np.where(build_left, left, right)
+        larger = np.where(build_left, right, left)
+        slot_kind = np.full(n_slots, SLOT_SKIP, dtype=np.uint8)
+        slot_kind[smaller[needed]] = SLOT_BUILD
+        open_larger = larger[needed][slot_open[larger[needed]] != 0]
+        slot_kind[open_larger] = SLOT_DERIVE
+        extra = np.ascontiguousarray((tree_uses_feature & (parent_uses == 0)).astype(np.uint8))
+        return slot_kind, extra
+
     def _block_buffer(self, plan, n_slots, features):
         """find_best_splits' block buffer for full passes: one of the two
         buffers subtraction keeps for the fit (no depth then faults in fresh
@@ -169,7 +282,7 @@ class CpuBackend:
         """What each slot's histograms come from this depth, or None for full
         passes (no kept parent and nothing to keep, or over the budget)."""
         kept = self._kept
-        derive = (kept is not None and self._slot_parent is not None
+        derive = (kept is not None and "cells" in kept and self._slot_parent is not None
                   and np.array_equal(kept["features"], features))
         if not (derive or keep_for_children) or self._counts is None:
             return None
@@ -197,23 +310,8 @@ class CpuBackend:
         parent_cells = None
         if derive:
             # Children come in pairs (2k, 2k + 1) of one parent (grower.grow_pack).
-            # Of a pair with an open child, the one with fewer rows is summed
-            # and the other, if open, derived.
             slot_parent = self._slot_parent
-            counts = self._counts
-            left = np.arange(0, n_slots, 2)
-            right = left + 1
-            needed = (slot_open[left] != 0) | (slot_open[right] != 0)
-            build_left = counts[left] <= counts[right]
-            smaller = np.where(build_left, left, right)
-            larger = np.where(build_left, right, left)
-            slot_kind[:] = SLOT_SKIP
-            slot_kind[smaller[needed]] = SLOT_BUILD
-            open_larger = larger[needed][slot_open[larger[needed]] != 0]
-            slot_kind[open_larger] = SLOT_DERIVE
-            # Features a tree uses now but did not at the parent's depth have no
-            # parent cells: a derived slot sums those itself.
-            extra = (tree_uses_feature & (kept["uses"] == 0)).astype(np.uint8)
+            slot_kind, extra = self._pair_kinds(slot_open, tree_uses_feature, kept["uses"])
             parent_cells = kept["cells"]
         visit = (slot_kind == SLOT_BUILD) | ((slot_kind == SLOT_DERIVE)
                                              & extra[:, slot_tree].any(axis=0))
