@@ -1774,7 +1774,7 @@ def find_best_splits_by_node(
     feature_array = np.asarray(features, dtype=np.intp)
     widths = np.asarray(n_bins)[feature_array].astype(np.intp) + 1
     cell_of = np.zeros(n_candidates, dtype=np.intp)
-    np.cumsum(widths[:-1], out=cell_of[1:])
+    np.cumsum(widths[:n_candidates - 1], out=cell_of[1:])
     cdef Py_ssize_t slot_cells = int(widths.sum())
     cdef Py_ssize_t max_width = int(widths.max())
     if pooled_cells is None:
@@ -1819,7 +1819,7 @@ def find_best_splits_by_node(
                        &listed_view[0], NULL, &part_count_view[part, 0], NULL)
     slot_start = np.zeros(n_slots + 1, dtype=np.int64)
     np.cumsum(part_counts.sum(axis=0), out=slot_start[1:])
-    next_entry = np.ascontiguousarray(slot_start[:-1][None, :] + np.cumsum(part_counts, axis=0)
+    next_entry = np.ascontiguousarray(slot_start[:n_slots][None, :] + np.cumsum(part_counts, axis=0)
                                       - part_counts)
     cdef int64_t[:, ::1] next_view = next_entry
     slot_rows = np.empty(max(1, int(slot_start[n_slots])), dtype=np.int32)
@@ -1866,7 +1866,7 @@ def find_best_splits_by_node(
     cdef int64_t[:, ::1] chunk_view = chunks
     # Built slots first (largest first for the dynamic schedule), then the
     # derived ones from them.
-    order = np.argsort(-(slot_start[1:] - slot_start[:-1]), kind="stable").astype(np.intp)
+    order = np.argsort(-np.diff(slot_start), kind="stable").astype(np.intp)
     cdef const Py_ssize_t[::1] order_view = order
     cdef Py_ssize_t rank
     for rank in prange(n_slots, nogil=True, schedule='dynamic', num_threads=n_threads):
