@@ -34,7 +34,8 @@ def _frontier(data, n_slots, pack_size, seed, *, closed=()):
 def _by_node(data, fixed, node_of_row, slot_tree, slot_open, features, uses, params, n_threads,
              **kwargs):
     return _split.find_best_splits_by_node(
-        np.ascontiguousarray(data.X_binned.T), data.X_binned, fixed, data.row_era, data.n_eras,
+        np.ascontiguousarray(data.X_binned[features].T), data.X_binned, fixed, data.row_era,
+        data.n_eras,
         node_of_row, slot_tree, slot_open, features, uses, data.n_bins, dict(params), n_threads,
         **kwargs)
 

@@ -1415,34 +1415,35 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
 
 
 # ---------------------------------------------------------------------------
-# Pooled first over node-ordered rows (docs/cpu-kernels.md §6). Deep in a
-# pack a (slot, era) holds few rows, while a slot's per-era cells are n_eras
-# x (every feature's bins): most of them are cleared, filled and summed over
-# eras only for the pooled bounds, which then leave ~98% of the tiles unread
-# when every feature is scanned. find_best_splits_by_node sums each slot's
-# cells over all its eras directly -- slot by slot from the slot's own rows,
-# each row's codes one contiguous run of a row-major copy -- bounds every
-# tile from them, and builds the per-era cells of the few tiles that pass
-# from the same rows. Pooled cells are a few KiB per slot, so the larger
-# child of a split is its parent's minus its sibling's at every depth.
+# Pooled first over node-ordered rows (docs/cpu-kernels.md §3, "The
+# node-ordered route"). Deep in a pack a (slot, era) holds few rows, while a
+# slot's per-era cells are n_eras x (every feature's bins): most of them are
+# cleared, filled and summed over eras only for the pooled bounds, which then
+# leave ~98% of the tiles unread when every feature is scanned.
+# find_best_splits_by_node sums each slot's cells over all its eras directly
+# -- slot by slot from the slot's own rows, each row's codes one contiguous
+# run of a row-major copy -- bounds every tile from them, and builds the
+# per-era cells of the few tiles that pass from the same rows. Pooled cells
+# are a few KiB per slot, so the larger child of a split is its parent's
+# minus its sibling's at every depth. A pooled cell is two int64 words
+# (gradient sum, row count) or three (and the hessian sum, with two-word era
+# cells): it cannot pack the count beside the gradient as an era's cell does,
+# its count field holds one era's rows (docs/fixed-point.md §3).
 
-# int64 words of a pooled cell: gradient sum and row count, and the hessian
-# sum with two-word era cells. A pooled cell cannot pack the count beside the
-# gradient as an era's does: its count field holds one era's rows
-# (docs/fixed-point.md §3).
+# Rows ahead whose codes pool_rows asks for.
 cdef enum:
     POOL_PREFETCH_ROWS = 8
 
 
 cdef void pool_rows(
-        const uint8_t* X_rows,            # IN  (n_rows, n_features) codes, row-major
-        Py_ssize_t n_features,
+        const uint8_t* X_rows,            # IN  (n_rows, n_columns) codes, row-major
+        Py_ssize_t n_columns,
         const fixed_point_rows* rows,
         const row_index_t* slot_rows,     # IN  the slot's rows, ascending
         Py_ssize_t n_slot_rows,
-        const feature_index_t* columns,   # IN  (n_members,) features to sum
+        const feature_index_t* columns,   # IN  (n_members,) columns of X_rows to sum
         const Py_ssize_t* cell_of,        # IN  (n_members,) each one's first pooled cell
-        const bin_index_t* n_bins,
+        const bin_index_t* n_bins,        # IN  non-missing bins of each column
         Py_ssize_t n_members,
         Py_ssize_t chunk_rows,            # IN  rows whose packed values an int64 can sum
         int64_t* chunk,                   # scratch (slot cells, era-cell words), zero, left zero
@@ -1469,12 +1470,12 @@ cdef void pool_rows(
             for i in range(done, min(done + chunk_rows, n_slot_rows)):
                 row = slot_rows[i]
                 value = rows.packed[row]
-                codes = X_rows + row * n_features
+                codes = X_rows + row * n_columns
                 # A node's rows are scattered over the matrix deep in a tree:
                 # ask for a row's codes some rows ahead (the hardware
                 # prefetcher follows no such pattern).
                 if i + POOL_PREFETCH_ROWS < n_slot_rows:
-                    ahead = X_rows + slot_rows[i + POOL_PREFETCH_ROWS] * n_features + first_column
+                    ahead = X_rows + slot_rows[i + POOL_PREFETCH_ROWS] * n_columns + first_column
                     for j in range(0, codes_span, 64):
                         __builtin_prefetch(ahead + j)
                 if consecutive:
@@ -1489,7 +1490,7 @@ cdef void pool_rows(
                 row = slot_rows[i]
                 value = rows.packed[row]
                 hessian = rows.hessian_fixed[row]
-                codes = X_rows + row * n_features
+                codes = X_rows + row * n_columns
                 for j in range(n_members):
                     cell = chunk + (cell_of[j] + codes[columns[j]]) * 2
                     cell[0] += value
@@ -1546,10 +1547,8 @@ cdef void list_slot_rows(
 
 cdef struct node_pass:
     # what find_best_splits_by_node's per-slot steps read
-    const uint8_t* X_rows
     const uint8_t* X_binned
     Py_ssize_t n_rows
-    Py_ssize_t n_features
     const int32_t* era_of_row
     Py_ssize_t n_eras
     const fixed_point_rows* rows
@@ -1689,8 +1688,9 @@ def pooled_cells_size(Py_ssize_t n_slots, features, n_bins, fixed):
 
 
 def find_best_splits_by_node(
-        const uint8_t[:, ::1] X_rows,             # IN  (n_rows, n_features) codes, row-major
-        const uint8_t[:, ::1] X_binned,           # IN  (n_features, n_rows) the same codes
+        const uint8_t[:, ::1] X_rows,             # IN  (n_rows, n_candidates) the candidate
+                                                  #     features' codes, row-major
+        const uint8_t[:, ::1] X_binned,           # IN  (n_features, n_rows) every feature's codes
         fixed,                                    # IN  _fixed_point.FixedPointGradients
         const int32_t[::1] era_of_row,            # IN  (n_rows,) non-decreasing
         Py_ssize_t n_eras,
@@ -1720,7 +1720,8 @@ def find_best_splits_by_node(
     Each open slot's rows are listed (ascending, so era by era); a slot's
     cells pooled over eras (``pooled_cells``: ``pooled_cells_size`` int64,
     kept by the caller for the next depth) are summed from its rows' codes in
-    ``X_rows`` -- or, for a SLOT_DERIVE slot, taken as ``parent_pooled`` of
+    ``X_rows`` (the candidates' codes, gathered row-major by the caller: a
+    row's codes are one contiguous run) -- or, for a SLOT_DERIVE slot, taken as ``parent_pooled`` of
     ``slot_parent`` minus its SLOT_BUILD sibling ``slot ^ 1``'s, summing only
     the ``tree_extra_feature`` its parent's tree did not use. Every tile is
     bounded from its pooled cells (pooled_tile_bound, as bound_slot_tiles
@@ -1730,7 +1731,6 @@ def find_best_splits_by_node(
     cdef Py_ssize_t n_slots = slot_tree.shape[0]
     cdef Py_ssize_t n_candidates = features.shape[0]
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
-    cdef Py_ssize_t n_features = X_rows.shape[1] if X_rows.shape[0] else X_binned.shape[0]
     cdef pb_split_params c_params = make_split_params(params)
     if (c_params.era_gain != DES_ERA_GAIN_REALIZED
             or c_params.era_weighting != PB_ERA_WEIGHTING_EQUAL):
@@ -1749,8 +1749,9 @@ def find_best_splits_by_node(
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
         result["slot_left"] = slot_first_maximum(records)
         return result
-    if X_rows.shape[0] != n_rows or X_binned.shape[1] != n_rows or X_binned.shape[0] != n_features:
-        raise ValueError("X_rows and X_binned must hold the same (n_rows, n_features) codes")
+    if X_rows.shape[0] != n_rows or X_rows.shape[1] != n_candidates or X_binned.shape[1] != n_rows:
+        raise ValueError(f"X_rows must be ({n_rows}, {n_candidates}) and X_binned have {n_rows} "
+                         "rows")
     if era_of_row.shape[0] != n_rows:
         raise ValueError(f"era_of_row must have {n_rows} entries")
     if tree_uses_feature.shape[0] != n_candidates or tree_uses_feature.shape[1] != pack_size:
@@ -1829,7 +1830,9 @@ def find_best_splits_by_node(
                        &listed_view[0], &next_view[part, 0], NULL, &slot_row_view[0])
 
     # Per tree, the features it uses (and, for a derived slot, those its
-    # parent's tree did not) as columns and first pooled cells.
+    # parent's tree did not) as columns of X_rows and first pooled cells.
+    column_bins = np.ascontiguousarray(np.asarray(n_bins)[feature_array], dtype=np.int32)
+    cdef const bin_index_t[::1] column_bin_view = column_bins
     tree_columns = np.zeros((2, pack_size, max(1, n_candidates)), dtype=np.int32)
     tree_cells = np.zeros((2, pack_size, max(1, n_candidates)), dtype=np.intp)
     tree_count = np.zeros((2, pack_size), dtype=np.intp)
@@ -1838,7 +1841,7 @@ def find_best_splits_by_node(
     for tree in range(pack_size):
         for which, mask in ((0, uses[tree]), (1, uses[tree] & extra[tree])):
             used = np.flatnonzero(mask)
-            tree_columns[which, tree, :len(used)] = feature_array[used]
+            tree_columns[which, tree, :len(used)] = used
             tree_cells[which, tree, :len(used)] = cell_of[used]
             tree_count[which, tree] = len(used)
     cdef const int32_t[:, :, ::1] column_view = tree_columns
@@ -1876,9 +1879,10 @@ def find_best_splits_by_node(
         tree_of_slot = slot_tree[slot]
         for cell_index in range(slot_size):
             pooled_pointer[slot * slot_size + cell_index] = 0
-        pool_rows(&X_rows[0, 0], n_features, &rows, &slot_row_view[start_view[slot]],
+        pool_rows(&X_rows[0, 0], n_candidates, &rows, &slot_row_view[start_view[slot]],
                   start_view[slot + 1] - start_view[slot], &column_view[0, tree_of_slot, 0],
-                  &tree_cell_view[0, tree_of_slot, 0], &n_bins[0], tree_count_view[0, tree_of_slot],
+                  &tree_cell_view[0, tree_of_slot, 0], &column_bin_view[0],
+                  tree_count_view[0, tree_of_slot],
                   chunk_rows, &chunk_view[threadid(), 0], pooled_pointer + slot * slot_size)
     for rank in prange(n_slots, nogil=True, schedule='dynamic', num_threads=n_threads):
         slot = order_view[rank]
@@ -1894,19 +1898,18 @@ def find_best_splits_by_node(
             for j in range(tree_count_view[1, tree_of_slot]):
                 for cell_index in range(tree_cell_view[1, tree_of_slot, j] * pw,
                                         (tree_cell_view[1, tree_of_slot, j]
-                                         + n_bins[column_view[1, tree_of_slot, j]] + 1) * pw):
+                                         + column_bin_view[column_view[1, tree_of_slot, j]]
+                                         + 1) * pw):
                     target[cell_index] = 0
-            pool_rows(&X_rows[0, 0], n_features, &rows, &slot_row_view[start_view[slot]],
+            pool_rows(&X_rows[0, 0], n_candidates, &rows, &slot_row_view[start_view[slot]],
                       start_view[slot + 1] - start_view[slot], &column_view[1, tree_of_slot, 0],
-                      &tree_cell_view[1, tree_of_slot, 0], &n_bins[0],
+                      &tree_cell_view[1, tree_of_slot, 0], &column_bin_view[0],
                       tree_count_view[1, tree_of_slot], chunk_rows, &chunk_view[threadid(), 0],
                       target)
 
     cdef node_pass work
-    work.X_rows = &X_rows[0, 0]
     work.X_binned = &X_binned[0, 0]
     work.n_rows = n_rows
-    work.n_features = n_features
     work.era_of_row = &era_of_row[0]
     work.n_eras = n_eras
     work.rows = &rows

@@ -30,12 +30,12 @@ DEFAULT_SUBTRACTION_BUDGET_BYTES = 2 * 1024**3
 # Rows per kept cell (one slot's rows in one era, over its feature's bins)
 # below which a depth is histogrammed in full passes: see _subtraction_plan.
 SUBTRACTION_MIN_ROWS_PER_CELL = 12.0
-# The node-ordered route (find_best_splits_by_node, docs/cpu-kernels.md §6)
-# reads a row-major copy of the codes: taken when a depth scans at least this
-# share of the features (a row's codes are then mostly read, not skipped) and
-# the copy costs at most NODE_ROUTE_MAX_COPY_BYTES (and an eighth of the
-# available memory).
-NODE_ROUTE_MIN_FEATURE_SHARE = 0.5
+# The node-ordered route (find_best_splits_by_node; docs/cpu-kernels.md §3,
+# "The node-ordered route"): taken below the roots while a (slot, era) holds
+# fewer rows per cell than this (see _takes_node_route), reading a row-major
+# copy of the depth's features that costs at most NODE_ROUTE_MAX_COPY_BYTES
+# (and an eighth of the available memory).
+NODE_ROUTE_MAX_ROWS_PER_CELL = np.inf
 NODE_ROUTE_MAX_COPY_BYTES = 1024**3
 SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE = (int(_slot_kind.SLOT_SKIP), int(_slot_kind.SLOT_BUILD),
                                       int(_slot_kind.SLOT_DERIVE))
@@ -77,9 +77,8 @@ class CpuBackend:
         # (n_eras, pack_size) era flags of the pack's trees when they draw
         # whole eras (begin_pack), else None: see find_best_splits.
         self._era_tree_rows = None
-        # The node-ordered route's row-major codes and row eras (built when
-        # first taken), or False where it is not taken at all.
-        self._codes_by_row = None
+        # (features, their codes row-major) for the node-ordered route.
+        self._codes_block = None
         self._forget_depth()
         self._free_buffers()
 
@@ -105,7 +104,7 @@ class CpuBackend:
 
     def close(self) -> None:
         self.node_of_row = self.leaf_of_row = self.fixed = None
-        self._codes_by_row = None
+        self._codes_block = None
         self._forget_depth()
         self._free_buffers()
 
@@ -139,7 +138,7 @@ class CpuBackend:
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
-        if self._takes_node_route(features, split_params):
+        if self._takes_node_route(slot_tree, features, split_params):
             return self._find_splits_by_node(slot_tree, slot_open, features, tree_uses_feature,
                                              slot_variance, split_params, constraints)
         data = self.data
@@ -165,27 +164,42 @@ class CpuBackend:
         self._best = (best, features)
         return best
 
-    def _takes_node_route(self, features, split_params) -> bool:
+    def _takes_node_route(self, slot_tree, features, split_params) -> bool:
         """Does this depth take the node-ordered route? Below a pack's roots
         (whose eras the trees share, which the era-major pass sums once),
-        with the parent's histograms at hand to subtract from, realized era
-        gains with equal era weights (the pooled bounds), uint8 codes, and a
-        depth that scans most features."""
-        kept = self._kept
-        if (kept is None or self._slot_parent is None
-                or not np.array_equal(kept["features"], features)
+        with the parent depth's histograms at hand over the same features to
+        subtract from, realized era gains with equal era weights (the pooled
+        bounds), uint8 codes, few rows per per-era cell (with many, the
+        era-major pass's cells are well used) and a row-major copy of the
+        features within its budget."""
+        kept, data = self._kept, self.data
+        if (kept is None or self._slot_parent is None or self._counts is None
+                or data.X_binned.dtype != np.uint8
                 or split_params.get("era_gain") != "realized"
-                or split_params.get("era_weighting") != "equal"):
+                or split_params.get("era_weighting") != "equal"
+                or not np.array_equal(kept["features"], features)):
             return False
+        rows_per_cell = (np.sum(self._counts, dtype=np.float64)
+                         / max(1, data.n_eras * len(slot_tree))
+                         / max(1.0, float(np.mean(data.n_bins[features] + 1))))
+        if rows_per_cell >= NODE_ROUTE_MAX_ROWS_PER_CELL:
+            return False
+        return self._codes_by_row(features) is not None
+
+    def _codes_by_row(self, features):
+        """The candidate features' codes, row-major (n_rows, len(features)),
+        gathered once for a set of features (a fit's, at every feature; a
+        pack's with feature_sampling="pack"); None over the copy's budget."""
+        cached = self._codes_block
+        if cached is not None and np.array_equal(cached[0], features):
+            return cached[1]
+        self._codes_block = None
         data = self.data
-        if len(features) < NODE_ROUTE_MIN_FEATURE_SHARE * data.n_features:
-            return False
-        if self._codes_by_row is None:
-            self._codes_by_row = False
-            if data.X_binned.dtype == np.uint8 and data.X_binned.size <= self._copy_budget():
-                self._codes_by_row = (np.ascontiguousarray(data.X_binned.T),
-                                      np.ascontiguousarray(data.row_era, dtype=np.int32))
-        return self._codes_by_row is not False
+        if data.n_rows * len(features) > self._copy_budget():
+            return None
+        block = np.ascontiguousarray(data.X_binned[np.asarray(features)].T)
+        self._codes_block = (np.array(features, copy=True), block)
+        return block
 
     def _copy_budget(self) -> int:
         from packboost._memory import available_memory_bytes
@@ -201,7 +215,6 @@ class CpuBackend:
         its parent's minus its sibling's; the few tiles the pooled bounds
         leave get their per-era cells from the slot's rows."""
         data, kept = self.data, self._kept
-        codes_by_row, era_of_row = self._codes_by_row
         n_slots = len(slot_tree)
         parent = kept.get("pooled")
         if parent is None:
@@ -220,7 +233,8 @@ class CpuBackend:
         pooled = self._pooled_buffer(
             _split.pooled_cells_size(n_slots, features, data.n_bins, self.fixed), avoid=parent)
         found = _split.find_best_splits_by_node(
-            codes_by_row, data.X_binned, self.fixed, era_of_row, data.n_eras, self.node_of_row,
+            self._codes_by_row(features), data.X_binned, self.fixed, data.row_era, data.n_eras,
+            self.node_of_row,
             slot_tree, slot_open, features, tree_uses_feature, data.n_bins, split_params,
             self.n_threads, slot_variance, pooled_cells=pooled, parent_pooled=parent,
             slot_kind=slot_kind, slot_parent=self._slot_parent, tree_extra_feature=extra,
