@@ -468,7 +468,7 @@ def test_histogram_subtraction_gives_the_same_pack(case, overrides, constant_hes
     monkeypatch.setattr(cpu.CpuBackend, "_subtraction_plan", counting_plan)
     monkeypatch.setattr(cpu._split, "find_best_splits_by_node", counting_by_node)
     if route == "era-major":
-        monkeypatch.setattr(cpu, "NODE_ROUTE_MAX_ROWS_PER_CELL", 0.0)
+        monkeypatch.setattr(cpu, "NODE_ROUTE_MAX_COPY_BYTES", 0)
     subtracted = grow_on_cpu(data, g, h, draws, settings, 2,
                              subtraction_budget_bytes=2**40)
     for name in full.nodes:

@@ -31,12 +31,13 @@ DEFAULT_SUBTRACTION_BUDGET_BYTES = 2 * 1024**3
 # below which a depth is histogrammed in full passes: see _subtraction_plan.
 SUBTRACTION_MIN_ROWS_PER_CELL = 12.0
 # The node-ordered route (find_best_splits_by_node; docs/cpu-kernels.md §3,
-# "The node-ordered route"): taken below the roots while a (slot, era) holds
-# fewer rows per cell than this (see _takes_node_route), reading a row-major
-# copy of the depth's features that costs at most NODE_ROUTE_MAX_COPY_BYTES
-# (and an eighth of the available memory).
-NODE_ROUTE_MAX_ROWS_PER_CELL = np.inf
-NODE_ROUTE_MAX_COPY_BYTES = 1024**3
+# "The node-ordered route") reads a row-major copy of the depth's features,
+# made only when it costs at most this (and an eighth of the available
+# memory): it won 1.9-2.4x on 150k rows x 200 features (30 MB) and lost
+# 1.5-1.8x at Numerai scale with feature_sampling="pack" (2.7M x 50, 135 MB:
+# a node's rows' codes then come from memory, not cache; RESULTS.md,
+# sixteenth session).
+NODE_ROUTE_MAX_COPY_BYTES = 64 * 1024**2
 SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE = (int(_slot_kind.SLOT_SKIP), int(_slot_kind.SLOT_BUILD),
                                       int(_slot_kind.SLOT_DERIVE))
 
@@ -138,7 +139,7 @@ class CpuBackend:
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
-        if self._takes_node_route(slot_tree, features, split_params):
+        if self._takes_node_route(features, split_params):
             return self._find_splits_by_node(slot_tree, slot_open, features, tree_uses_feature,
                                              slot_variance, split_params, constraints)
         data = self.data
@@ -164,25 +165,19 @@ class CpuBackend:
         self._best = (best, features)
         return best
 
-    def _takes_node_route(self, slot_tree, features, split_params) -> bool:
+    def _takes_node_route(self, features, split_params) -> bool:
         """Does this depth take the node-ordered route? Below a pack's roots
         (whose eras the trees share, which the era-major pass sums once),
         with the parent depth's histograms at hand over the same features to
         subtract from, realized era gains with equal era weights (the pooled
-        bounds), uint8 codes, few rows per per-era cell (with many, the
-        era-major pass's cells are well used) and a row-major copy of the
-        features within its budget."""
+        bounds), uint8 codes, and a row-major copy of the features within
+        its budget (NODE_ROUTE_MAX_COPY_BYTES)."""
         kept, data = self._kept, self.data
         if (kept is None or self._slot_parent is None or self._counts is None
                 or data.X_binned.dtype != np.uint8
                 or split_params.get("era_gain") != "realized"
                 or split_params.get("era_weighting") != "equal"
                 or not np.array_equal(kept["features"], features)):
-            return False
-        rows_per_cell = (np.sum(self._counts, dtype=np.float64)
-                         / max(1, data.n_eras * len(slot_tree))
-                         / max(1.0, float(np.mean(data.n_bins[features] + 1))))
-        if rows_per_cell >= NODE_ROUTE_MAX_ROWS_PER_CELL:
             return False
         return self._codes_by_row(features) is not None
 
