@@ -910,6 +910,61 @@ def feature_blocks(Py_ssize_t n_candidates, Py_ssize_t features_per_pass):
     return features_per_pass, n_blocks
 
 
+def empty_split_result(Py_ssize_t n_slots, Py_ssize_t n_candidates, Py_ssize_t n_threads):
+    """A split finder's result before any tile is scored -- (n_slots,
+    n_candidates) arrays, no candidate found -- and the threads' slot_left
+    records (n_threads, n_slots, SLOT_LEFT_FIELDS), none yet."""
+    shape = (n_slots, n_candidates)
+    result = dict(score=np.full(shape, -np.inf), gain=np.zeros(shape), mean=np.zeros(shape),
+                  std=np.zeros(shape), direction=np.zeros(shape),
+                  threshold=np.zeros(shape, dtype=np.int32),
+                  missing_left=np.zeros(shape, dtype=np.uint8),
+                  found=np.zeros(shape, dtype=np.uint8), unpacked=np.zeros(shape, dtype=np.uint8))
+    records = np.zeros((n_threads, n_slots, SLOT_LEFT_FIELDS))
+    records[:, :, 0] = -np.inf
+    records[:, :, 1] = np.inf
+    return result, records
+
+
+cdef split_table split_table_of(dict result, records) except *:
+    """Pointers into empty_split_result's arrays (which must outlive them)."""
+    cdef double[:, ::1] score = result["score"], gain = result["gain"], mean = result["mean"]
+    cdef double[:, ::1] std = result["std"], direction = result["direction"]
+    cdef bin_index_t[:, ::1] threshold = result["threshold"]
+    cdef uint8_t[:, ::1] missing_left = result["missing_left"], found = result["found"]
+    cdef uint8_t[:, ::1] unpacked = result["unpacked"]
+    cdef double[:, :, ::1] slot_left = records
+    cdef bint cells = score.shape[0] * score.shape[1] > 0
+    cdef split_table table
+    table.score = &score[0, 0] if cells else NULL
+    table.gain = &gain[0, 0] if cells else NULL
+    table.mean = &mean[0, 0] if cells else NULL
+    table.std = &std[0, 0] if cells else NULL
+    table.direction = &direction[0, 0] if cells else NULL
+    table.threshold = &threshold[0, 0] if cells else NULL
+    table.missing_left = &missing_left[0, 0] if cells else NULL
+    table.found = &found[0, 0] if cells else NULL
+    table.unpacked = &unpacked[0, 0] if cells else NULL
+    table.slot_left = &slot_left[0, 0, 0] if slot_left.shape[1] > 0 else NULL
+    table.n_slots = score.shape[0]
+    table.n_candidates = score.shape[1]
+    return table
+
+
+def check_constraint_shapes(Py_ssize_t n_slots, Py_ssize_t n_candidates, slot_bounds,
+                            feature_monotone, slot_allows_feature):
+    """ValueError unless the split finders' constraint arrays (each optional)
+    match the slots and candidates."""
+    if slot_bounds is not None and (slot_bounds.shape[0] != n_slots
+                                    or slot_bounds.shape[1] != 2):
+        raise ValueError(f"slot_bounds must have shape ({n_slots}, 2)")
+    if feature_monotone is not None and feature_monotone.shape[0] != n_candidates:
+        raise ValueError(f"feature_monotone must have {n_candidates} entries")
+    if slot_allows_feature is not None and (slot_allows_feature.shape[0] != n_slots
+                                            or slot_allows_feature.shape[1] != n_candidates):
+        raise ValueError(f"slot_allows_feature must have shape ({n_slots}, {n_candidates})")
+
+
 def find_best_splits(
         const bin_code_t[:, ::1] X_binned,       # IN  (n_features, n_rows), rows era-sorted
         fixed,                                    # IN  _fixed_point.FixedPointGradients
@@ -1021,28 +1076,8 @@ def find_best_splits(
     cdef const int8_t* monotone_pointer = NULL
     cdef const uint8_t* allows_pointer = NULL
 
-    shape = (n_slots, n_candidates)
-    score = np.full(shape, -np.inf)
-    gain = np.zeros(shape)
-    mean = np.zeros(shape)
-    std = np.zeros(shape)
-    direction = np.zeros(shape)
-    threshold = np.zeros(shape, dtype=np.int32)
-    missing_left = np.zeros(shape, dtype=np.uint8)
-    found = np.zeros(shape, dtype=np.uint8)
-    unpacked = np.zeros(shape, dtype=np.uint8)
     n_threads = max(1, n_threads)
-    records = np.zeros((n_threads, n_slots, SLOT_LEFT_FIELDS))
-    records[:, :, 0] = -np.inf
-    records[:, :, 1] = np.inf
-    result = dict(score=score, gain=gain, mean=mean, std=std, direction=direction,
-                  threshold=threshold, missing_left=missing_left, found=found,
-                  unpacked=unpacked)
-    cdef double[:, ::1] score_view = score, gain_view = gain, mean_view = mean
-    cdef double[:, ::1] std_view = std, direction_view = direction
-    cdef double[:, :, ::1] slot_left_view = records
-    cdef bin_index_t[:, ::1] threshold_view = threshold
-    cdef uint8_t[:, ::1] missing_left_view = missing_left, found_view = found
+    result, records = empty_split_result(n_slots, n_candidates, n_threads)
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
         result["slot_left"] = slot_first_maximum(records)
         return result
@@ -1054,18 +1089,13 @@ def find_best_splits(
         raise ValueError(f"slot_gradient_variance must have {n_slots} entries, "
                          f"got {slot_noise.shape[0]}")
 
+    check_constraint_shapes(n_slots, n_candidates, slot_bounds, feature_monotone,
+                            slot_allows_feature)
     if slot_bounds is not None:
-        if slot_bounds.shape[0] != n_slots or slot_bounds.shape[1] != 2:
-            raise ValueError(f"slot_bounds must have shape ({n_slots}, 2)")
         bounds_pointer = &slot_bounds[0, 0]
     if feature_monotone is not None:
-        if feature_monotone.shape[0] != n_candidates:
-            raise ValueError(f"feature_monotone must have {n_candidates} entries")
         monotone_pointer = &feature_monotone[0]
     if slot_allows_feature is not None:
-        if (slot_allows_feature.shape[0] != n_slots
-                or slot_allows_feature.shape[1] != n_candidates):
-            raise ValueError(f"slot_allows_feature must have shape ({n_slots}, {n_candidates})")
         allows_pointer = &slot_allows_feature[0, 0]
 
     if node_of_row.shape[1] > MAX_PACK_SIZE:
@@ -1161,20 +1191,7 @@ def find_best_splits(
     cdef int32_t[:, ::1] era_id_view = era_id_buffers
 
     cdef double tile_score
-    cdef split_table table
-    table.score = &score_view[0, 0] if n_slots * n_candidates else NULL
-    table.gain = &gain_view[0, 0] if n_slots * n_candidates else NULL
-    table.mean = &mean_view[0, 0] if n_slots * n_candidates else NULL
-    table.std = &std_view[0, 0] if n_slots * n_candidates else NULL
-    table.direction = &direction_view[0, 0] if n_slots * n_candidates else NULL
-    table.threshold = &threshold_view[0, 0] if n_slots * n_candidates else NULL
-    table.missing_left = &missing_left_view[0, 0] if n_slots * n_candidates else NULL
-    table.found = &found_view[0, 0] if n_slots * n_candidates else NULL
-    cdef uint8_t[:, ::1] unpacked_view = unpacked
-    table.unpacked = &unpacked_view[0, 0] if n_slots * n_candidates else NULL
-    table.slot_left = &slot_left_view[0, 0, 0] if n_slots else NULL
-    table.n_slots = n_slots
-    table.n_candidates = n_candidates
+    cdef split_table table = split_table_of(result, records)
     cdef scoring_block block_view
     block_view.n_eras = n_eras
     block_view.member_offset = &offset_view[0]
@@ -1736,16 +1753,8 @@ def find_best_splits_by_node(
             or c_params.era_weighting != PB_ERA_WEIGHTING_EQUAL):
         raise ValueError("find_best_splits_by_node needs era_gain='realized' and "
                          "era_weighting='equal' (pooled bounds)")
-    shape = (n_slots, n_candidates)
-    result = dict(score=np.full(shape, -np.inf), gain=np.zeros(shape), mean=np.zeros(shape),
-                  std=np.zeros(shape), direction=np.zeros(shape),
-                  threshold=np.zeros(shape, dtype=np.int32),
-                  missing_left=np.zeros(shape, dtype=np.uint8),
-                  found=np.zeros(shape, dtype=np.uint8), unpacked=np.zeros(shape, dtype=np.uint8))
     n_threads = max(1, n_threads)
-    records = np.zeros((n_threads, n_slots, SLOT_LEFT_FIELDS))
-    records[:, :, 0] = -np.inf
-    records[:, :, 1] = np.inf
+    result, records = empty_split_result(n_slots, n_candidates, n_threads)
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
         result["slot_left"] = slot_first_maximum(records)
         return result
@@ -1762,13 +1771,8 @@ def find_best_splits_by_node(
                                                               dtype=np.float64)
     if slot_noise.shape[0] != n_slots:
         raise ValueError(f"slot_gradient_variance must have {n_slots} entries")
-    if slot_bounds is not None and (slot_bounds.shape[0] != n_slots or slot_bounds.shape[1] != 2):
-        raise ValueError(f"slot_bounds must have shape ({n_slots}, 2)")
-    if feature_monotone is not None and feature_monotone.shape[0] != n_candidates:
-        raise ValueError(f"feature_monotone must have {n_candidates} entries")
-    if slot_allows_feature is not None and (slot_allows_feature.shape[0] != n_slots
-                                            or slot_allows_feature.shape[1] != n_candidates):
-        raise ValueError(f"slot_allows_feature must have shape ({n_slots}, {n_candidates})")
+    check_constraint_shapes(n_slots, n_candidates, slot_bounds, feature_monotone,
+                            slot_allows_feature)
     cdef fixed_point_rows rows = view_fixed_point(fixed, n_rows)
     cdef Py_ssize_t pw = 2 if rows.words == 1 else 3
 
@@ -1944,25 +1948,7 @@ def find_best_splits_by_node(
     cdef double[:, ::1] scratch_view = scratch_buffers
     cdef double[:, ::1] candidate_view = candidate_buffers
     cdef double[:, :, ::1] record_view = records
-    cdef split_table table
-    cdef double[:, ::1] score_view = result["score"], gain_view = result["gain"]
-    cdef double[:, ::1] mean_view = result["mean"], std_view = result["std"]
-    cdef double[:, ::1] direction_view = result["direction"]
-    cdef bin_index_t[:, ::1] threshold_view = result["threshold"]
-    cdef uint8_t[:, ::1] missing_view = result["missing_left"], found_view = result["found"]
-    cdef uint8_t[:, ::1] unpacked_view = result["unpacked"]
-    table.score = &score_view[0, 0]
-    table.gain = &gain_view[0, 0]
-    table.mean = &mean_view[0, 0]
-    table.std = &std_view[0, 0]
-    table.direction = &direction_view[0, 0]
-    table.threshold = &threshold_view[0, 0]
-    table.missing_left = &missing_view[0, 0]
-    table.found = &found_view[0, 0]
-    table.unpacked = &unpacked_view[0, 0]
-    table.slot_left = &record_view[0, 0, 0]
-    table.n_slots = n_slots
-    table.n_candidates = n_candidates
+    cdef split_table table = split_table_of(result, records)
     cdef Py_ssize_t thread
     for rank in prange(n_slots, nogil=True, schedule='dynamic', num_threads=n_threads):
         slot = order_view[rank]

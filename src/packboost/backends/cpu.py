@@ -42,6 +42,19 @@ SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE = (int(_slot_kind.SLOT_SKIP), int(_slot_kind.
                                       int(_slot_kind.SLOT_DERIVE))
 
 
+def _one_of_two(buffers: list, size: int, avoid) -> np.ndarray:
+    """``size`` int64 from one of two buffers that take turns as a depth's
+    parent and children (grown in place when short), never the one holding
+    ``avoid``."""
+    for index, buffer in enumerate(buffers):
+        if avoid is not None and np.shares_memory(buffer, avoid):
+            continue
+        if buffer.size < size:
+            buffer = buffers[index] = np.empty(size, dtype=np.int64)
+        return buffer[:size]
+    raise AssertionError("two buffers, one parent")
+
+
 class CpuBackend:
     """:class:`packboost.backends.interface.Backend` on this machine's cores.
 
@@ -243,13 +256,7 @@ class CpuBackend:
 
     def _pooled_buffer(self, size: int, avoid) -> np.ndarray:
         """_cell_buffer for the node-ordered route's pooled cells."""
-        for index, buffer in enumerate(self._pooled_buffers):
-            if avoid is not None and np.shares_memory(buffer, avoid):
-                continue
-            if buffer.size < size:
-                buffer = self._pooled_buffers[index] = np.empty(size, dtype=np.int64)
-            return buffer[:size]
-        raise AssertionError("two buffers, one parent")
+        return _one_of_two(self._pooled_buffers, size, avoid)
 
     def _pair_kinds(self, slot_open, tree_uses_feature, parent_uses):
         """Of each pair of children (2k, 2k + 1) with an open child, the one
@@ -334,13 +341,7 @@ class CpuBackend:
         """``size`` int64 cells from two buffers kept for the fit (parent and
         children take turns), so that a depth does not fault in fresh pages;
         never the one holding ``avoid`` (the parent's cells)."""
-        for index, buffer in enumerate(self._buffers):
-            if avoid is not None and np.shares_memory(buffer, avoid):
-                continue
-            if buffer.size < size:
-                buffer = self._buffers[index] = np.empty(size, dtype=np.int64)
-            return buffer[:size]
-        raise AssertionError("two buffers, one parent")
+        return _one_of_two(self._buffers, size, avoid)
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node, *, split_children=True) -> None:
