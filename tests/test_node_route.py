@@ -263,3 +263,32 @@ def test_by_node_rejects_what_it_cannot_do():
             np.ascontiguousarray(data.X_binned.T), data.X_binned, fixed, data.row_era[:-1],
             data.n_eras, node_of_row, slot_tree, slot_open, features, uses, data.n_bins,
             dict(DEFAULT_SPLIT_PARAMS), 1)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
+def test_by_node_every_feature_of_one_width(weighted):
+    """A tree using every feature, all of one width (Numerai's levels: the
+    every-feature benchmark's shape), and one with a gap in its features:
+    same winners and pooled cells."""
+    data, g, h = make_binned_problem(8, 2500, 9, 20, weighted=weighted)
+    data.n_bins[:] = data.n_bins.max()    # codes stay valid; every feature as wide
+    if not weighted:
+        h = np.ones_like(h)
+    fixed = to_fixed_point(g, h, data.era_offsets, 1)
+    node_of_row, slot_tree, slot_open = _frontier(data, 6, 2, 5)
+    features = np.arange(9, dtype=np.int32)
+    uses = np.ones((9, 2), np.uint8)
+    uses[4, 1] = 0                        # tree 1's features are not consecutive
+    pooled = np.empty(_split.pooled_cells_size(6, features, data.n_bins, fixed), np.int64)
+    found = _by_node(data, fixed, node_of_row, slot_tree, slot_open, features, uses,
+                     DEFAULT_SPLIT_PARAMS, 2, pooled_cells=pooled)
+    _assert_same_winners(_era_major(data, fixed, node_of_row, slot_tree, slot_open, features,
+                                    uses, DEFAULT_SPLIT_PARAMS, 2), found)
+    pw = 2 if fixed.hessian_is_constant else 3
+    cells = pooled.reshape(6, -1, pw)
+    width = int(data.n_bins[0]) + 1
+    for slot in range(6):
+        oracle = pooled_oracle(data, fixed, node_of_row, slot_tree, features, slot)
+        for position in np.flatnonzero(uses[:, slot_tree[slot]]):
+            span = slice(position * width, (position + 1) * width)
+            np.testing.assert_array_equal(cells[slot, span], oracle[span])
