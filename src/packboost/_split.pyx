@@ -1478,6 +1478,12 @@ cdef void pool_rows(
     cdef bint consecutive = n_members > 0 and columns[n_members - 1] - first_column == n_members - 1
     cdef Py_ssize_t codes_span = columns[n_members - 1] - first_column + 1 if n_members else 0
     cdef const uint8_t* ahead
+    cdef Py_ssize_t uniform_width = n_bins[first_column] + 1 if consecutive else 0
+    cdef int64_t* first_cell = chunk + (cell_of[0] if n_members else 0)
+    for j in range(n_members):
+        if uniform_width > 0 and (n_bins[columns[j]] + 1 != uniform_width
+                                  or cell_of[j] != cell_of[0] + j * uniform_width):
+            uniform_width = 0
     cdef row_index_t row
     cdef int64_t value, hessian
     cdef const uint8_t* codes
@@ -1495,7 +1501,17 @@ cdef void pool_rows(
                     ahead = X_rows + slot_rows[i + POOL_PREFETCH_ROWS] * n_columns + first_column
                     for j in range(0, codes_span, 64):
                         __builtin_prefetch(ahead + j)
-                if consecutive:
+                if uniform_width > 0:
+                    # Consecutive members of one width (every feature of a
+                    # tree, of Numerai's levels): the cells by a pointer's
+                    # stride, no offset table -- 0.51 -> 0.40 ns per update
+                    # in a C microbenchmark of this loop (RESULTS.md).
+                    codes = codes + first_column
+                    cell = first_cell
+                    for j in range(n_members):
+                        cell[codes[j]] += value
+                        cell = cell + uniform_width
+                elif consecutive:
                     codes = codes + first_column
                     for j in range(n_members):
                         chunk[cell_of[j] + codes[j]] += value
