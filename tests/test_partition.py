@@ -103,6 +103,51 @@ def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads, sha
                                          for mask in in_slot], atol=1e-9)
 
 
+@pytest.mark.parametrize("n_rows", [1, 17, 1000])
+@pytest.mark.parametrize("n_threads", [1, 3])
+@pytest.mark.parametrize("squares", [False, True])
+def test_route_rows_from_a_row_major_copy_moves_rows_alike(n_rows, n_threads, squares):
+    """With the depth's features row-major (codes_by_row, the node-ordered
+    route's copy of a block of features holding every split feature), the
+    same children, leaves and squared sums as from the feature-major
+    matrix; a split feature outside the block, or uint16 codes, refused."""
+    rng = np.random.default_rng(n_rows + n_threads)
+    codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
+        rng, n_rows, 8, 6, 30, 5)
+    block = np.union1d(feature[feature >= 0], rng.choice(30, 8, replace=False)).astype(np.int32)
+    by_row = np.ascontiguousarray(X[block].T)
+    gradients = rng.normal(size=n_rows)
+    hessians = np.ones(n_rows)
+    n_next = 2 * int((feature >= 0).sum())
+    extra = (gradients, hessians, n_next) if squares else ()
+    options = dict(squares_only=True) if squares else {}
+    expected_codes, expected_leaves = route_oracle(codes, X, feature, threshold, missing_left,
+                                                   left_child, slot_node, n_bins)
+    results = []
+    for kwargs in ({}, dict(codes_by_row=by_row, block_features=block)):
+        moved = codes.copy()
+        leaves = np.full(codes.shape, -7, dtype=np.int32)
+        out = _partition.route_rows(X, moved, feature, threshold, missing_left, left_child,
+                                    n_bins, slot_node, leaves, n_threads, *extra, **options,
+                                    **kwargs)
+        np.testing.assert_array_equal(moved, expected_codes)
+        np.testing.assert_array_equal(leaves, expected_leaves)
+        results.append(out)
+    if squares:
+        np.testing.assert_array_equal(results[1], results[0])
+    if (feature >= 0).any():
+        outside = np.setdiff1d(block, [feature[feature >= 0][0]])
+        with pytest.raises(ValueError, match="block_features"):
+            _partition.route_rows(X, codes.copy(), feature, threshold, missing_left, left_child,
+                                  n_bins, slot_node, np.empty_like(codes), 1,
+                                  codes_by_row=np.ascontiguousarray(X[outside].T),
+                                  block_features=outside)
+    with pytest.raises(ValueError, match="uint8"):
+        _partition.route_rows(X.astype(np.uint16), codes.copy(), feature, threshold,
+                              missing_left, left_child, n_bins, slot_node, np.empty_like(codes),
+                              1, codes_by_row=by_row, block_features=block)
+
+
 def test_route_rows_checks_the_gradients_length():
     rng = np.random.default_rng(0)
     codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(

@@ -77,10 +77,10 @@ if ROUTE_DTYPE.itemsize != sizeof(slot_route):
 
 
 cdef inline void route_row(
-        const bin_code_t* codes,            # IN  X_binned's codes, feature-major
+        const bin_code_t* codes,            # IN  the row's codes: X_binned's at its row
+                                            #     (feature-major), or a row-major copy's row
         node_index_t* row_codes,            # IN/OUT (pack_size,) the row's codes
         Py_ssize_t pack_size,
-        Py_ssize_t row,
         const slot_route* routes,           # IN  (n_slots,) each slot's split
         const node_index_t* slot_node,      # IN  (n_slots,) node id of each slot
         node_index_t* row_leaves,           # OUT (pack_size,) the row's leaves
@@ -113,7 +113,7 @@ cdef inline void route_row(
             row_leaves[tree] = slot_node[slot]
             row_codes[tree] = -1
             continue
-        value = codes[route.column_start + row]
+        value = codes[route.column_start]
         child = route.left_child + (value > route.threshold)
         if value == route.missing_code:
             child = route.missing_child
@@ -317,9 +317,17 @@ def route_rows(
         const gradient_t[::1] hessians=None,         #     sum the next frontier's slots
         Py_ssize_t n_next_slots=0,
         bint squares_only=False,
+        const uint8_t[:, ::1] codes_by_row=None,
+        const feature_index_t[::1] block_features=None,
 ):
     """Move every row to its child slot in the next frontier; rows of slots
     that do not split get code -1 and their leaf in ``leaf_of_row``.
+
+    ``codes_by_row`` (n_rows, len(block_features)), uint8 codes only: the
+    codes of ``block_features`` (ascending, every split feature among them)
+    row-major, as the CPU backend's node-ordered route keeps them: a row's
+    split codes for every tree then come from one run of the row's codes,
+    not one column each (the same children).
 
     With ``gradients`` and ``hessians``, also returns what
     ``slot_sums(gradients, hessians, node_of_row, n_next_slots)`` would
@@ -363,13 +371,29 @@ def route_rows(
     cdef const slot_route* route_pointer = <const slot_route*>&route_bytes[0] \
         if routes.shape[0] else NULL
     cdef const bin_code_t* codes = &X_binned[0, 0]
-    cdef Py_ssize_t pack_size = node_of_row.shape[1]
+    cdef Py_ssize_t pack_size = node_of_row.shape[1], row_stride = 1
+    if codes_by_row is not None:
+        if sizeof(X_binned[0, 0]) != 1 or block_features is None:
+            raise ValueError("codes_by_row needs uint8 codes and block_features")
+        if codes_by_row.shape[0] != n_rows or codes_by_row.shape[1] != block_features.shape[0]:
+            raise ValueError(f"codes_by_row must be ({n_rows}, {block_features.shape[0]})")
+        splits = np.asarray(split_feature) >= 0
+        position = np.searchsorted(np.asarray(block_features), np.asarray(split_feature))
+        position = np.minimum(position, max(0, block_features.shape[0] - 1))
+        if np.any(splits) and not np.array_equal(np.asarray(block_features)[position[splits]],
+                                                 np.asarray(split_feature)[splits]):
+            raise ValueError("every split feature must be among block_features")
+        routes["column_start"] = np.where(splits, position, -1)
+        row_stride = codes_by_row.shape[1]
+        n_columns = 0     # a row's codes are one run: nothing to ask for ahead
+        if n_rows > 0 and row_stride > 0:
+            codes = <const bin_code_t*>&codes_by_row[0, 0]
     if n_rows > 0 and not summing:
         for row in prange(n_rows, nogil=True, schedule='static',
                           num_threads=max(1, min(n_threads, n_rows))):
             if n_columns > 0 and row % line_rows == 0:
                 prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
-            route_row(codes, &node_of_row[row, 0], pack_size, row, route_pointer,
+            route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, route_pointer,
                       &slot_node[0], &leaf_of_row[row, 0], NULL, NULL, 0.0, 0.0)
     elif n_rows > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='static',
@@ -377,8 +401,8 @@ def route_rows(
             for row in range(chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows)):
                 if n_columns > 0 and row % line_rows == 0:
                     prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
-                route_row(codes, &node_of_row[row, 0], pack_size, row, route_pointer,
-                          &slot_node[0], &leaf_of_row[row, 0],
+                route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size,
+                          route_pointer, &slot_node[0], &leaf_of_row[row, 0],
                           &partial_view[chunk, 0, 0]
                           if n_next_slots > 0 and not squares_only else NULL,
                           &squares_view[chunk, 0] if n_next_slots > 0 and squares_only

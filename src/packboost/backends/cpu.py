@@ -206,7 +206,7 @@ class CpuBackend:
         if data.n_rows * len(features) > self._copy_budget():
             return None
         block = np.ascontiguousarray(data.X_binned[np.asarray(features)].T)
-        self._codes_block = (np.array(features, copy=True), block)
+        self._codes_block = (np.array(features, dtype=np.int32, copy=True), block)
         return block
 
     def _copy_budget(self) -> int:
@@ -369,11 +369,17 @@ class CpuBackend:
         route = (data.X_binned, self.node_of_row, split_feature, split_threshold,
                  split_missing_left, left_child_slot, data.n_bins, slot_node, self.leaf_of_row,
                  self.n_threads)
+        # The depth's features row-major (the node-ordered route's copy): a
+        # row's split codes for every tree from one run of its codes.
+        by_row = {}
+        block = self._codes_block
+        if block is not None and best is not None and np.array_equal(block[0], best[1]):
+            by_row = dict(codes_by_row=block[1], block_features=block[0])
         if children is None:
             # The next frontier's sums come with the routing (one pass over
             # the table, same numbers as slot_sums): slot_sums hands them out.
             sums = SlotSums(*_partition.route_rows(*route, self.fixed.gradients,
-                                                   self.fixed.hessians, n_next))
+                                                   self.fixed.hessians, n_next, **by_row))
         else:
             # Gradient, hessian and count from the splits (exact); the
             # squared gradients only where the driver splits the children.
@@ -382,9 +388,10 @@ class CpuBackend:
             squares = None
             if split_children:
                 squares = _partition.route_rows(*route, self.fixed.gradients,
-                                                self.fixed.hessians, n_next, squares_only=True)
+                                                self.fixed.hessians, n_next, squares_only=True,
+                                                **by_row)
             else:
-                _partition.route_rows(*route)
+                _partition.route_rows(*route, **by_row)
             sums = SlotSums(*children, squares)
         self._routed_sums = (n_next, sums) if n_next else None
 
