@@ -1774,16 +1774,17 @@ def find_best_splits_by_node(
 ):
     """``find_best_splits(..., best_per_slot=True)`` by the pooled-first route
     over node-ordered rows, for realized era gains with equal era weights
-    (what pooled bounds need): every slot's winner, and so the tree, is the
-    same (tests/test_split.py).
+    (what pooled bounds need): every slot's winner, its ``slot_left`` and so
+    the tree are the same (tests/test_node_route.py).
 
     Each open slot's rows are listed (ascending, so era by era); a slot's
     cells pooled over eras (``pooled_cells``: ``pooled_cells_size`` int64,
     kept by the caller for the next depth) are summed from its rows' codes in
     ``X_rows`` (the candidates' codes, gathered row-major by the caller: a
-    row's codes are one contiguous run) -- or, for a SLOT_DERIVE slot, taken as ``parent_pooled`` of
-    ``slot_parent`` minus its SLOT_BUILD sibling ``slot ^ 1``'s, summing only
-    the ``tree_extra_feature`` its parent's tree did not use. Every tile is
+    row's codes are one contiguous run) -- or, for a SLOT_DERIVE slot, taken
+    as ``parent_pooled`` of ``slot_parent`` minus its SLOT_BUILD sibling
+    ``slot ^ 1``'s, summing only the ``tree_extra_feature`` its parent's tree
+    did not use. Every tile is
     bounded from its pooled cells (pooled_tile_bound, as bound_slot_tiles
     does from per-era cells) and tiles are scored highest bound first, each
     one's per-era cells summed from the slot's rows, until the next bound is
