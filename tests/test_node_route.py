@@ -186,10 +186,9 @@ def test_by_node_derives_the_larger_child_from_parent_and_sibling(weighted, redr
         slot_parent=np.full(n_parents, -1, np.int32),
         tree_extra_feature=np.zeros((8, pack_size), np.uint8))
     widths = data.n_bins[features] + 1
-    ends = np.minimum(np.arange(1, 4) * 3, 8)            # blocks of 3 features
-    block_start = np.concatenate([[0], np.cumsum(widths)[ends - 1]]).astype(np.intp)
     from_eras = np.empty_like(parent_pooled)
-    _split.pool_era_cells(depth_cells, data.n_eras, n_parents, block_start, fixed, from_eras, 2)
+    _split.pool_era_cells(depth_cells, data.n_eras, n_parents, features, data.n_bins, 3, fixed,
+                          from_eras, 2)
     pw = 2 if fixed.hessian_is_constant else 3
     by_node_cells = parent_pooled.reshape(n_parents, -1, pw)
     starts = np.concatenate([[0], np.cumsum(widths)])

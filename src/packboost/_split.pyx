@@ -67,6 +67,7 @@ from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SC
                                    view_fixed_point, era_tree_flags, block_cell_offsets,
                                    build_pack_histograms, derive_slots, unpack_tile,
                                    SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE)
+from packboost._pooled cimport pb_pool_layout, pb_pool_rows
 from packboost._histogram import HIST_DTYPE
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
                                       DES_ERA_GAIN_NEWTON,
@@ -726,6 +727,33 @@ cdef struct split_table:
     Py_ssize_t n_candidates
 
 
+cdef double store_tile_best(split_table* table, Py_ssize_t slot, Py_ssize_t position,
+                            const tile_best* best, double* record) noexcept nogil:
+    """A scored tile's best candidate into ``table`` at (slot, position), and
+    into the slot's ``record`` (its slot_left fields) when it beats it: the
+    highest score, then the lowest position. Returns its score (-inf: none
+    found)."""
+    cdef Py_ssize_t index = slot * table.n_candidates + position
+    table.unpacked[index] = 1
+    table.found[index] = best.found
+    if not best.found:
+        return -INFINITY
+    table.score[index] = best.score
+    table.gain[index] = best.gain
+    table.mean[index] = best.mean
+    table.std[index] = best.std
+    table.direction[index] = best.direction
+    table.threshold[index] = best.threshold
+    table.missing_left[index] = best.missing_left
+    if best.score > record[0] or (best.score == record[0] and position < record[1]):
+        record[0] = best.score
+        record[1] = <double>position
+        record[2] = best.left_g
+        record[3] = best.left_h
+        record[4] = best.left_count
+    return best.score
+
+
 cdef struct scoring_block:
     # what scoring a tile of one (block, slot group) of find_best_splits reads
     const int64_t* cells                 # the block's cells (era, group slot, run)
@@ -801,13 +829,11 @@ cdef double score_block_tile(
     cdef Py_ssize_t position = block.first + member
     cdef feature_index_t feature = block.features[position]
     cdef Py_ssize_t width = block.n_bins[feature] + 1
-    cdef Py_ssize_t index = slot * table.n_candidates + position
     cdef Py_ssize_t words = block.rows.words
     cdef int monotone = block.feature_monotone[position] if block.feature_monotone != NULL else 0
     cdef double lower = block.slot_bounds[2 * slot] if block.slot_bounds != NULL else -INFINITY
     cdef double upper = block.slot_bounds[2 * slot + 1] if block.slot_bounds != NULL else INFINITY
     cdef tile_best best
-    table.unpacked[index] = 1
     unpack_tile(block.cells + ((slot - block.group_start) * block.slot_stride
                                + block.member_offset[member]) * words,
                 block.n_group * block.slot_stride, block.n_eras, width, block.rows,
@@ -817,24 +843,8 @@ cdef double score_block_tile(
                       pool.era_ids + thread * pool.era_ids_stride,
                       pool.scratch + thread * pool.scratch_stride,
                       pool.candidates + thread * pool.candidates_stride)
-    table.found[index] = best.found
-    if not best.found:
-        return -INFINITY
-    table.score[index] = best.score
-    table.gain[index] = best.gain
-    table.mean[index] = best.mean
-    table.std[index] = best.std
-    table.direction[index] = best.direction
-    table.threshold[index] = best.threshold
-    table.missing_left[index] = best.missing_left
-    cdef double* record = table.slot_left + (thread * table.n_slots + slot) * SLOT_LEFT_FIELDS
-    if best.score > record[0] or (best.score == record[0] and position < record[1]):
-        record[0] = best.score
-        record[1] = <double>position
-        record[2] = best.left_g
-        record[3] = best.left_h
-        record[4] = best.left_count
-    return best.score
+    return store_tile_best(table, slot, position, &best,
+                           table.slot_left + (thread * table.n_slots + slot) * SLOT_LEFT_FIELDS)
 
 
 cdef void bound_block_slot(
@@ -1447,11 +1457,6 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
 # cells): it cannot pack the count beside the gradient as an era's cell does,
 # its count field holds one era's rows (docs/fixed-point.md §3).
 
-# Rows ahead whose codes pool_rows asks for.
-cdef enum:
-    POOL_PREFETCH_ROWS = 8
-
-
 cdef void pool_rows(
         const uint8_t* X_rows,            # IN  (n_rows, n_columns) codes, row-major
         Py_ssize_t n_columns,
@@ -1469,92 +1474,34 @@ cdef void pool_rows(
     """Add a slot's rows into its pooled cells, for the listed features.
 
     Rows' packed values (gradient and a count of one, as an era's cells hold
-    them) are summed in ``chunk`` -- one read-modify-write per update, the
-    chunk's cells in L1 -- and every ``chunk_rows`` rows the chunk is added
-    into the pooled cells' separate words: so many rows cannot overflow a
-    packed cell's fields (find_best_splits_by_node)."""
-    cdef Py_ssize_t i, j, done = 0, count_bits = rows.count_bits, words = rows.words
-    cdef Py_ssize_t first_column = columns[0] if n_members else 0
-    cdef bint consecutive = n_members > 0 and columns[n_members - 1] - first_column == n_members - 1
-    cdef Py_ssize_t codes_span = columns[n_members - 1] - first_column + 1 if n_members else 0
-    cdef const uint8_t* ahead
-    cdef Py_ssize_t uniform_width = n_bins[first_column] + 1 if consecutive else 0
-    cdef int64_t* first_cell = chunk + (cell_of[0] if n_members else 0)
-    cdef int64_t* first_cell_pair = chunk + 2 * (cell_of[0] if n_members else 0)
-    cdef int64_t* run
-    cdef Py_ssize_t column_width = n_bins[first_column] + 1 if n_members else 0
+    them) are summed in ``chunk`` by pb_pool_rows (_pooled.pxd) -- one
+    read-modify-write per update, the chunk's cells in L1 -- and every
+    ``chunk_rows`` rows the chunk is added into the pooled cells' separate
+    words: so many rows cannot overflow a packed cell's fields
+    (find_best_splits_by_node)."""
+    if n_members == 0:
+        return
+    cdef Py_ssize_t j, done = 0, first_column = columns[0]
+    cdef pb_pool_layout layout
+    layout.columns = columns
+    layout.cell_of = cell_of
+    layout.n_members = n_members
+    layout.first_column = first_column
+    layout.codes_span = columns[n_members - 1] - first_column + 1
+    layout.uniform_width = (n_bins[first_column] + 1
+                            if layout.codes_span == n_members else 0)
+    layout.column_width = n_bins[first_column] + 1
     for j in range(n_members):
-        if uniform_width > 0 and (n_bins[columns[j]] + 1 != uniform_width
-                                  or cell_of[j] != cell_of[0] + j * uniform_width):
-            uniform_width = 0
-        if column_width > 0 and (n_bins[columns[j]] + 1 != column_width
-                                 or cell_of[j] != columns[j] * column_width):
-            column_width = 0
-    cdef row_index_t row
-    cdef int64_t value, hessian
-    cdef const uint8_t* codes
-    cdef int64_t* cell
+        if layout.uniform_width > 0 and (n_bins[columns[j]] + 1 != layout.uniform_width
+                                         or cell_of[j] != cell_of[0] + j * layout.uniform_width):
+            layout.uniform_width = 0
+        if layout.column_width > 0 and (n_bins[columns[j]] + 1 != layout.column_width
+                                        or cell_of[j] != columns[j] * layout.column_width):
+            layout.column_width = 0
     while done < n_slot_rows:
-        if words == 1:
-            for i in range(done, min(done + chunk_rows, n_slot_rows)):
-                row = slot_rows[i]
-                value = rows.packed[row]
-                codes = X_rows + row * n_columns
-                # A node's rows are scattered over the matrix deep in a tree:
-                # ask for a row's codes some rows ahead (the hardware
-                # prefetcher follows no such pattern). Written out in each
-                # loop: as a shared inline helper the every-feature fit ran
-                # 1.8x slower (sixteenth session).
-                if i + POOL_PREFETCH_ROWS < n_slot_rows:
-                    ahead = X_rows + slot_rows[i + POOL_PREFETCH_ROWS] * n_columns + first_column
-                    for j in range(0, codes_span, 64):
-                        __builtin_prefetch(ahead + j)
-                if uniform_width > 0:
-                    # Consecutive members of one width (every feature of a
-                    # tree, of Numerai's levels): the cells by a pointer's
-                    # stride, no offset table -- 0.51 -> 0.40 ns per update
-                    # in a C microbenchmark of this loop (RESULTS.md).
-                    codes = codes + first_column
-                    cell = first_cell
-                    for j in range(n_members):
-                        cell[codes[j]] += value
-                        cell = cell + uniform_width
-                elif consecutive:
-                    codes = codes + first_column
-                    for j in range(n_members):
-                        chunk[cell_of[j] + codes[j]] += value
-                elif column_width > 0:
-                    # Members of one width where column c's cells start at
-                    # c * width (a tree's share of such features): one table
-                    # read per update, not two.
-                    for j in range(n_members):
-                        chunk[columns[j] * column_width + codes[columns[j]]] += value
-                else:
-                    for j in range(n_members):
-                        chunk[cell_of[j] + codes[columns[j]]] += value
-        else:
-            for i in range(done, min(done + chunk_rows, n_slot_rows)):
-                row = slot_rows[i]
-                value = rows.packed[row]
-                hessian = rows.hessian_fixed[row]
-                codes = X_rows + row * n_columns
-                if i + POOL_PREFETCH_ROWS < n_slot_rows:
-                    ahead = X_rows + slot_rows[i + POOL_PREFETCH_ROWS] * n_columns + first_column
-                    for j in range(0, codes_span, 64):
-                        __builtin_prefetch(ahead + j)
-                if uniform_width > 0:
-                    codes = codes + first_column
-                    run = first_cell_pair
-                    for j in range(n_members):
-                        cell = run + 2 * codes[j]
-                        cell[0] += value
-                        cell[1] += hessian
-                        run = run + 2 * uniform_width
-                else:
-                    for j in range(n_members):
-                        cell = chunk + (cell_of[j] + codes[columns[j]]) * 2
-                        cell[0] += value
-                        cell[1] += hessian
+        pb_pool_rows(X_rows, n_columns, slot_rows, done, min(done + chunk_rows, n_slot_rows),
+                     n_slot_rows, rows.packed, rows.hessian_fixed if rows.words == 2 else NULL,
+                     &layout, chunk)
         done = min(done + chunk_rows, n_slot_rows)
         fold_chunk(chunk, cell_of, columns, n_bins, n_members, rows, pooled)
 
@@ -1646,7 +1593,7 @@ cdef double score_slot_by_node(
     from the slot's rows. Returns the slot's best score (-inf: none)."""
     cdef const fixed_point_rows* rows = work.rows
     cdef Py_ssize_t position, best_position, bin_idx, width, entry, words = rows.words
-    cdef Py_ssize_t pw = work.pooled_words, index, era, last_era = -1
+    cdef Py_ssize_t pw = work.pooled_words, era, last_era = -1
     cdef const int64_t* pooled = work.pooled + slot * work.slot_cells * pw
     cdef const int64_t* cell
     cdef const row_index_t* slot_rows = work.slot_rows + work.slot_start[slot]
@@ -1717,26 +1664,7 @@ cdef double score_slot_by_node(
         best = score_tile(tile, width, work.n_eras, width - 1, work.params,
                           work.slot_noise[slot], lower, upper, monotone, floor, era_ids,
                           scratch, candidates)
-        index = slot * table.n_candidates + best_position
-        table.unpacked[index] = 1
-        table.found[index] = best.found
-        if not best.found:
-            continue
-        table.score[index] = best.score
-        table.gain[index] = best.gain
-        table.mean[index] = best.mean
-        table.std[index] = best.std
-        table.direction[index] = best.direction
-        table.threshold[index] = best.threshold
-        table.missing_left[index] = best.missing_left
-        if best.score > record[0] or (best.score == record[0] and best_position < record[1]):
-            record[0] = best.score
-            record[1] = <double>best_position
-            record[2] = best.left_g
-            record[3] = best.left_h
-            record[4] = best.left_count
-        if best.score > floor:
-            floor = best.score
+        floor = max(floor, store_tile_best(table, slot, best_position, &best, record))
     return floor
 
 
@@ -2008,14 +1936,22 @@ def find_best_splits_by_node(
 
 
 def pool_era_cells(const int64_t[::1] depth_cells, Py_ssize_t n_eras, Py_ssize_t n_slots,
-                   const Py_ssize_t[::1] block_start, fixed, int64_t[::1] pooled,
-                   int n_threads):
-    """find_best_splits' kept per-era cells (``depth_cells``, blocks of
-    features starting at pooled cell ``block_start[b]``, the last entry the
-    slot's total) summed over eras into find_best_splits_by_node's pooled
-    cells: the parents of a depth that takes the node-ordered route after
-    one that did not. Cells of a closed slot hold whatever the buffer did
-    (nothing reads them); the sums wrap rather than trap."""
+                   features, n_bins, Py_ssize_t features_per_pass, fixed,
+                   int64_t[::1] pooled, int n_threads):
+    """find_best_splits' kept per-era cells (``depth_cells``, of ``features``
+    in the blocks ``features_per_pass`` made) summed over eras into
+    find_best_splits_by_node's pooled cells: the parents of a depth that
+    takes the node-ordered route after one that did not. Cells of a closed
+    slot hold whatever the buffer did (nothing reads them); the sums wrap
+    rather than trap."""
+    # Each block's first pooled cell: its cells in depth_cells are (era,
+    # slot, the block's features' cells).
+    widths = np.asarray(n_bins)[np.asarray(features, dtype=np.intp)].astype(np.intp) + 1
+    per_pass, n_feature_blocks = feature_blocks(len(widths), features_per_pass)
+    block_bounds = np.zeros(n_feature_blocks + 1, dtype=np.intp)
+    ends = np.minimum(np.arange(1, n_feature_blocks + 1) * per_pass, len(widths))
+    block_bounds[1:] = np.cumsum(widths)[ends - 1]
+    cdef const Py_ssize_t[::1] block_start = block_bounds
     cdef Py_ssize_t n_blocks = block_start.shape[0] - 1
     cdef Py_ssize_t slot_cells = block_start[n_blocks]
     cdef int count_bits = int(fixed.count_bits)

@@ -227,16 +227,12 @@ class CpuBackend:
         parent = kept.get("pooled")
         if parent is None:
             # The parents took the era-major pass: their kept cells, summed over eras.
-            widths = data.n_bins[features] + 1
-            per_pass, n_blocks = _split.feature_blocks(len(features), self.features_per_pass)
-            block_start = np.zeros(n_blocks + 1, dtype=np.intp)
-            ends = np.minimum(np.arange(1, n_blocks + 1) * per_pass, len(features))
-            block_start[1:] = np.cumsum(widths)[ends - 1]
             parent = self._pooled_buffer(
                 _split.pooled_cells_size(kept["n_slots"], features, data.n_bins, self.fixed),
                 avoid=None)
-            _split.pool_era_cells(kept["cells"], data.n_eras, kept["n_slots"], block_start,
-                                  self.fixed, parent, self.n_threads)
+            _split.pool_era_cells(kept["cells"], data.n_eras, kept["n_slots"], features,
+                                  data.n_bins, self.features_per_pass, self.fixed, parent,
+                                  self.n_threads)
         slot_kind, extra = self._pair_kinds(slot_open, tree_uses_feature, kept["uses"])
         pooled = self._pooled_buffer(
             _split.pooled_cells_size(n_slots, features, data.n_bins, self.fixed), avoid=parent)
