@@ -264,20 +264,22 @@ def test_by_node_rejects_what_it_cannot_do():
             dict(DEFAULT_SPLIT_PARAMS), 1)
 
 
+@pytest.mark.parametrize("n_features", [3, 8, 9])
 @pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
-def test_by_node_every_feature_of_one_width(weighted):
+def test_by_node_every_feature_of_one_width(weighted, n_features):
     """A tree using every feature, all of one width (Numerai's levels: the
-    every-feature benchmark's shape), and one with a gap in its features:
-    same winners and pooled cells."""
-    data, g, h = make_binned_problem(8, 2500, 9, 20, weighted=weighted)
+    every-feature benchmark's shape; pb_pool_rows takes their codes four at
+    a time, then one by one: counts below, at and past a multiple of four),
+    and one with a gap in its features: same winners and pooled cells."""
+    data, g, h = make_binned_problem(8, 2500, n_features, 20, weighted=weighted)
     data.n_bins[:] = data.n_bins.max()    # codes stay valid; every feature as wide
     if not weighted:
         h = np.ones_like(h)
     fixed = to_fixed_point(g, h, data.era_offsets, 1)
     node_of_row, slot_tree, slot_open = _frontier(data, 6, 2, 5)
-    features = np.arange(9, dtype=np.int32)
-    uses = np.ones((9, 2), np.uint8)
-    uses[4, 1] = 0                        # tree 1's features are not consecutive
+    features = np.arange(n_features, dtype=np.int32)
+    uses = np.ones((n_features, 2), np.uint8)
+    uses[1, 1] = 0                        # tree 1's features are not consecutive
     pooled = np.empty(_split.pooled_cells_size(6, features, data.n_bins, fixed), np.int64)
     found = _by_node(data, fixed, node_of_row, slot_tree, slot_open, features, uses,
                      DEFAULT_SPLIT_PARAMS, 2, pooled_cells=pooled)
