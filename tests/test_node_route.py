@@ -293,3 +293,39 @@ def test_by_node_every_feature_of_one_width(weighted, n_features):
         for position in np.flatnonzero(uses[:, slot_tree[slot]]):
             span = slice(position * width, (position + 1) * width)
             np.testing.assert_array_equal(cells[slot, span], oracle[span])
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
+def test_by_node_sums_a_slot_in_pieces_on_many_threads(monkeypatch, weighted, n_threads):
+    """Built slots cut into pieces of a few rows (as near the roots with
+    many threads): each piece summed apart and added to its slot gives the
+    same pooled cells and winners as whole slots, and as the oracle."""
+    data, g, h = make_binned_problem(21, 1500, 7, 9, weighted=weighted)
+    if not weighted:
+        h = np.ones_like(h)
+    fixed = to_fixed_point(g, h, data.era_offsets, 1)
+    node_of_row, slot_tree, slot_open = _frontier(data, 6, 3, 2, closed=[4])
+    node_of_row[node_of_row == 5] = 2     # slot 5 (tree 2) has no rows
+    features = np.arange(7, dtype=np.int32)
+    uses = np.ones((7, 3), np.uint8)
+    uses[2, 0] = 0
+    cells = {}
+    for label, min_rows in (("whole", 10**9), ("pieces", 1), ("pairs", 2)):
+        monkeypatch.setattr(_split, "POOL_MIN_PIECE_ROWS", min_rows)
+        monkeypatch.setattr(_split, "POOL_PIECES_PER_THREAD", 10**6 if min_rows < 10**9 else 4)
+        pooled = np.full(_split.pooled_cells_size(6, features, data.n_bins, fixed), -3, np.int64)
+        found = _by_node(data, fixed, node_of_row, slot_tree, slot_open, features, uses,
+                         DEFAULT_SPLIT_PARAMS, n_threads, pooled_cells=pooled)
+        _assert_same_winners(_era_major(data, fixed, node_of_row, slot_tree, slot_open,
+                                        features, uses, DEFAULT_SPLIT_PARAMS, n_threads), found)
+        cells[label] = pooled
+    np.testing.assert_array_equal(cells["pieces"], cells["whole"])
+    np.testing.assert_array_equal(cells["pairs"], cells["whole"])
+    pw = 2 if fixed.hessian_is_constant else 3
+    for slot in np.flatnonzero(slot_open):
+        oracle = pooled_oracle(data, fixed, node_of_row, slot_tree, features, slot)
+        got = cells["pieces"].reshape(6, -1, pw)[slot]
+        used = np.concatenate([np.full(int(data.n_bins[f]) + 1, uses[f, slot_tree[slot]])
+                               for f in features]).astype(bool)
+        np.testing.assert_array_equal(got[used], oracle[used])

@@ -1457,6 +1457,15 @@ def score_histogram(hist, Py_ssize_t n_bins, dict params, double gradient_varian
 # cells): it cannot pack the count beside the gradient as an era's cell does,
 # its count field holds one era's rows (docs/fixed-point.md §3).
 
+# find_best_splits_by_node cuts a built slot's rows into pieces summed by
+# different threads when there are fewer than POOL_PIECES_PER_THREAD pieces of
+# POOL_MIN_PIECE_ROWS rows per thread: a piece's extra cost, clearing and
+# adding one slot's pooled cells, is a few microseconds. (Module attributes:
+# the tests cut small problems into pieces.)
+POOL_PIECES_PER_THREAD = 2
+POOL_MIN_PIECE_ROWS = 2048
+
+
 cdef void pool_rows(
         const uint8_t* X_rows,            # IN  (n_rows, n_columns) codes, row-major
         Py_ssize_t n_columns,
@@ -1834,6 +1843,7 @@ def find_best_splits_by_node(
     cdef Py_ssize_t slot, tree_of_slot, j, cell_index, slot_size = slot_cells * pw
     cdef const int64_t* from_parent
     cdef const int64_t* from_sibling
+    cdef const int64_t* from_piece
     cdef int64_t* target
     # Rows a chunk of packed sums can take: fewer than 2**count_bits (the
     # count field) and few enough that their gradients' magnitudes add up to
@@ -1844,22 +1854,56 @@ def find_best_splits_by_node(
     chunks = np.zeros((n_threads, slot_cells * rows.words), dtype=np.int64)
     cdef int64_t[:, ::1] chunk_view = chunks
     # Built slots first (largest first for the dynamic schedule), then the
-    # derived ones from them.
+    # derived ones from them. A built slot's rows are cut into pieces when
+    # the slots are too few to keep the threads busy (near the roots: a
+    # pack's 8 smaller children at depth 1): piece 0 sums into the slot's
+    # pooled cells, the others into partial cells added to them after.
     order = np.argsort(-np.diff(slot_start), kind="stable").astype(np.intp)
     cdef const Py_ssize_t[::1] order_view = order
-    cdef Py_ssize_t rank
-    for rank in prange(n_slots, nogil=True, schedule='dynamic', num_threads=n_threads):
-        slot = order_view[rank]
-        if kind_view[slot] != SLOT_BUILD:
-            continue
+    built = order[kinds[order] == SLOT_BUILD]
+    lengths = np.diff(slot_start)[built]
+    piece_rows = max(POOL_MIN_PIECE_ROWS,
+                     -(-int(lengths.sum()) // (n_threads * POOL_PIECES_PER_THREAD)))
+    pieces = np.maximum(1, -(-lengths // piece_rows)).astype(np.intp)
+    item_slot = np.repeat(built, pieces).astype(np.intp)
+    item_piece = (np.arange(len(item_slot)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+                  ).astype(np.intp)
+    item_pieces = np.repeat(pieces, pieces).astype(np.intp)
+    item_partial = (np.cumsum(item_piece > 0) - 1).astype(np.intp)   # read when piece > 0
+    partials = np.empty(max(1, int(np.sum(pieces - 1))) * slot_size, dtype=np.int64)
+    cdef const Py_ssize_t[::1] item_slot_view = item_slot
+    cdef const Py_ssize_t[::1] item_piece_view = item_piece
+    cdef const Py_ssize_t[::1] item_pieces_view = item_pieces
+    cdef const Py_ssize_t[::1] item_partial_view = item_partial
+    cdef int64_t[::1] partial_view = partials
+    cdef int64_t* partial_pointer = &partial_view[0]
+    cdef Py_ssize_t n_items = item_slot.shape[0]
+    cdef Py_ssize_t rank, item, piece, n_pieces, n_slot_rows, low, high
+    for item in prange(n_items, nogil=True, schedule='dynamic', num_threads=n_threads):
+        slot = item_slot_view[item]
+        piece = item_piece_view[item]
+        n_pieces = item_pieces_view[item]
         tree_of_slot = slot_tree[slot]
+        n_slot_rows = start_view[slot + 1] - start_view[slot]
+        low = start_view[slot] + n_slot_rows * piece // n_pieces
+        high = start_view[slot] + n_slot_rows * (piece + 1) // n_pieces
+        target = (pooled_pointer + slot * slot_size if piece == 0
+                  else partial_pointer + item_partial_view[item] * slot_size)
         for cell_index in range(slot_size):
-            pooled_pointer[slot * slot_size + cell_index] = 0
-        pool_rows(&X_rows[0, 0], n_candidates, &rows, &slot_row_view[start_view[slot]],
-                  start_view[slot + 1] - start_view[slot], &column_view[0, tree_of_slot, 0],
-                  &tree_cell_view[0, tree_of_slot, 0], &column_bin_view[0],
-                  tree_count_view[0, tree_of_slot],
-                  chunk_rows, &chunk_view[threadid(), 0], pooled_pointer + slot * slot_size)
+            target[cell_index] = 0
+        pool_rows(&X_rows[0, 0], n_candidates, &rows, &slot_row_view[low], high - low,
+                  &column_view[0, tree_of_slot, 0], &tree_cell_view[0, tree_of_slot, 0],
+                  &column_bin_view[0], tree_count_view[0, tree_of_slot],
+                  chunk_rows, &chunk_view[threadid(), 0], target)
+    for item in prange(n_items, nogil=True, schedule='static', num_threads=n_threads):
+        if item_piece_view[item] != 0 or item_pieces_view[item] == 1:
+            continue
+        # the slot's pieces 1.. are its next items, their partials consecutive
+        target = pooled_pointer + item_slot_view[item] * slot_size
+        for piece in range(1, item_pieces_view[item]):
+            from_piece = partial_pointer + item_partial_view[item + piece] * slot_size
+            for cell_index in range(slot_size):
+                target[cell_index] = target[cell_index] + from_piece[cell_index]
     for rank in prange(n_slots, nogil=True, schedule='dynamic', num_threads=n_threads):
         slot = order_view[rank]
         if kind_view[slot] != SLOT_DERIVE:
