@@ -81,6 +81,17 @@ def test_zero_gradients_are_exact():
     assert not fixed.gradients.any() and not (fixed.packed >> fixed.count_bits).any()
 
 
+@pytest.mark.parametrize("gradients", [[], [0.0, 0.0], [0.5, -3.0, 2.0], [-1e-9, 7.0]])
+def test_largest_gradient_units_is_the_largest_magnitude_on_the_grid(gradients):
+    """max |g_q| (at least 1, also with no rows or only zeros), in grid
+    units: the bound the node-ordered route sizes its chunks by."""
+    g = np.asarray(gradients, dtype=np.float64)
+    fixed = to_fixed_point(g, np.ones_like(g), era_offsets_of([len(g)]))
+    expected = max([1] + [abs(round(v * fixed.gradient_scale)) for v in fixed.gradients])
+    assert fixed.largest_gradient_units == expected
+    assert fixed.largest_gradient_units == fixed.largest_gradient_units   # cached, the same
+
+
 def test_bad_inputs_are_rejected():
     offsets = era_offsets_of([3])
     with pytest.raises(FloatingPointError, match="not finite"):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -64,6 +65,13 @@ class FixedPointGradients:
     @property
     def hessian_is_constant(self) -> bool:
         return not math.isnan(self.constant_hessian)
+
+    @cached_property
+    def largest_gradient_units(self) -> int:
+        """max |g_q| over the rows (at least 1): how many rows' packed values
+        one int64 can sum (the node-ordered route's chunks). Computed once
+        per round, not once per depth."""
+        return int(np.max(np.abs(self.packed >> self.count_bits), initial=1))
 
 
 def count_bits_for(era_offsets: np.ndarray) -> int:

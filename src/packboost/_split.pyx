@@ -1848,7 +1848,7 @@ def find_best_splits_by_node(
     # Rows a chunk of packed sums can take: fewer than 2**count_bits (the
     # count field) and few enough that their gradients' magnitudes add up to
     # less than an era's may (docs/fixed-point.md §3), whichever rows they are.
-    largest = int(np.max(np.abs(np.asarray(fixed.packed) >> rows.count_bits), initial=1))
+    largest = fixed.largest_gradient_units
     cdef Py_ssize_t chunk_rows = max(1, min((1 << int(rows.count_bits)) - 1,
                                             (1 << (61 - int(rows.count_bits))) // max(1, largest)))
     chunks = np.zeros((n_threads, slot_cells * rows.words), dtype=np.int64)
