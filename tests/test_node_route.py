@@ -329,3 +329,27 @@ def test_by_node_sums_a_slot_in_pieces_on_many_threads(monkeypatch, weighted, n_
         used = np.concatenate([np.full(int(data.n_bins[f]) + 1, uses[f, slot_tree[slot]])
                                for f in features]).astype(bool)
         np.testing.assert_array_equal(got[used], oracle[used])
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 16])
+@pytest.mark.parametrize("lengths", [[0], [1], [40_000] * 8, [90_000, 5, 0, 20_000, 2047]])
+def test_slot_pieces_cover_every_row_once_and_share_the_rows_out(lengths, n_threads):
+    """The pooled pass's work items: each slot's pieces tile its rows (as the
+    kernel cuts them), a piece past the first has its own partial cells,
+    consecutive per slot, and no piece is longer than the threads' share
+    of the rows (or POOL_MIN_PIECE_ROWS): enough pieces for the threads."""
+    lengths = np.asarray(lengths)
+    built = np.arange(len(lengths))[::-1]
+    item_slot, item_piece, item_pieces, item_partial = _split.slot_pieces(built, lengths,
+                                                                          n_threads)
+    partials = item_partial[item_piece > 0]
+    np.testing.assert_array_equal(partials, np.arange(len(partials)))
+    for slot, n in zip(built, lengths, strict=True):
+        mine = np.flatnonzero(item_slot == slot)
+        assert np.all(np.diff(mine) == 1) and np.array_equal(item_piece[mine],
+                                                             np.arange(len(mine)))
+        assert np.all(item_pieces[mine] == len(mine))
+        bounds = [n * piece // len(mine) for piece in range(len(mine) + 1)]
+        assert bounds[0] == 0 and bounds[-1] == n and np.all(np.diff(bounds) >= (1 if n else 0))
+        share = -(-int(lengths.sum()) // (n_threads * _split.POOL_PIECES_PER_THREAD))
+        assert np.max(np.diff(bounds)) <= max(_split.POOL_MIN_PIECE_ROWS, share)

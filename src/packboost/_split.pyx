@@ -1466,6 +1466,26 @@ POOL_PIECES_PER_THREAD = 2
 POOL_MIN_PIECE_ROWS = 2048
 
 
+def slot_pieces(built, lengths, Py_ssize_t n_threads):
+    """find_best_splits_by_node's pooled-pass work items: each built slot
+    (``built``, in schedule order, of ``lengths`` rows) in pieces of about
+    equal rows, so that there are POOL_PIECES_PER_THREAD pieces of at least
+    POOL_MIN_PIECE_ROWS rows per thread where the rows allow. Returns
+    (item_slot, item_piece, item_pieces, item_partial): per item its slot,
+    its piece and the slot's pieces, and for pieces past the first the
+    partial cells it sums into (consecutive for a slot's pieces)."""
+    lengths = np.asarray(lengths, dtype=np.intp)
+    piece_rows = max(POOL_MIN_PIECE_ROWS,
+                     -(-int(lengths.sum()) // (max(1, n_threads) * POOL_PIECES_PER_THREAD)))
+    pieces = np.maximum(1, -(-lengths // piece_rows)).astype(np.intp)
+    item_slot = np.repeat(np.asarray(built, dtype=np.intp), pieces)
+    item_piece = np.arange(len(item_slot), dtype=np.intp) - np.repeat(np.cumsum(pieces) - pieces,
+                                                                      pieces)
+    item_pieces = np.repeat(pieces, pieces)
+    item_partial = (np.cumsum(item_piece > 0) - 1).astype(np.intp)   # read when piece > 0
+    return item_slot, item_piece, item_pieces, item_partial
+
+
 cdef void pool_rows(
         const uint8_t* X_rows,            # IN  (n_rows, n_columns) codes, row-major
         Py_ssize_t n_columns,
@@ -1861,16 +1881,9 @@ def find_best_splits_by_node(
     order = np.argsort(-np.diff(slot_start), kind="stable").astype(np.intp)
     cdef const Py_ssize_t[::1] order_view = order
     built = order[kinds[order] == SLOT_BUILD]
-    lengths = np.diff(slot_start)[built]
-    piece_rows = max(POOL_MIN_PIECE_ROWS,
-                     -(-int(lengths.sum()) // (n_threads * POOL_PIECES_PER_THREAD)))
-    pieces = np.maximum(1, -(-lengths // piece_rows)).astype(np.intp)
-    item_slot = np.repeat(built, pieces).astype(np.intp)
-    item_piece = (np.arange(len(item_slot)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-                  ).astype(np.intp)
-    item_pieces = np.repeat(pieces, pieces).astype(np.intp)
-    item_partial = (np.cumsum(item_piece > 0) - 1).astype(np.intp)   # read when piece > 0
-    partials = np.empty(max(1, int(np.sum(pieces - 1))) * slot_size, dtype=np.int64)
+    item_slot, item_piece, item_pieces, item_partial = slot_pieces(
+        built, np.diff(slot_start)[built], n_threads)
+    partials = np.empty(max(1, int(np.sum(item_piece > 0))) * slot_size, dtype=np.int64)
     cdef const Py_ssize_t[::1] item_slot_view = item_slot
     cdef const Py_ssize_t[::1] item_piece_view = item_piece
     cdef const Py_ssize_t[::1] item_pieces_view = item_pieces
