@@ -961,6 +961,18 @@ cdef split_table split_table_of(dict result, records) except *:
     return table
 
 
+def slot_noise_of(slot_gradient_variance, Py_ssize_t n_slots):
+    """The split finders' per-slot gradient variance as contiguous float64
+    (zeros when None); ValueError unless it has one entry per slot."""
+    if slot_gradient_variance is None:
+        return np.zeros(n_slots)
+    noise = np.ascontiguousarray(slot_gradient_variance, dtype=np.float64)
+    if noise.ndim != 1 or noise.shape[0] != n_slots:
+        raise ValueError(f"slot_gradient_variance must have {n_slots} entries, "
+                         f"got shape {noise.shape}")
+    return noise
+
+
 def check_constraint_shapes(Py_ssize_t n_slots, Py_ssize_t n_candidates, slot_bounds,
                             feature_monotone, slot_allows_feature):
     """ValueError unless the split finders' constraint arrays (each optional)
@@ -1091,13 +1103,7 @@ def find_best_splits(
     if n_slots == 0 or n_candidates == 0 or n_eras == 0 or not np.any(slot_open):
         result["slot_left"] = slot_first_maximum(records)
         return result
-    if slot_gradient_variance is None:
-        slot_gradient_variance = np.zeros(n_slots)
-    cdef const double[::1] slot_noise = np.ascontiguousarray(slot_gradient_variance,
-                                                              dtype=np.float64)
-    if slot_noise.shape[0] != n_slots:
-        raise ValueError(f"slot_gradient_variance must have {n_slots} entries, "
-                         f"got {slot_noise.shape[0]}")
+    cdef const double[::1] slot_noise = slot_noise_of(slot_gradient_variance, n_slots)
 
     check_constraint_shapes(n_slots, n_candidates, slot_bounds, feature_monotone,
                             slot_allows_feature)
@@ -1766,12 +1772,7 @@ def find_best_splits_by_node(
         raise ValueError(f"era_of_row must have {n_rows} entries")
     if tree_uses_feature.shape[0] != n_candidates or tree_uses_feature.shape[1] != pack_size:
         raise ValueError(f"tree_uses_feature must be ({n_candidates}, {pack_size})")
-    if slot_gradient_variance is None:
-        slot_gradient_variance = np.zeros(n_slots)
-    cdef const double[::1] slot_noise = np.ascontiguousarray(slot_gradient_variance,
-                                                              dtype=np.float64)
-    if slot_noise.shape[0] != n_slots:
-        raise ValueError(f"slot_gradient_variance must have {n_slots} entries")
+    cdef const double[::1] slot_noise = slot_noise_of(slot_gradient_variance, n_slots)
     check_constraint_shapes(n_slots, n_candidates, slot_bounds, feature_monotone,
                             slot_allows_feature)
     cdef fixed_point_rows rows = view_fixed_point(fixed, n_rows)
