@@ -203,18 +203,22 @@ class CpuBackend:
             return cached[1]
         self._codes_block = None
         data = self.data
-        if data.n_rows * len(features) > self._copy_budget():
+        if not self._copy_fits(data.n_rows * len(features)):
             return None
         block = np.ascontiguousarray(data.X_binned[np.asarray(features)].T)
         self._codes_block = (np.array(features, dtype=np.int32, copy=True), block)
         return block
 
-    def _copy_budget(self) -> int:
+    def _copy_fits(self, size: int) -> bool:
+        """May the copy take ``size`` bytes: NODE_ROUTE_MAX_COPY_BYTES and an
+        eighth of the available memory (read only when the first allows it:
+        a depth over the cap, as at Numerai scale, reads no /proc file)."""
+        if size > NODE_ROUTE_MAX_COPY_BYTES:
+            return False
         from packboost._memory import available_memory_bytes
 
         available, _ = available_memory_bytes()
-        budget = NODE_ROUTE_MAX_COPY_BYTES
-        return budget if available is None else min(budget, available // 8)
+        return available is None or size <= available // 8
 
     def _find_splits_by_node(self, slot_tree, slot_open, features, tree_uses_feature,
                              slot_variance, split_params, constraints) -> BestSplits:
