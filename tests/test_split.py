@@ -414,6 +414,62 @@ def test_pooled_tile_bounds_keep_every_slots_winner(shape, weighted, constrained
             assert read <= readable * (0.75 if constrained else 0.5), (read, readable)
 
 
+@pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("budget", [_split.DEFAULT_HISTOGRAM_BUDGET_BYTES, 2048],
+                         ids=["one-group", "slot-groups"])
+@pytest.mark.parametrize("best_per_slot", [False, True])
+def test_runs_per_tree_find_the_splits_of_block_wide_runs(monkeypatch, weighted, n_threads,
+                                                          budget, best_per_slot):
+    """Below the roots a slot's run of cells holds only the features its tree
+    uses (tree_cell_offsets): the table is the one block-wide runs give, field
+    for field -- features of 4 to 6 cells, feature pairs (enough rows per slot
+    and era), two-word cells, slot groups, pooled bounds -- and the cells
+    written end where the trees' shorter runs end."""
+    data, g, h = make_binned_problem(7, 4000, 11, 8, weighted=weighted)
+    fixed = to_fixed_point(g, h, data.era_offsets, 1)
+    words = 1 if fixed.hessian_fixed.size == 0 else 2
+    rng = np.random.default_rng(3)
+    pack_size, n_slots = 3, 6                     # two slots per tree: below the roots
+    slot_tree = np.repeat(np.arange(pack_size), 2).astype(np.int32)
+    node_of_row = (2 * np.arange(pack_size)
+                   + rng.integers(0, 2, size=(data.n_rows, pack_size))).astype(np.int32)
+    node_of_row[rng.random(node_of_row.shape) < 0.1] = -1      # rows not in some trees
+    features = np.arange(data.n_features, dtype=np.int32)
+    uses = (rng.random((len(features), pack_size)) < 0.5).astype(np.uint8)
+    uses[0] = uses[-1] = [1, 0, 1]                # no tree uses every feature
+    uses[1] = [0, 1, 1]
+    slot_open = np.ones(n_slots, np.uint8)
+    rows, era_offsets = _partition.active_rows(node_of_row, slot_open, data.era_offsets)
+    sentinel = -0x5A5A5A5A5A5A5A5A
+    widths = data.n_bins + 1
+
+    def table(per_tree):
+        monkeypatch.setattr(_split, "RUNS_PER_TREE", per_tree)
+        threads = 1 if best_per_slot else n_threads
+        _, size = _split.block_buffer_cells(n_slots, data.n_eras, len(features),
+                                            int(widths.max()), words, threads, budget)
+        cells = np.full(size, sentinel, np.int64)
+        found = _split.find_best_splits(
+            data.X_binned, fixed, rows, era_offsets, node_of_row, slot_tree, slot_open,
+            features, uses, data.n_bins, dict(DEFAULT_SPLIT_PARAMS), threads, budget,
+            features_per_pass=len(features), cell_buffer=cells, best_per_slot=best_per_slot)
+        return found, cells
+
+    block_wide, block_cells = table(False)
+    per_tree, tree_cells = table(True)
+    for field in block_wide:
+        np.testing.assert_array_equal(per_tree[field], block_wide[field], field)
+    assert block_wide["found"].sum() >= n_slots
+    if budget == _split.DEFAULT_HISTOGRAM_BUDGET_BYTES:   # one group: the extent is known
+        longest = max(int(widths[uses[:, tree] == 1].sum()) for tree in range(pack_size))
+        assert longest < widths.sum()
+        written = data.n_eras * n_slots * longest * words
+        assert np.all(tree_cells[:written] != sentinel)
+        assert np.all(tree_cells[written:] == sentinel)
+        assert np.all(block_cells[:written * widths.sum() // longest] != sentinel)
+
+
 def whole_era_pack(data_seed, seed, pack_size, hessian):
     """2,500 rows x 7 features in 30 eras, its fixed-point gradients (hessians
     of 1 with ``hessian="constant"``), a generator, and which eras each of

@@ -141,7 +141,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
         for era in range(n_eras):
             build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
                                   active_rows, era_offsets, era, era + 1, node_of_row,
-                                  &uses_view[0, 0], 0, n_slots, feature_offset, slot_stride,
+                                  &uses_view[0, 0], 0, n_slots, feature_offset, 0, slot_stride,
                                   NULL, NULL, share_equal_rows, &cells_view[0],
                                   &pair_view[0],
                                   &slot_tree_view[0] if slot_tree is not None else NULL,

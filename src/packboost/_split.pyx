@@ -65,7 +65,7 @@ from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
                                    fixed_point_rows,
                                    view_fixed_point, era_tree_flags, block_cell_offsets,
-                                   build_pack_histograms, derive_slots, unpack_tile,
+                                   tree_cell_offsets, build_pack_histograms, derive_slots, unpack_tile,
                                    SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE)
 from packboost._pooled cimport pb_pool_layout, pb_pool_rows
 from packboost._histogram import HIST_DTYPE
@@ -88,6 +88,10 @@ DEFAULT_HISTOGRAM_BUDGET_BYTES = 64 * 1024 * 1024
 # more updates; at Numerai scale (50 features per depth) one block of 50 ran
 # 0.33-0.34 s/tree against 0.40 for two of 25 (benchmarks/RESULTS.md).
 DEFAULT_FEATURES_PER_PASS = MAX_FEATURES_PER_PASS
+# find_best_splits lays a slot's run out for its tree's features only where it
+# can (tree_cell_offsets); False keeps the block-wide runs everywhere. The
+# splits are the same either way (tests compare both).
+RUNS_PER_TREE = True
 # Histogram work items per thread at least (an item is an era, or a part of
 # its features when eras are few), for the dynamic schedule to balance.
 cdef enum:
@@ -762,7 +766,9 @@ cdef struct scoring_block:
     Py_ssize_t slot_stride               # cells in one (era, slot) run
     Py_ssize_t n_eras
     Py_ssize_t first                     # the block's first candidate position
-    const Py_ssize_t* member_offset      # (n_block,) each feature's first cell in a run
+    const Py_ssize_t* member_offset      # (n_block,) each feature's first cell in a run, or
+                                         # tree t's at member_offset + t * offset_stride
+    Py_ssize_t offset_stride             # 0 (one table) or MAX_FEATURES_PER_PASS (per tree)
     const feature_index_t* features      # (n_candidates,)
     const bin_index_t* n_bins            # (n_features,)
     const fixed_point_rows* rows
@@ -835,7 +841,8 @@ cdef double score_block_tile(
     cdef double upper = block.slot_bounds[2 * slot + 1] if block.slot_bounds != NULL else INFINITY
     cdef tile_best best
     unpack_tile(block.cells + ((slot - block.group_start) * block.slot_stride
-                               + block.member_offset[member]) * words,
+                               + block.member_offset[block.slot_tree[slot] * block.offset_stride
+                                                     + member]) * words,
                 block.n_group * block.slot_stride, block.n_eras, width, block.rows,
                 tile, width, True)
     best = score_tile(tile, width, block.n_eras, block.n_bins[feature], block.params,
@@ -861,7 +868,9 @@ cdef void bound_block_slot(
         member_scored[member] = tile_is_scored(block, slot, member)
     bound_slot_tiles(block.cells + row * block.slot_stride * block.rows.words,
                      block.n_group * block.slot_stride * block.rows.words, block.n_eras,
-                     block.n_block, block.member_offset, block.features + block.first,
+                     block.n_block,
+                     block.member_offset + block.slot_tree[slot] * block.offset_stride,
+                     block.features + block.first,
                      block.n_bins, member_scored, block.rows, block.params,
                      block.slot_bounds[2 * slot] if block.slot_bounds != NULL else -INFINITY,
                      block.slot_bounds[2 * slot + 1] if block.slot_bounds != NULL
@@ -1126,6 +1135,7 @@ def find_best_splits(
     cdef Py_ssize_t item, n_parts, part_width, part_start, part_size
     cdef Py_ssize_t pack_size = node_of_row.shape[1], n_parent_slots = 0
     cdef bint subtracting = depth_cells is not None
+    cdef bint tree_runs, runs_per_tree_allowed = RUNS_PER_TREE
     cdef const uint8_t* kind_pointer = NULL
     cdef const uint8_t* extra_pointer = NULL
     cdef const int64_t* parent_pointer = NULL
@@ -1173,7 +1183,9 @@ def find_best_splits(
     # scratch per thread.
     if cell_buffer is None or cell_buffer.dtype != np.int64 or cell_buffer.size < buffer_cells:
         cell_buffer = np.empty(buffer_cells, dtype=np.int64)
-    feature_offset = np.empty(MAX_FEATURES_PER_PASS, dtype=np.intp)
+    # Each feature's first cell in an (era, slot) run: one table for the
+    # block, or one per tree (tree_cell_offsets).
+    feature_offset = np.empty(pack_size * MAX_FEATURES_PER_PASS, dtype=np.intp)
     tile_buffers = np.empty((n_threads, n_eras * max_width), dtype=HIST_DTYPE)
     scratch_buffers = np.empty((n_threads, N_SCRATCH * n_eras), dtype=np.float64)
     candidate_buffers = np.empty((n_threads, N_CANDIDATE_SCRATCH * max_width), dtype=np.float64)
@@ -1254,7 +1266,28 @@ def find_best_splits(
         for block in range(n_blocks):
             first = block * features_per_pass
             n_block = min(features_per_pass, n_candidates - first)
-            slot_stride = block_cell_offsets(&features[first], n_block, n_bins, &offset_view[0])
+            # Work items (era, part of the block's features): with few eras
+            # (one, for data without eras) the features are split too, so
+            # that every thread has work; items never share a cell.
+            n_parts = 1
+            if n_threads > 1:
+                n_parts = min(n_block, (ITEMS_PER_THREAD * n_threads + n_eras - 1) // n_eras)
+            part_width = (n_block + n_parts - 1) // n_parts
+            n_parts = (n_block + part_width - 1) // part_width
+            # A slot's run holds only its tree's features (tree_cell_offsets)
+            # where nothing needs the block-wide layout: kept cells for
+            # subtraction, a feature part's stretch of every run, and the
+            # roots' era sharing (one run copied between trees) all do.
+            tree_runs = (runs_per_tree_allowed and not subtracting and n_parts == 1
+                         and not (share_equal_rows and n_slots <= pack_size))
+            if tree_runs:
+                slot_stride = tree_cell_offsets(&features[first], n_block, n_bins,
+                                                &tree_uses_feature[first, 0], pack_size,
+                                                &offset_view[0])
+            else:
+                slot_stride = block_cell_offsets(&features[first], n_block, n_bins,
+                                                 &offset_view[0])
+            block_view.offset_stride = MAX_FEATURES_PER_PASS if tree_runs else 0
             if subtracting:
                 extra_pointer = &tree_extra_feature[first, 0]
             group_start = 0
@@ -1278,14 +1311,6 @@ def find_best_splits(
                 if parent_pointer != NULL:
                     block_parent = (parent_pointer + n_eras * n_parent_slots * words
                                     * width_prefix_view[first])
-                # Work items (era, part of the block's features): with few eras
-                # (one, for data without eras) the features are split too, so
-                # that every thread has work; items never share a cell.
-                n_parts = 1
-                if n_threads > 1:
-                    n_parts = min(n_block, (ITEMS_PER_THREAD * n_threads + n_eras - 1) // n_eras)
-                part_width = (n_block + n_parts - 1) // n_parts
-                n_parts = (n_block + part_width - 1) // part_width
                 for item in prange(n_eras * n_parts, schedule='dynamic', num_threads=n_threads):
                     era = item // n_parts
                     part_start = (item % n_parts) * part_width
@@ -1294,10 +1319,10 @@ def find_best_splits(
                                           n_bins, &rows, active_rows, era_offsets, era, era + 1,
                                           node_of_row, &tree_uses_feature[first + part_start, 0],
                                           group_start, group_end, &offset_view[part_start],
-                                          slot_stride, kind_pointer,
+                                          block_view.offset_stride, slot_stride, kind_pointer,
                                           extra_pointer + part_start * pack_size
                                           if extra_pointer != NULL else NULL,
-                                          share_equal_rows, block_cells,
+                                          share_equal_rows and not tree_runs, block_cells,
                                           &pair_view[threadid(), 0], &slot_tree[0],
                                           era_tree_pointer)
                     if block_parent != NULL:
