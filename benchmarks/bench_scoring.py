@@ -40,9 +40,12 @@ def cpu_seconds(function, repeats: int) -> float:
 
 
 def histogram_passes(X_binned, features, fixed, rows, era_offsets, node_of_row, uses, n_slots,
-                     width) -> None:
+                     width, slot_tree) -> None:
     """The depth's histogram passes, in find_best_splits' blocks of features
-    (the kernel's entry point takes at most MAX_FEATURES_PER_PASS at once)."""
+    (the kernel's entry point takes at most MAX_FEATURES_PER_PASS at once),
+    with its layout: a root era summed once for the trees that share it,
+    and below the roots each slot's run holding its tree's features only."""
+    below_roots = n_slots > node_of_row.shape[1]
     per_pass, n_blocks = _split.feature_blocks(len(features), _split.DEFAULT_FEATURES_PER_PASS)
     words = 1 if fixed.hessian_is_constant else 2
     buffer = kept_cell_buffer((len(era_offsets) - 1) * n_slots * per_pass * width * words)
@@ -50,7 +53,8 @@ def histogram_passes(X_binned, features, fixed, rows, era_offsets, node_of_row, 
         part = slice(block * per_pass, (block + 1) * per_pass)
         _histogram.build_histograms(X_binned, features[part], fixed, None, rows, era_offsets,
                                     node_of_row, np.ascontiguousarray(uses[part]), n_slots,
-                                    width, unpack=False, cell_buffer=buffer)
+                                    width, unpack=False, cell_buffer=buffer, slot_tree=slot_tree,
+                                    share_equal_rows=not below_roots, runs_per_tree=below_roots)
 
 
 def main(argv=None) -> None:
@@ -93,7 +97,7 @@ def main(argv=None) -> None:
         variance = np.full(n_slots, float(np.var(gradients)))
         histogram = cpu_seconds(partial(
             histogram_passes, X_binned, features, fixed, rows, era_offsets, node_of_row, uses,
-            n_slots, width), args.repeats)
+            n_slots, width, slot_tree), args.repeats)
         tiles = int(uses.sum()) * per_tree
         cells = [f"| {depth} | {tiles} | {histogram * 1e3:.1f} |"]
         for override in VARIANTS.values():
@@ -105,9 +109,7 @@ def main(argv=None) -> None:
                 slot_tree, slot_open, features, uses, n_bins, params, 1,
                 slot_gradient_variance=variance, best_per_slot=True,
                 cell_buffer=kept_cell_buffer(_split.block_buffer_cells(
-                    n_slots, len(era_offsets) - 1, _split.feature_blocks(
-                        len(features), _split.DEFAULT_FEATURES_PER_PASS)[0],
-                    width, 1, 1)[1]))
+                    features, n_bins, uses, n_slots, len(era_offsets) - 1, 1, 1)[1]))
             seconds = cpu_seconds(call, args.repeats)
             # tiles whose era cells were read (the rest pruned by pooled bounds)
             read = int(call()["unpacked"].sum())

@@ -163,13 +163,16 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
 # hessians) or two (the hessian's word too). Widths 3 and 6 (paired) and 7
 # (never); 1, 9 and 33 slots per tree (33: never; 9: only in eras of 288+
 # rows); odd feature counts leave one feature alone.
+# ``runs_per_tree``: each slot's run holds its tree's features only
+# (find_best_splits' layout below the roots), the same histograms.
 @pytest.mark.parametrize("hessian", ["constant", "varying"])
 @pytest.mark.parametrize("width", [3, 6, 7])
 @pytest.mark.parametrize("per_tree", [1, 9, 33])
 @pytest.mark.parametrize("n_rows, n_eras, n_features", [(1, 1, 2), (261, 2, 5), (900, 13, 7),
                                                         (60, 40, 3), (2500, 3, 7)])
+@pytest.mark.parametrize("runs_per_tree", [False, True], ids=["block-runs", "tree-runs"])
 def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_features,
-                                             hessian):
+                                             hessian, runs_per_tree):
     data, g, h = make_binned_problem(width * 100 + n_rows, n_rows, n_features, n_eras,
                                      n_bins=width - 1)
     if hessian == "constant":
@@ -181,9 +184,18 @@ def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_
     node_of_row = random_slots(rng, n_rows, pack_size, per_tree)
     uses = (rng.random((n_features, pack_size)) < 0.8).astype(np.uint8)
     features = np.arange(n_features, dtype=np.int32)
+    slot_tree = np.repeat(np.arange(pack_size), per_tree).astype(np.int32)
     block = _histogram.build_histograms(data.X_binned, features, fixed, None, data.all_rows,
                                         data.era_offsets, node_of_row, uses,
-                                        pack_size * per_tree, width)
+                                        pack_size * per_tree, width, slot_tree=slot_tree,
+                                        runs_per_tree=runs_per_tree)
+    if runs_per_tree:   # the raw runs are the longest tree's features long
+        cells = _histogram.build_histograms(data.X_binned, features, fixed, None, data.all_rows,
+                                            data.era_offsets, node_of_row, uses,
+                                            pack_size * per_tree, width, unpack=False,
+                                            slot_tree=slot_tree, runs_per_tree=True)
+        words = 1 if fixed.hessian_is_constant else 2
+        assert cells.shape[2] == uses.sum(axis=0).max() * width * words
     for feature in features:
         for slot in range(pack_size * per_tree):
             tree = slot // per_tree

@@ -447,9 +447,10 @@ def test_runs_per_tree_find_the_splits_of_block_wide_runs(monkeypatch, weighted,
     def table(per_tree):
         monkeypatch.setattr(_split, "RUNS_PER_TREE", per_tree)
         threads = 1 if best_per_slot else n_threads
-        _, size = _split.block_buffer_cells(n_slots, data.n_eras, len(features),
-                                            int(widths.max()), words, threads, budget)
-        cells = np.full(size, sentinel, np.int64)
+        _, size = _split.block_buffer_cells(features, data.n_bins, uses, n_slots, data.n_eras,
+                                            words, threads, budget, len(features))
+        cells = np.full(max(size, data.n_eras * n_slots * int(widths.sum()) * words), sentinel,
+                        np.int64)
         found = _split.find_best_splits(
             data.X_binned, fixed, rows, era_offsets, node_of_row, slot_tree, slot_open,
             features, uses, data.n_bins, dict(DEFAULT_SPLIT_PARAMS), threads, budget,

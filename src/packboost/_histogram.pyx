@@ -19,7 +19,7 @@ from packboost._types cimport row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
                                    PAIR_MAX_WIDTH, PB_PAIR_MAX_WIDTH, fixed_point_rows,
                                    view_fixed_point, era_tree_flags, block_cell_offsets,
-                                   build_pack_histograms, unpack_tile)
+                                   tree_cell_offsets, build_pack_histograms, unpack_tile)
 from packboost._fixed_point import FixedPointGradients, to_fixed_point
 
 HIST_DTYPE = np.dtype([("sum_gradients", np.float64),
@@ -39,7 +39,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                      tree_uses_feature, Py_ssize_t n_slots,
                      Py_ssize_t width, row_era_offsets=None, bint unpack=True,
                      cell_buffer=None, bint share_equal_rows=False, slot_tree=None,
-                     era_tree_rows=None):
+                     era_tree_rows=None, bint runs_per_tree=False):
     """Per-era histograms of ``features`` for slots ``0 .. n_slots-1``,
     over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``),
     in one pass over the rows, as the split finder builds them.
@@ -70,6 +70,12 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     ``era_tree_rows``: (n_eras, pack_size) uint8, 0 where a tree has no row
     in an era, as find_best_splits takes it (the pass skips those); None:
     every (era, tree) is listed.
+
+    ``runs_per_tree``: lay each slot's run out for its tree's features only
+    (tree_cell_offsets), as find_best_splits does below the roots; needs the
+    slots' trees (``slot_tree``, or read from the table) and no
+    ``share_equal_rows``. The unpacked histograms are the same (a feature a
+    slot's tree does not use is zeros either way); the raw cells are shorter.
 
     ``cell_buffer``: an int64 array of at least the cells' entries to hold
     them, kept across calls as a fit keeps its block buffer (a new array
@@ -104,7 +110,11 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     cdef bin_index_t[::1] n_bins_view = n_bins
     cdef fixed_point_rows rows = view_fixed_point(fixed, X_binned.shape[1])
     cdef Py_ssize_t words = rows.words
-    cdef Py_ssize_t feature_offset[MAX_FEATURES_PER_PASS]
+    # Each feature's first cell in a run: one table, or one per tree.
+    tree_offsets = np.zeros(node_of_row.shape[1] * MAX_FEATURES_PER_PASS, dtype=np.intp)
+    cdef Py_ssize_t[::1] offset_view = tree_offsets
+    cdef Py_ssize_t* feature_offset = &offset_view[0]
+    cdef Py_ssize_t offset_stride = MAX_FEATURES_PER_PASS if runs_per_tree else 0
     cdef Py_ssize_t slot_stride
     if cell_buffer is None:
         cells = np.empty(n_cells * words, dtype=np.int64)
@@ -128,32 +138,48 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                 slot_tree.min() < 0 or slot_tree.max() >= node_of_row.shape[1]
                 or (np.diff(slot_tree) < 0).any())):
             raise ValueError(f"slot_tree must hold {n_slots} ascending trees of the pack")
+    if runs_per_tree and (slot_tree is None or share_equal_rows):
+        raise ValueError("runs_per_tree needs the slots' trees and no share_equal_rows")
     cdef const int32_t[::1] slot_tree_view = slot_tree if slot_tree is not None else \
         np.zeros(1, dtype=np.int32)
     cdef const uint8_t* era_tree_pointer = era_tree_flags(era_tree_rows, n_eras,
                                                           node_of_row.shape[1])
     cdef Py_ssize_t slot, member, era
     with nogil:
-        slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,
-                                         feature_offset)
+        if runs_per_tree:
+            slot_stride = tree_cell_offsets(&features_view[0], n_block, n_bins_view,
+                                            &uses_view[0, 0], node_of_row.shape[1],
+                                            feature_offset)
+        else:
+            slot_stride = block_cell_offsets(&features_view[0], n_block, n_bins_view,
+                                             feature_offset)
         # One era per call, as find_best_splits does: an era's cells are
         # zeroed just before its rows are summed into them, while in cache.
         for era in range(n_eras):
             build_pack_histograms(X_binned, &features_view[0], n_block, n_bins_view, &rows,
                                   active_rows, era_offsets, era, era + 1, node_of_row,
-                                  &uses_view[0, 0], 0, n_slots, feature_offset, 0, slot_stride,
+                                  &uses_view[0, 0], 0, n_slots, feature_offset, offset_stride,
+                                  slot_stride,
                                   NULL, NULL, share_equal_rows, &cells_view[0],
                                   &pair_view[0],
                                   &slot_tree_view[0] if slot_tree is not None else NULL,
                                   era_tree_pointer)
     if not unpack:
-        return cells.reshape(n_eras, n_slots, slot_stride * words)
-    hist = np.empty((n_block, n_eras, n_slots, width), dtype=HIST_DTYPE)
+        return cells[:n_eras * n_slots * slot_stride * words].reshape(
+            n_eras, n_slots, slot_stride * words)
+    hist = (np.zeros if runs_per_tree else np.empty)((n_block, n_eras, n_slots, width),
+                                                     dtype=HIST_DTYPE)
     cdef hist_entry[:, :, :, ::1] hist_view = hist
+    cdef Py_ssize_t tree
     with nogil:
         for member in range(n_block):
             for slot in range(n_slots):
-                unpack_tile(&cells_view[0] + (slot * slot_stride + feature_offset[member]) * words,
+                tree = slot_tree_view[slot] if runs_per_tree else 0
+                if runs_per_tree and not uses_view[member, tree]:
+                    continue  # no cells: its histogram stays zeros
+                unpack_tile(&cells_view[0] + (slot * slot_stride
+                                              + feature_offset[tree * offset_stride + member])
+                            * words,
                             n_slots * slot_stride, n_eras, width, &rows,
                             &hist_view[member, 0, slot, 0], n_slots * width, False)
     return hist[0] if single else hist

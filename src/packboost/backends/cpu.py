@@ -168,7 +168,8 @@ class CpuBackend:
             data.X_binned, self.fixed, rows, era_offsets, self.node_of_row, slot_tree,
             slot_open, features, tree_uses_feature, data.n_bins, split_params, self.n_threads,
             self.histogram_budget_bytes, self.features_per_pass, slot_variance, **subtraction,
-            **(constraints or {}), cell_buffer=self._block_buffer(plan, len(slot_tree), features),
+            **(constraints or {}),
+            cell_buffer=self._block_buffer(plan, len(slot_tree), features, tree_uses_feature),
             best_per_slot=True, era_tree_rows=self._era_tree_rows)
         self._kept = None
         if plan is not None and keep_for_children:
@@ -279,7 +280,7 @@ class CpuBackend:
         extra = np.ascontiguousarray((tree_uses_feature & (parent_uses == 0)).astype(np.uint8))
         return slot_kind, extra
 
-    def _block_buffer(self, plan, n_slots, features):
+    def _block_buffer(self, plan, n_slots, features, tree_uses_feature):
         """find_best_splits' block buffer for full passes: one of the two
         buffers subtraction keeps for the fit (no depth then faults in fresh
         pages); None with subtraction, whose cells live in the plan's
@@ -287,10 +288,9 @@ class CpuBackend:
         if plan is not None or len(features) == 0:
             return None
         words = 1 if self.fixed.hessian_is_constant else 2
-        per_pass = _split.feature_blocks(len(features), self.features_per_pass)[0]
-        max_width = int(np.max(self.data.n_bins[features])) + 1
-        size = _split.block_buffer_cells(n_slots, self.data.n_eras, per_pass, max_width, words,
-                                         self.n_threads, self.histogram_budget_bytes)[1]
+        size = _split.block_buffer_cells(features, self.data.n_bins, tree_uses_feature, n_slots,
+                                         self.data.n_eras, words, self.n_threads,
+                                         self.histogram_budget_bytes, self.features_per_pass)[1]
         return self._cell_buffer(size, avoid=None)
 
     def _subtraction_plan(self, slot_tree, slot_open, features, tree_uses_feature,
