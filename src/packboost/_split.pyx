@@ -82,7 +82,11 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
 
 
 # Default cap on one thread's histogram buffer; more slots are done in groups.
-DEFAULT_HISTOGRAM_BUDGET_BYTES = 64 * 1024 * 1024
+# Each group is one more pass over the rows and their codes from memory: at
+# Numerai scale, 2 threads, 64 -> 128 MiB put depths 4-5 in one group each
+# and took 9-16% off them (1 thread, 64 -> 256 MiB: 18-21%; RESULTS.md,
+# eighteenth session) for ~60 MB more at depth 5.
+DEFAULT_HISTOGRAM_BUDGET_BYTES = 128 * 1024 * 1024
 # Features histogrammed in one pass over the rows (see build_pack_histograms):
 # all a block can hold. Wider blocks read a row's slot and gradient once for
 # more updates; at Numerai scale (50 features per depth) one block of 50 ran
