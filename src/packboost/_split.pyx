@@ -65,7 +65,8 @@ from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
                                    fixed_point_rows,
                                    view_fixed_point, era_tree_flags, block_cell_offsets,
-                                   tree_cell_offsets, build_pack_histograms, derive_slots, unpack_tile,
+                                   tree_cell_offsets, build_pack_histograms, derive_slots,
+                                   unpack_tile,
                                    SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE)
 from packboost._pooled cimport pb_pool_layout, pb_pool_rows
 from packboost._histogram import HIST_DTYPE
@@ -1437,7 +1438,8 @@ def block_buffer_cells(features, n_bins, const uint8_t[:, ::1] tree_uses_feature
         block_widths = widths[first:first + n_block]
         if takes_runs_per_tree(RUNS_PER_TREE, False, feature_parts(n_block, n_threads, n_eras),
                                share_equal_rows, n_slots, pack_size):
-            run = max(run, int((block_widths[:, None] * uses[first:first + n_block]).sum(0).max()))
+            per_tree = (block_widths[:, None] * uses[first:first + n_block]).sum(axis=0)
+            run = max(run, int(per_tree.max()))
         else:
             run = max(run, int(block_widths.sum()))
     cdef Py_ssize_t slot_bytes = run * n_eras * words * sizeof(int64_t)
