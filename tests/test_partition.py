@@ -148,6 +148,84 @@ def test_route_rows_from_a_row_major_copy_moves_rows_alike(n_rows, n_threads, sq
                               1, codes_by_row=by_row, block_features=block)
 
 
+def cpu_has_avx2():
+    try:
+        with open("/proc/cpuinfo") as info:
+            return any(line.startswith("flags") and " avx2" in line for line in info)
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("pack_size", [1, 2, 3, 4, 8, 16])
+@pytest.mark.parametrize("n_rows", [1, 3, 4, 5, 11, 64, 65, 1000, 3001])
+@pytest.mark.parametrize("mode", ["plain", "squares", "by_row"])
+def test_vector_route_matches_the_scalar_loop_and_the_oracle(pack_size, n_rows, mode):
+    """The vector loop (_route.pxd; power-of-two packs, uint8 codes) moves
+    every (row, tree) as the oracle does and adds the squared gradients in
+    the scalar loop's order: equal bit for bit, on the matrix's first rows
+    (read as the top byte of a word) and its last code, with leaves,
+    unsampled and finished codes, missing codes and ties."""
+    if cpu_has_avx2():
+        assert _partition.vector_route_available()
+    rng = np.random.default_rng(pack_size * 10_000 + n_rows)
+    codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
+        rng, n_rows, pack_size, 4, 3, 4)
+    # the last column's last code is read by some split
+    feature[np.flatnonzero(feature >= 0)[:1]] = 2
+    gradients = rng.normal(size=n_rows)
+    gradients[rng.random(n_rows) < 0.3] = 0.25  # ties
+    hessians = np.ones(n_rows)
+    n_next = 2 * int((feature >= 0).sum())
+    extra, options = ((gradients, hessians, n_next), dict(squares_only=True)) \
+        if mode != "plain" else ((), {})
+    if mode == "by_row":
+        block = np.arange(3, dtype=np.int32)
+        options.update(codes_by_row=np.ascontiguousarray(X.T), block_features=block)
+    expected_codes, expected_leaves = route_oracle(codes, X, feature, threshold, missing_left,
+                                                   left_child, slot_node, n_bins)
+    results = []
+    try:
+        for vector in (False, True):
+            _partition.VECTOR_ROUTE = vector
+            for n_threads in (1, 3):
+                moved = codes.copy()
+                leaves = np.full(codes.shape, -7, dtype=np.int32)
+                out = _partition.route_rows(X, moved, feature, threshold, missing_left,
+                                            left_child, n_bins, slot_node, leaves, n_threads,
+                                            *extra, **options)
+                np.testing.assert_array_equal(moved, expected_codes)
+                np.testing.assert_array_equal(leaves, expected_leaves)
+                results.append(out)
+    finally:
+        _partition.VECTOR_ROUTE = True
+    if mode != "plain":
+        for out in results[1:]:
+            np.testing.assert_array_equal(out, results[0])
+        np.testing.assert_allclose(results[0], [(expected_codes == slot).sum(axis=1)
+                                                @ gradients ** 2 for slot in range(n_next)])
+
+
+def test_vector_tables_pack_each_split_or_refuse():
+    """vector_tables: a slot's column start and its threshold, missing code,
+    missing side and left child in one word; None (the scalar loop) when a
+    field does not fit."""
+    rng = np.random.default_rng(5)
+    codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
+        rng, 10, 4, 4, 6, 5)
+    routes = _partition.slot_routes(feature, threshold, missing_left, left_child, n_bins, 10)
+    column, word = _partition.vector_tables(routes)
+    splits = feature >= 0
+    np.testing.assert_array_equal(column, np.where(splits, feature * 10, -1))
+    np.testing.assert_array_equal((word & 255)[splits], threshold[splits])
+    np.testing.assert_array_equal(((word >> 8) & 255)[splits], n_bins[feature[splits]])
+    np.testing.assert_array_equal(((word >> 16) & 1)[splits], missing_left[splits] == 0)
+    np.testing.assert_array_equal((word >> 17)[splits], left_child[splits])
+    wide = left_child.copy()
+    wide[splits] += 2**15
+    assert _partition.vector_tables(_partition.slot_routes(
+        feature, threshold, missing_left, wide, n_bins, 10)) is None
+
+
 def test_route_rows_checks_the_gradients_length():
     rng = np.random.default_rng(0)
     codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(

@@ -29,13 +29,19 @@ Rows are independent, so the pass is parallel and deterministic.
 import numpy as np
 
 from cython.parallel cimport prange
-from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, int32_t, uint32_t, int64_t
 from libc.string cimport memmove
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t
 from packboost._slot_sums cimport SUM_CHUNKS, add_row_to_slot, add_rows_to_chunk
 from packboost._histogram cimport MAX_PACK_SIZE
+from packboost._route cimport (route_vector_supported, route_entries, ROUTE_MISSING_SHIFT,
+                               ROUTE_MISSING_RIGHT_SHIFT, ROUTE_LEFT_SHIFT, ROUTE_TRASH_SLOTS)
+
+# route_rows routes eight (row, tree) entries at a time where the CPU has
+# AVX2 (_route.pxd); False: the scalar loop everywhere (the same numbers).
+VECTOR_ROUTE = True
 
 
 def start_tree(
@@ -302,6 +308,83 @@ def rows_of_eras(const uint8_t[::1] keep_era, const offset_t[::1] era_offsets):
     return rows
 
 
+cdef void route_vector_chunk(
+        const bin_code_t* codes,                 # IN  route_rows' codes and row stride
+        Py_ssize_t row_stride,
+        node_index_t[:, ::1] node_of_row,        # IN/OUT
+        node_index_t[:, ::1] leaf_of_row,        # OUT
+        const slot_route* routes,
+        const node_index_t* slot_node,
+        Py_ssize_t row_start,                    # IN  rows [row_start, row_end)
+        Py_ssize_t row_end,
+        double* squares,                         # IN/OUT the chunk's g^2 partials and trash
+                                                 #     slots, or NULL
+        const gradient_t* gradients,             # IN  with squares
+        const Py_ssize_t* column_starts,         # IN  split columns to prefetch, or NULL
+        Py_ssize_t n_columns,
+        Py_ssize_t line_rows,
+        Py_ssize_t column_rows,
+        const int32_t* slot_column,              # IN  vector_tables
+        const uint32_t* slot_word,
+        int pack_shift,
+        int32_t trash_slot,                      # IN  the first of squares' trash slots
+) noexcept nogil:
+    """One chunk of route_rows by the vector loop (_route.pxd), a line of
+    rows at a time, each line's split columns asked for ahead; the scalar
+    route_row for the rows around it: the matrix's first three (the vector
+    loop reads three bytes before a code) and a last part vector."""
+    cdef Py_ssize_t pack_size = node_of_row.shape[1], row, line_end
+    cdef Py_ssize_t rows_per_vector = max(1, 8 >> pack_shift)
+    cdef Py_ssize_t vector_start = max(row_start, 3)
+    cdef Py_ssize_t vector_end
+    vector_start = min(row_end, (vector_start + rows_per_vector - 1) // rows_per_vector
+                       * rows_per_vector)
+    vector_end = vector_start + (row_end - vector_start) // rows_per_vector * rows_per_vector
+    for row in range(row_start, vector_start):
+        route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, routes, slot_node,
+                  &leaf_of_row[row, 0], NULL, squares,
+                  gradients[row] if squares != NULL else 0.0, 0.0)
+    row = vector_start
+    while row < vector_end:
+        line_end = min(vector_end, (row // line_rows + 1) * line_rows)
+        if n_columns > 0 and row % line_rows == 0:
+            prefetch_columns(codes, column_starts, n_columns, row, column_rows)
+        route_entries(<const uint8_t*>codes, row_stride, &node_of_row[0, 0], &leaf_of_row[0, 0],
+                      row * pack_size, line_end * pack_size, pack_shift, slot_column, slot_word,
+                      slot_node, squares, trash_slot, gradients)
+        row = line_end
+    for row in range(vector_end, row_end):
+        route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, routes, slot_node,
+                  &leaf_of_row[row, 0], NULL, squares,
+                  gradients[row] if squares != NULL else 0.0, 0.0)
+
+
+def vector_route_available():
+    """Does route_rows have its vector loop on this CPU (AVX2)?"""
+    return bool(route_vector_supported())
+
+
+def vector_tables(routes):
+    """route_rows' slot routes (ROUTE_DTYPE) as the vector loop's two tables
+    (_route.pxd): each slot's column start (int32; -1: no split) and its
+    threshold, missing code, missing side and left child in one uint32
+    word; None when a value does not fit its field (then the scalar loop
+    routes)."""
+    splits = routes["column_start"] >= 0
+    threshold = np.where(splits, routes["threshold"], 0).astype(np.int64)
+    missing = np.where(splits, routes["missing_code"], 0).astype(np.int64)
+    left = np.where(splits, routes["left_child"], 0).astype(np.int64)
+    right = np.where(splits, routes["missing_child"] - routes["left_child"], 0).astype(np.int64)
+    if (np.any(routes["column_start"] >= 2**31) or np.any((threshold < 0) | (threshold > 255))
+            or np.any((missing < 0) | (missing > 255)) or np.any((right < 0) | (right > 1))
+            or np.any((left < 0) | (left >= 2**(32 - ROUTE_LEFT_SHIFT)))):
+        return None
+    column = np.where(splits, routes["column_start"], -1).astype(np.int32)
+    word = (threshold | (missing << ROUTE_MISSING_SHIFT) | (right << ROUTE_MISSING_RIGHT_SHIFT)
+            | (left << ROUTE_LEFT_SHIFT)).astype(np.uint32)
+    return column, word
+
+
 def route_rows(
         const bin_code_t[:, ::1] X_binned,        # IN  (n_features, n_rows)
         node_index_t[:, ::1] node_of_row,            # IN/OUT (n_rows, pack_size) codes above
@@ -349,7 +432,8 @@ def route_rows(
     # its trees (benchmarks/RESULTS.md, eighth session); the same numbers.
     partial = chunk_partials(0 if squares_only else n_next_slots)
     cdef double[:, :, ::1] partial_view = partial
-    squares = np.zeros((SUM_CHUNKS, max(n_next_slots, 1) if squares_only else 1))
+    # A chunk's squared sums, then the vector loop's trash slots (_route.pxd).
+    squares = np.zeros((SUM_CHUNKS, n_next_slots + ROUTE_TRASH_SLOTS if squares_only else 1))
     cdef double[:, ::1] squares_view = squares
     # The split columns, each once. Deep in a pack a row's trees read many
     # of them (up to the depth's K_d), more streams than the hardware
@@ -388,7 +472,41 @@ def route_rows(
         n_columns = 0     # a row's codes are one run: nothing to ask for ahead
         if n_rows > 0 and row_stride > 0:
             codes = <const bin_code_t*>&codes_by_row[0, 0]
-    if n_rows > 0 and not summing:
+    # The vector loop (_route.pxd) where the CPU, the codes and the sizes
+    # allow it; else the scalar loops below.
+    cdef int pack_shift = 0
+    while (<Py_ssize_t>1 << pack_shift) < pack_size:
+        pack_shift += 1
+    cdef const int32_t[::1] column_view
+    cdef const uint32_t[::1] word_view
+    cdef double* chunk_squares
+    vector = None
+    if (VECTOR_ROUTE and n_rows > 0 and routes.shape[0] > 0 and route_vector_supported()
+            and sizeof(X_binned[0, 0]) == 1 and pack_size == 1 << pack_shift
+            and (squares_only or not summing) and n_rows * pack_size < 2**31
+            and (codes_by_row is None and X_binned.shape[0] * X_binned.shape[1] < 2**31
+                 or codes_by_row is not None
+                 and codes_by_row.shape[0] * codes_by_row.shape[1] < 2**31)):
+        vector = vector_tables(routes)
+    if vector is not None:
+        column_view, word_view = vector
+        if codes_by_row is None:
+            # Every split column asked for ahead: the vector loop waits on
+            # its codes where the scalar one had other work (RESULTS.md,
+            # nineteenth session).
+            n_columns = starts.shape[0]
+        # Chunks as the sums take them (in_chunk_order); the threads take
+        # them as they come, so a thread slowed by other work holds no one up.
+        for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
+                            num_threads=max(1, min(n_threads, SUM_CHUNKS))):
+            chunk_squares = &squares_view[chunk, 0] if summing else NULL
+            route_vector_chunk(
+                codes, row_stride, node_of_row, leaf_of_row, route_pointer, &slot_node[0],
+                chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows), chunk_squares,
+                &gradients[0] if summing else NULL, &starts_view[0] if n_columns > 0 else NULL,
+                n_columns, line_rows, column_rows, &column_view[0], &word_view[0], pack_shift,
+                n_next_slots)
+    elif n_rows > 0 and not summing:
         for row in prange(n_rows, nogil=True, schedule='static',
                           num_threads=max(1, min(n_threads, n_rows))):
             if n_columns > 0 and row % line_rows == 0:

@@ -1,0 +1,146 @@
+# route_rows' loop eight (row, tree) entries at a time (_partition.pyx,
+# docs/cpu-kernels.md §6): where the CPU has AVX2, a run of node_of_row is
+# routed as vectors of eight entries -- each entry's slot split, its code in
+# the split column and its child found with gathers, compares and blends --
+# instead of one entry at a time with a branch per step. Same children, same
+# leaves, and the squared gradients added to the children's sums in the same
+# order (entry by entry), so the sums are the scalar loop's bit for bit.
+#
+# Why: routing was a quarter of a small fit at ~25 instructions per (row,
+# tree) with no single cost to remove (benchmarks/RESULTS.md, eighteenth
+# session); the vector loop does the same work in a handful of instructions
+# per entry.
+#
+# The loop reads a code as the top byte of the 32-bit word ending at it, so
+# it needs three bytes before the code inside the matrix: route_rows gives
+# it rows from the fourth on (and only uint8 codes, addresses below 2**31,
+# child slots below 2**15; otherwise the scalar loop routes).
+
+from libc.stdint cimport uint8_t, int32_t, uint32_t
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    #define PB_ROUTE_VECTOR 1
+    #include <immintrin.h>
+    #else
+    #define PB_ROUTE_VECTOR 0
+    #endif
+
+    /* A slot's split for the vector loop, one 32-bit word: threshold (bits
+       0-7), the feature's missing code (8-15), whether the missing code goes
+       right (16), the left child's slot (17-31). */
+    #define PB_ROUTE_MISSING_SHIFT 8
+    #define PB_ROUTE_MISSING_RIGHT_SHIFT 16
+    #define PB_ROUTE_LEFT_SHIFT 17
+    /* Entries past a chunk's squared sums that the vector loop's lanes
+       without a child add to (one per lane). */
+    #define PB_ROUTE_TRASH_SLOTS 8
+
+    static int pb_route_vector_supported(void)
+    {
+    #if PB_ROUTE_VECTOR
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2");
+    #else
+        return 0;
+    #endif
+    }
+
+    #if PB_ROUTE_VECTOR
+    /* Entries [first, last) of node_of_row seen flat (entry = row *
+       pack_size + tree, pack_size = 1 << pack_shift), last - first a
+       multiple of 8. An entry's code c (route_rows' codes: slot >= 0,
+       -2 - slot unsampled, -1 done) moves to its child; a slot that does not
+       split (column < 0) makes it -1 and writes the slot's node to leaf.
+       squares (or NULL): each sampled entry adds its row's gradient^2 to its
+       child's sum, entries in order; squares has ROUTE_TRASH_SLOTS more
+       entries from trash_slot on, which the other entries add to. */
+    __attribute__((target("avx2")))
+    static void pb_route_entries(
+        const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
+        Py_ssize_t first, Py_ssize_t last, int pack_shift,
+        const int32_t *slot_column, const uint32_t *slot_word, const int32_t *slot_node,
+        double *squares, int32_t trash_slot, const double *gradients)
+    {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i zero = _mm256_setzero_si256();
+        const __m256i minus_one = _mm256_set1_epi32(-1);
+        const __m256i minus_two = _mm256_set1_epi32(-2);
+        const __m256i byte = _mm256_set1_epi32(255);
+        const __m256i one = _mm256_set1_epi32(1);
+        /* a lane's row is its vector's first row plus lane >> pack_shift */
+        const __m256i lane_offset = _mm256_mullo_epi32(
+            _mm256_srli_epi32(lane, pack_shift), _mm256_set1_epi32((int32_t)row_stride));
+        /* Codes read as the top byte of the word ending at them. */
+        const int *words_before = (const int *)(codes - 3);
+        Py_ssize_t entry;
+        for (entry = first; entry < last; entry += 8) {
+            __m256i code = _mm256_loadu_si256((const __m256i *)(node + entry));
+            __m256i done = _mm256_cmpeq_epi32(code, minus_one);
+            /* slot: c for c >= 0, -2 - c for c <= -2; done entries read slot 0 */
+            __m256i slot = _mm256_max_epi32(_mm256_max_epi32(code, _mm256_sub_epi32(minus_two, code)),
+                                            zero);
+            __m256i column = _mm256_i32gather_epi32(slot_column, slot, 4);
+            __m256i word = _mm256_i32gather_epi32((const int *)slot_word, slot, 4);
+            __m256i leafy = _mm256_andnot_si256(done, _mm256_cmpgt_epi32(zero, column));
+            __m256i split = _mm256_andnot_si256(done, _mm256_cmpgt_epi32(column, minus_one));
+            __m256i address = _mm256_add_epi32(_mm256_add_epi32(
+                column, _mm256_set1_epi32((int32_t)((entry >> pack_shift) * row_stride))),
+                lane_offset);
+            __m256i value = _mm256_srli_epi32(
+                _mm256_mask_i32gather_epi32(zero, words_before, address, split, 1), 24);
+            __m256i threshold = _mm256_and_si256(word, byte);
+            __m256i missing_code = _mm256_and_si256(_mm256_srli_epi32(word, PB_ROUTE_MISSING_SHIFT),
+                                                    byte);
+            __m256i missing_right = _mm256_and_si256(
+                _mm256_srli_epi32(word, PB_ROUTE_MISSING_RIGHT_SHIFT), one);
+            __m256i left = _mm256_srli_epi32(word, PB_ROUTE_LEFT_SHIFT);
+            /* right of the threshold: compare gives -1, so left - (-1) */
+            __m256i child = _mm256_sub_epi32(left, _mm256_cmpgt_epi32(value, threshold));
+            child = _mm256_blendv_epi8(child, _mm256_add_epi32(left, missing_right),
+                                       _mm256_cmpeq_epi32(value, missing_code));
+            __m256i sampled = _mm256_cmpgt_epi32(code, minus_one);
+            __m256i moved = _mm256_blendv_epi8(_mm256_sub_epi32(minus_two, child), child, sampled);
+            __m256i result = _mm256_blendv_epi8(code, moved, split);
+            result = _mm256_blendv_epi8(result, minus_one, leafy);
+            _mm256_storeu_si256((__m256i *)(node + entry), result);
+            if (_mm256_movemask_ps(_mm256_castsi256_ps(leafy))) {
+                __m256i leaf_node = _mm256_mask_i32gather_epi32(zero, slot_node, slot, leafy, 4);
+                _mm256_maskstore_epi32(leaf + entry, leafy, leaf_node);
+            }
+        }
+        if (squares != NULL) {
+            /* The squared gradients in a second pass over the entries just
+               routed (the caller's line of rows, in L1): an entry now >= 0
+               is a sampled row's child. Every entry adds -- the others to
+               their lane's trash slot, never read -- so the loop has no
+               branch to mispredict. */
+            for (entry = first; entry < last; ++entry) {
+                const int32_t code = node[entry];
+                const double gradient = gradients[entry >> pack_shift];
+                squares[code >= 0 ? code : trash_slot + (int32_t)(entry & 7)] += gradient * gradient;
+            }
+        }
+    }
+    #else
+    static void pb_route_entries(
+        const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
+        Py_ssize_t first, Py_ssize_t last, int pack_shift,
+        const int32_t *slot_column, const uint32_t *slot_word, const int32_t *slot_node,
+        double *squares, int32_t trash_slot, const double *gradients)
+    {
+        /* never called: pb_route_vector_supported() is 0 */
+    }
+    #endif
+    """
+    int ROUTE_MISSING_SHIFT "PB_ROUTE_MISSING_SHIFT"
+    int ROUTE_MISSING_RIGHT_SHIFT "PB_ROUTE_MISSING_RIGHT_SHIFT"
+    int ROUTE_LEFT_SHIFT "PB_ROUTE_LEFT_SHIFT"
+    int ROUTE_TRASH_SLOTS "PB_ROUTE_TRASH_SLOTS"
+    int route_vector_supported "pb_route_vector_supported" () noexcept nogil
+    void route_entries "pb_route_entries" (
+        const uint8_t* codes, Py_ssize_t row_stride, int32_t* node, int32_t* leaf,
+        Py_ssize_t first, Py_ssize_t last, int pack_shift, const int32_t* slot_column,
+        const uint32_t* slot_word, const int32_t* slot_node, double* squares,
+        int32_t trash_slot, const double* gradients) noexcept nogil
