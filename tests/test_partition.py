@@ -158,7 +158,7 @@ def cpu_has_avx2():
 
 @pytest.mark.parametrize("pack_size", [1, 2, 3, 4, 8, 16])
 @pytest.mark.parametrize("n_rows", [1, 3, 4, 5, 11, 64, 65, 1000, 3001])
-@pytest.mark.parametrize("mode", ["plain", "squares", "by_row"])
+@pytest.mark.parametrize("mode", ["plain", "squares"])
 def test_vector_route_matches_the_scalar_loop_and_the_oracle(pack_size, n_rows, mode):
     """The vector loop (_route.pxd; power-of-two packs, uint8 codes) moves
     every (row, tree) as the oracle does and adds the squared gradients in
@@ -178,9 +178,6 @@ def test_vector_route_matches_the_scalar_loop_and_the_oracle(pack_size, n_rows, 
     n_next = 2 * int((feature >= 0).sum())
     extra, options = ((gradients, hessians, n_next), dict(squares_only=True)) \
         if mode != "plain" else ((), {})
-    if mode == "by_row":
-        block = np.arange(3, dtype=np.int32)
-        options.update(codes_by_row=np.ascontiguousarray(X.T), block_features=block)
     expected_codes, expected_leaves = route_oracle(codes, X, feature, threshold, missing_left,
                                                    left_child, slot_node, n_bins)
     results = []

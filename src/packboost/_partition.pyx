@@ -481,20 +481,21 @@ def route_rows(
     cdef const uint32_t[::1] word_view
     cdef double* chunk_squares
     vector = None
-    if (VECTOR_ROUTE and n_rows > 0 and routes.shape[0] > 0 and route_vector_supported()
-            and sizeof(X_binned[0, 0]) == 1 and pack_size == 1 << pack_shift
-            and (squares_only or not summing) and n_rows * pack_size < 2**31
-            and (codes_by_row is None and X_binned.shape[0] * X_binned.shape[1] < 2**31
-                 or codes_by_row is not None
-                 and codes_by_row.shape[0] * codes_by_row.shape[1] < 2**31)):
+    # Not from the row-major copy: there the scalar loop reads a row's codes
+    # from its own run, and the gathers ran 1.6-3.8x slower (the hardware
+    # prefetcher does not follow them along the rows; asking for the rows
+    # ahead halved that, no more; RESULTS.md, nineteenth session).
+    if (VECTOR_ROUTE and n_rows > 0 and routes.shape[0] > 0 and codes_by_row is None
+            and route_vector_supported() and sizeof(X_binned[0, 0]) == 1
+            and pack_size == 1 << pack_shift and (squares_only or not summing)
+            and n_rows * pack_size < 2**31 and X_binned.shape[0] * X_binned.shape[1] < 2**31):
         vector = vector_tables(routes)
     if vector is not None:
         column_view, word_view = vector
-        if codes_by_row is None:
-            # Every split column asked for ahead: the vector loop waits on
-            # its codes where the scalar one had other work (RESULTS.md,
-            # nineteenth session).
-            n_columns = starts.shape[0]
+        # Every split column asked for ahead: the vector loop waits on its
+        # codes where the scalar one had other work (RESULTS.md, nineteenth
+        # session).
+        n_columns = starts.shape[0]
         # Chunks as the sums take them (in_chunk_order); the threads take
         # them as they come, so a thread slowed by other work holds no one up.
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',

@@ -13,8 +13,9 @@
 #
 # The loop reads a code as the top byte of the 32-bit word ending at it, so
 # it needs three bytes before the code inside the matrix: route_rows gives
-# it rows from the fourth on (and only uint8 codes, addresses below 2**31,
-# child slots below 2**15; otherwise the scalar loop routes).
+# it rows from the fourth on (and only uint8 codes of the feature-major
+# matrix, addresses below 2**31, child slots below 2**15; otherwise the
+# scalar loop routes).
 
 from libc.stdint cimport uint8_t, int32_t, uint32_t
 
