@@ -16,6 +16,7 @@ from libc.stdint cimport uint8_t, int32_t, int64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport row_index_t, offset_t, hist_entry
+from packboost._tasks cimport ROWS_PER_TASK
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
                                    PAIR_MAX_WIDTH, PB_PAIR_MAX_WIDTH, fixed_point_rows,
                                    view_fixed_point, era_tree_flags, block_cell_offsets,
@@ -231,7 +232,8 @@ def round_to_grid(const double[::1] values, double scale, double[::1] rounded,
     cdef int64_t count_unit = (<int64_t>1) << count_bits
     if rounded.shape[0] != n or units.shape[0] != n:
         raise ValueError("values, rounded and units must have one length")
-    for row in prange(n, nogil=True, schedule='static', num_threads=max(1, min(n_threads, n))):
+    for row in prange(n, nogil=True, schedule='dynamic', chunksize=ROWS_PER_TASK,
+                      num_threads=max(1, min(n_threads, n))):
         unit = rint(values[row] * scale)
         rounded[row] = unit / scale
         units[row] = (<int64_t>unit) * count_unit + one

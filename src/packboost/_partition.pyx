@@ -36,6 +36,7 @@ from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index
 from packboost._types cimport gradient_t, row_index_t, offset_t
 from packboost._slot_sums cimport SUM_CHUNKS, add_row_to_slot, add_rows_to_chunk
 from packboost._histogram cimport MAX_PACK_SIZE
+from packboost._tasks cimport ROWS_PER_TASK
 from packboost._route cimport (route_vector_supported, route_entries, ROUTE_MISSING_SHIFT,
                                ROUTE_MISSING_RIGHT_SHIFT, ROUTE_LEFT_SHIFT, ROUTE_TRASH_SLOTS)
 
@@ -496,8 +497,8 @@ def route_rows(
         # codes where the scalar one had other work (RESULTS.md, nineteenth
         # session).
         n_columns = starts.shape[0]
-        # Chunks as the sums take them (in_chunk_order); the threads take
-        # them as they come, so a thread slowed by other work holds no one up.
+        # Chunks as the sums take them (in_chunk_order), taken by the threads
+        # as they come (docs/cpu-kernels.md §9).
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
             chunk_squares = &squares_view[chunk, 0] if summing else NULL
@@ -508,14 +509,14 @@ def route_rows(
                 n_columns, line_rows, column_rows, &column_view[0], &word_view[0], pack_shift,
                 n_next_slots)
     elif n_rows > 0 and not summing:
-        for row in prange(n_rows, nogil=True, schedule='static',
+        for row in prange(n_rows, nogil=True, schedule='dynamic', chunksize=ROWS_PER_TASK,
                           num_threads=max(1, min(n_threads, n_rows))):
             if n_columns > 0 and row % line_rows == 0:
                 prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
             route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, route_pointer,
                       &slot_node[0], &leaf_of_row[row, 0], NULL, NULL, 0.0, 0.0)
     elif n_rows > 0:
-        for chunk in prange(SUM_CHUNKS, nogil=True, schedule='static',
+        for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
             for row in range(chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows)):
                 if n_columns > 0 and row % line_rows == 0:
@@ -576,7 +577,7 @@ def slot_sums(
     cdef Py_ssize_t chunk
     cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
     if n_rows > 0 and n_slots > 0:
-        for chunk in prange(SUM_CHUNKS, nogil=True, schedule='static',
+        for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
             add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, chunk * chunk_rows,
                               min(n_rows, (chunk + 1) * chunk_rows), &partial_view[chunk, 0, 0])

@@ -25,6 +25,7 @@ from libc.stdint cimport uint8_t, int64_t
 from packboost.tree cimport (TreeNodes, bin_code_t, bin_index_t, feature_index_t, node_index_t,
                              predict_rows_binned, predict_rows_raw, raw_value_t)
 from packboost._types cimport score_t
+from packboost._tasks cimport ROWS_PER_TASK
 
 cdef enum:
     ROW_BLOCK = 128
@@ -137,13 +138,13 @@ def add_leaf_values(
     if pending and (node_of_row.shape[0] != n_rows or node_of_row.shape[1] != n_trees):
         raise ValueError("node_of_row and leaf_of_row do not match")
     if not pending:
-        for row in prange(n_rows, nogil=True, schedule='static',
+        for row in prange(n_rows, nogil=True, schedule='dynamic', chunksize=ROWS_PER_TASK,
                           num_threads=max(1, min(n_threads, n_rows))):
             for tree in range(n_trees):
                 out[row] += value[tree_roots[tree] + leaf_of_row[row, tree]]
         return
     cdef Py_ssize_t n_slots = slot_node.shape[0], n_outside = 0
-    for row in prange(n_rows, nogil=True, schedule='static',
+    for row in prange(n_rows, nogil=True, schedule='dynamic', chunksize=ROWS_PER_TASK,
                       num_threads=max(1, min(n_threads, n_rows))):
         for tree in range(n_trees):
             code = node_of_row[row, tree]

@@ -62,6 +62,7 @@ cdef extern from *:
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
+from packboost._tasks cimport ROWS_PER_TASK
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
                                    fixed_point_rows,
                                    view_fixed_point, era_tree_flags, block_cell_offsets,
@@ -1881,16 +1882,17 @@ def find_best_splits_by_node(
     if slot_allows_feature is not None:
         scored &= np.asarray(slot_allows_feature) != 0
 
-    # Each listed slot's rows, ascending: the threads count their part's rows
-    # per slot, then write them where the counts say (parts in row order).
+    # Each listed slot's rows, ascending: the threads count their parts' rows
+    # per slot, then write them where the counts say (parts in row order;
+    # a few per thread, taken as they come: docs/cpu-kernels.md §9).
     listed = (open_mask | (kinds == SLOT_BUILD)).astype(np.uint8)
     cdef const uint8_t[::1] listed_view = listed
-    cdef Py_ssize_t n_parts = max(1, min(n_threads, n_rows // 4096 + 1)), part
+    cdef Py_ssize_t n_parts = max(1, min(4 * n_threads, n_rows // ROWS_PER_TASK + 1)), part
     part_rows = np.linspace(0, n_rows, n_parts + 1).astype(np.intp)
     cdef const Py_ssize_t[::1] part_view = part_rows
     part_counts = np.zeros((n_parts, n_slots), dtype=np.int64)
     cdef int64_t[:, ::1] part_count_view = part_counts
-    for part in prange(n_parts, nogil=True, schedule='static', num_threads=n_threads):
+    for part in prange(n_parts, nogil=True, schedule='dynamic', num_threads=n_threads):
         list_slot_rows(&node_of_row[0, 0], pack_size, part_view[part], part_view[part + 1],
                        &listed_view[0], NULL, &part_count_view[part, 0], NULL)
     slot_start = np.zeros(n_slots + 1, dtype=np.int64)
@@ -1900,7 +1902,7 @@ def find_best_splits_by_node(
     cdef int64_t[:, ::1] next_view = next_entry
     slot_rows = np.empty(max(1, int(slot_start[n_slots])), dtype=np.int32)
     cdef row_index_t[::1] slot_row_view = slot_rows
-    for part in prange(n_parts, nogil=True, schedule='static', num_threads=n_threads):
+    for part in prange(n_parts, nogil=True, schedule='dynamic', num_threads=n_threads):
         list_slot_rows(&node_of_row[0, 0], pack_size, part_view[part], part_view[part + 1],
                        &listed_view[0], &next_view[part, 0], NULL, &slot_row_view[0])
 
@@ -2097,7 +2099,7 @@ def pool_era_cells(const int64_t[::1] depth_cells, Py_ssize_t n_eras, Py_ssize_t
     cdef uint64_t cell
     if n_slots == 0 or slot_cells == 0:
         return
-    for slot in prange(n_slots, nogil=True, schedule='static', num_threads=max(1, n_threads)):
+    for slot in prange(n_slots, nogil=True, schedule='dynamic', num_threads=max(1, n_threads)):
         target = <uint64_t*>&pooled[slot * slot_cells * pw]
         for c in range(slot_cells * pw):
             target[c] = 0
