@@ -77,8 +77,9 @@ def main(argv=None) -> None:
     features = np.arange(args.features, dtype=np.int32)
     rng = np.random.default_rng(0)
     uses = (rng.random((args.features, args.pack_size)) < 0.5).astype(np.uint8)
-    n_bins = np.asarray(X_binned.max(axis=1), dtype=np.int32)
-    width = int(n_bins.max()) + 2
+    # Codes 0 .. max are bins; the missing code is n_bins (none here).
+    n_bins = np.asarray(X_binned.max(axis=1), dtype=np.int32) + 1
+    width = int(n_bins.max()) + 1
 
     print(f"{args.rows:,} rows, {args.eras} eras, {args.features} features, pack "
           f"{args.pack_size}, one thread, CPU ms (medians of {args.repeats})")
