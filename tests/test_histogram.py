@@ -165,6 +165,10 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
 # rows); odd feature counts leave one feature alone.
 # ``runs_per_tree``: each slot's run holds its tree's features only
 # (find_best_splits' layout below the roots), the same histograms.
+# ``listed``: every row (an era's rows consecutive: when every feature is
+# paired, no list -- each row's joint tables from its code, rows outside
+# the tree's slots into trash tables) or every row but each fifth (listed).
+@pytest.mark.parametrize("listed", [False, True], ids=["era-rows", "listed-rows"])
 @pytest.mark.parametrize("hessian", ["constant", "varying"])
 @pytest.mark.parametrize("width", [3, 6, 7])
 @pytest.mark.parametrize("per_tree", [1, 9, 33])
@@ -172,7 +176,7 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
                                                         (60, 40, 3), (2500, 3, 7)])
 @pytest.mark.parametrize("runs_per_tree", [False, True], ids=["block-runs", "tree-runs"])
 def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_features,
-                                             hessian, runs_per_tree):
+                                             hessian, runs_per_tree, listed):
     data, g, h = make_binned_problem(width * 100 + n_rows, n_rows, n_features, n_eras,
                                      n_bins=width - 1)
     if hessian == "constant":
@@ -185,8 +189,12 @@ def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_
     uses = (rng.random((n_features, pack_size)) < 0.8).astype(np.uint8)
     features = np.arange(n_features, dtype=np.int32)
     slot_tree = np.repeat(np.arange(pack_size), per_tree).astype(np.int32)
-    block = _histogram.build_histograms(data.X_binned, features, fixed, None, data.all_rows,
-                                        data.era_offsets, node_of_row, uses,
+    active = data.all_rows
+    if listed:
+        active = active[np.arange(n_rows) % 5 != 4]
+    offsets = np.searchsorted(data.row_era[active], np.arange(n_eras + 1)).astype(np.int64)
+    block = _histogram.build_histograms(data.X_binned, features, fixed, None, active,
+                                        offsets, node_of_row, uses,
                                         pack_size * per_tree, width, slot_tree=slot_tree,
                                         runs_per_tree=runs_per_tree)
     if runs_per_tree:   # the raw runs are the longest tree's features long
@@ -199,15 +207,15 @@ def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_
     for feature in features:
         for slot in range(pack_size * per_tree):
             tree = slot // per_tree
-            rows = (np.flatnonzero(node_of_row[:, tree] == slot) if uses[feature, tree]
-                    else np.zeros(0, dtype=np.int64))
+            rows = (np.intersect1d(np.flatnonzero(node_of_row[:, tree] == slot), active)
+                    if uses[feature, tree] else np.zeros(0, dtype=np.int64))
             ref_g, ref_h, ref_c = _reference.histogram(data.X_binned, feature, rows,
                                                        fixed.gradients, fixed.hessians,
                                                        data.row_era, n_eras, width)
             np.testing.assert_array_equal(block[feature]["sum_gradients"][:, slot], ref_g)
             np.testing.assert_array_equal(block[feature]["sum_hessians"][:, slot], ref_h)
             np.testing.assert_array_equal(block[feature]["count"][:, slot], ref_c)
-    rows_per_tree = (node_of_row >= 0).sum(axis=0)
+    rows_per_tree = (node_of_row[active] >= 0).sum(axis=0)
     assert block["count"].sum() == (uses * rows_per_tree).sum()
 
 

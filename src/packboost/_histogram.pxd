@@ -6,7 +6,7 @@
 # by one thread, on a buffer that stays in that thread's cache.
 
 from libc.string cimport memcmp, memcpy, memset
-from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, int32_t, uint32_t, int64_t
 
 cdef extern from *:
     # GCC/Clang: a hint to load a cache line early (unpack_tile).
@@ -34,7 +34,8 @@ cdef enum:
     PAIR_MIN_ROWS_PER_SLOT = 32
     # int64 of a thread's pair scratch (build_pack_histograms' pair_scratch):
     # up to two words per cell
-    PAIR_SCRATCH_CELLS = PAIR_MAX_SLOTS * (MAX_FEATURES_PER_PASS // 2) * PAIR_CELLS * 2
+    # the tree's slots' joint tables, then one more slot's (era_pairs' trash)
+    PAIR_SCRATCH_CELLS = (PAIR_MAX_SLOTS + 1) * (MAX_FEATURES_PER_PASS // 2) * PAIR_CELLS * 2
 
 # What a histogram pass does for a slot (histogram subtraction, docs/cpu-kernels.md §3);
 # cpdef: also Python names of packboost._histogram, for the CPU backend's plan.
@@ -334,6 +335,86 @@ cdef extern from *:
             pb_pair_rows(runs, row_ids, n, first, second, n_pairs, packed, hessian, 2);
     }
 
+    /* pb_pair_rows for an era's consecutive rows first_row .. first_row + n
+       - 1 of one tree, without a list: each row's joint tables from its code
+       (codes[row * code_stride], the tree's column of node_of_row), tables
+       + (code - low_slot) * n_pairs * step when 0 <= code - low_slot <
+       n_slots, else the trash tables (summed, never read), so the loop has
+       no branch on the code. The list it replaces cost a third of a
+       shallow depth's pass (RESULTS.md, nineteenth session). */
+    static PB_ALWAYS_INLINE void pb_era_pair_rows(
+        const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
+        int32_t low_slot, uint32_t n_slots, int64_t *tables, int64_t *trash,
+        const uint8_t *const *first, const uint8_t *const *second, Py_ssize_t n_pairs,
+        const int64_t *packed, const int64_t *hessian, const int words)
+    {
+        const Py_ssize_t step = PB_PAIR_CELLS * words, slot_cells = step * n_pairs;
+        Py_ssize_t k = 0, pair;
+    #define PB_ERA_RUN(i) ((uint32_t)(codes[(Py_ssize_t)(i) * code_stride] - low_slot) < n_slots \
+                           ? tables + (Py_ssize_t)(codes[(Py_ssize_t)(i) * code_stride] - low_slot) \
+                             * slot_cells : trash)
+        for (; k + 4 <= n; k += 4) {
+            const int32_t i0 = first_row + (int32_t)k;
+            int64_t *r0 = PB_ERA_RUN(i0), *r1 = PB_ERA_RUN(i0 + 1);
+            int64_t *r2 = PB_ERA_RUN(i0 + 2), *r3 = PB_ERA_RUN(i0 + 3);
+            const int64_t v0 = packed[i0], v1 = packed[i0 + 1];
+            const int64_t v2 = packed[i0 + 2], v3 = packed[i0 + 3];
+            const int64_t h0 = words == 2 ? hessian[i0] : 0, h1 = words == 2 ? hessian[i0 + 1] : 0;
+            const int64_t h2 = words == 2 ? hessian[i0 + 2] : 0, h3 = words == 2 ? hessian[i0 + 3] : 0;
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            for (pair = 0; pair < n_pairs; ++pair) {
+                uint32_t a, b, joint;
+                memcpy(&a, first[pair] + i0, 4);
+                memcpy(&b, second[pair] + i0, 4);
+                joint = a * PB_PAIR_MAX_WIDTH + b;  /* four joint codes, one per byte */
+                pb_add_joint(r0, joint & 255u, v0, h0, words);
+                pb_add_joint(r1, (joint >> 8) & 255u, v1, h1, words);
+                pb_add_joint(r2, (joint >> 16) & 255u, v2, h2, words);
+                pb_add_joint(r3, joint >> 24, v3, h3, words);
+                r0 += step;
+                r1 += step;
+                r2 += step;
+                r3 += step;
+            }
+    #else
+            for (pair = 0; pair < n_pairs; ++pair) {
+                const uint8_t *a = first[pair], *b = second[pair];
+                pb_add_joint(r0, a[i0] * PB_PAIR_MAX_WIDTH + b[i0], v0, h0, words);
+                pb_add_joint(r1, a[i0 + 1] * PB_PAIR_MAX_WIDTH + b[i0 + 1], v1, h1, words);
+                pb_add_joint(r2, a[i0 + 2] * PB_PAIR_MAX_WIDTH + b[i0 + 2], v2, h2, words);
+                pb_add_joint(r3, a[i0 + 3] * PB_PAIR_MAX_WIDTH + b[i0 + 3], v3, h3, words);
+                r0 += step;
+                r1 += step;
+                r2 += step;
+                r3 += step;
+            }
+    #endif
+        }
+        for (; k < n; ++k) {
+            const int32_t i = first_row + (int32_t)k;
+            int64_t *r = PB_ERA_RUN(i);
+            const int64_t v = packed[i];
+            const int64_t h = words == 2 ? hessian[i] : 0;
+            for (pair = 0; pair < n_pairs; ++pair, r += step)
+                pb_add_joint(r, first[pair][i] * PB_PAIR_MAX_WIDTH + second[pair][i], v, h, words);
+        }
+    #undef PB_ERA_RUN
+    }
+
+    static PB_NOINLINE void pb_add_era_pairs(
+        const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
+        int32_t low_slot, uint32_t n_slots, int64_t *tables, int64_t *trash,
+        const uint8_t *const *first, const uint8_t *const *second, Py_ssize_t n_pairs,
+        const int64_t *packed, const int64_t *hessian)
+    {
+        if (hessian == NULL)
+            pb_era_pair_rows(codes, code_stride, first_row, n, low_slot, n_slots, tables, trash,
+                             first, second, n_pairs, packed, NULL, 1);
+        else
+            pb_era_pair_rows(codes, code_stride, first_row, n, low_slot, n_slots, tables, trash,
+                             first, second, n_pairs, packed, hessian, 2);
+    }
+
     /* A slot's joint tables folded into its features' own cells: the first
        feature's bin i gets row i of the table, the second's bin j column j,
        word by word. Every table is summed whole (6 x 6): cells past a
@@ -387,6 +468,11 @@ cdef extern from *:
     void pb_add_row_pairs(int64_t** runs, const row_index_t* row_ids, Py_ssize_t n,
                           const uint8_t** first, const uint8_t** second, Py_ssize_t n_pairs,
                           const int64_t* packed, const int64_t* hessian) noexcept nogil
+    void pb_add_era_pairs(const int32_t* codes, Py_ssize_t code_stride, int32_t first_row,
+                          Py_ssize_t n, int32_t low_slot, uint32_t n_slots, int64_t* tables,
+                          int64_t* trash, const uint8_t** first, const uint8_t** second,
+                          Py_ssize_t n_pairs, const int64_t* packed,
+                          const int64_t* hessian) noexcept nogil
     # fold_pairs: a slot's joint cells (n_pairs * PAIR_CELLS * words) added to
     # its features' cells in ``run``; offsets (times words) and widths per pair
     void fold_pairs "pb_fold_pairs" (
@@ -606,19 +692,46 @@ cdef inline void build_pack_histograms(
                             pair_second_width[n_pairs] = used_width[index]
                             n_pairs += 1
                             pending = -1
-                    if pending >= 0:
+                    if pending >= 0 and n_single == 0 and n_pairs > 0:
+                        # The odd narrow feature out paired with itself: its
+                        # codes fill the table's diagonal, folded into its
+                        # cells once (no second feature: width 0), so every
+                        # feature is paired and the era pass needs no list.
+                        pair_first[n_pairs] = column[pending]
+                        pair_first_offset[n_pairs] = offset[pending]
+                        pair_first_width[n_pairs] = used_width[pending]
+                        pair_second[n_pairs] = column[pending]
+                        pair_second_offset[n_pairs] = offset[pending]
+                        pair_second_width[n_pairs] = 0
+                        n_pairs += 1
+                    elif pending >= 0:
                         single_column[n_single] = column[pending]
                         single_offset[n_single] = offset[pending]
                         n_single += 1
                     pair_run_cells = n_pairs * PAIR_CELLS * words
                     if n_pairs > 0:
+                        # the tree's slots' tables, then the trash (era pairs)
                         memset(pair_cells, 0,
-                               (max_slot - min_slot + 1) * pair_run_cells * sizeof(int64_t))
+                               (max_slot - min_slot + 2) * pair_run_cells * sizeof(int64_t))
             # The era's rows in chunks: each chunk's rows of this tree (and
             # group) are listed first with their run of cells, then summed
             # four at a time (add_rows). With subtraction the slot's kind says
             # which list a row joins: every feature, or only the extra ones.
             chunk_start = era_offsets[era]
+            if (n_pairs > 0 and n_single == 0 and slot_kind == NULL
+                    and era_offsets[era + 1] - era_offsets[era]
+                    == active_rows[era_offsets[era + 1] - 1] - active_rows[era_offsets[era]] + 1):
+                # Consecutive rows, every feature in a pair: no list, each
+                # row's tables from its code (pb_add_era_pairs).
+                pb_add_era_pairs(&node_of_row[0, tree], pack_size,
+                                 active_rows[era_offsets[era]],
+                                 era_offsets[era + 1] - era_offsets[era],
+                                 <int32_t>(slot_start + min_slot),
+                                 <uint32_t>(max_slot - min_slot + 1), pair_cells,
+                                 pair_cells + (max_slot - min_slot + 1) * pair_run_cells,
+                                 <const uint8_t**>pair_first, <const uint8_t**>pair_second,
+                                 n_pairs, rows.packed, rows.hessian_fixed)
+                chunk_start = era_offsets[era + 1]
             while chunk_start < era_offsets[era + 1]:
                 chunk_end = min(chunk_start + ROW_CHUNK, era_offsets[era + 1])
                 n_listed = 0
