@@ -260,6 +260,46 @@ cdef extern from *:
             run[cell * words + 1] += hessian;
     }
 
+    /* Four consecutive rows i0 .. i0 + 3 (the usual case: an era's rows in
+       order) added to their joint tables r0 .. r3: each feature's four codes
+       in one load, and one row index instead of four, so that the gradients
+       stay in registers. Bytes taken in memory order (little-endian x86-64
+       and Arm64; elsewhere one code at a time). */
+    static PB_ALWAYS_INLINE void pb_pair_four_rows(
+        int64_t *r0, int64_t *r1, int64_t *r2, int64_t *r3, const int32_t i0,
+        const int64_t v0, const int64_t v1, const int64_t v2, const int64_t v3,
+        const int64_t h0, const int64_t h1, const int64_t h2, const int64_t h3,
+        const uint8_t *const *first, const uint8_t *const *second, Py_ssize_t n_pairs,
+        const int words)
+    {
+        const Py_ssize_t step = PB_PAIR_CELLS * words;
+        Py_ssize_t pair;
+        for (pair = 0; pair < n_pairs; ++pair) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            uint32_t a, b, joint;
+            memcpy(&a, first[pair] + i0, 4);
+            memcpy(&b, second[pair] + i0, 4);
+            /* The four joint codes at once, one per byte: codes are below 6,
+               so each byte's a * 6 + b <= 35 carries nothing into the next. */
+            joint = a * PB_PAIR_MAX_WIDTH + b;
+            pb_add_joint(r0, joint & 255u, v0, h0, words);
+            pb_add_joint(r1, (joint >> 8) & 255u, v1, h1, words);
+            pb_add_joint(r2, (joint >> 16) & 255u, v2, h2, words);
+            pb_add_joint(r3, joint >> 24, v3, h3, words);
+    #else
+            const uint8_t *a = first[pair] + i0, *b = second[pair] + i0;
+            pb_add_joint(r0, a[0] * PB_PAIR_MAX_WIDTH + b[0], v0, h0, words);
+            pb_add_joint(r1, a[1] * PB_PAIR_MAX_WIDTH + b[1], v1, h1, words);
+            pb_add_joint(r2, a[2] * PB_PAIR_MAX_WIDTH + b[2], v2, h2, words);
+            pb_add_joint(r3, a[3] * PB_PAIR_MAX_WIDTH + b[3], v3, h3, words);
+    #endif
+            r0 += step;
+            r1 += step;
+            r2 += step;
+            r3 += step;
+        }
+    }
+
     static PB_ALWAYS_INLINE void pb_pair_rows(
         int64_t *const *runs, const int32_t *row_ids, Py_ssize_t n,
         const uint8_t *const *first, const uint8_t *const *second, Py_ssize_t n_pairs,
@@ -275,31 +315,9 @@ cdef extern from *:
             const int64_t h0 = words == 2 ? hessian[i0] : 0, h1 = words == 2 ? hessian[i1] : 0;
             const int64_t h2 = words == 2 ? hessian[i2] : 0, h3 = words == 2 ? hessian[i3] : 0;
             if (i3 - i0 == 3) {
-                /* Four consecutive rows (the usual case: an era's rows in
-                   order): each feature's four codes in one load, and one
-                   row index instead of four, so that the gradients stay in
-                   registers. Bytes taken in memory order (little-endian
-                   x86-64 and Arm64; elsewhere the byte loop below). */
-    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-                for (pair = 0; pair < n_pairs; ++pair) {
-                    uint32_t a, b, joint;
-                    memcpy(&a, first[pair] + i0, 4);
-                    memcpy(&b, second[pair] + i0, 4);
-                    /* The four joint codes at once, one per byte: codes are
-                       below 6, so each byte's a * 6 + b <= 35 carries
-                       nothing into the next. */
-                    joint = a * PB_PAIR_MAX_WIDTH + b;
-                    pb_add_joint(r0, joint & 255u, v0, h0, words);
-                    pb_add_joint(r1, (joint >> 8) & 255u, v1, h1, words);
-                    pb_add_joint(r2, (joint >> 16) & 255u, v2, h2, words);
-                    pb_add_joint(r3, joint >> 24, v3, h3, words);
-                    r0 += step;
-                    r1 += step;
-                    r2 += step;
-                    r3 += step;
-                }
+                pb_pair_four_rows(r0, r1, r2, r3, i0, v0, v1, v2, v3, h0, h1, h2, h3,
+                                  first, second, n_pairs, words);
                 continue;
-    #endif
             }
             for (pair = 0; pair < n_pairs; ++pair) {
                 const uint8_t *a = first[pair], *b = second[pair];
@@ -361,34 +379,8 @@ cdef extern from *:
             const int64_t v2 = packed[i0 + 2], v3 = packed[i0 + 3];
             const int64_t h0 = words == 2 ? hessian[i0] : 0, h1 = words == 2 ? hessian[i0 + 1] : 0;
             const int64_t h2 = words == 2 ? hessian[i0 + 2] : 0, h3 = words == 2 ? hessian[i0 + 3] : 0;
-    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            for (pair = 0; pair < n_pairs; ++pair) {
-                uint32_t a, b, joint;
-                memcpy(&a, first[pair] + i0, 4);
-                memcpy(&b, second[pair] + i0, 4);
-                joint = a * PB_PAIR_MAX_WIDTH + b;  /* four joint codes, one per byte */
-                pb_add_joint(r0, joint & 255u, v0, h0, words);
-                pb_add_joint(r1, (joint >> 8) & 255u, v1, h1, words);
-                pb_add_joint(r2, (joint >> 16) & 255u, v2, h2, words);
-                pb_add_joint(r3, joint >> 24, v3, h3, words);
-                r0 += step;
-                r1 += step;
-                r2 += step;
-                r3 += step;
-            }
-    #else
-            for (pair = 0; pair < n_pairs; ++pair) {
-                const uint8_t *a = first[pair], *b = second[pair];
-                pb_add_joint(r0, a[i0] * PB_PAIR_MAX_WIDTH + b[i0], v0, h0, words);
-                pb_add_joint(r1, a[i0 + 1] * PB_PAIR_MAX_WIDTH + b[i0 + 1], v1, h1, words);
-                pb_add_joint(r2, a[i0 + 2] * PB_PAIR_MAX_WIDTH + b[i0 + 2], v2, h2, words);
-                pb_add_joint(r3, a[i0 + 3] * PB_PAIR_MAX_WIDTH + b[i0 + 3], v3, h3, words);
-                r0 += step;
-                r1 += step;
-                r2 += step;
-                r3 += step;
-            }
-    #endif
+            pb_pair_four_rows(r0, r1, r2, r3, i0, v0, v1, v2, v3, h0, h1, h2, h3,
+                              first, second, n_pairs, words);
         }
         for (; k < n; ++k) {
             const int32_t i = first_row + (int32_t)k;
