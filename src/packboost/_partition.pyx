@@ -483,9 +483,9 @@ def route_rows(
     cdef double* chunk_squares
     vector = None
     # Not from the row-major copy: there the scalar loop reads a row's codes
-    # from its own run, and the gathers ran 1.6-3.8x slower (the hardware
-    # prefetcher does not follow them along the rows; asking for the rows
-    # ahead halved that, no more; RESULTS.md, nineteenth session).
+    # from its own run, and the gathers ran 1.6-3.8x slower (a software
+    # prefetch of the rows ahead halved that, no more; RESULTS.md,
+    # nineteenth session).
     if (VECTOR_ROUTE and n_rows > 0 and routes.shape[0] > 0 and codes_by_row is None
             and route_vector_supported() and sizeof(X_binned[0, 0]) == 1
             and pack_size == 1 << pack_shift and (squares_only or not summing)

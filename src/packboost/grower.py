@@ -51,9 +51,13 @@ class TrainingData:
         offsets.flags.writeable = False
         return offsets
 
-    @property
+    @cached_property
     def all_rows(self) -> np.ndarray:
-        return np.arange(self.n_rows, dtype=np.int32)
+        """0 .. n_rows - 1 (int32), made once: the CPU backend's row list
+        at every depth whose slots are all summed."""
+        rows = np.arange(self.n_rows, dtype=np.int32)
+        rows.flags.writeable = False
+        return rows
 
     @property
     def n_features(self) -> int:

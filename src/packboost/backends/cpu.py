@@ -93,7 +93,6 @@ class CpuBackend:
         self._era_tree_rows = None
         # (features, their codes row-major) for the node-ordered route.
         self._codes_block = None
-        self._rows = None
         self._forget_depth()
         self._free_buffers()
 
@@ -118,7 +117,7 @@ class CpuBackend:
         self._pooled_buffers = [np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)]
 
     def close(self) -> None:
-        self.node_of_row = self.leaf_of_row = self.fixed = self._rows = None
+        self.node_of_row = self.leaf_of_row = self.fixed = None
         self._codes_block = None
         self._forget_depth()
         self._free_buffers()
@@ -164,7 +163,7 @@ class CpuBackend:
             # Every slot's rows are summed: the pass skips a row where no
             # tree holds it by its codes, so listing the rows of open slots
             # first would only copy the row ids (3% of a small fit).
-            rows, era_offsets = self._every_row(), data.era_offsets
+            rows, era_offsets = data.all_rows, data.era_offsets
         else:
             rows, era_offsets = _partition.active_rows(self.node_of_row, visit,
                                                        data.era_offsets, self.n_threads)
@@ -185,12 +184,6 @@ class CpuBackend:
         best = BestSplits.of_table(found)
         self._best = (best, features)
         return best
-
-    def _every_row(self) -> np.ndarray:
-        """0 .. n_rows - 1 (int32), made once per backend."""
-        if self._rows is None:
-            self._rows = self.data.all_rows
-        return self._rows
 
     def _takes_node_route(self, features, split_params) -> bool:
         """Does this depth take the node-ordered route? Below a pack's roots
