@@ -32,10 +32,14 @@ cdef enum:
     PAIR_CELLS = PAIR_MAX_WIDTH * PAIR_MAX_WIDTH
     PAIR_MAX_SLOTS = 32
     PAIR_MIN_ROWS_PER_SLOT = 32
-    # int64 of a thread's pair scratch (build_pack_histograms' pair_scratch):
-    # up to two words per cell
-    # the tree's slots' joint tables, then one more slot's (era_pairs' trash)
-    PAIR_SCRATCH_CELLS = (PAIR_MAX_SLOTS + 1) * (MAX_FEATURES_PER_PASS // 2) * PAIR_CELLS * 2
+    # int64 of a thread's scratch (build_pack_histograms' pair_scratch), up to
+    # two words per cell: the tree's slots' joint tables, then one more slot's
+    # (era pairs' trash); after them a run of cells for the rows outside the
+    # tree's slots when features are summed alone without a list (uint8
+    # codes: at most 256 cells per feature).
+    PAIR_TABLE_CELLS = (PAIR_MAX_SLOTS + 1) * (MAX_FEATURES_PER_PASS // 2) * PAIR_CELLS * 2
+    SINGLE_TRASH_CELLS = MAX_FEATURES_PER_PASS * 256 * 2
+    PAIR_SCRATCH_CELLS = PAIR_TABLE_CELLS + SINGLE_TRASH_CELLS
 
 # What a histogram pass does for a slot (histogram subtraction, docs/cpu-kernels.md §3);
 # cpdef: also Python names of packboost._histogram, for the CPU backend's plan.
@@ -407,6 +411,85 @@ cdef extern from *:
                              first, second, n_pairs, packed, hessian, 2);
     }
 
+    /* add_rows for an era's consecutive rows first_row .. first_row + n - 1
+       of one tree, without a list (pb_era_pair_rows' scheme for features
+       summed alone): each row's run from its code, runs + (code - low_slot)
+       * run_cells when 0 <= code - low_slot < n_slots, else the trash run
+       (summed, never read); offset[j] is column j's first cell times words.
+       Four codes of a column in one load, as in pb_pair_four_rows. */
+    static PB_ALWAYS_INLINE void pb_era_single_rows(
+        const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
+        int32_t low_slot, uint32_t n_slots, int64_t *runs, Py_ssize_t run_cells,
+        int64_t *trash, const uint8_t *const *column, const Py_ssize_t *offset,
+        Py_ssize_t n_columns, const int64_t *packed, const int64_t *hessian, const int words)
+    {
+        Py_ssize_t k = 0, index;
+    #define PB_SINGLE_RUN(i) ((uint32_t)(codes[(Py_ssize_t)(i) * code_stride] - low_slot) \
+                              < n_slots ? runs + (Py_ssize_t)(codes[(Py_ssize_t)(i) * code_stride] \
+                                                              - low_slot) * run_cells : trash)
+        for (; k + 4 <= n; k += 4) {
+            const int32_t i0 = first_row + (int32_t)k;
+            int64_t *r0 = PB_SINGLE_RUN(i0), *r1 = PB_SINGLE_RUN(i0 + 1);
+            int64_t *r2 = PB_SINGLE_RUN(i0 + 2), *r3 = PB_SINGLE_RUN(i0 + 3);
+            const int64_t v0 = packed[i0], v1 = packed[i0 + 1];
+            const int64_t v2 = packed[i0 + 2], v3 = packed[i0 + 3];
+            const int64_t h0 = words == 2 ? hessian[i0] : 0, h1 = words == 2 ? hessian[i0 + 1] : 0;
+            const int64_t h2 = words == 2 ? hessian[i0 + 2] : 0, h3 = words == 2 ? hessian[i0 + 3] : 0;
+            for (index = 0; index < n_columns; ++index) {
+                const Py_ssize_t o = offset[index];
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                uint32_t four;
+                memcpy(&four, column[index] + i0, 4);
+                const Py_ssize_t b0 = o + (Py_ssize_t)(four & 255u) * words;
+                const Py_ssize_t b1 = o + (Py_ssize_t)((four >> 8) & 255u) * words;
+                const Py_ssize_t b2 = o + (Py_ssize_t)((four >> 16) & 255u) * words;
+                const Py_ssize_t b3 = o + (Py_ssize_t)(four >> 24) * words;
+    #else
+                const uint8_t *c = column[index] + i0;
+                const Py_ssize_t b0 = o + c[0] * words, b1 = o + c[1] * words;
+                const Py_ssize_t b2 = o + c[2] * words, b3 = o + c[3] * words;
+    #endif
+                r0[b0] += v0;
+                r1[b1] += v1;
+                r2[b2] += v2;
+                r3[b3] += v3;
+                if (words == 2) {
+                    r0[b0 + 1] += h0;
+                    r1[b1 + 1] += h1;
+                    r2[b2 + 1] += h2;
+                    r3[b3 + 1] += h3;
+                }
+            }
+        }
+        for (; k < n; ++k) {
+            const int32_t i = first_row + (int32_t)k;
+            int64_t *r = PB_SINGLE_RUN(i);
+            const int64_t v = packed[i];
+            const int64_t h = words == 2 ? hessian[i] : 0;
+            for (index = 0; index < n_columns; ++index) {
+                const Py_ssize_t b = offset[index] + (Py_ssize_t)column[index][i] * words;
+                r[b] += v;
+                if (words == 2)
+                    r[b + 1] += h;
+            }
+        }
+    #undef PB_SINGLE_RUN
+    }
+
+    static PB_NOINLINE void pb_add_era_singles(
+        const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
+        int32_t low_slot, uint32_t n_slots, int64_t *runs, Py_ssize_t run_cells,
+        int64_t *trash, const uint8_t *const *column, const Py_ssize_t *offset,
+        Py_ssize_t n_columns, const int64_t *packed, const int64_t *hessian)
+    {
+        if (hessian == NULL)
+            pb_era_single_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs,
+                               run_cells, trash, column, offset, n_columns, packed, NULL, 1);
+        else
+            pb_era_single_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs,
+                               run_cells, trash, column, offset, n_columns, packed, hessian, 2);
+    }
+
     /* A slot's joint tables folded into its features' own cells: the first
        feature's bin i gets row i of the table, the second's bin j column j,
        word by word. Every table is summed whole (6 x 6): cells past a
@@ -465,12 +548,38 @@ cdef extern from *:
                           int64_t* trash, const uint8_t** first, const uint8_t** second,
                           Py_ssize_t n_pairs, const int64_t* packed,
                           const int64_t* hessian) noexcept nogil
+    void pb_add_era_singles(const int32_t* codes, Py_ssize_t code_stride, int32_t first_row,
+                            Py_ssize_t n, int32_t low_slot, uint32_t n_slots, int64_t* runs,
+                            Py_ssize_t run_cells, int64_t* trash, const uint8_t** column,
+                            const Py_ssize_t* offset, Py_ssize_t n_columns,
+                            const int64_t* packed, const int64_t* hessian) noexcept nogil
     # fold_pairs: a slot's joint cells (n_pairs * PAIR_CELLS * words) added to
     # its features' cells in ``run``; offsets (times words) and widths per pair
     void fold_pairs "pb_fold_pairs" (
         const int64_t* joint, Py_ssize_t n_pairs, const Py_ssize_t* first_offset,
         const Py_ssize_t* second_offset, const Py_ssize_t* first_width,
         const Py_ssize_t* second_width, Py_ssize_t words, int64_t* run) noexcept nogil
+
+
+cdef inline void add_era_singles(
+        const bin_code_t[:, ::1] X_binned, const node_index_t[:, ::1] node_of_row,
+        Py_ssize_t tree, row_index_t first_row, Py_ssize_t n, Py_ssize_t slot_start,
+        Py_ssize_t first_slot, Py_ssize_t last_slot, int64_t* era_cells, Py_ssize_t run_cells,
+        int64_t* scratch, const bin_code_t** column, const Py_ssize_t* offset,
+        Py_ssize_t n_columns, const fixed_point_rows* rows) noexcept nogil:
+    """One tree's era of consecutive rows ``first_row ..`` added to the runs
+    of its slots ``slot_start + first_slot .. slot_start + last_slot`` without
+    a list (pb_add_era_singles); the scratch's single-feature trash run is
+    cleared first (so its sums never grow past an era's)."""
+    cdef int64_t* trash = scratch + PAIR_TABLE_CELLS
+    if bin_code_t is uint8_t:
+        memset(trash, 0, run_cells * sizeof(int64_t))
+        pb_add_era_singles(&node_of_row[0, tree], node_of_row.shape[1], first_row, n,
+                           <int32_t>(slot_start + first_slot),
+                           <uint32_t>(last_slot - first_slot + 1),
+                           era_cells + first_slot * run_cells, run_cells, trash,
+                           <const uint8_t**>column, offset, n_columns, rows.packed,
+                           rows.hessian_fixed)
 
 
 cdef inline void build_pack_histograms(
@@ -486,7 +595,8 @@ cdef inline void build_pack_histograms(
         const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or -1
         const uint8_t* tree_uses_feature,       # IN  (n_block, pack_size), row-major
         Py_ssize_t slot_start,                  # IN  slots [slot_start, slot_end)
-        Py_ssize_t slot_end,                    #     are histogrammed here
+        Py_ssize_t slot_end,                    #     are histogrammed here,
+        Py_ssize_t n_slots,                     #     of the pass's n_slots
         const Py_ssize_t* feature_offset,       # IN  (n_block,) from block_cell_offsets (of
                                                 #     a block, or a part of its offsets), or
                                                 #     each tree's (tree_cell_offsets)
@@ -585,6 +695,7 @@ cdef inline void build_pack_histograms(
     cdef Py_ssize_t min_slot, max_slot, pair_slot, group_slot, pair_run_cells = 0
     cdef Py_ssize_t tree_first_slot[MAX_PACK_SIZE]
     cdef Py_ssize_t tree_last_slot[MAX_PACK_SIZE]
+    cdef bint consecutive, pairs_free, singles_free
     if n_block == 0:
         return
     # Each tree's first and last slot of the group (slots are grouped by
@@ -642,6 +753,7 @@ cdef inline void build_pack_histograms(
                 continue  # an era the tree did not draw: none of its rows is in a slot
             n_used = 0
             n_extra = 0
+            n_single = 0
             for block in range(n_block):
                 uses = tree_uses_feature[block * pack_size + tree]
                 if tree == source_tree:
@@ -710,11 +822,30 @@ cdef inline void build_pack_histograms(
             # four at a time (add_rows). With subtraction the slot's kind says
             # which list a row joins: every feature, or only the extra ones.
             chunk_start = era_offsets[era]
-            if (n_pairs > 0 and n_single == 0 and slot_kind == NULL
-                    and era_offsets[era + 1] - era_offsets[era]
-                    == active_rows[era_offsets[era + 1] - 1] - active_rows[era_offsets[era]] + 1):
-                # Consecutive rows, every feature in a pair: no list, each
-                # row's tables from its code (pb_add_era_pairs).
+            # Or, where the era's rows are consecutive and no slot is derived,
+            # no list: each row's cells from its code, rows outside the
+            # tree's slots of the group into trash cells (summed, never
+            # read). The listing cost a third of a shallow depth's pass
+            # (RESULTS.md, nineteenth session). Features summed alone go
+            # without a list only where the group holds every slot of the
+            # tree (else most rows would be added to the trash: the pairs'
+            # joint tables, a few cells per row, are taken either way).
+            consecutive = (slot_kind == NULL and era_offsets[era + 1] - era_offsets[era]
+                           == active_rows[era_offsets[era + 1] - 1]
+                           - active_rows[era_offsets[era]] + 1)
+            pairs_free = consecutive and n_pairs > 0
+            singles_free = False
+            if bin_code_t is uint8_t:
+                singles_free = (consecutive and pair_scratch != NULL
+                                and run_cells <= SINGLE_TRASH_CELLS
+                                and tree_last_slot[tree] >= tree_first_slot[tree]
+                                and ((slot_start == 0 and slot_end == n_slots)
+                                     or (slot_tree != NULL
+                                         and (slot_start == 0
+                                              or slot_tree[slot_start - 1] != tree)
+                                         and (slot_end == n_slots
+                                              or slot_tree[slot_end] != tree))))
+            if pairs_free and (n_single == 0 or singles_free):
                 pb_add_era_pairs(&node_of_row[0, tree], pack_size,
                                  active_rows[era_offsets[era]],
                                  era_offsets[era + 1] - era_offsets[era],
@@ -723,6 +854,18 @@ cdef inline void build_pack_histograms(
                                  pair_cells + (max_slot - min_slot + 1) * pair_run_cells,
                                  <const uint8_t**>pair_first, <const uint8_t**>pair_second,
                                  n_pairs, rows.packed, rows.hessian_fixed)
+                if n_single > 0:
+                    add_era_singles(X_binned, node_of_row, tree, active_rows[era_offsets[era]],
+                                    era_offsets[era + 1] - era_offsets[era], slot_start,
+                                    tree_first_slot[tree], tree_last_slot[tree], era_cells,
+                                    run_cells, pair_scratch, single_column, single_offset,
+                                    n_single, rows)
+                chunk_start = era_offsets[era + 1]
+            elif n_pairs == 0 and singles_free:
+                add_era_singles(X_binned, node_of_row, tree, active_rows[era_offsets[era]],
+                                era_offsets[era + 1] - era_offsets[era], slot_start,
+                                tree_first_slot[tree], tree_last_slot[tree], era_cells,
+                                run_cells, pair_scratch, column, offset, n_used, rows)
                 chunk_start = era_offsets[era + 1]
             while chunk_start < era_offsets[era + 1]:
                 chunk_end = min(chunk_start + ROW_CHUNK, era_offsets[era + 1])

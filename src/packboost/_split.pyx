@@ -1317,7 +1317,8 @@ def find_best_splits(
                     build_pack_histograms(X_binned, &features[first + part_start], part_size,
                                           n_bins, &rows, active_rows, era_offsets, era, era + 1,
                                           node_of_row, &tree_uses_feature[first + part_start, 0],
-                                          group_start, group_end, &offset_view[part_start],
+                                          group_start, group_end, n_slots,
+                                          &offset_view[part_start],
                                           block_view.offset_stride, slot_stride, kind_pointer,
                                           extra_pointer + part_start * pack_size
                                           if extra_pointer != NULL else NULL,
