@@ -357,24 +357,76 @@ cdef extern from *:
             pb_pair_rows(runs, row_ids, n, first, second, n_pairs, packed, hessian, 2);
     }
 
-    /* pb_pair_rows for an era's consecutive rows first_row .. first_row + n
-       - 1 of one tree, without a list: each row's joint tables from its code
-       (codes[row * code_stride], the tree's column of node_of_row), tables
-       + (code - low_slot) * n_pairs * step when 0 <= code - low_slot <
-       n_slots, else the trash tables (summed, never read), so the loop has
-       no branch on the code. The list it replaces cost a third of a
-       shallow depth's pass (RESULTS.md, nineteenth session). */
-    static PB_ALWAYS_INLINE void pb_era_pair_rows(
-        const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
-        int32_t low_slot, uint32_t n_slots, int64_t *tables, int64_t *trash,
-        const uint8_t *const *first, const uint8_t *const *second, Py_ssize_t n_pairs,
-        const int64_t *packed, const int64_t *hessian, const int words)
+    /* The run of cells (or joint tables) row i adds to in an era pass
+       without a list: base + (its code - low_slot) * run_cells when the code
+       (codes[i * code_stride], the tree's column of node_of_row) is one of
+       the n_slots from low_slot, else the trash run -- no branch on it. */
+    static PB_ALWAYS_INLINE int64_t *pb_run_of_code(
+        const int32_t *codes, Py_ssize_t code_stride, int32_t i, int32_t low_slot,
+        uint32_t n_slots, int64_t *base, Py_ssize_t run_cells, int64_t *trash)
     {
-        const Py_ssize_t step = PB_PAIR_CELLS * words, slot_cells = step * n_pairs;
-        Py_ssize_t k = 0, pair;
-    #define PB_ERA_RUN(i) ((uint32_t)(codes[(Py_ssize_t)(i) * code_stride] - low_slot) < n_slots \
-                           ? tables + (Py_ssize_t)(codes[(Py_ssize_t)(i) * code_stride] - low_slot) \
-                             * slot_cells : trash)
+        const uint32_t slot = (uint32_t)(codes[(Py_ssize_t)i * code_stride] - low_slot);
+        return slot < n_slots ? base + (Py_ssize_t)slot * run_cells : trash;
+    }
+
+    /* add_rows' four rows r0 .. r3 = rows i0 .. i0 + 3 (consecutive) added
+       to their cells of every column (offset[j]: column j's first cell times
+       words): a column's four codes in one load, as in pb_pair_four_rows. */
+    static PB_ALWAYS_INLINE void pb_single_four_rows(
+        int64_t *r0, int64_t *r1, int64_t *r2, int64_t *r3, const int32_t i0,
+        const int64_t v0, const int64_t v1, const int64_t v2, const int64_t v3,
+        const int64_t h0, const int64_t h1, const int64_t h2, const int64_t h3,
+        const uint8_t *const *column, const Py_ssize_t *offset, Py_ssize_t n_columns,
+        const int words)
+    {
+        Py_ssize_t index;
+        for (index = 0; index < n_columns; ++index) {
+            const Py_ssize_t o = offset[index];
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            uint32_t four;
+            memcpy(&four, column[index] + i0, 4);
+            const Py_ssize_t b0 = o + (Py_ssize_t)(four & 255u) * words;
+            const Py_ssize_t b1 = o + (Py_ssize_t)((four >> 8) & 255u) * words;
+            const Py_ssize_t b2 = o + (Py_ssize_t)((four >> 16) & 255u) * words;
+            const Py_ssize_t b3 = o + (Py_ssize_t)(four >> 24) * words;
+    #else
+            const uint8_t *c = column[index] + i0;
+            const Py_ssize_t b0 = o + c[0] * words, b1 = o + c[1] * words;
+            const Py_ssize_t b2 = o + c[2] * words, b3 = o + c[3] * words;
+    #endif
+            r0[b0] += v0;
+            r1[b1] += v1;
+            r2[b2] += v2;
+            r3[b3] += v3;
+            if (words == 2) {
+                r0[b0 + 1] += h0;
+                r1[b1 + 1] += h1;
+                r2[b2 + 1] += h2;
+                r3[b3 + 1] += h3;
+            }
+        }
+    }
+
+    /* An era's consecutive rows first_row .. first_row + n - 1 of one tree
+       summed without a list: each row's run from its code (pb_run_of_code;
+       rows outside the tree's slots into the trash run, summed and never
+       read, so the loop has no branch on the code). pairs = 1: the runs
+       are the slots' joint tables (run_cells = n_items * PB_PAIR_CELLS *
+       words) and the items pairs of columns first[p], second[p]; pairs = 0:
+       the runs are the slots' cells and the items columns first[j] at
+       offset[j] (second unused). The list this replaces cost a third of a
+       shallow depth's pass (RESULTS.md, nineteenth session). */
+    static PB_ALWAYS_INLINE void pb_era_rows(
+        const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
+        int32_t low_slot, uint32_t n_slots, int64_t *runs, Py_ssize_t run_cells,
+        int64_t *trash, const uint8_t *const *first, const uint8_t *const *second,
+        const Py_ssize_t *offset, Py_ssize_t n_items, const int64_t *packed,
+        const int64_t *hessian, const int words, const int pairs)
+    {
+        const Py_ssize_t step = PB_PAIR_CELLS * words;
+        Py_ssize_t k = 0, item;
+    #define PB_ERA_RUN(i) pb_run_of_code(codes, code_stride, (i), low_slot, n_slots, runs, \
+                                         run_cells, trash)
         for (; k + 4 <= n; k += 4) {
             const int32_t i0 = first_row + (int32_t)k;
             int64_t *r0 = PB_ERA_RUN(i0), *r1 = PB_ERA_RUN(i0 + 1);
@@ -383,20 +435,31 @@ cdef extern from *:
             const int64_t v2 = packed[i0 + 2], v3 = packed[i0 + 3];
             const int64_t h0 = words == 2 ? hessian[i0] : 0, h1 = words == 2 ? hessian[i0 + 1] : 0;
             const int64_t h2 = words == 2 ? hessian[i0 + 2] : 0, h3 = words == 2 ? hessian[i0 + 3] : 0;
-            pb_pair_four_rows(r0, r1, r2, r3, i0, v0, v1, v2, v3, h0, h1, h2, h3,
-                              first, second, n_pairs, words);
+            if (pairs)
+                pb_pair_four_rows(r0, r1, r2, r3, i0, v0, v1, v2, v3, h0, h1, h2, h3,
+                                  first, second, n_items, words);
+            else
+                pb_single_four_rows(r0, r1, r2, r3, i0, v0, v1, v2, v3, h0, h1, h2, h3,
+                                    first, offset, n_items, words);
         }
         for (; k < n; ++k) {
             const int32_t i = first_row + (int32_t)k;
             int64_t *r = PB_ERA_RUN(i);
             const int64_t v = packed[i];
             const int64_t h = words == 2 ? hessian[i] : 0;
-            for (pair = 0; pair < n_pairs; ++pair, r += step)
-                pb_add_joint(r, first[pair][i] * PB_PAIR_MAX_WIDTH + second[pair][i], v, h, words);
+            for (item = 0; item < n_items; ++item) {
+                if (pairs)
+                    pb_add_joint(r + item * step,
+                                 first[item][i] * PB_PAIR_MAX_WIDTH + second[item][i], v, h, words);
+                else
+                    pb_add_joint(r + offset[item], first[item][i], v, h, words);
+            }
         }
     #undef PB_ERA_RUN
     }
 
+    /* tables: the tree's slots' joint tables from slot low_slot, n_slots of
+       them, and trash one more (hessian NULL: one word per cell). */
     static PB_NOINLINE void pb_add_era_pairs(
         const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
         int32_t low_slot, uint32_t n_slots, int64_t *tables, int64_t *trash,
@@ -404,78 +467,17 @@ cdef extern from *:
         const int64_t *packed, const int64_t *hessian)
     {
         if (hessian == NULL)
-            pb_era_pair_rows(codes, code_stride, first_row, n, low_slot, n_slots, tables, trash,
-                             first, second, n_pairs, packed, NULL, 1);
+            pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, tables,
+                        n_pairs * PB_PAIR_CELLS, trash, first, second, NULL, n_pairs, packed,
+                        NULL, 1, 1);
         else
-            pb_era_pair_rows(codes, code_stride, first_row, n, low_slot, n_slots, tables, trash,
-                             first, second, n_pairs, packed, hessian, 2);
+            pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, tables,
+                        n_pairs * PB_PAIR_CELLS * 2, trash, first, second, NULL, n_pairs,
+                        packed, hessian, 2, 1);
     }
 
-    /* add_rows for an era's consecutive rows first_row .. first_row + n - 1
-       of one tree, without a list (pb_era_pair_rows' scheme for features
-       summed alone): each row's run from its code, runs + (code - low_slot)
-       * run_cells when 0 <= code - low_slot < n_slots, else the trash run
-       (summed, never read); offset[j] is column j's first cell times words.
-       Four codes of a column in one load, as in pb_pair_four_rows. */
-    static PB_ALWAYS_INLINE void pb_era_single_rows(
-        const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
-        int32_t low_slot, uint32_t n_slots, int64_t *runs, Py_ssize_t run_cells,
-        int64_t *trash, const uint8_t *const *column, const Py_ssize_t *offset,
-        Py_ssize_t n_columns, const int64_t *packed, const int64_t *hessian, const int words)
-    {
-        Py_ssize_t k = 0, index;
-    #define PB_SINGLE_RUN(i) ((uint32_t)(codes[(Py_ssize_t)(i) * code_stride] - low_slot) \
-                              < n_slots ? runs + (Py_ssize_t)(codes[(Py_ssize_t)(i) * code_stride] \
-                                                              - low_slot) * run_cells : trash)
-        for (; k + 4 <= n; k += 4) {
-            const int32_t i0 = first_row + (int32_t)k;
-            int64_t *r0 = PB_SINGLE_RUN(i0), *r1 = PB_SINGLE_RUN(i0 + 1);
-            int64_t *r2 = PB_SINGLE_RUN(i0 + 2), *r3 = PB_SINGLE_RUN(i0 + 3);
-            const int64_t v0 = packed[i0], v1 = packed[i0 + 1];
-            const int64_t v2 = packed[i0 + 2], v3 = packed[i0 + 3];
-            const int64_t h0 = words == 2 ? hessian[i0] : 0, h1 = words == 2 ? hessian[i0 + 1] : 0;
-            const int64_t h2 = words == 2 ? hessian[i0 + 2] : 0, h3 = words == 2 ? hessian[i0 + 3] : 0;
-            for (index = 0; index < n_columns; ++index) {
-                const Py_ssize_t o = offset[index];
-    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-                uint32_t four;
-                memcpy(&four, column[index] + i0, 4);
-                const Py_ssize_t b0 = o + (Py_ssize_t)(four & 255u) * words;
-                const Py_ssize_t b1 = o + (Py_ssize_t)((four >> 8) & 255u) * words;
-                const Py_ssize_t b2 = o + (Py_ssize_t)((four >> 16) & 255u) * words;
-                const Py_ssize_t b3 = o + (Py_ssize_t)(four >> 24) * words;
-    #else
-                const uint8_t *c = column[index] + i0;
-                const Py_ssize_t b0 = o + c[0] * words, b1 = o + c[1] * words;
-                const Py_ssize_t b2 = o + c[2] * words, b3 = o + c[3] * words;
-    #endif
-                r0[b0] += v0;
-                r1[b1] += v1;
-                r2[b2] += v2;
-                r3[b3] += v3;
-                if (words == 2) {
-                    r0[b0 + 1] += h0;
-                    r1[b1 + 1] += h1;
-                    r2[b2 + 1] += h2;
-                    r3[b3 + 1] += h3;
-                }
-            }
-        }
-        for (; k < n; ++k) {
-            const int32_t i = first_row + (int32_t)k;
-            int64_t *r = PB_SINGLE_RUN(i);
-            const int64_t v = packed[i];
-            const int64_t h = words == 2 ? hessian[i] : 0;
-            for (index = 0; index < n_columns; ++index) {
-                const Py_ssize_t b = offset[index] + (Py_ssize_t)column[index][i] * words;
-                r[b] += v;
-                if (words == 2)
-                    r[b + 1] += h;
-            }
-        }
-    #undef PB_SINGLE_RUN
-    }
-
+    /* runs: the cells of the tree's slots from slot low_slot, run_cells
+       apart, n_slots of them; trash one more run (hessian NULL: one word). */
     static PB_NOINLINE void pb_add_era_singles(
         const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
         int32_t low_slot, uint32_t n_slots, int64_t *runs, Py_ssize_t run_cells,
@@ -483,11 +485,11 @@ cdef extern from *:
         Py_ssize_t n_columns, const int64_t *packed, const int64_t *hessian)
     {
         if (hessian == NULL)
-            pb_era_single_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs,
-                               run_cells, trash, column, offset, n_columns, packed, NULL, 1);
+            pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs, run_cells,
+                        trash, column, NULL, offset, n_columns, packed, NULL, 1, 0);
         else
-            pb_era_single_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs,
-                               run_cells, trash, column, offset, n_columns, packed, hessian, 2);
+            pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs, run_cells,
+                        trash, column, NULL, offset, n_columns, packed, hessian, 2, 0);
     }
 
     /* A slot's joint tables folded into its features' own cells: the first
