@@ -1,18 +1,27 @@
 """Routing rows to child slots, and the slot sums that come with it, vs NumPy oracles."""
 
+import itertools
+
 import numpy as np
 import pytest
 
 from packboost import _partition
 
 
-def random_frontier(rng, n_rows, pack_size, slots_per_tree, n_features, n_bins):
+def random_frontier(rng, n_rows, pack_size, slots_per_tree, n_features, n_bins,
+                    era_rows=None):
     """A pack mid-growth: codes per (row, tree) (sampled slot, unsampled -2 - slot,
-    leaf -1), each slot's split or none, and binned data with missing codes."""
+    leaf -1), each slot's split or none, and binned data with missing codes.
+    era_rows: rows are sampled or not by blocks of era_rows (whole eras),
+    not one by one (a row subsample)."""
     n_slots = pack_size * slots_per_tree
     slot = (np.arange(pack_size) * slots_per_tree
             + rng.integers(0, slots_per_tree, (n_rows, pack_size)))
     kind = rng.random((n_rows, pack_size))
+    if era_rows is not None:  # a tree samples all or none of an era's rows
+        era_kind = rng.random((n_rows // era_rows + 1, pack_size))
+        kind = np.where(kind < 0.9, np.repeat(era_kind, era_rows, axis=0)[:n_rows] * 0.9,
+                        kind)
     codes = np.where(kind < 0.7, slot, np.where(kind < 0.9, -2 - slot, -1)).astype(np.int32)
     X = rng.integers(0, n_bins + 1, (n_features, n_rows)).astype(np.uint8)  # n_bins = missing
     splits = rng.random(n_slots) < 0.6
@@ -159,17 +168,20 @@ def cpu_has_avx2():
 @pytest.mark.parametrize("pack_size", [1, 2, 3, 4, 8, 16])
 @pytest.mark.parametrize("n_rows", [1, 3, 4, 5, 11, 64, 65, 1000, 3001])
 @pytest.mark.parametrize("mode", ["plain", "squares"])
-def test_vector_route_matches_the_scalar_loop_and_the_oracle(pack_size, n_rows, mode):
+@pytest.mark.parametrize("sampling", ["rows", "eras"])
+def test_vector_route_matches_the_scalar_loop_and_the_oracle(pack_size, n_rows, mode, sampling):
     """The vector loop (_route.pxd; power-of-two packs, uint8 codes) moves
     every (row, tree) as the oracle does and adds the squared gradients in
     the scalar loop's order: equal bit for bit, on the matrix's first rows
     (read as the top byte of a word) and its last code, with leaves,
-    unsampled and finished codes, missing codes and ties."""
+    unsampled and finished codes, missing codes and ties; with rows
+    sampled one by one and by eras of 150 rows, the squares' slots chosen
+    by a branch and by masks (scattered_samples) for either."""
     if cpu_has_avx2():
         assert _partition.vector_route_available()
     rng = np.random.default_rng(pack_size * 10_000 + n_rows)
     codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
-        rng, n_rows, pack_size, 4, 3, 4)
+        rng, n_rows, pack_size, 4, 3, 4, era_rows=150 if sampling == "eras" else None)
     # the last column's last code is read by some split
     feature[np.flatnonzero(feature >= 0)[:1]] = 2
     gradients = rng.normal(size=n_rows)
@@ -182,17 +194,17 @@ def test_vector_route_matches_the_scalar_loop_and_the_oracle(pack_size, n_rows, 
                                                    left_child, slot_node, n_bins)
     results = []
     try:
-        for vector in (False, True):
+        for vector, n_threads, scattered in itertools.product((False, True), (1, 3),
+                                                              (False, True)):
             _partition.VECTOR_ROUTE = vector
-            for n_threads in (1, 3):
-                moved = codes.copy()
-                leaves = np.full(codes.shape, -7, dtype=np.int32)
-                out = _partition.route_rows(X, moved, feature, threshold, missing_left,
-                                            left_child, n_bins, slot_node, leaves, n_threads,
-                                            *extra, **options)
-                np.testing.assert_array_equal(moved, expected_codes)
-                np.testing.assert_array_equal(leaves, expected_leaves)
-                results.append(out)
+            moved = codes.copy()
+            leaves = np.full(codes.shape, -7, dtype=np.int32)
+            out = _partition.route_rows(X, moved, feature, threshold, missing_left,
+                                        left_child, n_bins, slot_node, leaves, n_threads,
+                                        *extra, scattered_samples=scattered, **options)
+            np.testing.assert_array_equal(moved, expected_codes)
+            np.testing.assert_array_equal(leaves, expected_leaves)
+            results.append(out)
     finally:
         _partition.VECTOR_ROUTE = True
     if mode != "plain":

@@ -329,6 +329,7 @@ cdef void route_vector_chunk(
         const uint32_t* slot_word,
         int pack_shift,
         int32_t trash_slot,                      # IN  the first of squares' trash slots
+        bint scattered,                          # IN  route_rows' scattered_samples
 ) noexcept nogil:
     """One chunk of route_rows by the vector loop (_route.pxd), a line of
     rows at a time, each line's split columns asked for ahead; the scalar
@@ -352,7 +353,7 @@ cdef void route_vector_chunk(
             prefetch_columns(codes, column_starts, n_columns, row, column_rows)
         route_entries(<const uint8_t*>codes, row_stride, &node_of_row[0, 0], &leaf_of_row[0, 0],
                       row * pack_size, line_end * pack_size, pack_shift, slot_column, slot_word,
-                      slot_node, squares, trash_slot, gradients)
+                      slot_node, squares, trash_slot, gradients, scattered)
         row = line_end
     for row in range(vector_end, row_end):
         route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, routes, slot_node,
@@ -403,9 +404,16 @@ def route_rows(
         bint squares_only=False,
         const uint8_t[:, ::1] codes_by_row=None,
         const feature_index_t[::1] block_features=None,
+        bint scattered_samples=False,
 ):
     """Move every row to its child slot in the next frontier; rows of slots
     that do not split get code -1 and their leaf in ``leaf_of_row``.
+
+    ``scattered_samples``: the trees sample rows one by one (a row
+    subsample), so sampled and unsampled codes alternate at random down a
+    tree's column; False: whole eras (runs of either). The same results;
+    the vector loop adds the squared gradients without a branch when True
+    (_route.pxd, pb_add_squares).
 
     ``codes_by_row`` (n_rows, len(block_features)), uint8 codes only: the
     codes of ``block_features`` (ascending, every split feature among them)
@@ -507,7 +515,7 @@ def route_rows(
                 chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows), chunk_squares,
                 &gradients[0] if summing else NULL, &starts_view[0] if n_columns > 0 else NULL,
                 n_columns, line_rows, column_rows, &column_view[0], &word_view[0], pack_shift,
-                n_next_slots)
+                n_next_slots, scattered_samples)
     elif n_rows > 0 and not summing:
         for row in prange(n_rows, nogil=True, schedule='dynamic', chunksize=ROWS_PER_TASK,
                           num_threads=max(1, min(n_threads, n_rows))):

@@ -48,6 +48,39 @@ cdef extern from *:
     #endif
     }
 
+    /* The squared gradients of entries [first, last) just routed (the
+       caller's line of rows, in L1), entry by entry: an entry now >= 0 is a
+       sampled row's child and adds its row's gradient^2 to it; every other
+       entry adds to its lane's trash slot (never read). GCC compiles the
+       slot's choice to a branch: right where a lane's tree samples all or
+       none of the line's rows (whole eras: the branch is predicted, and the
+       trash adds wait on no load; the slot by masks routed 5-12% slower),
+       mispredicted half the time where a row subsample mixes them (the
+       routing took 1.8x as long; RESULTS.md, twentieth session).
+       `scattered`: the trees sample rows one by one, not whole eras; then
+       the slot by masks. (Telling the two apart from the line's codes in
+       the vector loop cost more than it saved.) */
+    static inline void pb_add_squares(
+        const int32_t *node, Py_ssize_t first, Py_ssize_t last, int pack_shift,
+        double *squares, int32_t trash_slot, const double *gradients, int scattered)
+    {
+        Py_ssize_t entry;
+        if (!scattered) {
+            for (entry = first; entry < last; ++entry) {
+                const int32_t code = node[entry];
+                const double gradient = gradients[entry >> pack_shift];
+                squares[code >= 0 ? code : trash_slot + (int32_t)(entry & 7)] += gradient * gradient;
+            }
+            return;
+        }
+        for (entry = first; entry < last; ++entry) {
+            const int32_t code = node[entry];
+            const double gradient = gradients[entry >> pack_shift];
+            const int32_t away = trash_slot + (int32_t)(entry & 7) - code;
+            squares[code + (away & (code >> 31))] += gradient * gradient;   /* >> 31: -1 or 0 */
+        }
+    }
+
     #if PB_ROUTE_VECTOR
     /* Entries [first, last) of node_of_row seen flat (entry = row *
        pack_size + tree, pack_size = 1 << pack_shift), last - first a
@@ -56,13 +89,14 @@ cdef extern from *:
        split (column < 0) makes it -1 and writes the slot's node to leaf.
        squares (or NULL): each sampled entry adds its row's gradient^2 to its
        child's sum, entries in order; squares has ROUTE_TRASH_SLOTS more
-       entries from trash_slot on, which the other entries add to. */
+       entries from trash_slot on, which the other entries add to
+       (pb_add_squares, which `scattered` is for). */
     __attribute__((target("avx2")))
     static void pb_route_entries(
         const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
         Py_ssize_t first, Py_ssize_t last, int pack_shift,
         const int32_t *slot_column, const uint32_t *slot_word, const int32_t *slot_node,
-        double *squares, int32_t trash_slot, const double *gradients)
+        double *squares, int32_t trash_slot, const double *gradients, int scattered)
     {
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256i zero = _mm256_setzero_si256();
@@ -111,25 +145,16 @@ cdef extern from *:
                 _mm256_maskstore_epi32(leaf + entry, leafy, leaf_node);
             }
         }
-        if (squares != NULL) {
-            /* The squared gradients in a second pass over the entries just
-               routed (the caller's line of rows, in L1): an entry now >= 0
-               is a sampled row's child. Every entry adds -- the others to
-               their lane's trash slot, never read -- so the loop has no
-               branch to mispredict. */
-            for (entry = first; entry < last; ++entry) {
-                const int32_t code = node[entry];
-                const double gradient = gradients[entry >> pack_shift];
-                squares[code >= 0 ? code : trash_slot + (int32_t)(entry & 7)] += gradient * gradient;
-            }
-        }
+        if (squares != NULL)
+            pb_add_squares(node, first, last, pack_shift, squares, trash_slot, gradients,
+                           scattered);
     }
     #else
     static void pb_route_entries(
         const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
         Py_ssize_t first, Py_ssize_t last, int pack_shift,
         const int32_t *slot_column, const uint32_t *slot_word, const int32_t *slot_node,
-        double *squares, int32_t trash_slot, const double *gradients)
+        double *squares, int32_t trash_slot, const double *gradients, int scattered)
     {
         /* never called: pb_route_vector_supported() is 0 */
     }
@@ -144,4 +169,4 @@ cdef extern from *:
         const uint8_t* codes, Py_ssize_t row_stride, int32_t* node, int32_t* leaf,
         Py_ssize_t first, Py_ssize_t last, int pack_shift, const int32_t* slot_column,
         const uint32_t* slot_word, const int32_t* slot_node, double* squares,
-        int32_t trash_slot, const double* gradients) noexcept nogil
+        int32_t trash_slot, const double* gradients, int scattered) noexcept nogil

@@ -88,9 +88,10 @@ class CpuBackend:
         self.node_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
         self.leaf_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
         self.fixed = None
-        # (n_eras, pack_size) era flags of the pack's trees when they draw
-        # whole eras (begin_pack), else None: see find_best_splits.
+        # (n_eras, pack_size) era flags of the pack's trees (begin_pack's
+        # TreeSamples), else None: see find_best_splits.
         self._era_tree_rows = None
+        self._scattered_samples = True
         # (features, their codes row-major) for the node-ordered route.
         self._codes_block = None
         self._forget_depth()
@@ -128,13 +129,18 @@ class CpuBackend:
         self.fixed = fixed
         self._forget_depth()
         self._era_tree_rows = None
-        if isinstance(tree_samples, TreeSamples) and tree_samples.whole_eras:
-            # Whole eras: the table from the era flags, no row lists; the
-            # histogram pass skips the (era, tree) a tree did not draw.
-            _partition.start_pack_eras(self.node_of_row, tree_samples.era_keep,
-                                       self.data.era_offsets, self.n_threads)
+        # Rows sampled one by one (route_rows' scattered_samples), not whole eras.
+        self._scattered_samples = not (isinstance(tree_samples, TreeSamples)
+                                       and tree_samples.whole_eras)
+        if isinstance(tree_samples, TreeSamples):
+            # The histogram pass skips the (era, tree) a tree did not draw,
+            # with or without a row subsample within the eras it did.
             self._era_tree_rows = np.ascontiguousarray(tree_samples.era_keep.T,
                                                        dtype=np.uint8)
+        if isinstance(tree_samples, TreeSamples) and tree_samples.whole_eras:
+            # Whole eras: the table from the era flags, no row lists.
+            _partition.start_pack_eras(self.node_of_row, tree_samples.era_keep,
+                                       self.data.era_offsets, self.n_threads)
         else:
             _partition.start_pack(self.node_of_row, list(tree_samples), self.n_threads)
 
@@ -375,17 +381,17 @@ class CpuBackend:
         route = (data.X_binned, self.node_of_row, split_feature, split_threshold,
                  split_missing_left, left_child_slot, data.n_bins, slot_node, self.leaf_of_row,
                  self.n_threads)
-        # The depth's features row-major (the node-ordered route's copy): a
-        # row's split codes for every tree from one run of its codes.
-        by_row = {}
+        options = dict(scattered_samples=self._scattered_samples)
         block = self._codes_block
         if block is not None and best is not None and np.array_equal(block[0], best[1]):
-            by_row = dict(codes_by_row=block[1], block_features=block[0])
+            # The depth's features row-major (the node-ordered route's copy):
+            # a row's split codes for every tree from one run of its codes.
+            options.update(codes_by_row=block[1], block_features=block[0])
         if children is None:
             # The next frontier's sums come with the routing (one pass over
             # the table, same numbers as slot_sums): slot_sums hands them out.
             sums = SlotSums(*_partition.route_rows(*route, self.fixed.gradients,
-                                                   self.fixed.hessians, n_next, **by_row))
+                                                   self.fixed.hessians, n_next, **options))
         else:
             # Gradient, hessian and count from the splits (exact); the
             # squared gradients only where the driver splits the children.
@@ -395,9 +401,9 @@ class CpuBackend:
             if split_children:
                 squares = _partition.route_rows(*route, self.fixed.gradients,
                                                 self.fixed.hessians, n_next, squares_only=True,
-                                                **by_row)
+                                                **options)
             else:
-                _partition.route_rows(*route, **by_row)
+                _partition.route_rows(*route, **options)
             sums = SlotSums(*children, squares)
         self._routed_sums = (n_next, sums) if n_next else None
 
