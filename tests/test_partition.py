@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from packboost import _partition
+from packboost._samples import TreeSamples
 
 
 def random_frontier(rng, n_rows, pack_size, slots_per_tree, n_features, n_bins,
@@ -292,6 +293,16 @@ def test_start_pack_eras_equals_start_pack_of_the_kept_eras_rows(sizes, pack_siz
     got = np.full((n_rows, pack_size), 99, dtype=np.int32)
     _partition.start_pack_eras(got, era_keep, era_offsets, n_threads)
     np.testing.assert_array_equal(got, expected)
+    # A row subsample within the kept eras (the second tree, if any, keeps
+    # them whole; the samples as TreeSamples lists them).
+    row_keep = [rng.random(len(_partition.rows_of_eras(keep, era_offsets))) < 0.4
+                for keep in era_keep]
+    if pack_size > 2:
+        row_keep[2] = None
+    samples = TreeSamples(era_keep, row_keep, era_offsets)
+    _partition.start_pack(expected, list(samples), n_threads)
+    _partition.start_pack_eras(got, era_keep, era_offsets, n_threads, row_keep=row_keep)
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_start_pack_eras_checks_its_arguments():
@@ -304,6 +315,15 @@ def test_start_pack_eras_checks_its_arguments():
                                    np.array([0, 4, 9], dtype=np.int64), 1)
     with pytest.raises(ValueError, match="4 entries"):  # three eras flagged, two given
         _partition.start_pack_eras(table, np.ones((2, 3), np.uint8), offsets, 1)
+    with pytest.raises(ValueError, match="one per tree"):
+        _partition.start_pack_eras(table, np.ones((2, 2), np.uint8), offsets, 1,
+                                   row_keep=[None])
+    with pytest.raises(ValueError, match=r"row_keep\[1\] must be a bool array over the 10"):
+        _partition.start_pack_eras(table, np.ones((2, 2), np.uint8), offsets, 1,
+                                   row_keep=[None, np.ones(9, bool)])
+    with pytest.raises(ValueError, match=r"row_keep\[0\] must be a bool array over the 4"):
+        _partition.start_pack_eras(table, np.array([[1, 0], [1, 1]], np.uint8), offsets, 1,
+                                   row_keep=[np.ones(4, np.uint8), None])
 
 
 @pytest.mark.parametrize("sizes", [[0], [3], [2, 0, 5, 1], [1] * 9])
@@ -376,3 +396,28 @@ def test_slot_routes_hold_each_slots_split_and_check_it():
     with pytest.raises(ValueError, match="left child"):
         _partition.slot_routes(feature, threshold, missing_left,
                                np.array([-1, -1, 2], np.int32), n_bins, 100)
+
+
+@pytest.mark.parametrize("pack_size", [1, 3, 8, 9])
+@pytest.mark.parametrize("n_rows", [0, 1, 5, 1000])
+@pytest.mark.parametrize("sampling", ["rows", "eras"])
+def test_slot_sums_match_the_oracle_with_unsampled_rows(pack_size, n_rows, sampling):
+    """slot_sums adds a row to its slot in every tree that sampled it; the
+    unsampled (-2 - slot) and finished (-1) go to trash rows, never read
+    (nine trees: two share a trash row). Counts exact, sums as NumPy's,
+    and the same bits whatever the threads."""
+    rng = np.random.default_rng(n_rows * 10 + pack_size)
+    codes, *_ = random_frontier(rng, n_rows, pack_size, 3, 2, 4,
+                                era_rows=40 if sampling == "eras" else None)
+    n_slots = 3 * pack_size
+    gradients, hessians = rng.normal(size=n_rows), rng.uniform(0.5, 2, n_rows)
+    g, h, count, g2 = _partition.slot_sums(gradients, hessians, codes, n_slots, 1)
+    for slot in range(n_slots):
+        rows = np.flatnonzero((codes == slot).any(axis=1))
+        assert count[slot] == len(rows)
+        np.testing.assert_allclose([g[slot], h[slot], g2[slot]],
+                                   [gradients[rows].sum(), hessians[rows].sum(),
+                                    (gradients[rows] ** 2).sum()], rtol=1e-12, atol=1e-12)
+    for got, expected in zip(_partition.slot_sums(gradients, hessians, codes, n_slots, 3),
+                             (g, h, count, g2), strict=True):
+        np.testing.assert_array_equal(got, expected)

@@ -28,7 +28,7 @@ from libc.stdint cimport uint8_t, int32_t, int64_t
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
                                       DES_ERA_GAIN_NEWTON)
-from packboost._slot_sums cimport SUM_CHUNKS as ROW_CHUNKS, add_rows_to_chunk
+from packboost._slot_sums cimport SUM_CHUNKS as ROW_CHUNKS, TRASH_ROWS, add_rows_to_chunk
 from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_begin, des_era_gain, des_realized_mean,
                              des_candidate_set_mean, des_candidate_set_noise,
@@ -52,20 +52,24 @@ MODE_FINISH = 2        # no era: des_candidate_finish on the final state -> scor
 def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
                       const node_index_t[:, ::1] node_of_row, Py_ssize_t n_slots,
                       Py_ssize_t first_row, Py_ssize_t total_rows, partial):
-    """Continue _partition.slot_sums' chunk partials (SUM_CHUNKS, >= n_slots, 4)
-    over this shard's rows, global rows first_row.. of total_rows; in place."""
+    """Continue _partition.slot_sums' chunk partials (SUM_CHUNKS, n_slots +
+    TRASH_ROWS, 4; _partition.chunk_partials) over this shard's rows, global
+    rows first_row.. of total_rows; in place."""
     cdef double[:, :, ::1] view = partial
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
     cdef Py_ssize_t chunk_rows = (total_rows + ROW_CHUNKS - 1) // ROW_CHUNKS
     cdef Py_ssize_t row = 0, chunk, row_end
     if n_slots <= 0 or chunk_rows == 0:
         return partial
+    if view.shape[0] != ROW_CHUNKS or view.shape[1] != n_slots + TRASH_ROWS or view.shape[2] != 4:
+        raise ValueError(f"partial must be ({ROW_CHUNKS}, {n_slots + TRASH_ROWS}, 4) "
+                         f"(_partition.chunk_partials), got {tuple(partial.shape)}")
     with nogil:
         while row < n_rows:  # the shard's rows, a global chunk at a time
             chunk = (first_row + row) // chunk_rows
             row_end = min(n_rows, (chunk + 1) * chunk_rows - first_row)
             add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, row, row_end,
-                              &view[chunk, 0, 0])
+                              &view[chunk, 0, 0], <node_index_t>n_slots)
             row = row_end
     return partial
 

@@ -34,7 +34,7 @@ from libc.string cimport memmove
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t
-from packboost._slot_sums cimport SUM_CHUNKS, add_row_to_slot, add_rows_to_chunk
+from packboost._slot_sums cimport SUM_CHUNKS, TRASH_ROWS, add_row_to_slot, add_rows_to_chunk
 from packboost._histogram cimport MAX_PACK_SIZE
 from packboost._tasks cimport ROWS_PER_TASK
 from packboost._route cimport (route_vector_supported, route_entries, ROUTE_MISSING_SHIFT,
@@ -252,16 +252,38 @@ cdef void start_era_rows(
         Py_ssize_t era,
         Py_ssize_t row_start,
         Py_ssize_t row_end,
+        const uint8_t** row_keep,            # IN  (pack_size,) a tree's row flags or NULL
+        const int64_t[:, ::1] kept_before,   # IN  (pack_size, n_eras) its flags' era start
 ) noexcept nogil:
     """Every row of one era at the root of each tree: code ``tree`` where the
-    tree keeps the era, ``-2 - tree`` (unsampled) where it does not."""
+    tree keeps the era (and, with its row flags, the row), ``-2 - tree``
+    (unsampled) where it does not."""
     cdef Py_ssize_t pack_size = node_of_row.shape[1], tree, row
     cdef node_index_t codes[MAX_PACK_SIZE]
+    cdef const uint8_t* flags[MAX_PACK_SIZE]
+    cdef bint any_flags = False
     for tree in range(pack_size):
         codes[tree] = <node_index_t>tree if era_keep[tree, era] else <node_index_t>(-2 - tree)
-    for row in range(row_start, row_end):
-        for tree in range(pack_size):
-            node_of_row[row, tree] = codes[tree]
+        flags[tree] = NULL
+        if era_keep[tree, era] and row_keep[tree] != NULL:
+            flags[tree] = row_keep[tree] + kept_before[tree, era] - row_start
+            any_flags = True
+    if not any_flags:
+        for row in range(row_start, row_end):
+            for tree in range(pack_size):
+                node_of_row[row, tree] = codes[tree]
+        return
+    # A tree at a time (the era's part of the table stays in cache), its
+    # row flags read without a branch: they are random (a branch on them
+    # was mispredicted half the time).
+    for tree in range(pack_size):
+        if flags[tree] == NULL:
+            for row in range(row_start, row_end):
+                node_of_row[row, tree] = codes[tree]
+        else:  # kept: tree; not: -2 - tree
+            for row in range(row_start, row_end):
+                node_of_row[row, tree] = <node_index_t>(
+                    tree - (1 - <Py_ssize_t>flags[tree][row]) * (2 + 2 * tree))
 
 
 def start_pack_eras(
@@ -269,23 +291,54 @@ def start_pack_eras(
         const uint8_t[:, ::1] era_keep,              # IN  (pack_size, n_eras) 1: kept
         const offset_t[::1] era_offsets,             # IN  (n_eras + 1,) rows era-sorted
         int n_threads,
+        row_keep=None,                               # IN  per tree: flags or None
 ):
-    """start_pack for trees that keep whole eras (no row subsample): the
-    same codes, written era by era from the flags, without row lists (no
-    lists to build, no binary search, one streaming write of the table)."""
+    """start_pack from the trees' era flags (and row flags): the same codes
+    as from their row lists, written era by era, without the lists (none to
+    build, no binary search, one streaming write of the table).
+
+    ``row_keep``: None (whole eras), or per tree a bool array over the rows
+    of its kept eras in row order (TreeSamples' row_keep: a row subsample),
+    or None for a tree that keeps all of them."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
-    cdef Py_ssize_t n_eras = era_keep.shape[1], era
+    cdef Py_ssize_t n_eras = era_keep.shape[1], era, tree
     if era_keep.shape[0] != pack_size:
         raise ValueError(f"era_keep must have {pack_size} rows (one per tree)")
     if pack_size > MAX_PACK_SIZE:
         raise ValueError(f"at most {MAX_PACK_SIZE} trees per pack")
     if era_offsets.shape[0] != n_eras + 1 or era_offsets[0] != 0 or era_offsets[n_eras] != n_rows:
         raise ValueError(f"era_offsets must have {n_eras + 1} entries from 0 to {n_rows}")
+    if row_keep is None:
+        row_keep = [None] * pack_size
+    if len(row_keep) != pack_size:
+        raise ValueError(f"row_keep must have {pack_size} entries (one per tree)")
+    # Each tree's flags, and where an era's rows start among them (the rows
+    # of its kept eras before that era).
+    sizes = np.diff(np.asarray(era_offsets, dtype=np.int64))
+    kept_rows = np.asarray(era_keep, dtype=np.int64) * sizes
+    kept_before = np.ascontiguousarray(np.cumsum(kept_rows, axis=1) - kept_rows)
+    cdef const int64_t[:, ::1] kept_before_view = kept_before
+    flags = []
+    cdef const uint8_t* flag_pointer[MAX_PACK_SIZE]
+    cdef const uint8_t[::1] flag_view
+    for tree in range(pack_size):
+        flag_pointer[tree] = NULL
+        if row_keep[tree] is None:
+            continue
+        keep = np.ascontiguousarray(row_keep[tree])
+        if keep.dtype != np.bool_ or keep.ndim != 1 or keep.shape[0] != kept_rows[tree].sum():
+            raise ValueError(f"row_keep[{tree}] must be a bool array over the "
+                             f"{kept_rows[tree].sum()} rows of the tree's kept eras")
+        flags.append(keep)  # kept alive while the pointers are read
+        if keep.shape[0]:
+            flag_view = keep.view(np.uint8)
+            flag_pointer[tree] = &flag_view[0]
     if n_rows == 0 or pack_size == 0:
         return
     for era in prange(n_eras, nogil=True, schedule='dynamic',
                       num_threads=max(1, min(n_threads, n_eras))):
-        start_era_rows(node_of_row, era_keep, era, era_offsets[era], era_offsets[era + 1])
+        start_era_rows(node_of_row, era_keep, era, era_offsets[era], era_offsets[era + 1],
+                       flag_pointer, kept_before_view)
 
 
 def rows_of_eras(const uint8_t[::1] keep_era, const offset_t[::1] era_offsets):
@@ -544,9 +597,10 @@ def route_rows(
 
 
 def chunk_partials(Py_ssize_t n_slots):
-    """Zeroed partial sums of the SUM_CHUNKS row chunks, (SUM_CHUNKS, n_slots, 4):
-    a slot's (g, h, count, g^2) side by side (_slot_sums.pxd)."""
-    return np.zeros((SUM_CHUNKS, max(n_slots, 1), 4))
+    """Zeroed partial sums of the SUM_CHUNKS row chunks, (SUM_CHUNKS, n_slots
+    + TRASH_ROWS, 4): a slot's (g, h, count, g^2) side by side, then the
+    trash rows of the rows in no slot (_slot_sums.pxd), never read."""
+    return np.zeros((SUM_CHUNKS, max(n_slots, 0) + TRASH_ROWS, 4))
 
 
 def in_chunk_order(partial):
@@ -588,7 +642,8 @@ def slot_sums(
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
             add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, chunk * chunk_rows,
-                              min(n_rows, (chunk + 1) * chunk_rows), &partial_view[chunk, 0, 0])
+                              min(n_rows, (chunk + 1) * chunk_rows), &partial_view[chunk, 0, 0],
+                              <node_index_t>n_slots)
     return chunk_totals(partial, n_slots)
 
 

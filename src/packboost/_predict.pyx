@@ -151,7 +151,10 @@ def add_leaf_values(
             if code == -1:
                 leaf = leaf_of_row[row, tree]
             else:
-                code = code if code >= 0 else -2 - code
+                # the slot of a code c >= 0 or -2 - slot, by masks (a row
+                # subsample makes the signs random; a branch on them was
+                # mispredicted): (c ^ m) + m with m = -1 for c < 0 is -2 - c
+                code = (code ^ (code >> 31)) + (code >> 31)
                 if code >= n_slots:
                     n_outside += 1  # not a slot of the frontier: reported below
                     continue

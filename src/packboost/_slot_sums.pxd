@@ -3,14 +3,19 @@
 # (_partition.slot_sums) and the Dask shards (_distributed.chained_slot_sums):
 # within a chunk rows are added in order and the chunks' partials are added
 # in chunk order, so both give the same float sums whatever the threads or
-# the shards. A chunk's partial is slot-major, (n_slots, 4): a slot's
-# (g, h, count, g^2) side by side, added as two pairs (add_row_to_slot).
+# the shards. A chunk's partial is slot-major, (n_slots + TRASH_ROWS, 4): a
+# slot's (g, h, count, g^2) side by side, added as two pairs
+# (add_row_to_slot), then trash rows that the rows no tree sampled add to.
 
 from packboost.tree cimport node_index_t
 from packboost._types cimport gradient_t
 
 cdef enum:
     SUM_CHUNKS = 16   # a fixed number, whatever the thread count
+    # Rows past a partial's slots that the rows no tree sampled add to, one
+    # per tree modulo TRASH_ROWS (a power of two): one row for every tree
+    # chained each add on the one before (store to load).
+    TRASH_ROWS = 8
 
 
 cdef extern from *:
@@ -47,16 +52,23 @@ cdef inline void add_row_to_chunk(
         const gradient_t* hessians,             # IN  (n_rows,)
         const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or negative
         Py_ssize_t row,
-        double* sums,                           # IN/OUT one chunk's (n_slots, 4) partial
+        double* sums,                           # IN/OUT one chunk's (n_slots + TRASH_ROWS, 4)
+        node_index_t trash_slot,                # IN  n_slots: the partial's first trash row
 ) noexcept nogil:
-    """Add ``row`` to its slot's sums in every tree that sampled it (trees in order)."""
+    """Add ``row`` to its slot's sums in every tree that sampled it (trees in
+    order); a tree that did not (a negative code) adds it to a trash row,
+    never read. The slot by masks, not a branch: with a row subsample the
+    codes' signs are random, and the branch on them was mispredicted half
+    the time (RESULTS.md, twentieth session)."""
     cdef Py_ssize_t tree, pack_size = node_of_row.shape[1]
-    cdef node_index_t slot
+    cdef node_index_t code, negative
     cdef double gradient = gradients[row]
     for tree in range(pack_size):
-        slot = node_of_row[row, tree]
-        if slot >= 0:
-            add_row_to_slot(sums + 4 * slot, gradient, hessians[row], gradient * gradient)
+        code = node_of_row[row, tree]
+        negative = code >> 31  # -1 for a negative code, else 0
+        add_row_to_slot(sums + 4 * ((code & ~negative)
+                                    | ((trash_slot + (tree & (TRASH_ROWS - 1))) & negative)),
+                        gradient, hessians[row], gradient * gradient)
 
 
 cdef inline void add_rows_to_chunk(
@@ -65,8 +77,9 @@ cdef inline void add_rows_to_chunk(
         const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or negative
         Py_ssize_t row_start,                   # IN  rows [row_start, row_end)
         Py_ssize_t row_end,
-        double* sums,                           # IN/OUT one chunk's (n_slots, 4) partial
+        double* sums,                           # IN/OUT one chunk's (n_slots + TRASH_ROWS, 4)
+        node_index_t trash_slot,                # IN  n_slots (chunk_partials' first trash row)
 ) noexcept nogil:
     cdef Py_ssize_t row
     for row in range(row_start, row_end):
-        add_row_to_chunk(gradients, hessians, node_of_row, row, sums)
+        add_row_to_chunk(gradients, hessians, node_of_row, row, sums, trash_slot)

@@ -137,10 +137,13 @@ class CpuBackend:
             # with or without a row subsample within the eras it did.
             self._era_tree_rows = np.ascontiguousarray(tree_samples.era_keep.T,
                                                        dtype=np.uint8)
-        if isinstance(tree_samples, TreeSamples) and tree_samples.whole_eras:
-            # Whole eras: the table from the era flags, no row lists.
+        if isinstance(tree_samples, TreeSamples):
+            # The table from the era (and row) flags, no row lists: with a
+            # row subsample, listing each tree's rows and finding them in the
+            # table took 6% of a small fit.
             _partition.start_pack_eras(self.node_of_row, tree_samples.era_keep,
-                                       self.data.era_offsets, self.n_threads)
+                                       self.data.era_offsets, self.n_threads,
+                                       row_keep=tree_samples.row_keep)
         else:
             _partition.start_pack(self.node_of_row, list(tree_samples), self.n_threads)
 
