@@ -130,6 +130,7 @@ def run_one(config: dict) -> dict:
     library, depth, threads = config["library"], config["depth"], config["threads"]
     trees, fraction, rate = config["trees"], config["fraction"], config["learning_rate"]
     min_leaf = config.get("min_samples_leaf", 20)
+    subsample = config.get("row_subsample", 1.0)
     stamps = []          # time at the end of every boosting round (callbacks)
     trees_per_stamp = 1  # a PackBoost round grows a pack
     _reset_peak_rss()
@@ -143,7 +144,7 @@ def run_one(config: dict) -> dict:
             feature_sampling="pack" if library == "packboost-pack" else "depth",
             # every feature in every tree too when the case says "every feature"
             **({"tree_feature_fraction": 1.0} if fraction == 1.0 else {}),
-            n_jobs=threads, random_state=0)
+            row_subsample=subsample, n_jobs=threads, random_state=0)
         start = time.perf_counter()
         model.fit(X, y, era=era, callbacks=[lambda info: stamps.append(time.perf_counter())])
         setup, train = 0.0, time.perf_counter() - start
@@ -157,7 +158,9 @@ def run_one(config: dict) -> dict:
         params = dict(objective="regression", max_depth=depth, num_leaves=2**depth,
                       min_child_samples=min_leaf,
                       learning_rate=rate, feature_fraction=fraction, num_threads=threads,
-                      verbose=-1, seed=0)
+                      verbose=-1, seed=0,
+                      **({"bagging_fraction": subsample, "bagging_freq": 1}
+                         if subsample < 1 else {}))
         start = time.perf_counter()
         lightgbm.train(params, dataset, num_boost_round=trees,
                        callbacks=[lambda env: stamps.append(time.perf_counter())])
@@ -170,7 +173,7 @@ def run_one(config: dict) -> dict:
         setup = time.perf_counter() - start
         # squared error: a hessian of 1 per row, so min_child_weight counts rows
         params = dict(tree_method="hist", max_depth=depth, eta=rate, min_child_weight=min_leaf,
-                      colsample_bytree=fraction, nthread=threads, seed=0)
+                      colsample_bytree=fraction, subsample=subsample, nthread=threads, seed=0)
         class Stamp(xgboost.callback.TrainingCallback):
             def after_iteration(self, model, epoch, evals_log):
                 stamps.append(time.perf_counter())
@@ -199,6 +202,10 @@ def main() -> None:
     parser.add_argument("--min-samples-leaf", type=int, default=20,
                         help="rows per leaf at least (LightGBM min_child_samples; Numerai's "
                              "deep model: depth 10 with 10000)")
+    parser.add_argument("--row-subsample", type=float, default=1.0,
+                        help="each tree's share of the rows, as users port bagging: "
+                             "PackBoost row_subsample, LightGBM bagging_fraction with "
+                             "bagging_freq=1, XGBoost subsample")
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/packboost-bench"))
     parser.add_argument("--json", help="also write every run to this JSON file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -224,7 +231,8 @@ def main() -> None:
                                   threads=args.threads, cache=args.cache,
                                   trees=args.trees or spec["trees"], fraction=spec["fraction"],
                                   learning_rate=spec["learning_rate"],
-                                  min_samples_leaf=args.min_samples_leaf)
+                                  min_samples_leaf=args.min_samples_leaf,
+                                  row_subsample=args.row_subsample)
                     done = subprocess.run([sys.executable, __file__, "--child",
                                            json.dumps(config)], capture_output=True, text=True)
                     if done.returncode != 0:
