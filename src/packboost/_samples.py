@@ -2,12 +2,13 @@
 
 ``booster.draw_round`` draws them (docs/packs.md): each tree keeps a subset of
 the eras (``era_subsample``) and, with ``row_subsample``, a subset of their
-rows. Rows are era-sorted, so a tree that keeps whole eras is described by one
-flag per era, and its rows never need listing: the CPU backend starts a pack
-from the flags (``_partition.start_pack_eras``, one streaming write of the
-row table), where listing the rows of every tree and finding them again cost
-3% of a round at Numerai scale and 10% at 90k rows (benchmarks/RESULTS.md,
-eleventh session).
+rows. Rows are era-sorted, so a tree is described by one flag per era and,
+with a row subsample, one per row of its eras, and its rows never need
+listing: the CPU backend starts a pack from the flags
+(``_partition.start_pack_eras``, one streaming write of the row table), where
+listing the rows of every tree and finding them again cost 3% of a round at
+Numerai scale and 10% at 90k rows (benchmarks/RESULTS.md, eleventh session;
+with a row subsample, twentieth session).
 
 :class:`TreeSamples` is also the sequence of each tree's rows (ascending
 int32), listed on first use, for what needs rows: the CUDA and Dask backends,
