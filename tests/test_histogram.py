@@ -25,7 +25,8 @@ def random_slots(rng, n_rows, pack_size, n_slots_per_tree):
                                            (2000, 1)])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
 @pytest.mark.parametrize("hessian", ["varying", "constant"])
-def test_pack_histogram_matches_reference(n_rows, n_eras, dtype, hessian):
+@pytest.mark.parametrize("scattered", [False, True], ids=["branch", "masks"])
+def test_pack_histogram_matches_reference(n_rows, n_eras, dtype, hessian, scattered):
     data, g, h = make_binned_problem(n_rows + n_eras, n_rows, 4, n_eras)
     if hessian == "constant":
         h = np.full_like(h, 2.0)
@@ -41,7 +42,8 @@ def test_pack_histogram_matches_reference(n_rows, n_eras, dtype, hessian):
         uses = np.array([1, 0, 1], dtype=np.uint8) if feature % 2 else np.ones(3, np.uint8)
         width = int(data.n_bins[feature]) + 1
         hist = _histogram.build_histograms(X, feature, g, h, data.all_rows, data.era_offsets,
-                                           node_of_row, uses, n_slots, width)
+                                           node_of_row, uses, n_slots, width,
+                                           scattered_samples=scattered)
         assert hist.shape == (n_eras, n_slots, width)
         for slot in range(n_slots):
             tree = slot // per_tree
@@ -167,7 +169,8 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
 # (find_best_splits' layout below the roots), the same histograms.
 # ``listed``: every row (an era's rows consecutive: when every feature is
 # paired, no list -- each row's joint tables from its code, rows outside
-# the tree's slots into trash tables) or every row but each fifth (listed).
+# the tree's slots into trash tables) or every row but each fifth (listed);
+# ``scattered``: the era pass finds a row's tables by a branch or by masks.
 @pytest.mark.parametrize("listed", [False, True], ids=["era-rows", "listed-rows"])
 @pytest.mark.parametrize("hessian", ["constant", "varying"])
 @pytest.mark.parametrize("width", [3, 6, 7])
@@ -175,8 +178,9 @@ def test_kept_cell_buffer_gives_the_same_cells(hessian):
 @pytest.mark.parametrize("n_rows, n_eras, n_features", [(1, 1, 2), (261, 2, 5), (900, 13, 7),
                                                         (60, 40, 3), (2500, 3, 7)])
 @pytest.mark.parametrize("runs_per_tree", [False, True], ids=["block-runs", "tree-runs"])
+@pytest.mark.parametrize("scattered", [False, True], ids=["branch", "masks"])
 def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_features,
-                                             hessian, runs_per_tree, listed):
+                                             hessian, runs_per_tree, listed, scattered):
     data, g, h = make_binned_problem(width * 100 + n_rows, n_rows, n_features, n_eras,
                                      n_bins=width - 1)
     if hessian == "constant":
@@ -196,7 +200,8 @@ def test_paired_features_match_the_reference(width, per_tree, n_rows, n_eras, n_
     block = _histogram.build_histograms(data.X_binned, features, fixed, None, active,
                                         offsets, node_of_row, uses,
                                         pack_size * per_tree, width, slot_tree=slot_tree,
-                                        runs_per_tree=runs_per_tree)
+                                        runs_per_tree=runs_per_tree,
+                                        scattered_samples=scattered)
     if runs_per_tree:   # the raw runs are the longest tree's features long
         cells = _histogram.build_histograms(data.X_binned, features, fixed, None, data.all_rows,
                                             data.era_offsets, node_of_row, uses,

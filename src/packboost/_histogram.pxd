@@ -360,13 +360,24 @@ cdef extern from *:
     /* The run of cells (or joint tables) row i adds to in an era pass
        without a list: base + (its code - low_slot) * run_cells when the code
        (codes[i * code_stride], the tree's column of node_of_row) is one of
-       the n_slots from low_slot, else the trash run -- no branch on it. */
+       the n_slots from low_slot, else the trash run. GCC compiles the
+       choice to a branch: predicted where trees draw whole eras (a tree's
+       rows in runs), and there 10% faster than masks; mispredicted where a
+       row subsample puts rows in and out of the tree at random (the pass
+       took 1.7x as long; RESULTS.md, twentieth session), so `masks` (the
+       samples are scattered) chooses by masks, addresses as integers (an
+       out-of-range slot's product is never a pointer). */
     static PB_ALWAYS_INLINE int64_t *pb_run_of_code(
         const int32_t *codes, Py_ssize_t code_stride, int32_t i, int32_t low_slot,
-        uint32_t n_slots, int64_t *base, Py_ssize_t run_cells, int64_t *trash)
+        uint32_t n_slots, int64_t *base, Py_ssize_t run_cells, int64_t *trash, const int masks)
     {
         const uint32_t slot = (uint32_t)(codes[(Py_ssize_t)i * code_stride] - low_slot);
-        return slot < n_slots ? base + (Py_ssize_t)slot * run_cells : trash;
+        if (!masks)
+            return slot < n_slots ? base + (Py_ssize_t)slot * run_cells : trash;
+        const uintptr_t inside = (uintptr_t)0 - (uintptr_t)(slot < n_slots);  /* all ones or 0 */
+        const uintptr_t run = (uintptr_t)base
+                              + (uintptr_t)slot * (uintptr_t)run_cells * sizeof(int64_t);
+        return (int64_t *)((run & inside) | ((uintptr_t)trash & ~inside));
     }
 
     /* add_rows' four rows r0 .. r3 = rows i0 .. i0 + 3 (consecutive) added
@@ -410,7 +421,7 @@ cdef extern from *:
     /* An era's consecutive rows first_row .. first_row + n - 1 of one tree
        summed without a list: each row's run from its code (pb_run_of_code;
        rows outside the tree's slots into the trash run, summed and never
-       read, so the loop has no branch on the code). pairs = 1: the runs
+       read; masks: see pb_run_of_code). pairs = 1: the runs
        are the slots' joint tables (run_cells = n_items * PB_PAIR_CELLS *
        words) and the items pairs of columns first[p], second[p]; pairs = 0:
        the runs are the slots' cells and the items columns first[j] at
@@ -421,12 +432,12 @@ cdef extern from *:
         int32_t low_slot, uint32_t n_slots, int64_t *runs, Py_ssize_t run_cells,
         int64_t *trash, const uint8_t *const *first, const uint8_t *const *second,
         const Py_ssize_t *offset, Py_ssize_t n_items, const int64_t *packed,
-        const int64_t *hessian, const int words, const int pairs)
+        const int64_t *hessian, const int words, const int pairs, const int masks)
     {
         const Py_ssize_t step = PB_PAIR_CELLS * words;
         Py_ssize_t k = 0, item;
     #define PB_ERA_RUN(i) pb_run_of_code(codes, code_stride, (i), low_slot, n_slots, runs, \
-                                         run_cells, trash)
+                                         run_cells, trash, masks)
         for (; k + 4 <= n; k += 4) {
             const int32_t i0 = first_row + (int32_t)k;
             int64_t *r0 = PB_ERA_RUN(i0), *r1 = PB_ERA_RUN(i0 + 1);
@@ -458,39 +469,50 @@ cdef extern from *:
     #undef PB_ERA_RUN
     }
 
-    /* tables: the tree's slots' joint tables from slot low_slot, n_slots of
-       them, and trash one more (hessian NULL: one word per cell). */
+    /* The out-of-line callers, one body per (cell width, choice of run):
+       `words`, `pairs` and `masks` are constants in each. */
+    #define PB_ERA_ROWS_FOUR_WAYS(pairs_, run_cells_one_word, ...) do {                      \
+            if (hessian == NULL && !scattered)                                                \
+                pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs,        \
+                            (run_cells_one_word), trash, __VA_ARGS__, packed, NULL, 1,        \
+                            pairs_, 0);                                                       \
+            else if (hessian == NULL)                                                         \
+                pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs,        \
+                            (run_cells_one_word), trash, __VA_ARGS__, packed, NULL, 1,        \
+                            pairs_, 1);                                                       \
+            else if (!scattered)                                                              \
+                pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs,        \
+                            (run_cells_one_word) * (pairs_ ? 2 : 1), trash, __VA_ARGS__,      \
+                            packed, hessian, 2, pairs_, 0);                                   \
+            else                                                                              \
+                pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs,        \
+                            (run_cells_one_word) * (pairs_ ? 2 : 1), trash, __VA_ARGS__,      \
+                            packed, hessian, 2, pairs_, 1);                                   \
+        } while (0)
+
+    /* runs: the tree's slots' joint tables from slot low_slot, n_slots of
+       them, and trash one more (hessian NULL: one word per cell); scattered:
+       the trees sample rows one by one (pb_run_of_code's masks). */
     static PB_NOINLINE void pb_add_era_pairs(
         const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
-        int32_t low_slot, uint32_t n_slots, int64_t *tables, int64_t *trash,
+        int32_t low_slot, uint32_t n_slots, int64_t *runs, int64_t *trash,
         const uint8_t *const *first, const uint8_t *const *second, Py_ssize_t n_pairs,
-        const int64_t *packed, const int64_t *hessian)
+        const int64_t *packed, const int64_t *hessian, int scattered)
     {
-        if (hessian == NULL)
-            pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, tables,
-                        n_pairs * PB_PAIR_CELLS, trash, first, second, NULL, n_pairs, packed,
-                        NULL, 1, 1);
-        else
-            pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, tables,
-                        n_pairs * PB_PAIR_CELLS * 2, trash, first, second, NULL, n_pairs,
-                        packed, hessian, 2, 1);
+        PB_ERA_ROWS_FOUR_WAYS(1, n_pairs * PB_PAIR_CELLS, first, second, NULL, n_pairs);
     }
 
     /* runs: the cells of the tree's slots from slot low_slot, run_cells
-       apart, n_slots of them; trash one more run (hessian NULL: one word). */
+       apart (times words), n_slots of them; trash one more run. */
     static PB_NOINLINE void pb_add_era_singles(
         const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
         int32_t low_slot, uint32_t n_slots, int64_t *runs, Py_ssize_t run_cells,
         int64_t *trash, const uint8_t *const *column, const Py_ssize_t *offset,
-        Py_ssize_t n_columns, const int64_t *packed, const int64_t *hessian)
+        Py_ssize_t n_columns, const int64_t *packed, const int64_t *hessian, int scattered)
     {
-        if (hessian == NULL)
-            pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs, run_cells,
-                        trash, column, NULL, offset, n_columns, packed, NULL, 1, 0);
-        else
-            pb_era_rows(codes, code_stride, first_row, n, low_slot, n_slots, runs, run_cells,
-                        trash, column, NULL, offset, n_columns, packed, hessian, 2, 0);
+        PB_ERA_ROWS_FOUR_WAYS(0, run_cells, column, NULL, offset, n_columns);
     }
+    #undef PB_ERA_ROWS_FOUR_WAYS
 
     /* A slot's joint tables folded into its features' own cells: the first
        feature's bin i gets row i of the table, the second's bin j column j,
@@ -549,12 +571,13 @@ cdef extern from *:
                           Py_ssize_t n, int32_t low_slot, uint32_t n_slots, int64_t* tables,
                           int64_t* trash, const uint8_t** first, const uint8_t** second,
                           Py_ssize_t n_pairs, const int64_t* packed,
-                          const int64_t* hessian) noexcept nogil
+                          const int64_t* hessian, int scattered) noexcept nogil
     void pb_add_era_singles(const int32_t* codes, Py_ssize_t code_stride, int32_t first_row,
                             Py_ssize_t n, int32_t low_slot, uint32_t n_slots, int64_t* runs,
                             Py_ssize_t run_cells, int64_t* trash, const uint8_t** column,
                             const Py_ssize_t* offset, Py_ssize_t n_columns,
-                            const int64_t* packed, const int64_t* hessian) noexcept nogil
+                            const int64_t* packed, const int64_t* hessian,
+                            int scattered) noexcept nogil
     # fold_pairs: a slot's joint cells (n_pairs * PAIR_CELLS * words) added to
     # its features' cells in ``run``; offsets (times words) and widths per pair
     void fold_pairs "pb_fold_pairs" (
@@ -568,7 +591,7 @@ cdef inline void add_era_singles(
         Py_ssize_t tree, row_index_t first_row, Py_ssize_t n, Py_ssize_t slot_start,
         Py_ssize_t first_slot, Py_ssize_t last_slot, int64_t* era_cells, Py_ssize_t run_cells,
         int64_t* scratch, const bin_code_t** column, const Py_ssize_t* offset,
-        Py_ssize_t n_columns, const fixed_point_rows* rows) noexcept nogil:
+        Py_ssize_t n_columns, const fixed_point_rows* rows, bint scattered) noexcept nogil:
     """One tree's era of consecutive rows ``first_row ..`` added to the runs
     of its slots ``slot_start + first_slot .. slot_start + last_slot`` without
     a list (pb_add_era_singles); the scratch's single-feature trash run is
@@ -581,7 +604,7 @@ cdef inline void add_era_singles(
                            <uint32_t>(last_slot - first_slot + 1),
                            era_cells + first_slot * run_cells, run_cells, trash,
                            <const uint8_t**>column, offset, n_columns, rows.packed,
-                           rows.hessian_fixed)
+                           rows.hessian_fixed, scattered)
 
 
 cdef inline void build_pack_histograms(
@@ -623,6 +646,8 @@ cdef inline void build_pack_histograms(
                                                 #     every tree listed in every group
         const uint8_t* era_tree_rows,           # IN  (n_eras, pack_size) 0: the tree has no
                                                 #     row in the era (not listed), or NULL
+        bint scattered_samples,                 # IN  the trees sample rows one by one
+                                                #     (pb_run_of_code), not whole eras
 ) noexcept nogil:
     """Sum (gradient, row count[, hessian]) per (era, slot, feature, bin), for
     the eras ``[era_start, era_end)``: an era's cells are its own, so threads
@@ -855,19 +880,20 @@ cdef inline void build_pack_histograms(
                                  <uint32_t>(max_slot - min_slot + 1), pair_cells,
                                  pair_cells + (max_slot - min_slot + 1) * pair_run_cells,
                                  <const uint8_t**>pair_first, <const uint8_t**>pair_second,
-                                 n_pairs, rows.packed, rows.hessian_fixed)
+                                 n_pairs, rows.packed, rows.hessian_fixed, scattered_samples)
                 if n_single > 0:
                     add_era_singles(X_binned, node_of_row, tree, active_rows[era_offsets[era]],
                                     era_offsets[era + 1] - era_offsets[era], slot_start,
                                     tree_first_slot[tree], tree_last_slot[tree], era_cells,
                                     run_cells, pair_scratch, single_column, single_offset,
-                                    n_single, rows)
+                                    n_single, rows, scattered_samples)
                 chunk_start = era_offsets[era + 1]
             elif n_pairs == 0 and singles_free:
                 add_era_singles(X_binned, node_of_row, tree, active_rows[era_offsets[era]],
                                 era_offsets[era + 1] - era_offsets[era], slot_start,
                                 tree_first_slot[tree], tree_last_slot[tree], era_cells,
-                                run_cells, pair_scratch, column, offset, n_used, rows)
+                                run_cells, pair_scratch, column, offset, n_used, rows,
+                                scattered_samples)
                 chunk_start = era_offsets[era + 1]
             while chunk_start < era_offsets[era + 1]:
                 chunk_end = min(chunk_start + ROW_CHUNK, era_offsets[era + 1])

@@ -40,7 +40,8 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                      tree_uses_feature, Py_ssize_t n_slots,
                      Py_ssize_t width, row_era_offsets=None, bint unpack=True,
                      cell_buffer=None, bint share_equal_rows=False, slot_tree=None,
-                     era_tree_rows=None, bint runs_per_tree=False):
+                     era_tree_rows=None, bint runs_per_tree=False,
+                     bint scattered_samples=False):
     """Per-era histograms of ``features`` for slots ``0 .. n_slots-1``,
     over ``active_rows`` (era e's are ``active_rows[era_offsets[e]:era_offsets[e+1]]``),
     in one pass over the rows, as the split finder builds them.
@@ -71,6 +72,8 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
     ``era_tree_rows``: (n_eras, pack_size) uint8, 0 where a tree has no row
     in an era, as find_best_splits takes it (the pass skips those); None:
     every (era, tree) is listed.
+
+    ``scattered_samples``: as find_best_splits takes it (the same cells).
 
     ``runs_per_tree``: lay each slot's run out for its tree's features only
     (tree_cell_offsets), as find_best_splits does below the roots; needs the
@@ -165,7 +168,7 @@ def build_histograms(const bin_code_t[:, ::1] X_binned, features,
                                   NULL, NULL, share_equal_rows, &cells_view[0],
                                   &pair_view[0],
                                   &slot_tree_view[0] if slot_tree is not None else NULL,
-                                  era_tree_pointer)
+                                  era_tree_pointer, scattered_samples)
     if not unpack:
         return cells[:n_eras * n_slots * slot_stride * words].reshape(
             n_eras, n_slots, slot_stride * words)

@@ -1030,6 +1030,7 @@ def find_best_splits(
         bint best_per_slot=False,
         bint share_equal_rows=True,
         era_tree_rows=None,
+        bint scattered_samples=False,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -1080,9 +1081,13 @@ def find_best_splits(
     tree (the same cells of every feature a tree uses; benchmarks).
 
     ``era_tree_rows``: (n_eras, pack_size) uint8, 0 where a tree has no row
-    in an era (its era flags when trees draw whole eras, TreeSamples): the
+    in an era (the trees' era flags, TreeSamples): the
     pass does not list those (era, tree) at all, nor do the pooled bounds
     read their (zero) cells; None: every one is listed.
+
+    ``scattered_samples``: the trees sample rows one by one (a row
+    subsample), not whole eras: the era pass then finds each row's cells
+    without a branch on its code (build_pack_histograms). The same results.
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -1324,7 +1329,7 @@ def find_best_splits(
                                           if extra_pointer != NULL else NULL,
                                           share_equal_rows and not tree_runs, block_cells,
                                           &pair_view[threadid(), 0], &slot_tree[0],
-                                          era_tree_pointer)
+                                          era_tree_pointer, scattered_samples)
                     if block_parent != NULL:
                         derive_slots(block_parent, n_parent_slots, block_cells, n_slots,
                                      era, era + 1, slot_stride, words, kind_pointer,

@@ -185,7 +185,8 @@ class CpuBackend:
             self.histogram_budget_bytes, self.features_per_pass, slot_variance, **subtraction,
             **(constraints or {}),
             cell_buffer=self._block_buffer(plan, len(slot_tree), features, tree_uses_feature),
-            best_per_slot=True, era_tree_rows=self._era_tree_rows)
+            best_per_slot=True, era_tree_rows=self._era_tree_rows,
+            scattered_samples=self._scattered_samples)
         self._kept = None
         if plan is not None and keep_for_children:
             self._kept = dict(cells=plan["depth_cells"], features=features,
