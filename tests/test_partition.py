@@ -60,7 +60,8 @@ def route_oracle(codes, X, feature, threshold, missing_left, left_child, slot_no
 @pytest.mark.parametrize("n_rows", [1, 17, 1000])
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 @pytest.mark.parametrize("shape", ["narrow", "wide"])
-def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads, shape):
+@pytest.mark.parametrize("scattered", [False, True], ids=["branch", "masks"])
+def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads, shape, scattered):
     rng = np.random.default_rng(n_rows * 10 + n_threads)
     pack_size, per_tree, n_features = (3, 4, 5) if shape == "narrow" else (8, 8, 40)
     codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
@@ -80,14 +81,16 @@ def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads, sha
     plain = codes.copy()
     plain_leaves = np.full(codes.shape, -7, dtype=np.int32)
     assert _partition.route_rows(X, plain, feature, threshold, missing_left, left_child, n_bins,
-                                 slot_node, plain_leaves, n_threads) is None
+                                 slot_node, plain_leaves, n_threads,
+                                 scattered_samples=scattered) is None
     np.testing.assert_array_equal(plain, expected_codes)
     np.testing.assert_array_equal(plain_leaves, expected_leaves)
 
     summed = codes.copy()
     summed_leaves = np.full(codes.shape, -7, dtype=np.int32)
     sums = _partition.route_rows(X, summed, feature, threshold, missing_left, left_child, n_bins,
-                                 slot_node, summed_leaves, n_threads, gradients, hessians, n_next)
+                                 slot_node, summed_leaves, n_threads, gradients, hessians, n_next,
+                                 scattered_samples=scattered)
     np.testing.assert_array_equal(summed, expected_codes)
     np.testing.assert_array_equal(summed_leaves, expected_leaves)
     # the same numbers, bit for bit, as a pass of slot_sums after routing
@@ -98,7 +101,8 @@ def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads, sha
     squared = codes.copy()
     squares = _partition.route_rows(X, squared, feature, threshold, missing_left, left_child,
                                     n_bins, slot_node, np.full(codes.shape, -7, dtype=np.int32),
-                                    n_threads, gradients, hessians, n_next, squares_only=True)
+                                    n_threads, gradients, hessians, n_next, squares_only=True,
+                                    scattered_samples=scattered)
     np.testing.assert_array_equal(squared, expected_codes)
     assert squares.shape == (n_next,)
     np.testing.assert_array_equal(squares, again[3])
@@ -116,7 +120,9 @@ def test_route_rows_moves_rows_and_sums_the_next_frontier(n_rows, n_threads, sha
 @pytest.mark.parametrize("n_rows", [1, 17, 1000])
 @pytest.mark.parametrize("n_threads", [1, 3])
 @pytest.mark.parametrize("squares", [False, True])
-def test_route_rows_from_a_row_major_copy_moves_rows_alike(n_rows, n_threads, squares):
+@pytest.mark.parametrize("scattered", [False, True], ids=["branch", "masks"])
+def test_route_rows_from_a_row_major_copy_moves_rows_alike(n_rows, n_threads, squares,
+                                                           scattered):
     """With the depth's features row-major (codes_by_row, the node-ordered
     route's copy of a block of features holding every split feature), the
     same children, leaves and squared sums as from the feature-major
@@ -131,6 +137,7 @@ def test_route_rows_from_a_row_major_copy_moves_rows_alike(n_rows, n_threads, sq
     n_next = 2 * int((feature >= 0).sum())
     extra = (gradients, hessians, n_next) if squares else ()
     options = dict(squares_only=True) if squares else {}
+    options["scattered_samples"] = scattered
     expected_codes, expected_leaves = route_oracle(codes, X, feature, threshold, missing_left,
                                                    left_child, slot_node, n_bins)
     results = []

@@ -95,6 +95,10 @@ cdef inline void route_row(
         double* squares,        # IN/OUT (n_next_slots,) partial g^2 sums, or NULL: none
         double gradient,
         double hessian,
+        node_index_t trash_slot=-1,  # IN  >= 0: the trees sample rows one by one
+                                     #     (route_rows' scattered_samples): no branch on
+                                     #     a code's sign; the unsampled add to sums' or
+                                     #     squares' trash rows from trash_slot
 ) noexcept nogil:
     """One row's move to its child slot in every tree (route_rows); with
     ``sums``, the row added to that slot's (g, h, count, g^2) where the tree
@@ -104,17 +108,21 @@ cdef inline void route_row(
 
     A slot's split is one ``slot_route`` (one load for what took five arrays,
     and the column's start without a multiplication); the child is chosen
-    without a branch on the missing code."""
+    without a branch on the missing code. With ``trash_slot``, nor on the
+    code's sign (sampled or not), which a row subsample makes random: the
+    branch was mispredicted and the routing took 1.6x as long (RESULTS.md,
+    twentieth session); with whole eras it is predicted, and cheaper."""
     cdef Py_ssize_t tree
     cdef Py_ssize_t value
-    cdef node_index_t code, slot, child
+    cdef node_index_t code, slot, child, negative, target
     cdef const slot_route* route
     cdef double squared = gradient * gradient
     for tree in range(pack_size):
         code = row_codes[tree]
         if code == -1:
             continue
-        slot = code if code >= 0 else -2 - code
+        negative = code >> 31  # -1 for an unsampled code -2 - slot, else 0
+        slot = (code ^ negative) + negative
         route = routes + slot
         if route.column_start < 0:
             row_leaves[tree] = slot_node[slot]
@@ -124,7 +132,14 @@ cdef inline void route_row(
         child = route.left_child + (value > route.threshold)
         if value == route.missing_code:
             child = route.missing_child
-        if code >= 0:
+        if trash_slot >= 0:
+            row_codes[tree] = (child ^ negative) + negative  # child, or -2 - child
+            target = (child & ~negative) | ((trash_slot + (tree & (TRASH_ROWS - 1))) & negative)
+            if sums != NULL:
+                add_row_to_slot(sums + 4 * target, gradient, hessian, squared)
+            elif squares != NULL:
+                squares[target] += squared
+        elif code >= 0:
             row_codes[tree] = child
             if sums != NULL:
                 add_row_to_slot(sums + 4 * child, gradient, hessian, squared)
@@ -398,7 +413,8 @@ cdef void route_vector_chunk(
     for row in range(row_start, vector_start):
         route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, routes, slot_node,
                   &leaf_of_row[row, 0], NULL, squares,
-                  gradients[row] if squares != NULL else 0.0, 0.0)
+                  gradients[row] if squares != NULL else 0.0, 0.0,
+                  trash_slot if scattered else -1)
     row = vector_start
     while row < vector_end:
         line_end = min(vector_end, (row // line_rows + 1) * line_rows)
@@ -411,7 +427,14 @@ cdef void route_vector_chunk(
     for row in range(vector_end, row_end):
         route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, routes, slot_node,
                   &leaf_of_row[row, 0], NULL, squares,
-                  gradients[row] if squares != NULL else 0.0, 0.0)
+                  gradients[row] if squares != NULL else 0.0, 0.0,
+                  trash_slot if scattered else -1)
+
+
+# route_row's trash index (tree modulo TRASH_ROWS) is meant for both the
+# chunk partials' trash rows and the vector loop's squares trash slots.
+if ROUTE_TRASH_SLOTS != TRASH_ROWS:
+    raise ImportError("_route.pxd's ROUTE_TRASH_SLOTS must equal _slot_sums.pxd's TRASH_ROWS")
 
 
 def vector_route_available():
@@ -575,7 +598,8 @@ def route_rows(
             if n_columns > 0 and row % line_rows == 0:
                 prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
             route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, route_pointer,
-                      &slot_node[0], &leaf_of_row[row, 0], NULL, NULL, 0.0, 0.0)
+                      &slot_node[0], &leaf_of_row[row, 0], NULL, NULL, 0.0, 0.0,
+                      0 if scattered_samples else -1)
     elif n_rows > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
@@ -588,7 +612,8 @@ def route_rows(
                           if n_next_slots > 0 and not squares_only else NULL,
                           &squares_view[chunk, 0] if n_next_slots > 0 and squares_only
                           else NULL,
-                          gradients[row], hessians[row])
+                          gradients[row], hessians[row],
+                          <node_index_t>n_next_slots if scattered_samples else -1)
     if not summing:
         return None
     if squares_only:
