@@ -410,21 +410,25 @@ def test_slot_routes_hold_each_slots_split_and_check_it():
 @pytest.mark.parametrize("sampling", ["rows", "eras"])
 def test_slot_sums_match_the_oracle_with_unsampled_rows(pack_size, n_rows, sampling):
     """slot_sums adds a row to its slot in every tree that sampled it; the
-    unsampled (-2 - slot) and finished (-1) go to trash rows, never read
-    (nine trees: two share a trash row). Counts exact, sums as NumPy's,
-    and the same bits whatever the threads."""
+    unsampled (-2 - slot) and finished (-1) are skipped by a branch, or go
+    to trash rows by masks (scattered_samples; nine trees: two share a trash
+    row). Counts exact, sums as NumPy's, and the same bits whatever the
+    threads and the choice."""
     rng = np.random.default_rng(n_rows * 10 + pack_size)
     codes, *_ = random_frontier(rng, n_rows, pack_size, 3, 2, 4,
                                 era_rows=40 if sampling == "eras" else None)
     n_slots = 3 * pack_size
     gradients, hessians = rng.normal(size=n_rows), rng.uniform(0.5, 2, n_rows)
-    g, h, count, g2 = _partition.slot_sums(gradients, hessians, codes, n_slots, 1)
+    g, h, count, g2 = _partition.slot_sums(gradients, hessians, codes, n_slots, 1,
+                                           scattered_samples=sampling == "rows")
     for slot in range(n_slots):
         rows = np.flatnonzero((codes == slot).any(axis=1))
         assert count[slot] == len(rows)
         np.testing.assert_allclose([g[slot], h[slot], g2[slot]],
                                    [gradients[rows].sum(), hessians[rows].sum(),
                                     (gradients[rows] ** 2).sum()], rtol=1e-12, atol=1e-12)
-    for got, expected in zip(_partition.slot_sums(gradients, hessians, codes, n_slots, 3),
-                             (g, h, count, g2), strict=True):
-        np.testing.assert_array_equal(got, expected)
+    for scattered in (False, True):  # the same sums by a branch and by masks
+        for got, expected in zip(_partition.slot_sums(gradients, hessians, codes, n_slots, 3,
+                                                      scattered_samples=scattered),
+                                 (g, h, count, g2), strict=True):
+            np.testing.assert_array_equal(got, expected)

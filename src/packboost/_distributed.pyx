@@ -69,7 +69,7 @@ def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
             chunk = (first_row + row) // chunk_rows
             row_end = min(n_rows, (chunk + 1) * chunk_rows - first_row)
             add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, row, row_end,
-                              &view[chunk, 0, 0], <node_index_t>n_slots)
+                              &view[chunk, 0, 0], -1)  # by a branch: shards take no flag
             row = row_end
     return partial
 

@@ -650,8 +650,11 @@ def slot_sums(
         const node_index_t[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
         Py_ssize_t n_slots,
         int n_threads=1,
+        bint scattered_samples=False,
 ):
     """Pooled gradient, squared-gradient and hessian sums and row counts of every slot.
+
+    ``scattered_samples``: as route_rows takes it (the same sums).
 
     Rows are cut into SUM_CHUNKS fixed chunks summed in parallel, then the
     chunks' partial sums are added in chunk order: the result does not
@@ -668,7 +671,7 @@ def slot_sums(
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
             add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, chunk * chunk_rows,
                               min(n_rows, (chunk + 1) * chunk_rows), &partial_view[chunk, 0, 0],
-                              <node_index_t>n_slots)
+                              <node_index_t>n_slots if scattered_samples else -1)
     return chunk_totals(partial, n_slots)
 
 

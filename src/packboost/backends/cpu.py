@@ -154,7 +154,8 @@ class CpuBackend:
             sums = routed[1]
         else:
             sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
-                                                  self.node_of_row, n_slots, self.n_threads))
+                                                  self.node_of_row, n_slots, self.n_threads,
+                                                  scattered_samples=self._scattered_samples))
         self._counts = sums.count
         self._sums = sums
         return sums
