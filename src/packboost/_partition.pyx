@@ -34,7 +34,8 @@ from libc.string cimport memmove
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t
-from packboost._slot_sums cimport SUM_CHUNKS, TRASH_ROWS, add_row_to_slot, add_rows_to_chunk
+from packboost._slot_sums cimport (SUM_CHUNKS, TRASH_ROWS, add_row_to_slot, add_rows_to_chunk,
+                                   slot_or_trash)
 from packboost._histogram cimport MAX_PACK_SIZE
 from packboost._tasks cimport ROWS_PER_TASK
 from packboost._route cimport (route_vector_supported, route_entries, ROUTE_MISSING_SHIFT,
@@ -134,7 +135,7 @@ cdef inline void route_row(
             child = route.missing_child
         if trash_slot >= 0:
             row_codes[tree] = (child ^ negative) + negative  # child, or -2 - child
-            target = (child & ~negative) | ((trash_slot + (tree & (TRASH_ROWS - 1))) & negative)
+            target = slot_or_trash(child, code, trash_slot, tree)
             if sums != NULL:
                 add_row_to_slot(sums + 4 * target, gradient, hessian, squared)
             elif squares != NULL:
