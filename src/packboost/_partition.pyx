@@ -153,25 +153,39 @@ cdef inline void route_row(
 def slot_routes(const feature_index_t[::1] split_feature, const bin_index_t[::1] split_threshold,
                 const uint8_t[::1] split_missing_left, const node_index_t[::1] left_child_slot,
                 const bin_index_t[::1] n_bins, Py_ssize_t n_rows):
-    """route_rows' ``slot_route`` of every slot (ROUTE_DTYPE)."""
-    feature = np.asarray(split_feature)
-    n_slots = feature.shape[0]
+    """route_rows' ``slot_route`` of every slot (ROUTE_DTYPE).
+
+    Typed loops, not NumPy expressions: a frontier has at most a few hundred
+    slots, and the dozen array operations per call cost ~20 us, more than
+    routing a small fit's depth (benchmarks/RESULTS.md, twenty-first
+    session)."""
+    cdef Py_ssize_t n_slots = split_feature.shape[0], slot
+    cdef Py_ssize_t n_features = n_bins.shape[0]
     if not (split_threshold.shape[0] == split_missing_left.shape[0]
             == left_child_slot.shape[0] == n_slots):
         raise ValueError(f"the split arrays must all have {n_slots} entries")
-    splits = feature >= 0
-    if np.any(feature >= n_bins.shape[0]):
-        raise ValueError(f"split features must be below {n_bins.shape[0]}")
-    left = np.asarray(left_child_slot)
-    if np.any(left[splits] < 0):
-        raise ValueError("a slot that splits needs a left child slot")
-    used = np.where(splits, feature, 0)
+    for slot in range(n_slots):
+        if split_feature[slot] >= n_features:
+            raise ValueError(f"split features must be below {n_features}")
+    for slot in range(n_slots):
+        if split_feature[slot] >= 0 and left_child_slot[slot] < 0:
+            raise ValueError("a slot that splits needs a left child slot")
     routes = np.zeros(n_slots, dtype=ROUTE_DTYPE)
-    routes["column_start"] = np.where(splits, used.astype(np.intp) * n_rows, -1)
-    routes["threshold"] = split_threshold
-    routes["missing_code"] = np.asarray(n_bins)[used]
-    routes["left_child"] = left
-    routes["missing_child"] = left + (np.asarray(split_missing_left) == 0)
+    if n_slots == 0:
+        return routes
+    cdef uint8_t[::1] route_bytes = routes.view(np.uint8)
+    cdef slot_route* route = <slot_route*>&route_bytes[0]
+    cdef feature_index_t feature
+    for slot in range(n_slots):
+        feature = split_feature[slot]
+        # A slot that does not split keeps its other fields as if on
+        # feature 0 (never read).
+        route[slot].column_start = feature * n_rows if feature >= 0 else -1
+        route[slot].threshold = split_threshold[slot]
+        route[slot].missing_code = (n_bins[feature if feature >= 0 else 0]
+                                    if n_features > 0 else 0)
+        route[slot].left_child = left_child_slot[slot]
+        route[slot].missing_child = left_child_slot[slot] + (split_missing_left[slot] == 0)
     return routes
 
 
@@ -448,20 +462,64 @@ def vector_tables(routes):
     (_route.pxd): each slot's column start (int32; -1: no split) and its
     threshold, missing code, missing side and left child in one uint32
     word; None when a value does not fit its field (then the scalar loop
-    routes)."""
-    splits = routes["column_start"] >= 0
-    threshold = np.where(splits, routes["threshold"], 0).astype(np.int64)
-    missing = np.where(splits, routes["missing_code"], 0).astype(np.int64)
-    left = np.where(splits, routes["left_child"], 0).astype(np.int64)
-    right = np.where(splits, routes["missing_child"] - routes["left_child"], 0).astype(np.int64)
-    if (np.any(routes["column_start"] >= 2**31) or np.any((threshold < 0) | (threshold > 255))
-            or np.any((missing < 0) | (missing > 255)) or np.any((right < 0) | (right > 1))
-            or np.any((left < 0) | (left >= 2**(32 - ROUTE_LEFT_SHIFT)))):
-        return None
-    column = np.where(splits, routes["column_start"], -1).astype(np.int32)
-    word = (threshold | (missing << ROUTE_MISSING_SHIFT) | (right << ROUTE_MISSING_RIGHT_SHIFT)
-            | (left << ROUTE_LEFT_SHIFT)).astype(np.uint32)
+    routes). A typed loop, as slot_routes."""
+    cdef Py_ssize_t n_slots = routes.shape[0], slot
+    column = np.empty(n_slots, dtype=np.int32)
+    word = np.empty(n_slots, dtype=np.uint32)
+    if n_slots == 0:
+        return column, word
+    if routes.dtype != ROUTE_DTYPE or not routes.flags.c_contiguous:
+        raise ValueError("routes must be a contiguous ROUTE_DTYPE array")
+    cdef const uint8_t[::1] route_bytes = routes.view(np.uint8)
+    cdef const slot_route* route = <const slot_route*>&route_bytes[0]
+    cdef int32_t[::1] column_view = column
+    cdef uint32_t[::1] word_view = word
+    cdef int64_t right
+    for slot in range(n_slots):
+        if route[slot].column_start < 0:
+            column_view[slot] = -1
+            word_view[slot] = 0
+            continue
+        right = <int64_t>route[slot].missing_child - route[slot].left_child
+        if (route[slot].column_start >= 2**31
+                or route[slot].threshold < 0 or route[slot].threshold > 255
+                or route[slot].missing_code < 0 or route[slot].missing_code > 255
+                or right < 0 or right > 1
+                or route[slot].left_child < 0
+                or route[slot].left_child >= (1 << (32 - ROUTE_LEFT_SHIFT))):
+            return None
+        column_view[slot] = <int32_t>route[slot].column_start
+        word_view[slot] = (<uint32_t>route[slot].threshold
+                           | (<uint32_t>route[slot].missing_code << ROUTE_MISSING_SHIFT)
+                           | (<uint32_t>right << ROUTE_MISSING_RIGHT_SHIFT)
+                           | (<uint32_t>route[slot].left_child << ROUTE_LEFT_SHIFT))
     return column, word
+
+
+def split_column_starts(routes, Py_ssize_t n_features, Py_ssize_t n_rows):
+    """The distinct column starts of the slots that split, ascending (what
+    route_rows asks for ahead): a flag per feature, not np.unique."""
+    cdef Py_ssize_t n_slots = routes.shape[0], slot, feature, n_starts = 0
+    flags = np.zeros(max(n_features, 1), dtype=np.uint8)
+    if n_slots == 0 or n_rows == 0:
+        return np.zeros(0, dtype=np.intp)
+    cdef uint8_t[::1] flag_view = flags
+    cdef const uint8_t[::1] route_bytes = routes.view(np.uint8)
+    cdef const slot_route* route = <const slot_route*>&route_bytes[0]
+    for slot in range(n_slots):
+        if route[slot].column_start >= 0:
+            feature = route[slot].column_start // n_rows
+            if not flag_view[feature]:
+                flag_view[feature] = 1
+                n_starts += 1
+    starts = np.empty(n_starts, dtype=np.intp)
+    cdef Py_ssize_t[::1] start_view = starts
+    n_starts = 0
+    for feature in range(n_features):
+        if flag_view[feature]:
+            start_view[n_starts] = feature * n_rows
+            n_starts += 1
+    return starts
 
 
 def route_rows(
@@ -532,7 +590,7 @@ def route_rows(
                          n_bins, X_binned.shape[1])
     if slot_node.shape[0] != routes.shape[0]:
         raise ValueError(f"slot_node must have {routes.shape[0]} entries")
-    starts = np.unique(routes["column_start"][routes["column_start"] >= 0])
+    starts = split_column_starts(routes, n_bins.shape[0], X_binned.shape[1])
     cdef const Py_ssize_t[::1] starts_view = starts
     cdef Py_ssize_t n_columns = starts.shape[0] if starts.shape[0] >= PREFETCH_MIN_COLUMNS else 0
     cdef Py_ssize_t line_rows = 64 // sizeof(X_binned[0, 0]) if X_binned.shape[0] > 0 else 64

@@ -53,7 +53,7 @@ pass for their mean.
 import numpy as np
 
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, fabs
+from libc.math cimport INFINITY, NAN, fabs
 from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
 
 cdef extern from *:
@@ -1432,27 +1432,89 @@ def block_buffer_cells(features, n_bins, const uint8_t[:, ::1] tree_uses_feature
     only where a block takes runs per tree), the group as many slots as
     ``n_threads`` budgets hold (at least one). Shorter runs mean larger
     groups: every group is a pass over its trees' rows (at Numerai scale,
-    depths 4-5 took a fifth less time in one group fewer)."""
-    features = np.asarray(features)
-    widths = np.asarray(n_bins)[features].astype(np.int64) + 1
-    uses = np.asarray(tree_uses_feature) != 0
-    pack_size = uses.shape[1] if uses.ndim == 2 else 0
-    features_per_pass, n_blocks = feature_blocks(len(features), features_per_pass)
+    depths 4-5 took a fifth less time in one group fewer).
+    Typed loops: called every depth, where NumPy's took ~40 us (RESULTS.md,
+    twenty-first session)."""
+    cdef const feature_index_t[::1] feature_view = np.ascontiguousarray(features, dtype=np.int32)
+    cdef const bin_index_t[::1] bins_view = np.ascontiguousarray(n_bins, dtype=np.int32)
+    cdef Py_ssize_t n_candidates = feature_view.shape[0]
+    cdef Py_ssize_t pack_size = tree_uses_feature.shape[1]
+    cdef Py_ssize_t n_blocks, tree, member, tree_run
+    features_per_pass, n_blocks = feature_blocks(n_candidates, features_per_pass)
     cdef Py_ssize_t run = 0, block, first, n_block
     for block in range(n_blocks):
         first = block * features_per_pass
-        n_block = min(features_per_pass, len(features) - first)
-        block_widths = widths[first:first + n_block]
+        n_block = min(features_per_pass, n_candidates - first)
         if takes_runs_per_tree(RUNS_PER_TREE, False, feature_parts(n_block, n_threads, n_eras),
                                share_equal_rows, n_slots, pack_size):
-            per_tree = (block_widths[:, None] * uses[first:first + n_block]).sum(axis=0)
-            run = max(run, int(per_tree.max()))
+            for tree in range(pack_size):
+                tree_run = 0
+                for member in range(first, first + n_block):
+                    if tree_uses_feature[member, tree]:
+                        tree_run += bins_view[feature_view[member]] + 1
+                run = max(run, tree_run)
         else:
-            run = max(run, int(block_widths.sum()))
+            tree_run = 0
+            for member in range(first, first + n_block):
+                tree_run += bins_view[feature_view[member]] + 1
+            run = max(run, tree_run)
     cdef Py_ssize_t slot_bytes = run * n_eras * words * sizeof(int64_t)
     cdef Py_ssize_t group_size = max(1, min(n_slots, max(1, n_threads) * histogram_budget_bytes
                                             // max(1, slot_bytes)))
     return group_size, n_eras * group_size * run * words
+
+
+def best_of_table(found):
+    """BestSplits.of_table's arrays from a split finder's (n_slots,
+    n_candidates) table: per slot the first maximum over the features (in
+    their order; -1 without a candidate), its score (-inf without one),
+    gain, threshold and missing side, and -- where the table has
+    ``slot_left`` -- the winner's left sums (NaN where the record is not the
+    winner's). One typed pass: the dozen NumPy expressions it replaces took
+    ~50 us per depth, a small fit's glue (RESULTS.md, twenty-first session)."""
+    cdef const double[:, ::1] score = found["score"]
+    cdef const double[:, ::1] gain = found["gain"]
+    cdef const bin_index_t[:, ::1] threshold = found["threshold"]
+    cdef const uint8_t[:, ::1] missing_left = found["missing_left"]
+    cdef const uint8_t[:, ::1] has = found["found"]
+    column = best_candidate_per_slot(score, has)
+    cdef Py_ssize_t n_slots = score.shape[0], slot, chosen
+    cdef const int64_t[::1] column_view = column
+    best_score = np.empty(n_slots)
+    best_gain = np.empty(n_slots)
+    best_threshold = np.empty(n_slots, dtype=np.int32)
+    best_missing = np.empty(n_slots, dtype=np.uint8)
+    cdef double[::1] score_out = best_score, gain_out = best_gain
+    cdef int32_t[::1] threshold_out = best_threshold
+    cdef uint8_t[::1] missing_out = best_missing
+    for slot in range(n_slots):
+        chosen = column_view[slot]
+        if chosen < 0:
+            score_out[slot] = -INFINITY
+            gain_out[slot] = 0.0
+            threshold_out[slot] = 0
+            missing_out[slot] = 0
+        else:
+            score_out[slot] = score[slot, chosen]
+            gain_out[slot] = gain[slot, chosen]
+            threshold_out[slot] = threshold[slot, chosen]
+            missing_out[slot] = missing_left[slot, chosen]
+    out = dict(column=column, score=best_score, gain=best_gain, threshold=best_threshold,
+               missing_left=best_missing)
+    if "slot_left" not in found:
+        return out
+    cdef const double[:, ::1] first = np.ascontiguousarray(found["slot_left"], dtype=np.float64)
+    cdef Py_ssize_t field
+    left = np.empty((3, n_slots))
+    cdef double[:, ::1] left_out = left
+    for slot in range(n_slots):
+        # the record is the winner's when it names the winning column
+        chosen = column_view[slot]
+        for field in range(3):
+            left_out[field, slot] = (first[slot, field + 1]
+                                     if chosen >= 0 and first[slot, 0] == chosen else NAN)
+    out.update(left_gradients=left[0], left_hessians=left[1], left_count=left[2])
+    return out
 
 
 def depth_cells_size(Py_ssize_t n_eras, Py_ssize_t n_slots, features, n_bins,

@@ -72,25 +72,7 @@ class BestSplits:
         result): the first maximum over the features, in their order."""
         from packboost import _split
 
-        column = _split.best_candidate_per_slot(found["score"], found["found"])
-        slots = np.arange(len(column))
-        chosen = np.maximum(column, 0)
-        has = column >= 0
-        left = {}
-        if "slot_left" in found:
-            # The winner's left sums (NaN where they are not the winner's).
-            first = found["slot_left"]                         # (slots, 4)
-            known = has & (first[:, 0] == column)
-            left = {name: np.where(known, first[:, field], np.nan)
-                    for name, field in (("left_gradients", 1), ("left_hessians", 2),
-                                        ("left_count", 3))}
-        return cls(
-            column=column,
-            score=np.where(has, found["score"][slots, chosen], -np.inf),
-            gain=np.where(has, found["gain"][slots, chosen], 0.0),
-            threshold=np.where(has, found["threshold"][slots, chosen], 0).astype(np.int32),
-            missing_left=np.where(has, found["missing_left"][slots, chosen], 0).astype(np.uint8),
-            **left)
+        return cls(**_split.best_of_table(found))
 
 
 class Backend(Protocol):
