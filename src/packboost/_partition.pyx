@@ -680,6 +680,59 @@ def route_rows(
     return chunk_totals(partial, n_next_slots)
 
 
+def children_sums(const int64_t[::1] split, const int64_t[::1] column,
+                  const feature_index_t[::1] candidate_features,
+                  const feature_index_t[::1] split_feature, const bin_index_t[::1] split_threshold,
+                  const uint8_t[::1] split_missing_left, const bin_index_t[::1] best_threshold,
+                  const uint8_t[::1] best_missing_left,
+                  const double[::1] left_gradients, const double[::1] left_hessians,
+                  const double[::1] left_count,
+                  const double[::1] gradients, const double[::1] hessians,
+                  const int64_t[::1] count):
+    """The next frontier's (gradient, hessian, count) sums, children 2k and
+    2k + 1 of the split slot ``split[k]``: the left child the slot's best
+    candidate's left sums, the right one the slot's sums minus them (exact
+    fixed-point grid values, so the numbers summing the rows gives). None
+    where the best candidates are not the splits made (another column,
+    threshold or missing side) or their left sums are not known (NaN): then
+    the routing sums the rows. One typed pass per depth (the NumPy checks
+    took ~35 us; RESULTS.md, twenty-first session)."""
+    cdef Py_ssize_t n_split = split.shape[0], k, slot, chosen
+    cdef Py_ssize_t n_slots = column.shape[0]
+    if (best_threshold.shape[0] != n_slots or best_missing_left.shape[0] != n_slots
+            or left_gradients.shape[0] != n_slots or left_hessians.shape[0] != n_slots
+            or left_count.shape[0] != n_slots or gradients.shape[0] != n_slots
+            or hessians.shape[0] != n_slots or count.shape[0] != n_slots
+            or split_feature.shape[0] != n_slots or split_threshold.shape[0] != n_slots
+            or split_missing_left.shape[0] != n_slots):
+        return None
+    for k in range(n_split):
+        slot = split[k]
+        if slot < 0 or slot >= n_slots:
+            return None
+        chosen = column[slot]
+        if (chosen < 0 or chosen >= candidate_features.shape[0]
+                or left_gradients[slot] != left_gradients[slot]      # NaN: not known
+                or candidate_features[chosen] != split_feature[slot]
+                or best_threshold[slot] != split_threshold[slot]
+                or best_missing_left[slot] != split_missing_left[slot]):
+            return None
+    child_gradients = np.empty(2 * n_split)
+    child_hessians = np.empty(2 * n_split)
+    child_count = np.empty(2 * n_split, dtype=np.int64)
+    cdef double[::1] g = child_gradients, h = child_hessians
+    cdef int64_t[::1] c = child_count
+    for k in range(n_split):
+        slot = split[k]
+        g[2 * k] = left_gradients[slot]
+        g[2 * k + 1] = gradients[slot] - g[2 * k]
+        h[2 * k] = left_hessians[slot]
+        h[2 * k + 1] = hessians[slot] - h[2 * k]
+        c[2 * k] = <int64_t>left_count[slot]
+        c[2 * k + 1] = count[slot] - c[2 * k]
+    return [child_gradients, child_hessians, child_count]
+
+
 def chunk_partials(Py_ssize_t n_slots):
     """Zeroed partial sums of the SUM_CHUNKS row chunks, (SUM_CHUNKS, n_slots
     + TRASH_ROWS, 4): a slot's (g, h, count, g^2) side by side, then the
@@ -689,11 +742,18 @@ def chunk_partials(Py_ssize_t n_slots):
 
 def in_chunk_order(partial):
     """The SUM_CHUNKS chunks' partial sums (first axis) added in chunk order:
-    the one order of the float sums, whatever the threads."""
-    totals = partial[0].copy()
-    for chunk in range(1, SUM_CHUNKS):
-        totals += partial[chunk]
-    return totals
+    the one order of the float sums, whatever the threads. A typed loop (each
+    entry's chunks added one by one, as NumPy's chunk-by-chunk += did: the
+    same numbers), run a few times per depth."""
+    cdef const double[:, ::1] chunks = np.ascontiguousarray(partial, dtype=np.float64).reshape(
+        partial.shape[0], -1)
+    totals = np.array(chunks[0], copy=True) if chunks.shape[0] else np.zeros(0)
+    cdef double[::1] total_view = totals
+    cdef Py_ssize_t chunk, entry
+    for chunk in range(1, chunks.shape[0]):
+        for entry in range(chunks.shape[1]):
+            total_view[entry] += chunks[chunk, entry]
+    return totals.reshape(partial.shape[1:])
 
 
 def chunk_totals(partial, Py_ssize_t n_slots):

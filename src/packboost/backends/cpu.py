@@ -425,26 +425,19 @@ class CpuBackend:
         if best is None or sums is None or len(split) == 0:
             return None
         best, features = best
-        n_slots = len(split_threshold)
-        if (best.left_gradients is None or len(best.column) != n_slots
-                or len(sums.count) != n_slots or np.any(best.column[split] < 0)
-                or np.isnan(best.left_gradients[split]).any()):
+        if best.left_gradients is None:
             return None
-        split_feature = np.asarray(split_feature)
-        if not (np.array_equal(features[best.column[split]], split_feature[split])
-                and np.array_equal(best.threshold[split], np.asarray(split_threshold)[split])
-                and np.array_equal(best.missing_left[split],
-                                   np.asarray(split_missing_left)[split])):
-            return None
-        out = []
-        for parent, left_sums, dtype in ((sums.gradients, best.left_gradients, np.float64),
-                                         (sums.hessians, best.left_hessians, np.float64),
-                                         (sums.count, best.left_count, np.int64)):
-            child = np.empty(2 * len(split), dtype=dtype)
-            child[0::2] = left_sums[split]
-            child[1::2] = parent[split] - child[0::2]
-            out.append(child)
-        return out
+        as_array = np.ascontiguousarray
+        return _partition.children_sums(
+            as_array(split, dtype=np.int64), as_array(best.column, dtype=np.int64),
+            as_array(features, dtype=np.int32), as_array(split_feature, dtype=np.int32),
+            as_array(split_threshold, dtype=np.int32), as_array(split_missing_left, dtype=np.uint8),
+            as_array(best.threshold, dtype=np.int32), as_array(best.missing_left, dtype=np.uint8),
+            as_array(best.left_gradients, dtype=np.float64),
+            as_array(best.left_hessians, dtype=np.float64),
+            as_array(best.left_count, dtype=np.float64),
+            as_array(sums.gradients, dtype=np.float64), as_array(sums.hessians, dtype=np.float64),
+            as_array(sums.count, dtype=np.int64))
 
     def training_leaves(self) -> np.ndarray:
         """Every training row's leaf (node id in its tree) in every tree of
