@@ -432,3 +432,94 @@ def test_slot_sums_match_the_oracle_with_unsampled_rows(pack_size, n_rows, sampl
                                                       scattered_samples=scattered),
                                  (g, h, count, g2), strict=True):
             np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("n_slots", [0, 1, 6, 40])
+def test_split_column_starts_are_the_distinct_split_columns(n_slots):
+    """route_rows' prefetch list: each split column's start once, ascending
+    (np.unique of the slots' starts), none for slots that do not split."""
+    rng = np.random.default_rng(n_slots)
+    n_features, n_rows = 9, 50
+    feature = rng.integers(-1, n_features, n_slots).astype(np.int32)
+    threshold = rng.integers(0, 3, n_slots).astype(np.int32)
+    missing_left = rng.integers(0, 2, n_slots).astype(np.uint8)
+    left_child = np.where(feature >= 0, 2 * np.arange(n_slots), -1).astype(np.int32)
+    n_bins = np.full(n_features, 4, np.int32)
+    routes = _partition.slot_routes(feature, threshold, missing_left, left_child, n_bins, n_rows)
+    starts = routes["column_start"]
+    np.testing.assert_array_equal(_partition.split_column_starts(routes, n_features, n_rows),
+                                  np.unique(starts[starts >= 0]))
+    assert len(_partition.split_column_starts(routes, n_features, 0)) == 0
+
+
+@pytest.mark.parametrize("shape", [(16, 1), (16, 7), (16, 5, 4)])
+def test_in_chunk_order_adds_the_chunks_in_order(shape):
+    """The chunks' partial sums added first to last, entry by entry: the
+    numbers of NumPy's chunk-by-chunk +=, bit for bit (float addition is
+    not associative, so another order could differ)."""
+    rng = np.random.default_rng(len(shape))
+    partial = rng.normal(size=shape) * 10.0 ** rng.integers(-8, 8, size=shape)
+    expected = partial[0].copy()
+    for chunk in range(1, shape[0]):
+        expected += partial[chunk]
+    got = _partition.in_chunk_order(partial)
+    assert got.shape == shape[1:]
+    np.testing.assert_array_equal(got, expected)
+
+
+def _children_arguments(rng, n_slots, n_candidates):
+    """A frontier whose best candidates are the splits made: children_sums'
+    arguments and the split slots."""
+    candidate_features = np.sort(rng.choice(30, n_candidates, replace=False)).astype(np.int32)
+    column = rng.integers(-1, n_candidates, n_slots).astype(np.int64)
+    split = np.flatnonzero(column >= 0).astype(np.int64)
+    split_feature = np.where(column >= 0, candidate_features[np.maximum(column, 0)], -1)
+    threshold = rng.integers(0, 5, n_slots).astype(np.int32)
+    missing = rng.integers(0, 2, n_slots).astype(np.uint8)
+    count = rng.integers(10, 100, n_slots).astype(np.int64)
+    left_count = np.floor(count * rng.random(n_slots))
+    grid = 2.0 ** -20    # fixed-point grid values: the differences are exact
+    gradients = rng.integers(-2**20, 2**20, n_slots) * grid
+    left_gradients = rng.integers(-2**20, 2**20, n_slots) * grid
+    hessians = count.astype(np.float64)
+    left_hessians = left_count.copy()
+    args = dict(split=split, column=column, candidate_features=candidate_features,
+                split_feature=split_feature.astype(np.int32), split_threshold=threshold,
+                split_missing_left=missing, best_threshold=threshold.copy(),
+                best_missing_left=missing.copy(), left_gradients=left_gradients,
+                left_hessians=left_hessians, left_count=left_count, gradients=gradients,
+                hessians=hessians, count=count)
+    return args
+
+
+@pytest.mark.parametrize("n_slots", [1, 8, 33])
+def test_children_sums_from_the_best_left_sums(n_slots):
+    """Children 2k, 2k + 1 of split slot k: the best candidate's left sums
+    and the slot's minus them; None (the routing sums the rows) when a split
+    is not its slot's best candidate or the left sums are not known."""
+    rng = np.random.default_rng(n_slots)
+    args = _children_arguments(rng, n_slots, 6)
+    split = args["split"]
+    got = _partition.children_sums(**args)
+    if len(split) == 0:
+        assert [len(part) for part in got] == [0, 0, 0]
+        return
+    for name, parent, left, out in (("g", args["gradients"], args["left_gradients"], got[0]),
+                                    ("h", args["hessians"], args["left_hessians"], got[1]),
+                                    ("c", args["count"], args["left_count"], got[2])):
+        np.testing.assert_array_equal(out[0::2], left[split], err_msg=name)
+        np.testing.assert_array_equal(out[1::2], parent[split] - left[split], err_msg=name)
+    assert got[2].dtype == np.int64
+    slot = split[-1]
+    for field, change in (("split_feature", 100), ("split_threshold", 1),
+                          ("split_missing_left", 1)):
+        other = dict(args)
+        other[field] = args[field].copy()
+        other[field][slot] = (other[field][slot] + change) % (200 if field != "split_missing_left"
+                                                              else 2)
+        assert _partition.children_sums(**other) is None, field
+    unknown = dict(args, left_gradients=args["left_gradients"].copy())
+    unknown["left_gradients"][slot] = np.nan
+    assert _partition.children_sums(**unknown) is None
+    short = dict(args, count=args["count"][:-1])
+    assert _partition.children_sums(**short) is None

@@ -597,3 +597,85 @@ def test_slot_left_is_the_winners_left_child_whatever_the_threads(best_per_slot,
         np.testing.assert_array_equal(
             [best.left_gradients[slot], best.left_hessians[slot], best.left_count[slot]],
             first[slot, 1:])
+
+
+def _best_of_table_oracle(found):
+    """BestSplits.of_table's fields as NumPy expressions (what the typed
+    _split.best_of_table replaced)."""
+    score, has = found["score"], found["found"] != 0
+    masked = np.where(has, score, -np.inf)
+    column = np.full(len(score), -1, dtype=np.int64)
+    for slot in range(len(score)):
+        candidates = np.flatnonzero(has[slot])
+        if len(candidates):
+            best = candidates[np.argmax(masked[slot, candidates])]   # first maximum
+            column[slot] = best
+    slots, chosen, known = np.arange(len(column)), np.maximum(column, 0), column >= 0
+    out = dict(column=column,
+               score=np.where(known, score[slots, chosen], -np.inf),
+               gain=np.where(known, found["gain"][slots, chosen], 0.0),
+               threshold=np.where(known, found["threshold"][slots, chosen], 0),
+               missing_left=np.where(known, found["missing_left"][slots, chosen], 0))
+    if "slot_left" in found:
+        first = found["slot_left"]
+        winner = known & (first[:, 0] == column)
+        for name, field in (("left_gradients", 1), ("left_hessians", 2), ("left_count", 3)):
+            out[name] = np.where(winner, first[:, field], np.nan)
+    return out
+
+
+@pytest.mark.parametrize("n_slots,n_candidates", [(0, 3), (1, 1), (5, 4), (37, 9)])
+@pytest.mark.parametrize("with_left", [False, True])
+def test_best_of_table_matches_its_numpy_oracle(n_slots, n_candidates, with_left):
+    """Each slot's first maximum over the found candidates (ties to the
+    lower column), -1 / -inf / 0 without one, and the winner's left sums
+    only where the record names the winner (NaN otherwise)."""
+    rng = np.random.default_rng(n_slots * 10 + n_candidates)
+    shape = (n_slots, n_candidates)
+    found = dict(score=rng.integers(-2, 3, shape).astype(np.float64),   # many ties
+                 gain=rng.normal(size=shape),
+                 threshold=rng.integers(0, 7, shape).astype(np.int32),
+                 missing_left=rng.integers(0, 2, shape).astype(np.uint8),
+                 found=(rng.random(shape) < 0.6).astype(np.uint8))
+    if n_slots:
+        found["found"][0] = 0                       # a slot without a candidate
+    if with_left:
+        left = rng.normal(size=(n_slots, 4))
+        left[:, 0] = rng.integers(-1, n_candidates, n_slots)   # sometimes not the winner
+        left[rng.random(n_slots) < 0.2, 0] = np.nan
+        found["slot_left"] = left
+    got, expected = _split.best_of_table(found), _best_of_table_oracle(found)
+    assert set(got) == set(expected)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    assert got["threshold"].dtype == np.int32 and got["missing_left"].dtype == np.uint8
+
+
+@pytest.mark.parametrize("per_tree", [False, True])
+@pytest.mark.parametrize("n_candidates,features_per_pass", [(1, 64), (7, 3), (20, 64), (70, 64)])
+def test_block_buffer_cells_holds_the_longest_run(monkeypatch, per_tree, n_candidates,
+                                                  features_per_pass):
+    """The block buffer's run is a block's widths summed (whole runs), or
+    with runs per tree the longest tree's share; the group as many slots as
+    the budget holds, at least one."""
+    monkeypatch.setattr(_split, "RUNS_PER_TREE", per_tree)
+    rng = np.random.default_rng(n_candidates)
+    n_bins = rng.integers(1, 9, 80).astype(np.int32)
+    features = np.sort(rng.choice(80, n_candidates, replace=False)).astype(np.int32)
+    uses = (rng.random((n_candidates, 4)) < 0.5).astype(np.uint8)
+    widths = n_bins[features].astype(np.int64) + 1
+    per_pass, n_blocks = _split.feature_blocks(n_candidates, features_per_pass)
+    whole = max(int(widths[b * per_pass:(b + 1) * per_pass].sum()) for b in range(n_blocks))
+    tree_runs = max(int((widths[b * per_pass:(b + 1) * per_pass, None]
+                         * uses[b * per_pass:(b + 1) * per_pass]).sum(axis=0).max())
+                    for b in range(n_blocks))
+    for n_slots, budget in ((1, 1), (16, 1 << 20), (64, 1 << 12)):
+        group, size = _split.block_buffer_cells(features, n_bins, uses, n_slots, 5, 2, 2,
+                                                budget, features_per_pass)
+        assert 1 <= group <= n_slots
+        run = size // (5 * group * 2)
+        assert size == 5 * group * run * 2
+        assert run == whole if not per_tree else run in (whole, tree_runs)
+        assert run >= tree_runs
+        if group > 1:
+            assert group * run * 5 * 2 * 8 <= 2 * budget
