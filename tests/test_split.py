@@ -679,3 +679,31 @@ def test_block_buffer_cells_holds_the_longest_run(monkeypatch, per_tree, n_candi
         assert run >= tree_runs
         if group > 1:
             assert group * run * 5 * 2 * 8 <= 2 * budget
+
+
+def _slot_first_maximum_oracle(records):
+    """slot_first_maximum as NumPy expressions (what the typed loop replaced)."""
+    slots = np.arange(records.shape[1])
+    score = records[:, :, 0]
+    top = score == score.max(axis=0, initial=-np.inf)
+    thread = np.argmin(np.where(top, records[:, :, 1], np.inf), axis=0)
+    chosen = records[thread, slots, 1:].copy()
+    chosen[~np.isfinite(chosen[:, 0])] = np.nan
+    return chosen
+
+
+@pytest.mark.parametrize("n_threads,n_slots", [(1, 1), (2, 7), (5, 30)])
+def test_slot_first_maximum_matches_its_numpy_oracle(n_threads, n_slots):
+    """Of the threads' records, each slot's highest score, then its lowest
+    position (the first such thread); NaN for a slot no thread found."""
+    rng = np.random.default_rng(n_threads * 100 + n_slots)
+    records = np.zeros((n_threads, n_slots, 5))
+    records[:, :, 0] = rng.integers(-1, 2, (n_threads, n_slots))        # ties
+    records[:, :, 1] = rng.integers(0, 3, (n_threads, n_slots))         # tied positions too
+    records[:, :, 2:] = rng.normal(size=(n_threads, n_slots, 3))
+    none = rng.random((n_threads, n_slots)) < 0.3                       # no tile on a thread
+    records[none, 0], records[none, 1] = -np.inf, np.inf
+    records[:, 0, 0], records[:, 0, 1] = -np.inf, np.inf                 # a slot no thread found
+    got = _split.slot_first_maximum(records)
+    np.testing.assert_array_equal(got, _slot_first_maximum_oracle(records))
+    assert np.isnan(got[0]).all()

@@ -262,12 +262,17 @@ def assemble_pack(levels: list, next_local: np.ndarray, layer_features) -> Pack:
     children become pack-absolute."""
     tree_offsets = np.concatenate([[0], np.cumsum(next_local)]).astype(np.int64)
     nodes = empty_nodes(int(tree_offsets[-1]))
-    for level_tree, level_local, level in levels:
-        position = tree_offsets[level_tree] + level_local
-        for name, values in level.items():
-            if name in ("left_child", "right_child"):
-                values = np.where(values >= 0, values + tree_offsets[level_tree], -1)
-            nodes[name][position] = values
+    if not levels:
+        return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
+    # Every level's slots at once (one scatter per field, not one per level
+    # and field: this ran per pack).
+    offset = tree_offsets[np.concatenate([level_tree for level_tree, _, _ in levels])]
+    position = offset + np.concatenate([level_local for _, level_local, _ in levels])
+    for name in levels[0][2]:
+        values = np.concatenate([level[name] for _, _, level in levels])
+        if name in ("left_child", "right_child"):
+            values = np.where(values >= 0, values + offset, -1)
+        nodes[name][position] = values
     return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
 
 
