@@ -374,6 +374,10 @@ def test_add_leaf_values_reads_the_last_frontiers_leaves(n_rows, n_threads):
                              node_of_row=codes, slot_node=slot_node)
     np.testing.assert_array_equal(lazily, by_pass)
     assert not np.array_equal(by_pass, start)
+    expected = start.copy()            # the trees' values added in order, one by one
+    for tree in range(written.shape[1]):
+        expected += value[roots[tree] + written[:, tree]]
+    np.testing.assert_array_equal(by_pass, expected)
     with pytest.raises(ValueError, match="not slots"):
         _predict.add_leaf_values(leaf_of_row, value, roots, lazily, n_threads,
                                  node_of_row=codes, slot_node=slot_node[:2])

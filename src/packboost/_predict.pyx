@@ -128,6 +128,7 @@ def add_leaf_values(
     cdef Py_ssize_t n_rows = leaf_of_row.shape[0], n_trees = leaf_of_row.shape[1]
     cdef Py_ssize_t row, tree, leaf
     cdef node_index_t code
+    cdef score_t total
     cdef bint pending = node_of_row is not None
     if pending != (slot_node is not None):
         raise ValueError("node_of_row and slot_node go together")
@@ -140,12 +141,18 @@ def add_leaf_values(
     if not pending:
         for row in prange(n_rows, nogil=True, schedule='dynamic', chunksize=ROWS_PER_TASK,
                           num_threads=max(1, min(n_threads, n_rows))):
+            # The row's sum in a register, trees in order: out[row] +=
+            # reloaded it after every store (out may alias value), a chain
+            # of store-to-load round trips per row.
+            total = out[row]
             for tree in range(n_trees):
-                out[row] += value[tree_roots[tree] + leaf_of_row[row, tree]]
+                total = total + value[tree_roots[tree] + leaf_of_row[row, tree]]
+            out[row] = total
         return
     cdef Py_ssize_t n_slots = slot_node.shape[0], n_outside = 0
     for row in prange(n_rows, nogil=True, schedule='dynamic', chunksize=ROWS_PER_TASK,
                       num_threads=max(1, min(n_threads, n_rows))):
+        total = out[row]
         for tree in range(n_trees):
             code = node_of_row[row, tree]
             if code == -1:
@@ -159,7 +166,8 @@ def add_leaf_values(
                     n_outside += 1  # not a slot of the frontier: reported below
                     continue
                 leaf = slot_node[code]
-            out[row] += value[tree_roots[tree] + leaf]
+            total = total + value[tree_roots[tree] + leaf]
+        out[row] = total
     if n_outside:
         raise ValueError(f"{n_outside} codes of node_of_row are not slots of the "
                          f"{n_slots}-slot frontier")
