@@ -67,8 +67,9 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
             n_keep = _fraction_count(params["era_subsample"], n_eras)
             era_keep[tree] = 0
             era_keep[tree, rng.choice(n_eras, size=n_keep, replace=False)] = 1
-            # Rows are era-sorted: the kept eras' runs of rows.
-            n_rows = int(era_sizes[era_keep[tree] != 0].sum())
+            if params["row_subsample"] < 1.0:
+                # Rows are era-sorted: the kept eras' runs of rows.
+                n_rows = int(era_sizes[era_keep[tree] != 0].sum())
         if params["row_subsample"] < 1.0 and n_rows > 1:
             keep = rng.random(n_rows) < params["row_subsample"]
             if not keep.any():
