@@ -35,7 +35,7 @@ from libc.string cimport memmove
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t
 from packboost._slot_sums cimport (SUM_CHUNKS, TRASH_ROWS, add_row_to_slot, add_rows_to_chunk,
-                                   slot_or_trash)
+                                   slot_or_trash, unsampled_if)
 from packboost._histogram cimport MAX_PACK_SIZE
 from packboost._tasks cimport ROWS_PER_TASK
 from packboost._route cimport (route_vector_supported, route_entries, ROUTE_MISSING_SHIFT,
@@ -123,7 +123,7 @@ cdef inline void route_row(
         if code == -1:
             continue
         negative = code >> 31  # -1 for an unsampled code -2 - slot, else 0
-        slot = (code ^ negative) + negative
+        slot = unsampled_if(code, negative)
         route = routes + slot
         if route.column_start < 0:
             row_leaves[tree] = slot_node[slot]
@@ -134,7 +134,7 @@ cdef inline void route_row(
         if value == route.missing_code:
             child = route.missing_child
         if trash_slot >= 0:
-            row_codes[tree] = (child ^ negative) + negative  # child, or -2 - child
+            row_codes[tree] = unsampled_if(child, negative)  # child, or -2 - child
             target = slot_or_trash(child, code, trash_slot, tree)
             if sums != NULL:
                 add_row_to_slot(sums + 4 * target, gradient, hessian, squared)

@@ -26,6 +26,7 @@ from packboost.tree cimport (TreeNodes, bin_code_t, bin_index_t, feature_index_t
                              predict_rows_binned, predict_rows_raw, raw_value_t)
 from packboost._types cimport score_t
 from packboost._tasks cimport ROWS_PER_TASK
+from packboost._slot_sums cimport unsampled_if
 
 cdef enum:
     ROW_BLOCK = 128
@@ -160,8 +161,8 @@ def add_leaf_values(
             else:
                 # the slot of a code c >= 0 or -2 - slot, by masks (a row
                 # subsample makes the signs random; a branch on them was
-                # mispredicted): (c ^ m) + m with m = -1 for c < 0 is -2 - c
-                code = (code ^ (code >> 31)) + (code >> 31)
+                # mispredicted)
+                code = unsampled_if(code, code >> 31)
                 if code >= n_slots:
                     n_outside += 1  # not a slot of the frontier: reported below
                     continue

@@ -47,6 +47,15 @@ cdef extern from *:
                                                double squared) noexcept nogil
 
 
+cdef inline node_index_t unsampled_if(node_index_t value, node_index_t negative) noexcept nogil:
+    """``value`` where ``negative`` is 0, ``-2 - value`` where it is -1 (a
+    code's ``code >> 31``): by masks, ``(v ^ m) + m``, not a branch on the
+    code's sign (random under a row subsample). The mapping is its own
+    inverse: a code's slot is ``unsampled_if(code, code >> 31)``, and a slot
+    moved to ``child`` keeps its sampling as ``unsampled_if(child, negative)``."""
+    return (value ^ negative) + negative
+
+
 cdef inline node_index_t slot_or_trash(node_index_t slot, node_index_t code,
                                        node_index_t trash_slot, Py_ssize_t tree) noexcept nogil:
     """``slot`` where the tree's ``code`` is a sampled row's (>= 0), else the
