@@ -438,6 +438,49 @@ def test_slot_sums_match_the_oracle_with_unsampled_rows(pack_size, n_rows, sampl
             np.testing.assert_array_equal(got, expected)
 
 
+
+@pytest.mark.parametrize("sizes", [[0], [1], [3], [2, 0, 5, 1], [1] * 9, [0, 17, 0, 0, 40, 3],
+                                   [7000, 0, 30000, 3000]])
+@pytest.mark.parametrize("pack_size", [1, 3, 4, 8, 9])
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_root_sums_are_slot_sums_of_the_roots_bit_for_bit(sizes, pack_size, n_threads):
+    """A pack's roots from the era flags (root_sums) give slot_sums' four
+    sums of the table start_pack_eras writes, to the bit (sign of zero
+    included) -- on gradients off any grid, where the order of additions
+    shows: empty eras, chunks cut inside an era, a tree keeping every era or
+    none, -0.0 gradients, more trees than a vector's lanes."""
+    era_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n_rows = int(era_offsets[-1])
+    rng = np.random.default_rng(len(sizes) * 100 + pack_size)
+    era_keep = (rng.random((pack_size, len(sizes))) < 0.6).astype(np.uint8)
+    era_keep[0] = 1
+    if pack_size > 1:
+        era_keep[1] = 0
+    gradients = rng.normal(size=n_rows) * np.exp(rng.normal(size=n_rows) * 5)
+    gradients[::7] = -0.0
+    hessians = rng.uniform(0.1, 3.0, n_rows)
+    table = np.empty((n_rows, pack_size), dtype=np.int32)
+    _partition.start_pack_eras(table, era_keep, era_offsets, 2)
+    expected = _partition.slot_sums(gradients, hessians, table, pack_size, 2)
+    got = _partition.root_sums(gradients, hessians, era_keep, era_offsets, n_threads)
+    for name, a, b in zip(("gradients", "hessians", "count", "squares"), got, expected,
+                          strict=True):
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+        np.testing.assert_array_equal(np.signbit(a), np.signbit(b), err_msg=name)
+    assert got[2][1 if pack_size > 1 else 0] == (0 if pack_size > 1 else n_rows)
+
+
+def test_root_sums_check_their_arguments():
+    offsets = np.array([0, 4, 10], dtype=np.int64)
+    with pytest.raises(ValueError, match="hessians must have 10"):
+        _partition.root_sums(np.zeros(10), np.zeros(9), np.ones((2, 2), np.uint8), offsets)
+    with pytest.raises(ValueError, match="from 0 to 10"):
+        _partition.root_sums(np.zeros(10), np.zeros(10), np.ones((2, 2), np.uint8),
+                             np.array([0, 4, 9], dtype=np.int64))
+    with pytest.raises(ValueError, match="4 entries"):  # three eras flagged, two given
+        _partition.root_sums(np.zeros(10), np.zeros(10), np.ones((2, 3), np.uint8), offsets)
+
 @pytest.mark.parametrize("n_slots", [0, 1, 6, 40])
 def test_split_column_starts_are_the_distinct_split_columns(n_slots):
     """route_rows' prefetch list: each split column's start once, ascending

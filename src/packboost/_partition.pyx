@@ -35,7 +35,8 @@ from libc.string cimport memmove
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t
 from packboost._slot_sums cimport (SUM_CHUNKS, TRASH_ROWS, add_row_to_slot, add_rows_to_chunk,
-                                   slot_or_trash, unsampled_if)
+                                   root_chunk_sums, ROOT_LANES, slot_or_trash,
+                                   unsampled_if)
 from packboost._histogram cimport MAX_PACK_SIZE
 from packboost._tasks cimport ROWS_PER_TASK
 from packboost._route cimport (route_vector_supported, route_entries, ROUTE_MISSING_SHIFT,
@@ -792,6 +793,61 @@ def slot_sums(
                               min(n_rows, (chunk + 1) * chunk_rows), &partial_view[chunk, 0, 0],
                               <node_index_t>n_slots if scattered_samples else -1)
     return chunk_totals(partial, n_slots)
+
+
+def root_sums(
+        const double[::1] gradients,                # IN  (n_rows,)
+        const double[::1] hessians,                 # IN  (n_rows,)
+        const uint8_t[:, ::1] era_keep,             # IN  (pack_size, n_eras) 1: kept
+        const offset_t[::1] era_offsets,            # IN  (n_eras + 1,) rows era-sorted
+        int n_threads=1,
+):
+    """slot_sums of a pack's roots where every tree keeps whole eras (slot
+    ``t``: the rows of tree ``t``'s kept eras, as start_pack_eras writes
+    them): the same four sums, bit for bit, from the era flags instead of
+    the table -- the same chunks, each chunk's rows added in row order, the
+    chunks' partials in chunk order (pb_root_chunk_sums keeps each tree's
+    sums in a vector lane: no table to read, no store-to-load chain per
+    row)."""
+    cdef Py_ssize_t pack_size = era_keep.shape[0], n_eras = era_keep.shape[1]
+    cdef Py_ssize_t n_rows = gradients.shape[0]
+    if hessians.shape[0] != n_rows:
+        raise ValueError(f"hessians must have {n_rows} entries, like gradients")
+    if (era_offsets.shape[0] != n_eras + 1 or era_offsets[0] != 0
+            or era_offsets[n_eras] != n_rows):
+        raise ValueError(f"era_offsets must have {n_eras + 1} entries from 0 to {n_rows}")
+    partial = chunk_partials(pack_size)
+    cdef double[:, :, ::1] partial_view = partial
+    cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
+    cdef Py_ssize_t chunk, first, last, era, tree0
+    if n_rows > 0 and pack_size > 0:
+        for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
+                            num_threads=max(1, min(n_threads, SUM_CHUNKS))):
+            first = chunk * chunk_rows
+            last = min(n_rows, first + chunk_rows)
+            if first >= last:
+                continue
+            era = era_holding(&era_offsets[0], n_eras, first)
+            tree0 = 0
+            while tree0 < pack_size:
+                root_chunk_sums(&gradients[0], &hessians[0], first, last, &era_offsets[0], era,
+                                &era_keep[0, 0], n_eras, tree0, min(ROOT_LANES, pack_size - tree0),
+                                &partial_view[chunk, 0, 0])
+                tree0 = tree0 + ROOT_LANES
+    return chunk_totals(partial, pack_size)
+
+
+cdef inline Py_ssize_t era_holding(const offset_t* era_offsets, Py_ssize_t n_eras,
+                                   Py_ssize_t row) noexcept nogil:
+    """The era whose rows include ``row`` (binary search; empty eras skipped)."""
+    cdef Py_ssize_t low = 0, high = n_eras - 1, middle
+    while low < high:  # the last era whose first row is <= row
+        middle = (low + high + 1) // 2
+        if era_offsets[middle] <= row:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def active_rows(

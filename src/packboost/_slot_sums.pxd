@@ -7,6 +7,8 @@
 # slot's (g, h, count, g^2) side by side, added as two pairs
 # (add_row_to_slot), then trash rows that the rows no tree sampled add to.
 
+from libc.stdint cimport int64_t, uint8_t
+
 from packboost.tree cimport node_index_t
 from packboost._types cimport gradient_t
 
@@ -45,6 +47,106 @@ cdef extern from *:
     """
     void add_row_to_slot "pb_add_row_to_slot" (double* sums, double gradient, double hessian,
                                                double squared) noexcept nogil
+
+
+cdef extern from *:
+    """
+    /* The roots' sums of one chunk of rows [first, last) where trees keep
+       whole eras (a pack's roots: slot t holds tree t's kept eras), for the
+       trees [tree0, tree0 + n_trees), n_trees <= PB_ROOT_LANES: into
+       `partial` (a chunk partial, slot-major (g, h, count, g^2)), what
+       pb_add_row_to_slot gives row by row from the table, bit for bit. Each
+       tree's sums are lanes of vectors kept in registers, added row by row
+       in row order; a tree
+       that does not keep the row's era adds +0.0 (its lane masked to zero),
+       which leaves an IEEE sum unchanged: the sums start at +0.0 and never
+       become -0.0 (x + y is -0.0 only when both are). Counts are the kept
+       rows, added per era (whole numbers: exact either way). `era` is the
+       era holding row `first`; era_keep[tree * n_eras + era]. */
+    #define PB_ROOT_LANES 4
+    static void pb_root_chunk_sums(
+        const double *gradients, const double *hessians, Py_ssize_t first, Py_ssize_t last,
+        const int64_t *era_offsets, Py_ssize_t era, const uint8_t *era_keep, Py_ssize_t n_eras,
+        Py_ssize_t tree0, Py_ssize_t n_trees, double *partial)
+    {
+    #if defined(__GNUC__)
+        /* pairs of lanes (16 bytes: SSE2 registers; wider vectors on plain
+           x86-64 went through the stack, a store-to-load wait per row) */
+        typedef double pb_pair __attribute__((vector_size(16)));
+        typedef long long pb_pair_mask __attribute__((vector_size(16)));
+        const pb_pair zero = {0.0, 0.0};
+        pb_pair gradient_low = zero, gradient_high = zero, hessian_low = zero;
+        pb_pair hessian_high = zero, square_low = zero, square_high = zero;
+        double count[PB_ROOT_LANES] = {0, 0, 0, 0};
+        double lanes[3][PB_ROOT_LANES];
+        Py_ssize_t row = first, end, t;
+        while (row < last) {
+            while (era_offsets[era + 1] <= row)
+                ++era;                          /* empty eras hold no row */
+            end = era_offsets[era + 1] < last ? era_offsets[era + 1] : last;
+            long long keep[PB_ROOT_LANES] = {0, 0, 0, 0};
+            for (t = 0; t < n_trees; ++t)
+                if (era_keep[(tree0 + t) * n_eras + era]) {
+                    keep[t] = -1;
+                    count[t] += (double)(end - row);
+                }
+            const pb_pair_mask low = {keep[0], keep[1]}, high = {keep[2], keep[3]};
+            for (; row < end; ++row) {
+                const double g = gradients[row], h = hessians[row], s = g * g;
+                const pb_pair_mask gv = (pb_pair_mask)(pb_pair){g, g};
+                const pb_pair_mask hv = (pb_pair_mask)(pb_pair){h, h};
+                const pb_pair_mask sv = (pb_pair_mask)(pb_pair){s, s};
+                gradient_low += (pb_pair)(gv & low);
+                gradient_high += (pb_pair)(gv & high);
+                hessian_low += (pb_pair)(hv & low);
+                hessian_high += (pb_pair)(hv & high);
+                square_low += (pb_pair)(sv & low);
+                square_high += (pb_pair)(sv & high);
+            }
+        }
+        __builtin_memcpy(lanes[0], &gradient_low, sizeof gradient_low);
+        __builtin_memcpy(lanes[0] + 2, &gradient_high, sizeof gradient_high);
+        __builtin_memcpy(lanes[1], &hessian_low, sizeof hessian_low);
+        __builtin_memcpy(lanes[1] + 2, &hessian_high, sizeof hessian_high);
+        __builtin_memcpy(lanes[2], &square_low, sizeof square_low);
+        __builtin_memcpy(lanes[2] + 2, &square_high, sizeof square_high);
+        for (t = 0; t < n_trees; ++t) {
+            double *sums = partial + 4 * (tree0 + t);
+            sums[0] = lanes[0][t];
+            sums[1] = lanes[1][t];
+            sums[2] = count[t];
+            sums[3] = lanes[2][t];
+        }
+    #else
+        /* the same additions a tree at a time */
+        Py_ssize_t t, row, e, end;
+        for (t = 0; t < n_trees; ++t) {
+            double *sums = partial + 4 * (tree0 + t);
+            sums[0] = sums[1] = sums[2] = sums[3] = 0.0;
+            for (row = first, e = era; row < last; ) {
+                while (era_offsets[e + 1] <= row)
+                    ++e;
+                end = era_offsets[e + 1] < last ? era_offsets[e + 1] : last;
+                if (!era_keep[(tree0 + t) * n_eras + e]) {
+                    row = end;
+                    continue;
+                }
+                sums[2] += (double)(end - row);
+                for (; row < end; ++row) {
+                    sums[0] += gradients[row];
+                    sums[1] += hessians[row];
+                    sums[3] += gradients[row] * gradients[row];
+                }
+            }
+        }
+    #endif
+    }
+    """
+    void root_chunk_sums "pb_root_chunk_sums" (
+        const double* gradients, const double* hessians, Py_ssize_t first, Py_ssize_t last,
+        const int64_t* era_offsets, Py_ssize_t era, const uint8_t* era_keep, Py_ssize_t n_eras,
+        Py_ssize_t tree0, Py_ssize_t n_trees, double* partial) noexcept nogil
+    int ROOT_LANES "PB_ROOT_LANES"
 
 
 cdef inline node_index_t unsampled_if(node_index_t value, node_index_t negative) noexcept nogil:

@@ -112,6 +112,9 @@ class CpuBackend:
         # The node ids of the last frontier once no slot splits (route_rows):
         # rows still in its slots are in those leaves (add_pack).
         self._last_slot_node = None
+        # The roots' era flags where the trees keep whole eras (begin_pack):
+        # slot_sums of the roots from them, until the first route_rows.
+        self._root_era_keep = None
 
     def _free_buffers(self) -> None:
         self._buffers = [np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)]
@@ -144,6 +147,9 @@ class CpuBackend:
             _partition.start_pack_eras(self.node_of_row, tree_samples.era_keep,
                                        self.data.era_offsets, self.n_threads,
                                        row_keep=tree_samples.row_keep)
+            if tree_samples.whole_eras:
+                self._root_era_keep = np.ascontiguousarray(tree_samples.era_keep,
+                                                           dtype=np.uint8)
         else:
             _partition.start_pack(self.node_of_row, list(tree_samples), self.n_threads)
 
@@ -152,6 +158,12 @@ class CpuBackend:
         routed, self._routed_sums = self._routed_sums, None
         if routed is not None and routed[0] == n_slots:
             sums = routed[1]
+        elif self._root_era_keep is not None and n_slots == self.pack_size:
+            # The roots from the era flags, not the table: the same sums
+            # (root_sums), a sixth of the time.
+            sums = SlotSums(*_partition.root_sums(fixed.gradients, fixed.hessians,
+                                                  self._root_era_keep, self.data.era_offsets,
+                                                  self.n_threads))
         else:
             sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
                                                   self.node_of_row, n_slots, self.n_threads,
@@ -363,6 +375,7 @@ class CpuBackend:
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node, *, split_children=True) -> None:
         data = self.data
+        self._root_era_keep = None  # the table moves on from the roots
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
         best, self._best = self._best, None
         if len(split) == 0:
