@@ -222,6 +222,70 @@ def test_vector_route_matches_the_scalar_loop_and_the_oracle(pack_size, n_rows, 
                                                 @ gradients ** 2 for slot in range(n_next)])
 
 
+
+@pytest.mark.parametrize("pack_size", [4, 8, 16])
+@pytest.mark.parametrize("n_rows", [1, 5, 64, 65, 1000])
+@pytest.mark.parametrize("slots_per_tree", [1, 2, 4, 5])
+@pytest.mark.parametrize("sampling", ["rows", "eras"])
+def test_squares_in_lanes_are_the_squares_entry_by_entry(pack_size, n_rows, slots_per_tree,
+                                                         sampling):
+    """Given each slot's tree, the vector loop keeps the squares of trees
+    with at most four children in vector lanes (pb_add_squares_by_lanes):
+    the same sums, to the bit, as the loop entry by entry and the scalar
+    loop -- one to ten children per tree (over four: refused, entry by entry),
+    trees without a split, unsampled and finished codes, ties."""
+    rng = np.random.default_rng(pack_size * 1000 + n_rows * 10 + slots_per_tree)
+    codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
+        rng, n_rows, pack_size, slots_per_tree, 3, 4,
+        era_rows=150 if sampling == "eras" else None)
+    feature[:slots_per_tree] = -1  # the first tree does not split
+    left_child[:] = -1
+    left_child[feature >= 0] = 2 * np.arange(int((feature >= 0).sum()), dtype=np.int32)
+    slot_tree = np.repeat(np.arange(pack_size, dtype=np.int32), slots_per_tree)
+    gradients = rng.normal(size=n_rows) * np.exp(rng.normal(size=n_rows) * 4)
+    gradients[rng.random(n_rows) < 0.3] = 0.25  # ties
+    n_next = 2 * int((feature >= 0).sum())
+    children = _partition.tree_children(slot_tree, left_child, pack_size)
+    if slots_per_tree <= 2:
+        assert children is not None
+        assert children[1].max() == 2 * max(
+            int((feature[slot_tree == tree] >= 0).sum()) for tree in range(pack_size))
+    results = []
+    try:
+        for vector, trees, scattered in itertools.product((False, True), (None, slot_tree),
+                                                          (False, True)):
+            _partition.VECTOR_ROUTE = vector
+            moved = codes.copy()
+            leaves = np.full(codes.shape, -7, dtype=np.int32)
+            results.append(_partition.route_rows(
+                X, moved, feature, threshold, missing_left, left_child, n_bins, slot_node,
+                leaves, 2, gradients, np.ones(n_rows), n_next, squares_only=True,
+                scattered_samples=scattered, slot_tree=trees))
+    finally:
+        _partition.VECTOR_ROUTE = True
+    for out in results[1:]:
+        np.testing.assert_array_equal(out, results[0])
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(results[0]))
+
+
+def test_tree_children_are_each_trees_range_or_refused():
+    left = np.array([0, -1, 2, 4, -1, 6], dtype=np.int32)
+    slot_tree = np.array([0, 0, 1, 1, 2, 3], dtype=np.int32)
+    np.testing.assert_array_equal(_partition.tree_children(slot_tree, left, 4),
+                                  [[0, 2, 0, 6], [2, 4, 0, 2]])
+    assert _partition.tree_children(slot_tree, left, 2) is None        # fewer than four trees
+    unordered = np.array([0, -1, 4, 2, -1, 6], dtype=np.int32)   # tree 1: 4, 5 then 2, 3
+    np.testing.assert_array_equal(_partition.tree_children(slot_tree, unordered, 4)[1],
+                                  [2, 4, 0, 2])
+    crossing = np.array([0, 4, 2, -1, -1, 6], dtype=np.int32)          # tree 0: 0..5, tree 1: 2..3
+    assert _partition.tree_children(slot_tree, crossing, 4) is None
+    many = np.arange(0, 6, 2, dtype=np.int32)                           # six children of one tree
+    assert _partition.tree_children(np.array([0, 0, 0], np.int32), many, 4) is None
+    with pytest.raises(ValueError, match="is not a tree of a pack of 4"):
+        _partition.tree_children(np.array([0, 0, 1, 1, 2, 7], np.int32), left, 4)
+    with pytest.raises(ValueError, match="6 entries"):
+        _partition.tree_children(slot_tree[:5], left, 4)
+
 def test_vector_tables_pack_each_split_or_refuse():
     """vector_tables: a slot's column start and its threshold, missing code,
     missing side and left child in one word; None (the scalar loop) when a

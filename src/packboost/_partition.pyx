@@ -40,7 +40,8 @@ from packboost._slot_sums cimport (SUM_CHUNKS, TRASH_ROWS, add_row_to_slot, add_
 from packboost._histogram cimport MAX_PACK_SIZE
 from packboost._tasks cimport ROWS_PER_TASK
 from packboost._route cimport (route_vector_supported, route_entries, ROUTE_MISSING_SHIFT,
-                               ROUTE_MISSING_RIGHT_SHIFT, ROUTE_LEFT_SHIFT, ROUTE_TRASH_SLOTS)
+                               ROUTE_MISSING_RIGHT_SHIFT, ROUTE_LEFT_SHIFT, ROUTE_TRASH_SLOTS,
+                               ROUTE_LANE_CHILDREN)
 
 # route_rows routes eight (row, tree) entries at a time where the CPU has
 # AVX2 (_route.pxd); False: the scalar loop everywhere (the same numbers).
@@ -414,6 +415,9 @@ cdef void route_vector_chunk(
         int pack_shift,
         int32_t trash_slot,                      # IN  the first of squares' trash slots
         bint scattered,                          # IN  route_rows' scattered_samples
+        const int32_t* child_base,               # IN  tree_children's (or NULL with
+        const int32_t* child_count,              #     lane_children 0)
+        int lane_children,
 ) noexcept nogil:
     """One chunk of route_rows by the vector loop (_route.pxd), a line of
     rows at a time, each line's split columns asked for ahead; the scalar
@@ -438,7 +442,8 @@ cdef void route_vector_chunk(
             prefetch_columns(codes, column_starts, n_columns, row, column_rows)
         route_entries(<const uint8_t*>codes, row_stride, &node_of_row[0, 0], &leaf_of_row[0, 0],
                       row * pack_size, line_end * pack_size, pack_shift, slot_column, slot_word,
-                      slot_node, squares, trash_slot, gradients, scattered)
+                      slot_node, squares, trash_slot, gradients, scattered, child_base,
+                      child_count, lane_children)
         row = line_end
     for row in range(vector_end, row_end):
         route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, routes, slot_node,
@@ -456,6 +461,49 @@ if ROUTE_TRASH_SLOTS != TRASH_ROWS:
 def vector_route_available():
     """Does route_rows have its vector loop on this CPU (AVX2)?"""
     return bool(route_vector_supported())
+
+
+def tree_children(const int32_t[::1] slot_tree, const node_index_t[::1] left_child_slot,
+                  Py_ssize_t pack_size):
+    """Each tree's children in the next frontier as one range of slots,
+    ((2, pack_size) int32: first child slot, number of children), for the
+    vector loop's squares in lanes (pb_add_squares_by_lanes); None where it
+    does not apply: packs of fewer than four trees or not a power of two,
+    a tree with more than ROUTE_LANE_CHILDREN children, or ranges of two
+    trees that interleave (the driver numbers a tree's children together:
+    slots are grouped by tree). A tree without a child has (0, 0)."""
+    cdef Py_ssize_t n_slots = slot_tree.shape[0], slot, tree, other
+    if left_child_slot.shape[0] != n_slots:
+        raise ValueError(f"slot_tree must have {left_child_slot.shape[0]} entries, one per slot")
+    if pack_size < 4 or pack_size & (pack_size - 1) or pack_size > MAX_PACK_SIZE:
+        return None
+    children = np.zeros((2, pack_size), dtype=np.int32)
+    cdef int32_t[:, ::1] view = children
+    cdef int64_t low[MAX_PACK_SIZE]
+    cdef int64_t high[MAX_PACK_SIZE]
+    for tree in range(pack_size):
+        low[tree] = 2**62
+        high[tree] = -1
+    for slot in range(n_slots):
+        if left_child_slot[slot] < 0:
+            continue
+        tree = slot_tree[slot]
+        if not 0 <= tree < pack_size:
+            raise ValueError(f"slot_tree[{slot}] = {tree} is not a tree of a pack of {pack_size}")
+        low[tree] = min(low[tree], <int64_t>left_child_slot[slot])
+        high[tree] = max(high[tree], <int64_t>left_child_slot[slot] + 1)
+    for tree in range(pack_size):
+        if high[tree] < 0:
+            continue
+        if high[tree] - low[tree] + 1 > ROUTE_LANE_CHILDREN:
+            return None
+        for other in range(pack_size):
+            if other != tree and high[other] >= 0 and low[other] <= high[tree] \
+                    and low[tree] <= high[other]:
+                return None
+        view[0, tree] = <int32_t>low[tree]
+        view[1, tree] = <int32_t>(high[tree] - low[tree] + 1)
+    return children
 
 
 def vector_tables(routes):
@@ -541,6 +589,7 @@ def route_rows(
         const uint8_t[:, ::1] codes_by_row=None,
         const feature_index_t[::1] block_features=None,
         bint scattered_samples=False,
+        const int32_t[::1] slot_tree=None,
 ):
     """Move every row to its child slot in the next frontier; rows of slots
     that do not split get code -1 and their leaf in ``leaf_of_row``.
@@ -566,7 +615,12 @@ def route_rows(
     ``squares_only``: only the squared gradients' sums, (n_next_slots,), the
     same numbers as the fourth of those sums. The CPU backend takes the
     other three from the split finder (an exact left child's sums and the
-    parent's minus them): half the read-modify-writes per (row, tree)."""
+    parent's minus them): half the read-modify-writes per (row, tree).
+
+    ``slot_tree`` (n_slots,), each slot's tree: with it the vector loop adds
+    the squares of trees with few children in vector lanes
+    (tree_children, _route.pxd's pb_add_squares_by_lanes; the same
+    numbers)."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0], row, chunk
     cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
     cdef bint summing = gradients is not None and hessians is not None
@@ -635,6 +689,14 @@ def route_rows(
             and pack_size == 1 << pack_shift and (squares_only or not summing)
             and n_rows * pack_size < 2**31 and X_binned.shape[0] * X_binned.shape[1] < 2**31):
         vector = vector_tables(routes)
+    children = None
+    cdef const int32_t[:, ::1] children_view
+    cdef int lane_children = 0
+    if vector is not None and squares_only and summing and slot_tree is not None:
+        children = tree_children(slot_tree, left_child_slot, pack_size)
+    if children is not None:
+        children_view = children
+        lane_children = int(children[1].max())
     if vector is not None:
         column_view, word_view = vector
         # Every split column asked for ahead: the vector loop waits on its
@@ -651,7 +713,9 @@ def route_rows(
                 chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows), chunk_squares,
                 &gradients[0] if summing else NULL, &starts_view[0] if n_columns > 0 else NULL,
                 n_columns, line_rows, column_rows, &column_view[0], &word_view[0], pack_shift,
-                n_next_slots, scattered_samples)
+                n_next_slots, scattered_samples,
+                &children_view[0, 0] if lane_children > 0 else NULL,
+                &children_view[1, 0] if lane_children > 0 else NULL, lane_children)
     elif n_rows > 0 and not summing:
         for row in prange(n_rows, nogil=True, schedule='dynamic', chunksize=ROWS_PER_TASK,
                           num_threads=max(1, min(n_threads, n_rows))):

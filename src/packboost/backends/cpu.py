@@ -112,6 +112,8 @@ class CpuBackend:
         # The node ids of the last frontier once no slot splits (route_rows):
         # rows still in its slots are in those leaves (add_pack).
         self._last_slot_node = None
+        # The frontier's slot_tree (find_splits), for route_rows.
+        self._slot_tree = None
         # The roots' era flags where the trees keep whole eras (begin_pack):
         # slot_sums of the roots from them, until the first route_rows.
         self._root_era_keep = None
@@ -174,6 +176,8 @@ class CpuBackend:
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
+        # Each slot's tree: the routing keeps its squares in vector lanes by tree.
+        self._slot_tree = np.ascontiguousarray(slot_tree, dtype=np.int32)
         if self._takes_node_route(features, split_params):
             return self._find_splits_by_node(slot_tree, slot_open, features, tree_uses_feature,
                                              slot_variance, split_params, constraints)
@@ -419,7 +423,7 @@ class CpuBackend:
             if split_children:
                 squares = _partition.route_rows(*route, self.fixed.gradients,
                                                 self.fixed.hessians, n_next, squares_only=True,
-                                                **options)
+                                                slot_tree=self._slot_tree, **options)
             else:
                 _partition.route_rows(*route, **options)
             sums = SlotSums(*children, squares)
