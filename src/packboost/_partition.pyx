@@ -410,8 +410,9 @@ cdef void route_vector_chunk(
         Py_ssize_t n_columns,
         Py_ssize_t line_rows,
         Py_ssize_t column_rows,
-        const int32_t* slot_column,              # IN  vector_tables
+        const int32_t* slot_column,              # IN  vector_tables, of n_slots slots
         const uint32_t* slot_word,
+        Py_ssize_t n_slots,
         int pack_shift,
         int32_t trash_slot,                      # IN  the first of squares' trash slots
         bint scattered,                          # IN  route_rows' scattered_samples
@@ -442,7 +443,7 @@ cdef void route_vector_chunk(
             prefetch_columns(codes, column_starts, n_columns, row, column_rows)
         route_entries(<const uint8_t*>codes, row_stride, &node_of_row[0, 0], &leaf_of_row[0, 0],
                       row * pack_size, line_end * pack_size, pack_shift, slot_column, slot_word,
-                      slot_node, squares, trash_slot, gradients, scattered, child_base,
+                      slot_node, n_slots, squares, trash_slot, gradients, scattered, child_base,
                       child_count, lane_children)
         row = line_end
     for row in range(vector_end, row_end):
@@ -712,8 +713,8 @@ def route_rows(
                 codes, row_stride, node_of_row, leaf_of_row, route_pointer, &slot_node[0],
                 chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows), chunk_squares,
                 &gradients[0] if summing else NULL, &starts_view[0] if n_columns > 0 else NULL,
-                n_columns, line_rows, column_rows, &column_view[0], &word_view[0], pack_shift,
-                n_next_slots, scattered_samples,
+                n_columns, line_rows, column_rows, &column_view[0], &word_view[0],
+                column_view.shape[0], pack_shift, n_next_slots, scattered_samples,
                 &children_view[0, 0] if lane_children > 0 else NULL,
                 &children_view[1, 0] if lane_children > 0 else NULL, lane_children)
     elif n_rows > 0 and not summing:

@@ -171,22 +171,44 @@ cdef extern from *:
                                 child_count, gradients, 4, 2);
     }
 
+    /* A slot's entry of a table of at most 8 * n_tables int32 held in
+       registers (tables[k]: entries 8k .. 8k + 7): one permute per table
+       and a blend per bit above the third, in place of a gather (whose
+       lanes are loads: two gathers by slot were a third of the loop's time,
+       perf). n_tables 1, 2 or 4. */
+    __attribute__((target("avx2"), always_inline))
+    static inline __m256i pb_slot_lookup(const __m256i *tables, const int n_tables,
+                                         __m256i slot)
+    {
+        __m256i low = _mm256_permutevar8x32_epi32(tables[0], slot);
+        if (n_tables == 1)
+            return low;
+        const __m256i bit3 = _mm256_cmpeq_epi32(
+            _mm256_and_si256(slot, _mm256_set1_epi32(8)), _mm256_set1_epi32(8));
+        low = _mm256_blendv_epi8(low, _mm256_permutevar8x32_epi32(tables[1], slot), bit3);
+        if (n_tables == 2)
+            return low;
+        const __m256i high = _mm256_blendv_epi8(
+            _mm256_permutevar8x32_epi32(tables[2], slot),
+            _mm256_permutevar8x32_epi32(tables[3], slot), bit3);
+        const __m256i bit4 = _mm256_cmpeq_epi32(
+            _mm256_and_si256(slot, _mm256_set1_epi32(16)), _mm256_set1_epi32(16));
+        return _mm256_blendv_epi8(low, high, bit4);
+    }
+
     /* Entries [first, last) of node_of_row seen flat (entry = row *
        pack_size + tree, pack_size = 1 << pack_shift), last - first a
        multiple of 8. An entry's code c (route_rows' codes: slot >= 0,
        -2 - slot unsampled, -1 done) moves to its child; a slot that does not
        split (column < 0) makes it -1 and writes the slot's node to leaf.
-       squares (or NULL): each sampled entry adds its row's gradient^2 to its
-       child's sum, entries in order; squares has ROUTE_TRASH_SLOTS more
-       entries from trash_slot on, which the other entries add to
-       (pb_add_squares, which `scattered` is for). */
-    __attribute__((target("avx2")))
-    static void pb_route_entries(
+       The slot's column and word by gathers (n_tables 0) or, for at most
+       8 * n_tables slots, from tables in registers (pb_slot_lookup). */
+    __attribute__((target("avx2"), always_inline))
+    static inline void pb_route_vectors(
         const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
         Py_ssize_t first, Py_ssize_t last, int pack_shift,
         const int32_t *slot_column, const uint32_t *slot_word, const int32_t *slot_node,
-        double *squares, int32_t trash_slot, const double *gradients, int scattered,
-        const int32_t *child_base, const int32_t *child_count, int lane_children)
+        Py_ssize_t n_slots, const int n_tables)
     {
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256i zero = _mm256_setzero_si256();
@@ -199,6 +221,18 @@ cdef extern from *:
             _mm256_srli_epi32(lane, pack_shift), _mm256_set1_epi32((int32_t)row_stride));
         /* Codes read as the top byte of the word ending at them. */
         const int *words_before = (const int *)(codes - 3);
+        __m256i column_table[4], word_table[4];
+        int k, i;
+        for (k = 0; k < n_tables; ++k) {
+            int32_t columns[8], words[8];
+            for (i = 0; i < 8; ++i) {
+                const Py_ssize_t slot = 8 * k + i;
+                columns[i] = slot < n_slots ? slot_column[slot] : -1;
+                words[i] = slot < n_slots ? (int32_t)slot_word[slot] : 0;
+            }
+            column_table[k] = _mm256_loadu_si256((const __m256i *)columns);
+            word_table[k] = _mm256_loadu_si256((const __m256i *)words);
+        }
         Py_ssize_t entry;
         for (entry = first; entry < last; entry += 8) {
             __m256i code = _mm256_loadu_si256((const __m256i *)(node + entry));
@@ -206,8 +240,14 @@ cdef extern from *:
             /* slot: c for c >= 0, -2 - c for c <= -2; done entries read slot 0 */
             __m256i slot = _mm256_max_epi32(_mm256_max_epi32(code, _mm256_sub_epi32(minus_two, code)),
                                             zero);
-            __m256i column = _mm256_i32gather_epi32(slot_column, slot, 4);
-            __m256i word = _mm256_i32gather_epi32((const int *)slot_word, slot, 4);
+            __m256i column, word;
+            if (n_tables == 0) {
+                column = _mm256_i32gather_epi32(slot_column, slot, 4);
+                word = _mm256_i32gather_epi32((const int *)slot_word, slot, 4);
+            } else {
+                column = pb_slot_lookup(column_table, n_tables, slot);
+                word = pb_slot_lookup(word_table, n_tables, slot);
+            }
             __m256i leafy = _mm256_andnot_si256(done, _mm256_cmpgt_epi32(zero, column));
             __m256i split = _mm256_andnot_si256(done, _mm256_cmpgt_epi32(column, minus_one));
             __m256i address = _mm256_add_epi32(_mm256_add_epi32(
@@ -235,6 +275,34 @@ cdef extern from *:
                 _mm256_maskstore_epi32(leaf + entry, leafy, leaf_node);
             }
         }
+    }
+
+    /* pb_route_vectors, then the squared gradients of the entries: each
+       sampled entry adds its row's gradient^2 to its child's sum, entries
+       in order, in lanes (pb_add_squares_by_lanes, given lane_children) or
+       entry by entry (pb_add_squares: squares has ROUTE_TRASH_SLOTS more
+       entries from trash_slot on, which the other entries add to, as
+       `scattered` says); squares NULL: none. */
+    __attribute__((target("avx2")))
+    static void pb_route_entries(
+        const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
+        Py_ssize_t first, Py_ssize_t last, int pack_shift,
+        const int32_t *slot_column, const uint32_t *slot_word, const int32_t *slot_node,
+        Py_ssize_t n_slots, double *squares, int32_t trash_slot, const double *gradients,
+        int scattered, const int32_t *child_base, const int32_t *child_count, int lane_children)
+    {
+        if (n_slots <= 8)
+            pb_route_vectors(codes, row_stride, node, leaf, first, last, pack_shift, slot_column,
+                             slot_word, slot_node, n_slots, 1);
+        else if (n_slots <= 16)
+            pb_route_vectors(codes, row_stride, node, leaf, first, last, pack_shift, slot_column,
+                             slot_word, slot_node, n_slots, 2);
+        else if (n_slots <= 32)
+            pb_route_vectors(codes, row_stride, node, leaf, first, last, pack_shift, slot_column,
+                             slot_word, slot_node, n_slots, 4);
+        else
+            pb_route_vectors(codes, row_stride, node, leaf, first, last, pack_shift, slot_column,
+                             slot_word, slot_node, n_slots, 0);
         if (squares != NULL && lane_children > 0)
             pb_add_squares_by_lanes(node, first >> pack_shift, last >> pack_shift, pack_shift,
                                     squares, child_base, child_count, gradients,
@@ -248,8 +316,8 @@ cdef extern from *:
         const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
         Py_ssize_t first, Py_ssize_t last, int pack_shift,
         const int32_t *slot_column, const uint32_t *slot_word, const int32_t *slot_node,
-        double *squares, int32_t trash_slot, const double *gradients, int scattered,
-        const int32_t *child_base, const int32_t *child_count, int lane_children)
+        Py_ssize_t n_slots, double *squares, int32_t trash_slot, const double *gradients,
+        int scattered, const int32_t *child_base, const int32_t *child_count, int lane_children)
     {
         /* never called: pb_route_vector_supported() is 0 */
     }
@@ -264,6 +332,6 @@ cdef extern from *:
     void route_entries "pb_route_entries" (
         const uint8_t* codes, Py_ssize_t row_stride, int32_t* node, int32_t* leaf,
         Py_ssize_t first, Py_ssize_t last, int pack_shift, const int32_t* slot_column,
-        const uint32_t* slot_word, const int32_t* slot_node, double* squares,
-        int32_t trash_slot, const double* gradients, int scattered, const int32_t* child_base,
-        const int32_t* child_count, int lane_children) noexcept nogil
+        const uint32_t* slot_word, const int32_t* slot_node, Py_ssize_t n_slots,
+        double* squares, int32_t trash_slot, const double* gradients, int scattered,
+        const int32_t* child_base, const int32_t* child_count, int lane_children) noexcept nogil
