@@ -547,6 +547,72 @@ cdef extern from *:
         }
     }
 
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    /* pb_fold_tables for one-word cells with SSE2 (every x86-64): a table's
+       six rows as three pairs of cells each; its column sums are the rows'
+       pairs added, its row sums each row's three pairs added and the two
+       halves of that; both added to the run two cells at a time where the
+       features are six wide (Numerai's five levels and the missing bin),
+       cell by cell otherwise. The same integer sums. The loop it replaces
+       zeroed two arrays per table (a `rep stos`) and added its sums cell by
+       cell: 4-5% of a small fit (perf, twenty-second session). */
+    _Static_assert(PB_PAIR_MAX_WIDTH == 6, "pb_fold_tables_one_word takes rows as three pairs");
+    static PB_ALWAYS_INLINE void pb_fold_tables_one_word(
+        const int64_t *joint, Py_ssize_t n_pairs,
+        const Py_ssize_t *first_offset, const Py_ssize_t *second_offset,
+        const Py_ssize_t *first_width, const Py_ssize_t *second_width, int64_t *run)
+    {
+        Py_ssize_t pair, i;
+        for (pair = 0; pair < n_pairs; ++pair) {
+            const int64_t *table = joint + pair * PB_PAIR_CELLS;
+            __m128i column01 = _mm_setzero_si128(), column23 = column01, column45 = column01;
+            __m128i row_sum[3];          /* rows (0, 1), (2, 3), (4, 5) */
+            int64_t rows[PB_PAIR_MAX_WIDTH], columns[PB_PAIR_MAX_WIDTH];
+            for (i = 0; i < PB_PAIR_MAX_WIDTH; i += 2) {
+                const __m128i *upper = (const __m128i *)(table + i * PB_PAIR_MAX_WIDTH);
+                const __m128i *lower = (const __m128i *)(table + (i + 1) * PB_PAIR_MAX_WIDTH);
+                const __m128i a0 = _mm_loadu_si128(upper), a1 = _mm_loadu_si128(upper + 1);
+                const __m128i a2 = _mm_loadu_si128(upper + 2);
+                const __m128i b0 = _mm_loadu_si128(lower), b1 = _mm_loadu_si128(lower + 1);
+                const __m128i b2 = _mm_loadu_si128(lower + 2);
+                column01 = _mm_add_epi64(column01, _mm_add_epi64(a0, b0));
+                column23 = _mm_add_epi64(column23, _mm_add_epi64(a1, b1));
+                column45 = _mm_add_epi64(column45, _mm_add_epi64(a2, b2));
+                const __m128i a = _mm_add_epi64(_mm_add_epi64(a0, a1), a2);
+                const __m128i b = _mm_add_epi64(_mm_add_epi64(b0, b1), b2);
+                /* (a.low + a.high, b.low + b.high) */
+                row_sum[i / 2] = _mm_add_epi64(_mm_unpacklo_epi64(a, b),
+                                               _mm_unpackhi_epi64(a, b));
+            }
+            int64_t *first = run + first_offset[pair], *second = run + second_offset[pair];
+            if (first_width[pair] == PB_PAIR_MAX_WIDTH) {
+                for (i = 0; i < 3; ++i) {
+                    __m128i *cells = (__m128i *)(first + 2 * i);
+                    _mm_storeu_si128(cells, _mm_add_epi64(_mm_loadu_si128(cells), row_sum[i]));
+                }
+            } else {
+                for (i = 0; i < 3; ++i)
+                    _mm_storeu_si128((__m128i *)(rows + 2 * i), row_sum[i]);
+                for (i = 0; i < first_width[pair]; ++i)
+                    first[i] += rows[i];
+            }
+            if (second_width[pair] == PB_PAIR_MAX_WIDTH) {
+                __m128i *cells = (__m128i *)second;
+                _mm_storeu_si128(cells, _mm_add_epi64(_mm_loadu_si128(cells), column01));
+                _mm_storeu_si128(cells + 1, _mm_add_epi64(_mm_loadu_si128(cells + 1), column23));
+                _mm_storeu_si128(cells + 2, _mm_add_epi64(_mm_loadu_si128(cells + 2), column45));
+            } else {
+                _mm_storeu_si128((__m128i *)columns, column01);
+                _mm_storeu_si128((__m128i *)(columns + 2), column23);
+                _mm_storeu_si128((__m128i *)(columns + 4), column45);
+                for (i = 0; i < second_width[pair]; ++i)
+                    second[i] += columns[i];
+            }
+        }
+    }
+    #endif
+
     /* words: 1 or 2, as pb_add_row_pairs' hessian says. */
     static PB_NOINLINE void pb_fold_pairs(
         const int64_t *joint, Py_ssize_t n_pairs,
@@ -554,10 +620,17 @@ cdef extern from *:
         const Py_ssize_t *first_width, const Py_ssize_t *second_width,
         Py_ssize_t words, int64_t *run)
     {
+    #if defined(__SSE2__)
+        if (words == 1)
+            pb_fold_tables_one_word(joint, n_pairs, first_offset, second_offset, first_width,
+                                    second_width, run);
+        else
+    #else
         if (words == 1)
             pb_fold_tables(joint, n_pairs, first_offset, second_offset, first_width,
                            second_width, 1, run);
         else
+    #endif
             pb_fold_tables(joint, n_pairs, first_offset, second_offset, first_width,
                            second_width, 2, run);
     }
