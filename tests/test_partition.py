@@ -230,9 +230,10 @@ def test_vector_route_matches_the_scalar_loop_and_the_oracle(pack_size, n_rows, 
 def test_squares_in_lanes_are_the_squares_entry_by_entry(pack_size, n_rows, slots_per_tree,
                                                          sampling):
     """Given each slot's tree, the vector loop keeps the squares of trees
-    with at most four children in vector lanes (pb_add_squares_by_lanes):
-    the same sums, to the bit, as the loop entry by entry and the scalar
-    loop -- one to ten children per tree (over four: refused, entry by entry),
+    with at most four children in vector lanes (pb_add_squares_by_lanes;
+    eight in packs of 8k with AVX-512): the same sums, to the bit, as the
+    loop entry by entry and the scalar loop -- one to ten children per tree
+    (over the lanes' limit: refused, entry by entry),
     trees without a split, unsampled and finished codes, ties."""
     rng = np.random.default_rng(pack_size * 1000 + n_rows * 10 + slots_per_tree)
     codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins = random_frontier(
@@ -281,6 +282,13 @@ def test_tree_children_are_each_trees_range_or_refused():
     assert _partition.tree_children(slot_tree, crossing, 4) is None
     many = np.arange(0, 6, 2, dtype=np.int32)                           # six children of one tree
     assert _partition.tree_children(np.array([0, 0, 0], np.int32), many, 4) is None
+    assert _partition.most_lane_children(4) == 4                       # AVX2's lanes
+    assert _partition.most_lane_children(8) in (4, 8)                  # 8 with AVX-512
+    np.testing.assert_array_equal(
+        _partition.tree_children(np.array([0, 0, 0], np.int32), many, 4, max_children=6),
+        [[0, 0, 0, 0], [6, 0, 0, 0]])
+    assert _partition.tree_children(np.array([0, 0, 0], np.int32), many, 8,
+                                    max_children=5) is None
     with pytest.raises(ValueError, match="is not a tree of a pack of 4"):
         _partition.tree_children(np.array([0, 0, 1, 1, 2, 7], np.int32), left, 4)
     with pytest.raises(ValueError, match="6 entries"):

@@ -41,7 +41,8 @@ from packboost._histogram cimport MAX_PACK_SIZE
 from packboost._tasks cimport ROWS_PER_TASK
 from packboost._route cimport (route_vector_supported, route_entries, ROUTE_MISSING_SHIFT,
                                ROUTE_MISSING_RIGHT_SHIFT, ROUTE_LEFT_SHIFT, ROUTE_TRASH_SLOTS,
-                               ROUTE_LANE_CHILDREN)
+                               ROUTE_LANE_CHILDREN, ROUTE_LANE_CHILDREN_512,
+                               route_lanes_512_supported)
 
 # route_rows routes eight (row, tree) entries at a time where the CPU has
 # AVX2 (_route.pxd); False: the scalar loop everywhere (the same numbers).
@@ -465,15 +466,18 @@ def vector_route_available():
 
 
 def tree_children(const int32_t[::1] slot_tree, const node_index_t[::1] left_child_slot,
-                  Py_ssize_t pack_size):
+                  Py_ssize_t pack_size, max_children=None):
     """Each tree's children in the next frontier as one range of slots,
     ((2, pack_size) int32: first child slot, number of children), for the
     vector loop's squares in lanes (pb_add_squares_by_lanes); None where it
     does not apply: packs of fewer than four trees or not a power of two,
-    a tree with more than ROUTE_LANE_CHILDREN children, or ranges of two
+    a tree with more than ``max_children`` children, or ranges of two
     trees that interleave (the driver numbers a tree's children together:
-    slots are grouped by tree). A tree without a child has (0, 0)."""
+    slots are grouped by tree). A tree without a child has (0, 0).
+
+    ``max_children``: None for what the CPU's lanes take (most_lane_children)."""
     cdef Py_ssize_t n_slots = slot_tree.shape[0], slot, tree, other
+    cdef Py_ssize_t most = most_lane_children(pack_size) if max_children is None else max_children
     if left_child_slot.shape[0] != n_slots:
         raise ValueError(f"slot_tree must have {left_child_slot.shape[0]} entries, one per slot")
     if pack_size < 4 or pack_size & (pack_size - 1) or pack_size > MAX_PACK_SIZE:
@@ -496,7 +500,7 @@ def tree_children(const int32_t[::1] slot_tree, const node_index_t[::1] left_chi
     for tree in range(pack_size):
         if high[tree] < 0:
             continue
-        if high[tree] - low[tree] + 1 > ROUTE_LANE_CHILDREN:
+        if high[tree] - low[tree] + 1 > most:
             return None
         for other in range(pack_size):
             if other != tree and high[other] >= 0 and low[other] <= high[tree] \
@@ -505,6 +509,16 @@ def tree_children(const int32_t[::1] slot_tree, const node_index_t[::1] left_chi
         view[0, tree] = <int32_t>low[tree]
         view[1, tree] = <int32_t>(high[tree] - low[tree] + 1)
     return children
+
+
+def most_lane_children(Py_ssize_t pack_size):
+    """The most children per tree whose squared sums the vector loop keeps in
+    lanes for a pack of ``pack_size`` trees: ROUTE_LANE_CHILDREN_512 with
+    AVX-512 (F and VL) and packs of a multiple of eight, else
+    ROUTE_LANE_CHILDREN (AVX2)."""
+    if pack_size % 8 == 0 and route_lanes_512_supported():
+        return ROUTE_LANE_CHILDREN_512
+    return ROUTE_LANE_CHILDREN
 
 
 def vector_tables(routes):

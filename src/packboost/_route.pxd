@@ -41,12 +41,28 @@ cdef extern from *:
        in lanes (pb_add_squares_by_lanes); more: pb_add_squares (with eight
        the lanes' compares and adds cost more than the loop they replace). */
     #define PB_ROUTE_LANE_CHILDREN 4
+    /* With AVX-512 (eight trees a vector, the square added under a mask):
+       up to 8 (with 16 the compares and masked adds cost more than the
+       loop entry by entry). */
+    #define PB_ROUTE_LANE_CHILDREN_512 8
 
     static int pb_route_vector_supported(void)
     {
     #if PB_ROUTE_VECTOR
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx2");
+    #else
+        return 0;
+    #endif
+    }
+
+    /* May pb_add_squares_by_lanes take up to PB_ROUTE_LANE_CHILDREN_512
+       children (AVX-512F and VL)? */
+    static int pb_route_lanes_512_supported(void)
+    {
+    #if PB_ROUTE_VECTOR
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
     #else
         return 0;
     #endif
@@ -148,16 +164,73 @@ cdef extern from *:
         }
     }
 
+    /* pb_add_lane_squares for up to 8 children with AVX-512: eight trees a
+       vector (packs of 8k), one vector per child, the row's square added
+       under a mask -- the lanes whose code is that child -- so the other
+       lanes' sums are left as they are. With AVX2's 32 bytes, compares and
+       adds, eight children cost more than the loop entry by entry. */
+    __attribute__((target("avx512f,avx512vl"), always_inline))
+    static inline void pb_add_lane_squares_512(
+        const int32_t *node, Py_ssize_t first_row, Py_ssize_t last_row, int pack_shift,
+        double *squares, const int32_t *child_base, const int32_t *child_count,
+        const double *gradients, const int n_children)
+    {
+        const Py_ssize_t pack_size = (Py_ssize_t)1 << pack_shift;
+        Py_ssize_t first_tree, row;
+        int j, lane;
+        for (first_tree = 0; first_tree < pack_size; first_tree += 8) {
+            double sums[PB_ROUTE_LANE_CHILDREN_512][8] __attribute__((aligned(64)));
+            __m512d running[PB_ROUTE_LANE_CHILDREN_512];
+            for (j = 0; j < n_children; ++j) {
+                for (lane = 0; lane < 8; ++lane)
+                    sums[j][lane] = j < child_count[first_tree + lane]
+                        ? squares[child_base[first_tree + lane] + j] : 0.0;
+                running[j] = _mm512_load_pd(sums[j]);
+            }
+            const __m256i base = _mm256_loadu_si256((const __m256i *)(child_base + first_tree));
+            for (row = first_row; row < last_row; ++row) {
+                const __m256i child = _mm256_sub_epi32(_mm256_loadu_si256(
+                    (const __m256i *)(node + (row << pack_shift) + first_tree)), base);
+                const double gradient = gradients[row];
+                const __m512d square = _mm512_set1_pd(gradient * gradient);
+                for (j = 0; j < n_children; ++j)
+                    running[j] = _mm512_mask_add_pd(
+                        running[j], _mm256_cmpeq_epi32_mask(child, _mm256_set1_epi32(j)),
+                        running[j], square);
+            }
+            for (j = 0; j < n_children; ++j) {
+                _mm512_store_pd(sums[j], running[j]);
+                for (lane = 0; lane < 8; ++lane)
+                    if (j < child_count[first_tree + lane])
+                        squares[child_base[first_tree + lane] + j] = sums[j][lane];
+            }
+        }
+    }
+
+    __attribute__((target("avx512f,avx512vl")))
+    static void pb_add_squares_by_lanes_512(
+        const int32_t *node, Py_ssize_t first_row, Py_ssize_t last_row, int pack_shift,
+        double *squares, const int32_t *child_base, const int32_t *child_count,
+        const double *gradients, int n_children)
+    {
+        pb_add_lane_squares_512(node, first_row, last_row, pack_shift, squares, child_base,
+                                child_count, gradients, 8);
+    }
+
     /* pb_add_lane_squares with its numbers of children (2 or 4) and groups
        (1: a pack of four, else 2) constants: the sums then stay in
-       registers. */
+       registers; more than four children: pb_add_squares_by_lanes_512 (the
+       caller checked the CPU has it, route_rows' tree_children). */
     __attribute__((target("avx2")))
     static void pb_add_squares_by_lanes(
         const int32_t *node, Py_ssize_t first_row, Py_ssize_t last_row, int pack_shift,
         double *squares, const int32_t *child_base, const int32_t *child_count,
         const double *gradients, int n_children)
     {
-        if (pack_shift == 2 && n_children <= 2)
+        if (n_children > PB_ROUTE_LANE_CHILDREN)
+            pb_add_squares_by_lanes_512(node, first_row, last_row, pack_shift, squares,
+                                        child_base, child_count, gradients, n_children);
+        else if (pack_shift == 2 && n_children <= 2)
             pb_add_lane_squares(node, first_row, last_row, pack_shift, squares, child_base,
                                 child_count, gradients, 2, 1);
         else if (pack_shift == 2)
@@ -328,6 +401,8 @@ cdef extern from *:
     int ROUTE_LEFT_SHIFT "PB_ROUTE_LEFT_SHIFT"
     int ROUTE_TRASH_SLOTS "PB_ROUTE_TRASH_SLOTS"
     int ROUTE_LANE_CHILDREN "PB_ROUTE_LANE_CHILDREN"
+    int ROUTE_LANE_CHILDREN_512 "PB_ROUTE_LANE_CHILDREN_512"
+    int route_lanes_512_supported "pb_route_lanes_512_supported" () noexcept nogil
     int route_vector_supported "pb_route_vector_supported" () noexcept nogil
     void route_entries "pb_route_entries" (
         const uint8_t* codes, Py_ssize_t row_stride, int32_t* node, int32_t* leaf,
