@@ -41,7 +41,8 @@ from packboost.datasets import make_numerai_like
 config = json.loads(sys.argv[1])
 data = make_numerai_like(**config["size"], random_state=0)
 train, test = data.split_by_era(0.25)
-model = PackBoostRegressor(n_estimators=config["rounds"], pack_size=4, max_depth=6,
+model = PackBoostRegressor(n_estimators=config["rounds"], pack_size=config["pack_size"],
+                           max_depth=6,
                            layer_feature_fraction=config["feature_fraction"],
                            n_jobs=config["threads"], random_state=0)
 seconds = cpu_seconds = float("inf")
@@ -71,7 +72,8 @@ def main() -> None:
     parser.add_argument("--after", default=sys.executable, help="Python with the new build")
     parser.add_argument("--sizes", nargs="+", choices=SIZES, default=["small", "medium"])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=25, help="rounds of pack 4")
+    parser.add_argument("--rounds", type=int, default=25, help="rounds (packs)")
+    parser.add_argument("--pack-size", type=int, default=4)
     parser.add_argument("--feature-fraction", type=float, default=0.1)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--fits", type=int, default=1,
@@ -86,6 +88,7 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for size in args.sizes:
         config = dict(size=SIZES[size], rounds=args.rounds, fits=args.fits,
+                      pack_size=args.pack_size,
                       feature_fraction=args.feature_fraction, threads=args.threads)
         results, digests = {"before": [], "after": []}, set()
         for _ in range(args.repeats):
