@@ -36,6 +36,18 @@ def random_frontier(rng, n_rows, pack_size, slots_per_tree, n_features, n_bins,
     return codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins_of
 
 
+
+def kept_eras(rng, sizes, pack_size, fraction):
+    """Eras of ``sizes`` rows (era-sorted: their offsets and the row count)
+    and each tree's era flags (pack_size, n_eras): the first tree keeps every
+    era, the second none, the others each era with probability ``fraction``."""
+    era_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    era_keep = (rng.random((pack_size, len(sizes))) < fraction).astype(np.uint8)
+    era_keep[0] = 1
+    if pack_size > 1:
+        era_keep[1] = 0
+    return era_offsets, int(era_offsets[-1]), era_keep
+
 def route_oracle(codes, X, feature, threshold, missing_left, left_child, slot_node, n_bins):
     codes = codes.copy()
     leaves = np.full(codes.shape, -7, dtype=np.int32)
@@ -359,13 +371,8 @@ def test_start_pack_eras_equals_start_pack_of_the_kept_eras_rows(sizes, pack_siz
     """Trees that keep whole eras: the table written from the era flags is
     the one start_pack writes from the kept eras' rows (every era kept, none,
     empty eras, one era, one row)."""
-    era_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    n_rows = int(era_offsets[-1])
     rng = np.random.default_rng(len(sizes) * 10 + pack_size)
-    era_keep = (rng.random((pack_size, len(sizes))) < 0.5).astype(np.uint8)
-    era_keep[0] = 1
-    if pack_size > 1:
-        era_keep[1] = 0
+    era_offsets, n_rows, era_keep = kept_eras(rng, sizes, pack_size, 0.5)
     expected = np.full((n_rows, pack_size), 99, dtype=np.int32)
     _partition.start_pack(expected, [_partition.rows_of_eras(keep, era_offsets)
                                      for keep in era_keep], n_threads)
@@ -521,13 +528,8 @@ def test_root_sums_are_slot_sums_of_the_roots_bit_for_bit(sizes, pack_size, n_th
     included) -- on gradients off any grid, where the order of additions
     shows: empty eras, chunks cut inside an era, a tree keeping every era or
     none, -0.0 gradients, more trees than a vector's lanes."""
-    era_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    n_rows = int(era_offsets[-1])
     rng = np.random.default_rng(len(sizes) * 100 + pack_size)
-    era_keep = (rng.random((pack_size, len(sizes))) < 0.6).astype(np.uint8)
-    era_keep[0] = 1
-    if pack_size > 1:
-        era_keep[1] = 0
+    era_offsets, n_rows, era_keep = kept_eras(rng, sizes, pack_size, 0.6)
     gradients = rng.normal(size=n_rows) * np.exp(rng.normal(size=n_rows) * 5)
     gradients[::7] = -0.0
     hessians = rng.uniform(0.1, 3.0, n_rows)

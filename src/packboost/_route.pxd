@@ -23,9 +23,11 @@ cdef extern from *:
     """
     #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     #define PB_ROUTE_VECTOR 1
+    #define PB_TARGET_AVX2 __attribute__((target("avx2")))
     #include <immintrin.h>
     #else
     #define PB_ROUTE_VECTOR 0
+    #define PB_TARGET_AVX2
     #endif
 
     /* A slot's split for the vector loop, one 32-bit word: threshold (bits
@@ -349,14 +351,16 @@ cdef extern from *:
             }
         }
     }
+    #endif
 
     /* pb_route_vectors, then the squared gradients of the entries: each
        sampled entry adds its row's gradient^2 to its child's sum, entries
        in order, in lanes (pb_add_squares_by_lanes, given lane_children) or
        entry by entry (pb_add_squares: squares has ROUTE_TRASH_SLOTS more
        entries from trash_slot on, which the other entries add to, as
-       `scattered` says); squares NULL: none. */
-    __attribute__((target("avx2")))
+       `scattered` says); squares NULL: none. Without AVX2 in the compiler
+       or the CPU it is never called (pb_route_vector_supported() is 0). */
+    PB_TARGET_AVX2
     static void pb_route_entries(
         const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
         Py_ssize_t first, Py_ssize_t last, int pack_shift,
@@ -364,6 +368,7 @@ cdef extern from *:
         Py_ssize_t n_slots, double *squares, int32_t trash_slot, const double *gradients,
         int scattered, const int32_t *child_base, const int32_t *child_count, int lane_children)
     {
+    #if PB_ROUTE_VECTOR
         if (n_slots <= 8)
             pb_route_vectors(codes, row_stride, node, leaf, first, last, pack_shift, slot_column,
                              slot_word, slot_node, n_slots, 1);
@@ -383,18 +388,8 @@ cdef extern from *:
         else if (squares != NULL)
             pb_add_squares(node, first, last, pack_shift, squares, trash_slot, gradients,
                            scattered);
-    }
-    #else
-    static void pb_route_entries(
-        const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
-        Py_ssize_t first, Py_ssize_t last, int pack_shift,
-        const int32_t *slot_column, const uint32_t *slot_word, const int32_t *slot_node,
-        Py_ssize_t n_slots, double *squares, int32_t trash_slot, const double *gradients,
-        int scattered, const int32_t *child_base, const int32_t *child_count, int lane_children)
-    {
-        /* never called: pb_route_vector_supported() is 0 */
-    }
     #endif
+    }
     """
     int ROUTE_MISSING_SHIFT "PB_ROUTE_MISSING_SHIFT"
     int ROUTE_MISSING_RIGHT_SHIFT "PB_ROUTE_MISSING_RIGHT_SHIFT"
