@@ -536,7 +536,8 @@ def test_root_sums_are_slot_sums_of_the_roots_bit_for_bit(sizes, pack_size, n_th
     table = np.empty((n_rows, pack_size), dtype=np.int32)
     _partition.start_pack_eras(table, era_keep, era_offsets, 2)
     expected = _partition.slot_sums(gradients, hessians, table, pack_size, 2)
-    got = _partition.root_sums(gradients, hessians, era_keep, era_offsets, n_threads)
+    got = _partition.root_sums(gradients, hessians, np.ascontiguousarray(era_keep.T),
+                               era_offsets, n_threads)
     for name, a, b in zip(("gradients", "hessians", "count", "squares"), got, expected,
                           strict=True):
         assert a.dtype == b.dtype, name
@@ -553,7 +554,7 @@ def test_root_sums_check_their_arguments():
         _partition.root_sums(np.zeros(10), np.zeros(10), np.ones((2, 2), np.uint8),
                              np.array([0, 4, 9], dtype=np.int64))
     with pytest.raises(ValueError, match="4 entries"):  # three eras flagged, two given
-        _partition.root_sums(np.zeros(10), np.zeros(10), np.ones((2, 3), np.uint8), offsets)
+        _partition.root_sums(np.zeros(10), np.zeros(10), np.ones((3, 2), np.uint8), offsets)
 
 @pytest.mark.parametrize("n_slots", [0, 1, 6, 40])
 def test_split_column_starts_are_the_distinct_split_columns(n_slots):

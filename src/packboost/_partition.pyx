@@ -877,18 +877,19 @@ def slot_sums(
 def root_sums(
         const double[::1] gradients,                # IN  (n_rows,)
         const double[::1] hessians,                 # IN  (n_rows,)
-        const uint8_t[:, ::1] era_keep,             # IN  (pack_size, n_eras) 1: kept
+        const uint8_t[:, ::1] era_tree_rows,        # IN  (n_eras, pack_size) 1: the tree
+                                                    #     keeps the era (find_best_splits')
         const offset_t[::1] era_offsets,            # IN  (n_eras + 1,) rows era-sorted
         int n_threads=1,
 ):
     """slot_sums of a pack's roots where every tree keeps whole eras (slot
     ``t``: the rows of tree ``t``'s kept eras, as start_pack_eras writes
-    them): the same four sums, bit for bit, from the era flags instead of
-    the table -- the same chunks, each chunk's rows added in row order, the
+    them from ``era_tree_rows.T``): the same four sums, bit for bit, from
+    the era flags instead of the table -- the same chunks, each chunk's rows added in row order, the
     chunks' partials in chunk order (pb_root_chunk_sums keeps each tree's
     sums in a vector lane: no table to read, no store-to-load chain per
     row)."""
-    cdef Py_ssize_t pack_size = era_keep.shape[0], n_eras = era_keep.shape[1]
+    cdef Py_ssize_t n_eras = era_tree_rows.shape[0], pack_size = era_tree_rows.shape[1]
     cdef Py_ssize_t n_rows = gradients.shape[0]
     if hessians.shape[0] != n_rows:
         raise ValueError(f"hessians must have {n_rows} entries, like gradients")
@@ -910,8 +911,8 @@ def root_sums(
             tree0 = 0
             while tree0 < pack_size:
                 root_chunk_sums(&gradients[0], &hessians[0], first, last, &era_offsets[0], era,
-                                &era_keep[0, 0], n_eras, tree0, min(ROOT_LANES, pack_size - tree0),
-                                &partial_view[chunk, 0, 0])
+                                &era_tree_rows[0, 0], pack_size, tree0,
+                                min(ROOT_LANES, pack_size - tree0), &partial_view[chunk, 0, 0])
                 tree0 = tree0 + ROOT_LANES
     return chunk_totals(partial, pack_size)
 

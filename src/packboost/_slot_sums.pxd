@@ -62,12 +62,13 @@ cdef extern from *:
        which leaves an IEEE sum unchanged: the sums start at +0.0 and never
        become -0.0 (x + y is -0.0 only when both are). Counts are the kept
        rows, added per era (whole numbers: exact either way). `era` is the
-       era holding row `first`; era_keep[tree * n_eras + era]. */
+       era holding row `first`; era_tree_rows[era * pack_size + tree]: does
+       the tree keep the era. */
     #define PB_ROOT_LANES 4
     static void pb_root_chunk_sums(
         const double *gradients, const double *hessians, Py_ssize_t first, Py_ssize_t last,
-        const int64_t *era_offsets, Py_ssize_t era, const uint8_t *era_keep, Py_ssize_t n_eras,
-        Py_ssize_t tree0, Py_ssize_t n_trees, double *partial)
+        const int64_t *era_offsets, Py_ssize_t era, const uint8_t *era_tree_rows,
+        Py_ssize_t pack_size, Py_ssize_t tree0, Py_ssize_t n_trees, double *partial)
     {
     #if defined(__GNUC__)
         /* pairs of lanes (16 bytes: SSE2 registers; wider vectors on plain
@@ -86,7 +87,7 @@ cdef extern from *:
             end = era_offsets[era + 1] < last ? era_offsets[era + 1] : last;
             long long keep[PB_ROOT_LANES] = {0, 0, 0, 0};
             for (t = 0; t < n_trees; ++t)
-                if (era_keep[(tree0 + t) * n_eras + era]) {
+                if (era_tree_rows[era * pack_size + tree0 + t]) {
                     keep[t] = -1;
                     count[t] += (double)(end - row);
                 }
@@ -127,7 +128,7 @@ cdef extern from *:
                 while (era_offsets[e + 1] <= row)
                     ++e;
                 end = era_offsets[e + 1] < last ? era_offsets[e + 1] : last;
-                if (!era_keep[(tree0 + t) * n_eras + e]) {
+                if (!era_tree_rows[e * pack_size + tree0 + t]) {
                     row = end;
                     continue;
                 }
@@ -144,8 +145,9 @@ cdef extern from *:
     """
     void root_chunk_sums "pb_root_chunk_sums" (
         const double* gradients, const double* hessians, Py_ssize_t first, Py_ssize_t last,
-        const int64_t* era_offsets, Py_ssize_t era, const uint8_t* era_keep, Py_ssize_t n_eras,
-        Py_ssize_t tree0, Py_ssize_t n_trees, double* partial) noexcept nogil
+        const int64_t* era_offsets, Py_ssize_t era, const uint8_t* era_tree_rows,
+        Py_ssize_t pack_size, Py_ssize_t tree0, Py_ssize_t n_trees,
+        double* partial) noexcept nogil
     int ROOT_LANES "PB_ROOT_LANES"
 
 

@@ -114,9 +114,10 @@ class CpuBackend:
         self._last_slot_node = None
         # The frontier's slot_tree (find_splits), for route_rows.
         self._slot_tree = None
-        # The roots' era flags where the trees keep whole eras (begin_pack):
-        # slot_sums of the roots from them, until the first route_rows.
-        self._root_era_keep = None
+        # Is the table still at the pack's roots (begin_pack, until the first
+        # route_rows)? Where trees keep whole eras, slot_sums of the roots
+        # comes from the era flags then.
+        self._at_roots = False
 
     def _free_buffers(self) -> None:
         self._buffers = [np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)]
@@ -149,22 +150,21 @@ class CpuBackend:
             _partition.start_pack_eras(self.node_of_row, tree_samples.era_keep,
                                        self.data.era_offsets, self.n_threads,
                                        row_keep=tree_samples.row_keep)
-            if tree_samples.whole_eras:
-                self._root_era_keep = np.ascontiguousarray(tree_samples.era_keep,
-                                                           dtype=np.uint8)
         else:
             _partition.start_pack(self.node_of_row, list(tree_samples), self.n_threads)
+        self._at_roots = True
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         fixed = self.fixed
         routed, self._routed_sums = self._routed_sums, None
         if routed is not None and routed[0] == n_slots:
             sums = routed[1]
-        elif self._root_era_keep is not None and n_slots == self.pack_size:
+        elif (self._at_roots and self._era_tree_rows is not None
+              and not self._scattered_samples and n_slots == self.pack_size):
             # The roots from the era flags, not the table: the same sums
             # (root_sums), in under half the time.
             sums = SlotSums(*_partition.root_sums(fixed.gradients, fixed.hessians,
-                                                  self._root_era_keep, self.data.era_offsets,
+                                                  self._era_tree_rows, self.data.era_offsets,
                                                   self.n_threads))
         else:
             sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
@@ -379,7 +379,7 @@ class CpuBackend:
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node, *, split_children=True) -> None:
         data = self.data
-        self._root_era_keep = None  # the table moves on from the roots
+        self._at_roots = False  # the table moves on from the roots
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
         best, self._best = self._best, None
         if len(split) == 0:
