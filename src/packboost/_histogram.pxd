@@ -620,19 +620,17 @@ cdef extern from *:
         const Py_ssize_t *first_width, const Py_ssize_t *second_width,
         Py_ssize_t words, int64_t *run)
     {
-    #if defined(__SSE2__)
-        if (words == 1)
-            pb_fold_tables_one_word(joint, n_pairs, first_offset, second_offset, first_width,
-                                    second_width, run);
-        else
-    #else
-        if (words == 1)
-            pb_fold_tables(joint, n_pairs, first_offset, second_offset, first_width,
-                           second_width, 1, run);
-        else
-    #endif
+        if (words == 2)
             pb_fold_tables(joint, n_pairs, first_offset, second_offset, first_width,
                            second_width, 2, run);
+        else
+    #if defined(__SSE2__)
+            pb_fold_tables_one_word(joint, n_pairs, first_offset, second_offset, first_width,
+                                    second_width, run);
+    #else
+            pb_fold_tables(joint, n_pairs, first_offset, second_offset, first_width,
+                           second_width, 1, run);
+    #endif
     }
     """
     # the C loop's pair layout; _histogram.pyx checks it equals PAIR_MAX_WIDTH

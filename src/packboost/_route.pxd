@@ -116,6 +116,32 @@ cdef extern from *:
        +0.0 or a sum of squares and never is -0.0. The sums are loaded from
        `squares` before the rows and stored after: the chunk's next line
        goes on from them. */
+    /* The running sums of lanes [0, n_lanes) -- trees first_tree, first_tree
+       + 1, ... -- child by child into sums[j * n_lanes + lane] (0.0 past a
+       tree's children), and back after the rows: a lane owns child j of its
+       tree if the tree has more than j children. */
+    static inline void pb_lane_sums_load(
+        const double *squares, const int32_t *child_base, const int32_t *child_count,
+        Py_ssize_t first_tree, int n_lanes, int n_children, double *sums)
+    {
+        int j, lane;
+        for (j = 0; j < n_children; ++j)
+            for (lane = 0; lane < n_lanes; ++lane)
+                sums[j * n_lanes + lane] = j < child_count[first_tree + lane]
+                    ? squares[child_base[first_tree + lane] + j] : 0.0;
+    }
+
+    static inline void pb_lane_sums_store(
+        double *squares, const int32_t *child_base, const int32_t *child_count,
+        Py_ssize_t first_tree, int n_lanes, int n_children, const double *sums)
+    {
+        int j, lane;
+        for (j = 0; j < n_children; ++j)
+            for (lane = 0; lane < n_lanes; ++lane)
+                if (j < child_count[first_tree + lane])
+                    squares[child_base[first_tree + lane] + j] = sums[j * n_lanes + lane];
+    }
+
     __attribute__((target("avx2"), always_inline))
     static inline void pb_add_lane_squares(
         const int32_t *node, Py_ssize_t first_row, Py_ssize_t last_row, int pack_shift,
@@ -126,19 +152,17 @@ cdef extern from *:
            of eight in one pass, its squares computed once per row) */
         const Py_ssize_t pack_size = (Py_ssize_t)1 << pack_shift;
         Py_ssize_t first_tree, row;
-        int j, lane, group;
+        int j, group;
         for (first_tree = 0; first_tree < pack_size; first_tree += 4 * n_groups) {
             double sums[2][PB_ROUTE_LANE_CHILDREN][4] __attribute__((aligned(32)));
             __m256d running[2][PB_ROUTE_LANE_CHILDREN];
             __m128i base[2];
             for (group = 0; group < n_groups; ++group) {
                 const Py_ssize_t tree = first_tree + 4 * group;
-                for (j = 0; j < n_children; ++j) {
-                    for (lane = 0; lane < 4; ++lane)
-                        sums[group][j][lane] = j < child_count[tree + lane]
-                            ? squares[child_base[tree + lane] + j] : 0.0;
+                pb_lane_sums_load(squares, child_base, child_count, tree, 4, n_children,
+                                  sums[group][0]);
+                for (j = 0; j < n_children; ++j)
                     running[group][j] = _mm256_load_pd(sums[group][j]);
-                }
                 base[group] = _mm_loadu_si128((const __m128i *)(child_base + tree));
             }
             for (row = first_row; row < last_row; ++row) {
@@ -155,40 +179,38 @@ cdef extern from *:
                 }
             }
             for (group = 0; group < n_groups; ++group) {
-                const Py_ssize_t tree = first_tree + 4 * group;
-                for (j = 0; j < n_children; ++j) {
+                for (j = 0; j < n_children; ++j)
                     _mm256_store_pd(sums[group][j], running[group][j]);
-                    for (lane = 0; lane < 4; ++lane)
-                        if (j < child_count[tree + lane])
-                            squares[child_base[tree + lane] + j] = sums[group][j][lane];
-                }
+                pb_lane_sums_store(squares, child_base, child_count, first_tree + 4 * group, 4,
+                                   n_children, sums[group][0]);
             }
         }
     }
 
-    /* pb_add_lane_squares for up to 8 children with AVX-512: eight trees a
-       vector (packs of 8k), one vector per child, the row's square added
-       under a mask -- the lanes whose code is that child -- so the other
-       lanes' sums are left as they are. With AVX2's 32 bytes, compares and
-       adds, eight children cost more than the loop entry by entry. */
-    __attribute__((target("avx512f,avx512vl"), always_inline))
-    static inline void pb_add_lane_squares_512(
+    /* pb_add_lane_squares for up to PB_ROUTE_LANE_CHILDREN_512 children with
+       AVX-512: eight trees a vector (packs of 8k), one vector per child (a
+       constant count: the sums stay in registers; a child past a tree's
+       count matches no code), the row's square added under a mask -- the
+       lanes whose code is that child -- so the other lanes' sums are left as
+       they are. With AVX2's 32 bytes, compares and adds, eight children cost
+       more than the loop entry by entry. */
+    __attribute__((target("avx512f,avx512vl")))
+    static void pb_add_squares_by_lanes_512(
         const int32_t *node, Py_ssize_t first_row, Py_ssize_t last_row, int pack_shift,
         double *squares, const int32_t *child_base, const int32_t *child_count,
-        const double *gradients, const int n_children)
+        const double *gradients)
     {
         const Py_ssize_t pack_size = (Py_ssize_t)1 << pack_shift;
+        const int n_children = PB_ROUTE_LANE_CHILDREN_512;
         Py_ssize_t first_tree, row;
-        int j, lane;
+        int j;
         for (first_tree = 0; first_tree < pack_size; first_tree += 8) {
             double sums[PB_ROUTE_LANE_CHILDREN_512][8] __attribute__((aligned(64)));
             __m512d running[PB_ROUTE_LANE_CHILDREN_512];
-            for (j = 0; j < n_children; ++j) {
-                for (lane = 0; lane < 8; ++lane)
-                    sums[j][lane] = j < child_count[first_tree + lane]
-                        ? squares[child_base[first_tree + lane] + j] : 0.0;
+            pb_lane_sums_load(squares, child_base, child_count, first_tree, 8, n_children,
+                              sums[0]);
+            for (j = 0; j < n_children; ++j)
                 running[j] = _mm512_load_pd(sums[j]);
-            }
             const __m256i base = _mm256_loadu_si256((const __m256i *)(child_base + first_tree));
             for (row = first_row; row < last_row; ++row) {
                 const __m256i child = _mm256_sub_epi32(_mm256_loadu_si256(
@@ -200,23 +222,11 @@ cdef extern from *:
                         running[j], _mm256_cmpeq_epi32_mask(child, _mm256_set1_epi32(j)),
                         running[j], square);
             }
-            for (j = 0; j < n_children; ++j) {
+            for (j = 0; j < n_children; ++j)
                 _mm512_store_pd(sums[j], running[j]);
-                for (lane = 0; lane < 8; ++lane)
-                    if (j < child_count[first_tree + lane])
-                        squares[child_base[first_tree + lane] + j] = sums[j][lane];
-            }
+            pb_lane_sums_store(squares, child_base, child_count, first_tree, 8, n_children,
+                               sums[0]);
         }
-    }
-
-    __attribute__((target("avx512f,avx512vl")))
-    static void pb_add_squares_by_lanes_512(
-        const int32_t *node, Py_ssize_t first_row, Py_ssize_t last_row, int pack_shift,
-        double *squares, const int32_t *child_base, const int32_t *child_count,
-        const double *gradients, int n_children)
-    {
-        pb_add_lane_squares_512(node, first_row, last_row, pack_shift, squares, child_base,
-                                child_count, gradients, 8);
     }
 
     /* pb_add_lane_squares with its numbers of children (2 or 4) and groups
@@ -231,7 +241,7 @@ cdef extern from *:
     {
         if (n_children > PB_ROUTE_LANE_CHILDREN)
             pb_add_squares_by_lanes_512(node, first_row, last_row, pack_shift, squares,
-                                        child_base, child_count, gradients, n_children);
+                                        child_base, child_count, gradients);
         else if (pack_shift == 2 && n_children <= 2)
             pb_add_lane_squares(node, first_row, last_row, pack_shift, squares, child_base,
                                 child_count, gradients, 2, 1);
