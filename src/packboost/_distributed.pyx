@@ -22,6 +22,8 @@ shard continues the partials of the chunks its rows fall in.
 
 import numpy as np
 
+from cython.parallel cimport prange
+
 from libc.math cimport INFINITY
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
@@ -79,34 +81,42 @@ def era_histograms(const bin_code_t[:, ::1] X_binned, const double[::1] gradient
                    const int32_t[::1] row_era, Py_ssize_t n_eras,
                    const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
                    const feature_index_t[::1] features, const uint8_t[:, ::1] tree_uses_feature,
-                   Py_ssize_t width):
+                   Py_ssize_t width, int n_threads=1):
     """Per-era histograms of the open slots over the depth's features:
     (n_slots, n_features_d, n_eras, width, 3) float64 (g, h, count; the missing
     bin of feature k at n_bins[k]) and the rows per (slot, era). Sums of grid
-    values: exact, whatever the order."""
+    values: exact, whatever the order. ``n_threads`` threads take a feature
+    each (a feature's cells are one thread's: no two threads add to a cell)."""
     cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = features.shape[0]
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
     hist = np.zeros((n_slots, n_cand, n_eras, width, 3))
     era_rows = np.zeros((n_slots, n_eras))
     cdef double[:, :, :, :, ::1] h_view = hist
     cdef double[:, ::1] rows_view = era_rows
-    cdef Py_ssize_t row, tree, position, era, code
+    cdef Py_ssize_t row, tree, position, era, code, feature
     cdef node_index_t slot
     with nogil:
         for row in range(n_rows):
             era = row_era[row]
             for tree in range(pack_size):
                 slot = node_of_row[row, tree]
+                if slot >= 0 and slot_open[slot]:
+                    rows_view[slot, era] += 1.0
+    for position in prange(n_cand, nogil=True, schedule='dynamic', chunksize=1,
+                           num_threads=max(1, min(n_threads, n_cand))):
+        feature = features[position]
+        for row in range(n_rows):
+            era = row_era[row]
+            code = X_binned[feature, row]
+            for tree in range(pack_size):
+                if not tree_uses_feature[position, tree]:
+                    continue
+                slot = node_of_row[row, tree]
                 if slot < 0 or not slot_open[slot]:
                     continue
-                rows_view[slot, era] += 1.0
-                for position in range(n_cand):
-                    if not tree_uses_feature[position, tree]:
-                        continue
-                    code = X_binned[features[position], row]
-                    h_view[slot, position, era, code, 0] += gradients[row]
-                    h_view[slot, position, era, code, 1] += hessians[row]
-                    h_view[slot, position, era, code, 2] += 1.0
+                h_view[slot, position, era, code, 0] += gradients[row]
+                h_view[slot, position, era, code, 1] += hessians[row]
+                h_view[slot, position, era, code, 2] += 1.0
     return hist, era_rows
 
 

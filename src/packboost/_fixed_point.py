@@ -105,10 +105,16 @@ def _power_of_two_scale(bound_bits: int, magnitude: float) -> float:
 
 
 def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
-                   era_offsets: np.ndarray, n_threads: int = 1) -> FixedPointGradients:
+                   era_offsets: np.ndarray, n_threads: int = 1, *,
+                   shard=None) -> FixedPointGradients:
     """Round a round's gradients and hessians and pack them for the kernel.
 
     ``era_offsets`` (n_eras + 1) delimit the eras of the era-sorted rows.
+    ``shard`` (a :class:`packboost._row_shard.RowShard`): these rows are one
+    shard of whole eras of the training rows; the grid is then chosen from
+    the bounds of all shards' rows (:meth:`RowShard.grid_bounds`), the very
+    numbers one machine holding every row computes, so every shard rounds to
+    the grid of the single-machine fit (docs/distributed.md §3).
     """
     gradients = np.ascontiguousarray(gradients, dtype=np.float64)
     hessians = np.ascontiguousarray(hessians, dtype=np.float64)
@@ -118,14 +124,20 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
                          f"{gradients.shape} and {hessians.shape}")
     if len(era_offsets) == 0 or era_offsets[-1] != len(gradients):
         raise ValueError("era_offsets must end at the number of rows")
-    count_bits = count_bits_for(era_offsets)
+    if shard is None:
+        count_bits = count_bits_for(era_offsets)
+        largest_era, total = _histogram_magnitude_sums(gradients, era_offsets)
+        hessian_total = _histogram_magnitude_sums(hessians, era_offsets)[1]
+        constant = len(hessians) > 0 and bool(np.all(hessians == hessians[0]))
+    else:
+        count_bits, largest_era, total, hessian_total, constant = shard.grid_bounds(
+            gradients, hessians, era_offsets)
     if count_bits > 31:
         raise ValueError(f"an era of {2 ** (count_bits - 1)}+ rows is too large for the "
                          "fixed-point histograms (at most 2**31 - 1 rows per era)")
 
     from packboost import _histogram  # the kernels (Cython) of this format
 
-    largest_era, total = _histogram.magnitude_sums(gradients, era_offsets)
     # One spare bit each for the rounding (at most half a unit per row).
     gradient_scale = min(
         _power_of_two_scale(PACKED_VALUE_BITS - count_bits - 1, largest_era),
@@ -138,9 +150,7 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     # Hessians get their own grid, constant or not, so that both backends
     # (docs/fixed-point.md) sum the same integers; a constant hessian is
     # still one value (the CPU kernel then needs no hessian word per cell).
-    hessian_scale = _power_of_two_scale(EXACT_SUM_BITS - 1,
-                                        _histogram.magnitude_sums(hessians, era_offsets)[1])
-    constant = len(hessians) > 0 and bool(np.all(hessians == hessians[0]))
+    hessian_scale = _power_of_two_scale(EXACT_SUM_BITS - 1, hessian_total)
     if constant:
         constant_hessian = float(np.rint(hessians[0] * hessian_scale) / hessian_scale)
         rounded_hessians = np.full_like(hessians, constant_hessian)
@@ -155,6 +165,23 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
         gradients=rounded_gradients, hessians=rounded_hessians, packed=packed,
         hessian_fixed=hessian_fixed, count_bits=count_bits, gradient_scale=gradient_scale,
         hessian_scale=hessian_scale, constant_hessian=constant_hessian)
+
+
+def _histogram_magnitude_sums(values, era_offsets):
+    from packboost import _histogram
+
+    return _histogram.magnitude_sums(values, era_offsets)
+
+
+def largest_and_total(era_sums) -> tuple[float, float]:
+    """``_histogram.magnitude_sums``' two bounds from the per-era sums of |g|
+    (``_histogram.era_magnitude_sums``), taken and added in era order as it
+    does: the same two doubles."""
+    largest = total = 0.0
+    for era_sum in np.asarray(era_sums, dtype=np.float64).tolist():
+        largest = era_sum if era_sum > largest else largest
+        total += era_sum
+    return largest, total
 
 
 # The CUDA backend's int64 sums of g * g stay below 2**SQUARED_SUM_BITS.
@@ -184,12 +211,14 @@ ORDINARY_EXPONENT = 64
 _SMALLEST_POSITIVE = math.ulp(0.0)  # 2**-1074
 
 
-def _rescaling_exponent(values: np.ndarray) -> int:
-    """0 for values of ordinary magnitude (or all zero), else the k with
-    ``max |values| * 2**-k`` in [1, 2)."""
-    if not len(values):
-        return 0
-    peak = float(np.max(np.abs(values)))
+def _peak(values: np.ndarray) -> float:
+    """max |values| (0 for none; NaN where one is NaN)."""
+    return float(np.max(np.abs(values))) if len(values) else 0.0
+
+
+def _rescaling_exponent(peak: float) -> int:
+    """0 for values of ordinary magnitude (largest |value| ``peak``; or all
+    zero), else the k with ``peak * 2**-k`` in [1, 2)."""
     if not math.isfinite(peak):
         raise FloatingPointError("gradients or hessians are not finite")
     if peak == 0.0 or 2.0**-ORDINARY_EXPONENT <= peak <= 2.0**ORDINARY_EXPONENT:
@@ -244,8 +273,15 @@ class GradientScaling:
     hessian_exponent: int = 0
 
     @classmethod
-    def for_gradients(cls, gradients: np.ndarray, hessians: np.ndarray) -> GradientScaling:
-        return cls(_rescaling_exponent(gradients), _rescaling_exponent(hessians))
+    def for_gradients(cls, gradients: np.ndarray, hessians: np.ndarray, *,
+                      shard=None) -> GradientScaling:
+        """The rescaling for these gradients; with ``shard``
+        (:class:`packboost._row_shard.RowShard`), for the gradients of all
+        its shards (the largest magnitudes are exact maxima)."""
+        gradient_peak, hessian_peak = _peak(gradients), _peak(hessians)
+        if shard is not None:
+            gradient_peak, hessian_peak = shard.maximum([gradient_peak, hessian_peak])
+        return cls(_rescaling_exponent(gradient_peak), _rescaling_exponent(hessian_peak))
 
     @property
     def is_identity(self) -> bool:

@@ -223,6 +223,23 @@ def magnitude_sums(const double[::1] values, const offset_t[::1] era_offsets):
     return largest, total
 
 
+def era_magnitude_sums(const double[::1] values, const offset_t[::1] era_offsets):
+    """Each era's sum of |values| (float64, one per era), added row by row in
+    the order magnitude_sums adds them: a shard of whole eras
+    (packboost._row_shard) gathers these to choose the grid of all rows."""
+    cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1, era, row
+    sums = np.zeros(max(n_eras, 0))
+    cdef double[::1] view = sums
+    cdef double era_sum
+    with nogil:
+        for era in range(n_eras):
+            era_sum = 0.0
+            for row in range(era_offsets[era], era_offsets[era + 1]):
+                era_sum += fabs(values[row])
+            view[era] = era_sum
+    return sums
+
+
 def round_to_grid(const double[::1] values, double scale, double[::1] rounded,
                   int64_t[::1] units, int count_bits, int n_threads=1):
     """``units = rint(values * scale)`` (half to even, as NumPy's rint) and

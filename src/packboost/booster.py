@@ -203,7 +203,7 @@ def _round_gradients(objective, round_index, y, raw_prediction, sample_weight, g
 def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
           objective, params: dict, n_threads: int, *, eval_sets: list | None = None,
           metrics: list | None = None, callbacks=None, init: InitModel | None = None,
-          model=None, backend) -> tuple[TreeEnsemble, TrainingInfo]:
+          model=None, backend, base_score=None) -> tuple[TreeEnsemble, TrainingInfo]:
     """Fit ``params["n_estimators"]`` rounds on era-sorted training data.
 
     ``y`` and ``sample_weight`` are in the row order of ``data``. After every
@@ -226,6 +226,13 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     over the rows; the round's draws are made here whatever the backend, so
     the model is the same function of the seed on every backend.
 
+    ``data.shard`` set (:class:`packboost._row_shard.RowShard`): these rows
+    are one worker's shard of a distributed fit whose every worker runs this
+    loop; the draws are made over all rows and cut to the shard's, the
+    gradient rescaling and grid come from all rows, and ``base_score`` (of
+    all rows) is given, so every worker makes the decisions of the
+    single-machine fit (docs/distributed.md).
+
     Returns the ensemble and the final :class:`~packboost.callback.TrainingInfo`.
     """
     eval_sets = list(eval_sets or ())
@@ -235,8 +242,10 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     # for what it does beyond gradients (quantile leaves are refitted).
     output_objective = objective.objective if isinstance(objective, MultiTarget) else objective
     rng = np.random.default_rng(params["random_state"])
+    shard = data.shard
     if init is None:
-        base_score = objective.base_score(y, sample_weight)
+        if base_score is None:
+            base_score = objective.base_score(y, sample_weight)
         begin = 0
     else:
         base_score = init.ensemble.base_score
@@ -256,7 +265,7 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     _round_gradients(objective, begin, y,
                      np.repeat(base_scores[:, np.newaxis], data.n_rows, axis=1),
                      sample_weight, gradients, hessians)
-    scalings = [GradientScaling.for_gradients(gradients[output], hessians[output])
+    scalings = [GradientScaling.for_gradients(gradients[output], hessians[output], shard=shard)
                 for output in range(n_outputs)]
     unscaled_settings = grower_params(params)
     settings = [scaling.grower_params(unscaled_settings) for scaling in scalings]
@@ -271,14 +280,18 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                         end_iteration=begin + params["n_estimators"],
                         evals_result={item.name: item.history for item in eval_sets},
                         eval_names=[item.name for item in eval_sets])
-    callback_list = CallbackList(callbacks)
+    callback_list = callbacks if isinstance(callbacks, CallbackList) else CallbackList(callbacks)
     callback_list.before_training(info)
 
     packs = []
     for round_index in range(params["n_estimators"]):
         _round_gradients(objective, begin + round_index, y, raw_prediction, sample_weight,
                          gradients, hessians)
-        draws = draw_round(rng, data, params)
+        if shard is None:
+            draws = draw_round(rng, data, params)
+        else:
+            draws = draw_round(rng, shard.global_rows, params)
+            draws.tree_samples = shard.local_samples(draws.tree_samples)
         round_packs = []
         for output in range(n_outputs):
             scalings[output].apply(gradients[output], hessians[output])

@@ -4,35 +4,39 @@
 The estimators take Dask DataFrames / Arrays and have exactly the local
 estimators' parameters (they subclass them). ``fit`` moves every era whole to
 one worker -- contiguous ranges of eras, balanced by rows, whatever the input
-partitioning -- bins each worker's rows there, and runs the one driver
-(:func:`packboost.booster.train`) on the client over a
-:class:`packboost.backends.dask.DaskBackend`. The model is bit for bit the
-local fit's with the same parameters and seed, and is an ordinary PackBoost
-model (``to_local()``, same model files).
+partitioning -- with its targets and weights, bins each worker's rows there,
+and then runs one task per worker for the whole fit: every worker runs the
+one driver (:func:`packboost.booster.train`) over its shard, exchanging the
+sums over all eras with the other workers directly
+(:mod:`packboost.backends.dask`). The model is bit for bit the local fit's
+with the same parameters and seed, and is an ordinary PackBoost model
+(``to_local()``, same model files).
 
-What stays on the client: the 1-D per-row vectors of the driver (``y``,
-``sample_weight``, era codes, the raw predictions and gradients) and the
-eval sets. What stays on the workers: the feature matrix (rows x features).
+Per-row state (targets, weights, gradients, predictions) lives on the
+workers; the eval sets and the callbacks live on the first worker (rank 0),
+whose model is returned. The client computes the era labels once (the shard
+plan) and the base score, and sends no per-row array after loading.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from dataclasses import dataclass
 
 import numpy as np
 
 from packboost import _constraints, _validation
+from packboost._collective import PeerLostError
 from packboost.backends.dask import (
-    DaskBackend,
-    ShardInfo,
     WorkerLostError,
     _Shard,
     _worker_addresses,
+    worker_drop,
     worker_store,
+    worker_train,
 )
 from packboost.binning import BinMapper
-from packboost.booster import train
-from packboost.grower import TrainingData
 from packboost.objectives import get_objective, make_objective
 from packboost.sklearn import (
     PackBoostClassifier,
@@ -42,23 +46,6 @@ from packboost.sklearn import (
 )
 
 __all__ = ["DaskPackBoostRegressor", "DaskPackBoostClassifier", "WorkerLostError"]
-
-
-class _RemoteTrainingData(TrainingData):
-    """TrainingData whose binned matrix lives on the workers: the driver reads
-    only its shape, eras, bins and cuts."""
-
-    def __init__(self, n_features, n_rows, **fields):
-        super().__init__(X_binned=None, **fields)
-        self._shape = (n_features, n_rows)
-
-    @property
-    def n_features(self) -> int:
-        return self._shape[0]
-
-    @property
-    def n_rows(self) -> int:
-        return self._shape[1]
 
 
 def _is_dask(value) -> bool:
@@ -95,13 +82,33 @@ def _select_rows(part, index):
     return np.ascontiguousarray(X[index])
 
 
-def _build_shard(key, pieces, n_local, n_features, dtype, mapper, row_era, shard_args):
-    """Worker side: assemble the shard's rows in era-sorted order, bin, store."""
+# How often the client checks that the shards' workers are alive while it waits.
+POLL_SECONDS = 0.5
+
+
+@dataclass
+class ShardInfo:
+    """Where a shard lives and which global (era-sorted) rows it holds."""
+
+    worker: str
+    first_row: int
+    end_row: int
+    first_era: int
+    end_era: int
+    key: str          # the shard's name in its worker's registry: fit id / shard index
+
+
+def _build_shard(key, pieces, n_local, n_features, dtype, mapper, row_era, n_threads, y,
+                 sample_weight, first_era, end_era):
+    """Worker side: assemble the shard's rows in era-sorted order, bin, store;
+    returns (rows, the address its fit listens at)."""
     X = np.empty((n_local, n_features), dtype=dtype)
     for rows, position in pieces:
         X[position] = rows
-    X_binned = mapper.transform(X, n_threads=shard_args["n_threads"])
-    return worker_store(key, _Shard(X_binned=X_binned, row_era=row_era, **shard_args))
+    X_binned = mapper.transform(X, n_threads=n_threads)
+    return worker_store(key, _Shard(X_binned=X_binned, row_era=row_era, y=y,
+                                    sample_weight=sample_weight, first_era=first_era,
+                                    end_era=end_era))
 
 
 class _DaskEstimator:
@@ -159,7 +166,6 @@ class _DaskEstimator:
                 f"{type(self).__name__} does not support objective='quantile' (its leaves "
                 "are refitted to residual quantiles on the binned data, which the Dask "
                 "backend keeps on the workers); fit PackBoostRegressor on one machine")
-        n_threads = _resolve_n_jobs(self.n_jobs)
         client = self._client()
 
         era_column = era if isinstance(era, str) else None
@@ -227,6 +233,8 @@ class _DaskEstimator:
         dtype = np.result_type(*[dtype for dtype, _, _ in ranges])
 
         fit_id = uuid.uuid4().hex
+        y, sample_weight = y[order], sample_weight[order] if sample_weight is not None else None
+        threads = _worker_threads(client, workers, self.n_jobs)
         shards, stores = [], []
         for index, (first_era, end_era) in enumerate(plan):
             first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
@@ -238,43 +246,46 @@ class _DaskEstimator:
                     pieces.append((rows, position[start + local] - first_row))
             shard = ShardInfo(worker=workers[index], first_row=first_row, end_row=end_row,
                               first_era=first_era, end_era=end_era, key=f"{fit_id}/{index}")
-            shard_args = dict(n_eras=end_era - first_era, n_bins=mapper.n_bins_,
-                              first_row=first_row, total_rows=n_rows,
-                              pack_size=params["pack_size"], n_threads=n_threads)
             row_era = np.ascontiguousarray(era_codes[order[first_row:end_row]] - first_era,
                                            dtype=np.int32)
+            # The shard's targets and weights go to its worker once, here;
+            # nothing per row crosses the network after loading.
+            rows_of_shard = [client.scatter(np.ascontiguousarray(values[first_row:end_row]),
+                                            workers=[shard.worker], hash=False)
+                             if values is not None else None for values in (y, sample_weight)]
             stores.append(client.submit(_build_shard, shard.key, pieces, end_row - first_row,
-                                        n_features, dtype, mapper, row_era, shard_args,
-                                        workers=[shard.worker], allow_other_workers=False,
-                                        pure=False))
+                                        n_features, dtype, mapper, row_era,
+                                        threads[shard.worker], *rows_of_shard, first_era,
+                                        end_era, workers=[shard.worker],
+                                        allow_other_workers=False, pure=False))
             shards.append(shard)
-        y = y[order]
-        sample_weight = sample_weight[order] if sample_weight is not None else None
-        data = _RemoteTrainingData(n_features, n_rows, n_bins=mapper.n_bins_,
-                                   row_era=np.ascontiguousarray(era_codes[order], dtype=np.int32),
-                                   n_eras=n_eras, cuts=mapper.cuts_)
 
         eval_set = _computed_eval_set(eval_set)
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, n_features, feature_names,
                                             target)
         metrics = self._resolve_metrics(eval_metric, eval_sets, params)
-        callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
-        objective = make_objective(
-            params["objective"], alpha=params["alpha"],
-            link=get_objective(self._objective_name).transform,
-            row_order=None if np.array_equal(order, np.arange(n_rows)) else order)
-        backend = DaskBackend(client, fit_id, shards, data, params["pack_size"])
+        # Callbacks run on rank 0's worker: a progress bar there shows nothing here.
+        callback_list = self._build_callbacks(callbacks, early_stopping_rounds, False)
+        # A callable objective gets each worker's rows (era-sorted): row by row.
+        objective = make_objective(params["objective"], alpha=params["alpha"],
+                                   link=get_objective(self._objective_name).transform)
+        training = dict(params=params, n_bins=mapper.n_bins_, cuts=mapper.cuts_,
+                        objective=objective, metrics=metrics,
+                        base_score=objective.base_score(y, sample_weight))
         try:
-            backend._gather(stores)
-            ensemble, info = train(data, y, sample_weight, objective, params, n_threads,
-                                   eval_sets=eval_sets, metrics=metrics,
-                                   callbacks=callback_list, init=None, model=self,
-                                   backend=backend)
+            addresses = [address for _, address in _wait(client, shards, stores)]
+            global_era_offsets = np.asarray(era_offsets, dtype=np.int64)
+            fits = [client.submit(
+                worker_train, shard.key, rank, addresses, global_era_offsets,
+                dict(training, n_threads=threads[shard.worker],
+                     eval_sets=eval_sets if rank == 0 else None,
+                     callbacks=callback_list if rank == 0 else None),
+                workers=[shard.worker], allow_other_workers=False, pure=False, retries=0)
+                for rank, shard in enumerate(shards)]
+            ensemble, info = _wait(client, shards, fits)[0]
         finally:
-            backend.close()
-        # Diagnostics of the last fit (benchmarks/bench_dask.py), not model state.
-        self.bytes_log_ = backend.bytes_log
-        self.worker_cpu_seconds_ = backend.worker_cpu_seconds
+            # Diagnostics of the last fit (benchmarks/bench_dask.py), not model state.
+            self.worker_stats_ = _drop_shards(client, shards)
         return _fitted_state(target, ensemble, mapper, n_features, n_eras, info,
                              feature_names, era_column)
 
@@ -305,6 +316,82 @@ class _DaskEstimator:
         if _is_dask(X):
             return _lazy(self.to_local(), "predict", X, iteration_range, **kwargs)
         return super().predict(X, iteration_range, **kwargs)
+
+
+def _worker_threads(client, workers, n_jobs) -> dict:
+    """Threads of each worker's kernels: ``n_jobs`` as the local estimators
+    resolve it, or (None) as many as the worker has."""
+    if n_jobs is not None:
+        return dict.fromkeys(workers, _resolve_n_jobs(n_jobs))
+    info = client.scheduler_info()["workers"]
+    return {worker: max(1, int(info.get(worker, {}).get("nthreads", 1))) for worker in workers}
+
+
+def _wait(client, shards, futures) -> list:
+    """Results of the shards' ``futures``; the first real error, or a
+    :class:`WorkerLostError` as soon as a shard's worker is gone (its pinned
+    tasks would wait forever)."""
+    from distributed import wait
+
+    while True:
+        pending = [future for future in futures if future.status == "pending"]
+        if pending:
+            try:
+                wait(pending, timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                pass
+        failed = [future for future in futures if future.status in ("error", "cancelled")]
+        if failed:
+            client.cancel(futures)
+            errors = [future.exception() for future in failed if future.status == "error"]
+            # A worker that fails closes its connections: the others then
+            # report a lost peer. The failure itself is the error to show.
+            cause = [error for error in errors
+                     if not isinstance(error, (PeerLostError, WorkerLostError))]
+            if cause:
+                raise cause[0]
+            _check_workers(client, shards, futures, wait_seconds=5.0)
+            raise WorkerLostError(f"a Dask worker of the fit stopped answering ({errors[0]}); "
+                                  "the fit was abandoned (no model was kept)")
+        if all(future.status == "finished" for future in futures):
+            # Fetched with a timeout too: a worker that dies after its task
+            # finished takes the result with it.
+            return [future.result(timeout=60) for future in futures]
+        _check_workers(client, shards, futures)
+
+
+def _check_workers(client, shards, futures, wait_seconds: float = 0.0) -> None:
+    """Raise :class:`WorkerLostError` if a shard's worker left (waiting up
+    to ``wait_seconds`` for the scheduler to notice)."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        alive = set(client.run_on_scheduler(_worker_addresses))
+        lost = [shard for shard in shards if shard.worker not in alive]
+        if lost:
+            client.cancel(futures)
+            eras = ", ".join(f"{s.first_era}..{s.end_era - 1}" for s in lost)
+            raise WorkerLostError(
+                f"Dask worker {lost[0].worker} holding training eras {eras} left the cluster "
+                "during fit; the fit was abandoned (no model was kept). Restart the fit on "
+                "the remaining workers.")
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.2)
+
+
+def _drop_shards(client, shards) -> list:
+    """Free every shard (a few seconds at most: a lost worker has nothing to
+    free); returns each shard's fit statistics."""
+    futures = [client.submit(worker_drop, shard.key, workers=[shard.worker], pure=False)
+               for shard in shards]
+    deadline = time.monotonic() + 5.0
+    stats = []
+    for future in futures:
+        try:
+            stats.append(future.result(timeout=max(0.1, deadline - time.monotonic())))
+        except Exception:  # noqa: BLE001 -- a lost worker has nothing left to free
+            stats.append({})
+    return stats
 
 
 def _column_range(part):

@@ -39,6 +39,9 @@ class TrainingData:
     row_era: np.ndarray      # (n_rows,) int32, non-decreasing
     n_eras: int
     cuts: list               # per feature: float64 cut points (raw thresholds)
+    # None: these are all the training rows. Else a packboost._row_shard.RowShard:
+    # they are one shard of whole eras, the rest on other workers (docs/distributed.md).
+    shard: object = None
 
     @cached_property
     def era_offsets(self) -> np.ndarray:
@@ -163,7 +166,7 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
     pack_size = len(tree_samples)
     # Rounded once for the whole pack (docs/fixed-point.md); both backends sum
     # these values exactly, so the trees do not depend on the backend.
-    fixed = to_fixed_point(gradients, hessians, data.era_offsets, n_threads)
+    fixed = to_fixed_point(gradients, hessians, data.era_offsets, n_threads, shard=data.shard)
     backend.begin_pack(fixed, tree_samples)
 
     slot_tree = np.arange(pack_size, dtype=np.int32)   # slot t is the root of tree t

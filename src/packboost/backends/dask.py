@@ -1,28 +1,31 @@
-"""The Dask backend: the rows live on Dask workers, whole eras per worker
-(docs/distributed.md).
+"""The Dask backend: every worker runs the one driver over its own shard of
+whole eras; the workers talk to each other directly (docs/distributed.md).
 
-:class:`DaskBackend` implements :class:`packboost.backends.interface.Backend`
-for the one driver (:func:`packboost.grower.grow_pack`, run on the client by
-:func:`packboost.booster.train`). Each worker holds a *shard*: a contiguous
-range of whole eras, i.e. of the era-sorted training rows, binned, with the
-shard's ``node_of_row`` / ``leaf_of_row``. Per depth:
+Worker side. A *shard* (:class:`_Shard`, stored by :func:`worker_store` when
+the rows arrive) is a contiguous range of whole eras of the era-sorted
+training rows: their binned features, targets and weights. The fit is one
+task per worker (:func:`worker_train`): it connects to the other shards'
+workers (:class:`packboost._collective.Collective`) and runs
+:func:`packboost.booster.train` over a :class:`ShardBackend`, whose passes
+over the rows are this worker's and whose sums over all eras are exchanged
+with the others. Per depth:
 
-1. every shard histograms its own eras (they never leave the worker) and
-   returns the pooled per-bin sums of every (slot, feature): exact fixed-point
-   sums, added on the client in any order;
-2. the client enumerates the candidates exactly as ``_split.score_tile``
-   does and, when DES needs its era pass, sends them along the shards in era
-   order: each shard continues the running float state of every candidate
-   over its eras (``_distributed.candidate_pass``), worker to worker through
-   Dask's dependencies; the client finishes the last state.
+1. slot sums: the float sums of squared gradients are continued shard after
+   shard over the global row chunks (``_distributed.chained_slot_sums``);
+2. every shard histograms its own eras (they never leave the worker) and the
+   pooled per-bin sums of every (slot, feature) are all-reduced: exact
+   fixed-point sums, the same doubles in any order;
+3. every shard enumerates the candidates from the pooled sums (the same
+   deterministic code) and, when DES needs its era pass, the candidates'
+   running float state goes shard after shard in era order, pipelined in
+   blocks (``_distributed.candidate_pass``); the last shard finishes the
+   scores and sends every shard the best split of each slot;
+4. routing and the prediction update are each shard's own rows.
 
 The float sums are therefore added in the single-machine order, by the same
-des.h functions: the trees are bit for bit the CPU backend's.
-
-Worker-side state lives in a module-level registry keyed by shard; a task
-that finds no shard (the worker was restarted) raises, and the client
-watches that every shard's worker is alive while it waits, so a dead worker
-is an error, never a hang (:class:`WorkerLostError`).
+des.h functions: every worker grows the trees of the local fit, bit for bit.
+Rank 0 also holds the eval sets and runs the callbacks; its stop decision is
+sent to the others after every round, and its model is the fit's result.
 """
 
 from __future__ import annotations
@@ -34,12 +37,7 @@ import numpy as np
 
 from packboost import _constraints, _distributed, _partition, _predict
 from packboost.backends.interface import BestSplits, SlotSums
-
-# Arguments larger than this are scattered to their worker first.
-SCATTER_BYTES = 1 << 20
-
-# How often the client checks that the shards' workers are alive while it waits.
-POLL_SECONDS = 0.5
+from packboost.callback import CallbackList
 
 _SHARDS: dict = {}   # worker side: shard key -> _Shard (per process: threaded workers share it)
 
@@ -49,36 +47,18 @@ class WorkerLostError(RuntimeError):
 
 
 @dataclass
-class ShardInfo:
-    """Where a shard lives and which global (era-sorted) rows it holds."""
-
-    worker: str
-    first_row: int
-    end_row: int
-    first_era: int
-    end_era: int
-    key: str          # the shard's name in its worker's registry: fit id / shard index
-
-
-@dataclass
 class _Shard:
+    """One worker's training rows (eras ``first_era .. end_era - 1``)."""
+
     X_binned: np.ndarray       # (n_features, n_local) bin codes
     row_era: np.ndarray        # (n_local,) int32, era codes relative to the shard
-    n_eras: int
-    n_bins: np.ndarray
-    first_row: int
-    total_rows: int
-    pack_size: int
-    n_threads: int
-    node_of_row: np.ndarray = None
-    leaf_of_row: np.ndarray = None
-    gradients: np.ndarray = None
-    hessians: np.ndarray = None
-    depth: dict = field(default_factory=dict)   # this depth's histograms
-    cpu_seconds: float = 0.0
+    y: np.ndarray              # (n_local,) or (n_local, n_targets), era-sorted
+    sample_weight: np.ndarray | None
+    first_era: int
+    end_era: int
+    listener: object = None    # the socket the other shards connect to
+    stats: dict = field(default_factory=dict)
 
-
-# -- worker side ------------------------------------------------------------------
 
 def _shard(key: str) -> _Shard:
     try:
@@ -89,222 +69,139 @@ def _shard(key: str) -> _Shard:
         ) from None
 
 
-def worker_store(key: str, shard: _Shard) -> int:
-    shard.node_of_row = np.empty((shard.X_binned.shape[1], shard.pack_size), dtype=np.int32)
-    shard.leaf_of_row = np.empty_like(shard.node_of_row)
+def worker_store(key: str, shard: _Shard) -> tuple:
+    """Keep the shard and open its socket; returns (rows, socket address)."""
+    from packboost import _collective
+
+    shard.listener = _collective.listen(_listen_host())
     _SHARDS[key] = shard
-    return shard.X_binned.shape[1]
+    return shard.X_binned.shape[1], _collective.address_of(shard.listener)
 
 
-def worker_drop(key: str) -> float:
-    """Free the shard; returns the CPU seconds its tasks took."""
+def worker_drop(key: str) -> dict:
+    """Free the shard; returns its fit's statistics (CPU seconds, bytes sent)."""
     shard = _SHARDS.pop(key, None)
-    return shard.cpu_seconds if shard is not None else float("nan")
+    if shard is None:
+        return {}
+    if shard.listener is not None:
+        shard.listener.close()
+    return shard.stats
 
 
-def worker_begin_pack(key, gradients, hessians, tree_rows) -> None:
+def _listen_host() -> str:
+    """The host the worker itself is reached at (its Dask address)."""
+    try:
+        from distributed import get_worker
+        from distributed.comm import get_address_host, parse_address
+
+        address = get_worker().address
+        if parse_address(address)[0] == "tcp" or parse_address(address)[0] == "tls":
+            return get_address_host(address)
+    except (ImportError, ValueError):
+        pass
+    return "127.0.0.1"   # in-process workers (LocalCluster(processes=False))
+
+
+def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.ndarray,
+                 training: dict):
+    """The fit on this worker: connect to the other shards, run the driver
+    over this shard. Returns rank 0's (ensemble, training info); None elsewhere."""
+    from packboost._collective import Collective
+    from packboost._row_shard import RowShard
+    from packboost.booster import train
+    from packboost.grower import TrainingData
+
     shard = _shard(key)
-    shard.gradients, shard.hessians = gradients, hessians
-    for tree, rows in enumerate(tree_rows):
-        _partition.start_tree(shard.node_of_row, rows, tree, shard.n_threads)
+    start_cpu, start_wall = time.process_time(), time.perf_counter()
+    collective = Collective.connect(rank, addresses, shard.listener)
+    try:
+        row_shard = RowShard(collective, global_era_offsets, shard.first_era, shard.end_era,
+                             shard.X_binned.shape[0])
+        data = TrainingData(X_binned=shard.X_binned, n_bins=training["n_bins"],
+                            row_era=shard.row_era, n_eras=shard.end_era - shard.first_era,
+                            cuts=training["cuts"], shard=row_shard)
+        params, n_threads = training["params"], training["n_threads"]
+        leader = rank == 0
+        callbacks = (_LeaderCallbacks(training["callbacks"], collective) if leader
+                     else _FollowerCallbacks(collective))
+        backend = ShardBackend(data, params["pack_size"], n_threads, collective)
+        try:
+            ensemble, info = train(
+                data, shard.y, shard.sample_weight, training["objective"], params, n_threads,
+                eval_sets=training["eval_sets"] if leader else None,
+                metrics=training["metrics"], callbacks=callbacks, model=None,
+                backend=backend, base_score=training["base_score"])
+        finally:
+            backend.close()
+    finally:
+        shard.stats = dict(cpu_seconds=time.process_time() - start_cpu,
+                           seconds=time.perf_counter() - start_wall,
+                           bytes_sent=collective.bytes_sent,
+                           messages_sent=collective.messages_sent)
+        # Closing tells the other ranks at once when this one failed.
+        collective.close()
+    return (ensemble, info) if leader else None
 
 
-def worker_slot_sums(key, n_slots, partial):
-    shard = _shard(key)
-    return _distributed.chained_slot_sums(shard.gradients, shard.hessians, shard.node_of_row,
-                                          n_slots, shard.first_row, shard.total_rows,
-                                          np.array(partial, copy=True))
+class _LeaderCallbacks(CallbackList):
+    """Rank 0 runs the fit's callbacks and tells the others whether to stop."""
+
+    def __init__(self, callbacks, collective):
+        super().__init__(callbacks)
+        self.collective = collective
+
+    def after_iteration(self, info) -> bool:
+        return self.collective.broadcast(super().after_iteration(info), root=0)
 
 
-def worker_histograms(key, slot_tree, slot_open, features, tree_uses_feature, width):
-    shard = _shard(key)
-    hist, era_rows = _distributed.era_histograms(
-        shard.X_binned, shard.gradients, shard.hessians, shard.node_of_row, shard.row_era,
-        shard.n_eras, slot_tree, slot_open, features, tree_uses_feature, width)
-    shard.depth = dict(hist=hist, era_rows=era_rows, features=features)
-    # Sums of grid values: exact, so the client may add the shards in any order.
-    return hist.sum(axis=2), (era_rows > 0).sum(axis=1).astype(np.float64)
+class _FollowerCallbacks(CallbackList):
+    """The other ranks stop when rank 0 does."""
+
+    def __init__(self, collective):
+        super().__init__(())
+        self.collective = collective
+
+    def after_iteration(self, info) -> bool:
+        return self.collective.broadcast(None, root=0)
 
 
-def worker_enumerate(key, pooled, split_args, params) -> None:
-    """Enumerate this depth's candidates from the pooled sums (the same
-    deterministic code as on the client): the per-bin pooled sums cross the
-    network, not the candidate list."""
-    shard = _shard(key)
-    shard.depth["candidates"] = _distributed.enumerate_candidates(*pooled, *split_args, params)
+class ShardBackend:
+    """:class:`packboost.backends.interface.Backend` over one shard, with the
+    sums over all eras from the other shards (module docstring)."""
 
-
-def worker_candidate_pass(key, block, slot_variance, params, means, mode, state):
-    """Continue ``state`` of candidates ``block`` = (start, end) over this
-    shard's eras (``means``: their newton means, when given)."""
-    shard = _shard(key)
-    depth = shard.depth
-    start, end = block
-    candidates = {name: values[start:end] for name, values in depth["candidates"].items()}
-    if means is not None:
-        candidates["mean"] = means
-    return _distributed.candidate_pass(candidates, slot_variance, params, mode, state,
-                                       depth["hist"], depth["era_rows"], shard.n_bins,
-                                       depth["features"])
-
-
-def worker_route_rows(key, split_feature, split_threshold, split_missing_left,
-                      left_child_slot, slot_node) -> None:
-    shard = _shard(key)
-    shard.depth = {}
-    _partition.route_rows(shard.X_binned, shard.node_of_row, split_feature, split_threshold,
-                          split_missing_left, left_child_slot, shard.n_bins, slot_node,
-                          shard.leaf_of_row, shard.n_threads)
-
-
-def worker_add_pack(key, values, tree_roots, raw_prediction):
-    shard = _shard(key)
-    raw_prediction = np.array(raw_prediction, dtype=np.float64, copy=True)
-    _predict.add_leaf_values(shard.leaf_of_row, values, tree_roots, raw_prediction,
-                             shard.n_threads)
-    return raw_prediction
-
-
-# -- client side ------------------------------------------------------------------
-
-class DaskBackend:
-    """:class:`packboost.backends.interface.Backend` over shards on Dask workers.
-
-    ``shards`` (era order) were stored by :func:`worker_store` under their
-    ``key`` (one per shard: workers may share a process).
-    ``bytes_log`` records ``(kind, bytes, sizes)`` of the arrays that crossed the
-    network (arguments, results, chained states): kind "depth" for a depth's
-    slot sums and split finding (the previous depth's routing included),
-    "pack" for the per-round gradients, samples and prediction update.
-    """
-
-    def __init__(self, client, fit_id: str, shards: list, data, pack_size: int):
-        self.client = client
-        self.fit_id = fit_id
-        self.shards = list(shards)
+    def __init__(self, data, pack_size: int, n_threads: int, collective):
         self.data = data
         self.pack_size = pack_size
-        self.bytes_log: list = []
-        self.round_bytes = 0
-        self._pending: dict = {}
-        self.worker_cpu_seconds: list = []   # per shard, filled by close()
-
-    # -- plumbing
-
-    def _submit(self, shard: ShardInfo, function, *args, after=None):
-        """Run ``function(key, *args)`` on the shard's worker, after the
-        future ``after``, else after the shard's pending task (routing, the
-        pack's start): those are not waited for, their successor depends on
-        them (one round trip less per depth; their errors surface there)."""
-        self.round_bytes += _nbytes(args)
-        pending = after if after is not None else self._pending.pop(shard.worker, None)
-        # Large arrays (a round's gradients, prediction slices) go to the
-        # worker directly rather than inside the task graph.
-        args = [self.client.scatter(arg, workers=[shard.worker], direct=True, hash=False)
-                if isinstance(arg, np.ndarray) and arg.nbytes > SCATTER_BYTES else arg
-                for arg in args]
-        return self.client.submit(_after, function, pending, shard.key, *args,
-                                  workers=[shard.worker], allow_other_workers=False,
-                                  pure=False)
-
-    def _defer(self, futures) -> None:
-        for shard, future in zip(self.shards, futures, strict=True):
-            self._pending[shard.worker] = future
-
-    def _gather(self, futures):
-        """Results of ``futures``; a :class:`WorkerLostError` as soon as a
-        shard's worker is gone (its pinned tasks would wait forever)."""
-        from distributed import wait
-
-        futures = list(futures)
-        results = None
-        while results is None:
-            try:
-                wait(futures, timeout=POLL_SECONDS)
-                # Fetched with a timeout too: a worker that dies after its
-                # task finished takes the result with it, and a plain gather
-                # would wait forever for a recomputation pinned to that worker.
-                results = [future.result(timeout=POLL_SECONDS) for future in futures]
-            except TimeoutError:
-                self._check_workers(futures)
-        self.round_bytes += _nbytes(results)
-        return results
-
-    def _check_workers(self, futures) -> None:
-        alive = set(self.client.run_on_scheduler(_worker_addresses))
-        lost = [shard for shard in self.shards if shard.worker not in alive]
-        if lost:
-            self.client.cancel(futures)
-            eras = ", ".join(f"{s.first_era}..{s.end_era - 1}" for s in lost)
-            raise WorkerLostError(
-                f"Dask worker {lost[0].worker} holding training eras {eras} left the cluster "
-                "during fit; the fit was abandoned (no model was kept). Restart the fit on "
-                "the remaining workers.")
-
-    def _chain_blocks(self, mode, initial, means, ready, slot_variance, split_params):
-        """The era-order chain of the candidates' states, in blocks: block j
-        goes shard 1 -> 2 -> ... -> P, and shard k works on block j while
-        shard k+1 works on block j-1 (a pipeline: P shards are busy at once
-        instead of one). Each candidate's own chain is unchanged, so blocks
-        change no result. ``ready``: per shard, its enumeration."""
-        finals = []
-        for start, end in candidate_blocks(len(initial), len(self.shards)):
-            state = initial[start:end]
-            for shard, enumerated in zip(self.shards, ready, strict=True):
-                state = self._submit(shard, worker_candidate_pass, (start, end), slot_variance,
-                                     split_params, None if means is None else means[start:end],
-                                     mode, state, after=enumerated)
-            finals.append(state)
-        results = self._gather(finals)
-        # every hop between shards moved one state
-        self.round_bytes += _nbytes(results) * (len(self.shards) - 1)
-        return np.concatenate(results)
-
-    def _chain(self, function, state, *args):
-        """Run ``function`` on every shard in era order, each continuing the
-        state the previous one returned (worker to worker, no client hop)."""
-        for shard in self.shards:
-            state = self._submit(shard, function, *args, state)
-        (result,) = self._gather([state])
-        # every hop moved one state of this size
-        self.round_bytes += _nbytes(result) * (len(self.shards) - 1)
-        return result
+        self.n_threads = n_threads
+        self.collective = collective
+        self.node_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
+        self.leaf_of_row = np.empty_like(self.node_of_row)
+        self.fixed = None
+        self._depth = {}
 
     def close(self) -> None:
-        if self._pending:
-            self.client.cancel(list(self._pending.values()))
-            self._pending = {}
-        futures = [self.client.submit(worker_drop, shard.key, workers=[shard.worker],
-                                      pure=False) for shard in self.shards]
-        deadline = time.monotonic() + 5.0
-        self.worker_cpu_seconds = []
-        for future in futures:
-            try:
-                seconds = future.result(timeout=max(0.1, deadline - time.monotonic()))
-            except Exception:  # noqa: BLE001 -- a lost worker has nothing left to free
-                seconds = float("nan")
-            self.worker_cpu_seconds.append(seconds)
+        self.node_of_row = self.leaf_of_row = self.fixed = None
+        self._depth = {}
 
-    # -- the interface
-
-    def begin_pack(self, fixed, tree_samples: list) -> None:
+    def begin_pack(self, fixed, tree_samples) -> None:
         if len(tree_samples) != self.pack_size:
             raise ValueError(f"expected {self.pack_size} tree samples, got {len(tree_samples)}")
-        futures = []
-        for shard in self.shards:
-            span = slice(shard.first_row, shard.end_row)
-            tree_rows = []
-            for rows in tree_samples:
-                lo, hi = np.searchsorted(rows, [shard.first_row, shard.end_row])
-                tree_rows.append(np.ascontiguousarray(rows[lo:hi] - shard.first_row,
-                                                      dtype=np.int32))
-            futures.append(self._submit(shard, worker_begin_pack, fixed.gradients[span],
-                                        fixed.hessians[span], tree_rows))
-        self._defer(futures)
-        self._log("pack")
+        self.fixed = fixed
+        for tree in range(self.pack_size):
+            _partition.start_tree(self.node_of_row, tree_samples[tree], tree, self.n_threads)
 
     def slot_sums(self, n_slots: int) -> SlotSums:
-        partial = self._chain(worker_slot_sums, _partition.chunk_partials(n_slots), n_slots)
+        shard = self.data.shard
+        fixed = self.fixed
+
+        def continue_sums(_block, partial):
+            return _distributed.chained_slot_sums(fixed.gradients, fixed.hessians,
+                                                  self.node_of_row, n_slots, shard.first_row,
+                                                  shard.total_rows, np.array(partial, copy=True))
+
+        finals = self.collective.chain(continue_sums, [_partition.chunk_partials(n_slots)])
+        partial = self.collective.broadcast(None if finals is None else finals[0],
+                                            root=self.collective.size - 1)
         # _partition.slot_sums' final additions, chunks in order
         return SlotSums(*_partition.chunk_totals(partial, n_slots))
 
@@ -314,65 +211,68 @@ class DaskBackend:
             raise _constraints.unsupported("the Dask estimators")
         # keep_for_children (histogram subtraction) is a hint; shards rebuild
         # their histograms every depth.
+        data, collective, fixed = self.data, self.collective, self.fixed
         n_slots, n_candidates = len(slot_tree), len(features)
-        n_bins = self.data.n_bins
+        n_bins = data.n_bins
         width = int(n_bins[features].max()) + 1 if n_candidates else 1
-        results = self._gather([
-            self._submit(shard, worker_histograms, slot_tree, slot_open, features,
-                         tree_uses_feature, width) for shard in self.shards])
-        pooled = results[0][0].copy()
-        present = results[0][1].copy()
-        for shard_pooled, shard_present in results[1:]:
-            pooled += shard_pooled     # exact: integer numbers of grid steps
-            present += shard_present
-        pooled = (np.ascontiguousarray(pooled), present)
+        hist, era_rows = _distributed.era_histograms(
+            data.X_binned, fixed.gradients, fixed.hessians, self.node_of_row, data.row_era,
+            data.n_eras, slot_tree, slot_open, features, tree_uses_feature, width,
+            self.n_threads)
+        # Sums of grid values: exact, the same doubles in any order.
+        pooled = np.ascontiguousarray(collective.allreduce(hist.sum(axis=2), "sum"))
+        present = collective.allreduce((era_rows > 0).sum(axis=1).astype(np.float64), "sum")
         split_args = (slot_tree, slot_open, features, tree_uses_feature, n_bins)
-        candidates = _distributed.enumerate_candidates(*pooled, *split_args, split_params)
+        candidates = _distributed.enumerate_candidates(pooled, present, *split_args,
+                                                       split_params)
         n = len(candidates["slot"])
         newton = split_params["era_gain"] == "newton"
         needs_pass = (split_params["lambda_dro"] != 0.0 or split_params["lambda_dir"] != 0.0
                       or newton)
-        state = np.zeros((n, _distributed.N_STATE))
-        if needs_pass and n:
-            ready = [self._submit(shard, worker_enumerate, pooled, split_args, split_params)
-                     for shard in self.shards]
-            args = (ready, slot_variance, split_params)
-            if newton:
-                sums = self._chain_blocks(_distributed.MODE_NEWTON_MEAN, np.zeros(n), None,
-                                          *args)
-                candidates["mean"] = sums / present[candidates["slot"]]
-                state = self._chain_blocks(_distributed.MODE_PASS, state, candidates["mean"],
-                                           *args)
-            else:
-                state = self._chain_blocks(_distributed.MODE_PASS, state, None, *args)
-        score, gain = _distributed.candidate_pass(candidates, slot_variance, split_params,
-                                                  _distributed.MODE_FINISH, state)
-        self._log("depth", slots=n_slots, features=n_candidates, width=width,
-                  candidates=n, shards=len(self.shards), chained=bool(needs_pass and n))
-        return _best_splits(candidates, score, gain, n_slots, n_candidates)
+        if not (needs_pass and n):
+            # Nothing to add over eras: every shard finishes the same scores.
+            score, gain = _distributed.candidate_pass(
+                candidates, slot_variance, split_params, _distributed.MODE_FINISH,
+                np.zeros((n, _distributed.N_STATE)))
+            return _best_splits(candidates, score, gain, n_slots, n_candidates)
+        blocks = candidate_blocks(n, collective.size)
+        last = collective.size - 1
+
+        def era_pass(mode, initial):
+            def step(block, state):
+                start, end = blocks[block]
+                part = {name: values[start:end] for name, values in candidates.items()}
+                return _distributed.candidate_pass(part, slot_variance, split_params, mode,
+                                                   state, hist, era_rows, n_bins, features)
+            finals = collective.chain(step, [initial[start:end] for start, end in blocks])
+            return None if finals is None else np.concatenate(finals)
+
+        if newton:
+            # Each candidate's mean of newton era gains, then the pass around it.
+            sums = era_pass(_distributed.MODE_NEWTON_MEAN, np.zeros(n))
+            candidates["mean"] = collective.broadcast(
+                None if sums is None else sums / present[candidates["slot"]], root=last)
+        state = era_pass(_distributed.MODE_PASS, np.zeros((n, _distributed.N_STATE)))
+        best = None
+        if state is not None:
+            score, gain = _distributed.candidate_pass(candidates, slot_variance, split_params,
+                                                      _distributed.MODE_FINISH, state)
+            best = _best_splits(candidates, score, gain, n_slots, n_candidates)
+        return collective.broadcast(best, root=last)
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node, *, split_children=True) -> None:
         # split_children is a hint this backend does not use (it always sums
         # the squared gradients).
-        self._defer([self._submit(shard, worker_route_rows, split_feature, split_threshold,
-                                  split_missing_left, left_child_slot, slot_node)
-                     for shard in self.shards])
+        data = self.data
+        _partition.route_rows(data.X_binned, self.node_of_row, split_feature, split_threshold,
+                              split_missing_left, left_child_slot, data.n_bins, slot_node,
+                              self.leaf_of_row, self.n_threads)
 
     def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
-        roots = np.ascontiguousarray(pack.tree_offsets[:-1])
-        values = np.ascontiguousarray(pack.nodes["value"])
-        updated = self._gather([
-            self._submit(shard, worker_add_pack, values, roots,
-                         raw_prediction[shard.first_row:shard.end_row])
-            for shard in self.shards])
-        for shard, part in zip(self.shards, updated, strict=True):
-            raw_prediction[shard.first_row:shard.end_row] = part
-        self._log("pack")
-
-    def _log(self, kind: str, **sizes) -> None:
-        self.bytes_log.append((kind, self.round_bytes, sizes))
-        self.round_bytes = 0
+        _predict.add_leaf_values(self.leaf_of_row, pack.nodes["value"],
+                                 np.ascontiguousarray(pack.tree_offsets[:-1]), raw_prediction,
+                                 self.n_threads)
 
 
 # Candidates per block of the pipelined chain (at least; blocks of a depth
@@ -415,29 +315,5 @@ def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
     return BestSplits.of_table(found)
 
 
-def _after(function, _pending, key, *args):
-    """Worker side: ``function`` once the shard's pending task is done (Dask
-    passes that task's result, None, as ``_pending``); its CPU seconds are
-    added to the shard's account (``DaskBackend.worker_cpu_seconds``)."""
-    start = time.process_time()
-    try:
-        return function(key, *args)
-    finally:
-        shard = _SHARDS.get(key)
-        if shard is not None:
-            shard.cpu_seconds += time.process_time() - start
-
-
 def _worker_addresses(dask_scheduler=None):
     return list(dask_scheduler.workers)
-
-
-def _nbytes(value) -> int:
-    """Bytes of the arrays in ``value`` (what a transfer carries, headers aside)."""
-    if isinstance(value, np.ndarray):
-        return value.nbytes
-    if isinstance(value, dict):
-        return sum(_nbytes(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_nbytes(item) for item in value)
-    return 8

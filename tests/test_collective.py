@@ -1,0 +1,168 @@
+"""The distributed fit's collective (packboost._collective) and the shard view
+of the driver (packboost._row_shard): ranks as threads over real sockets."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from packboost import _collective, _histogram
+from packboost._fixed_point import largest_and_total, to_fixed_point
+from packboost._row_shard import RowShard
+from packboost._samples import TreeSamples
+
+
+def run_ranks(n_ranks, function):
+    """``function(collective)`` on ``n_ranks`` connected ranks (threads);
+    their results in rank order, or the first error raised."""
+    listeners = [_collective.listen("127.0.0.1") for _ in range(n_ranks)]
+    addresses = [_collective.address_of(listener) for listener in listeners]
+    results, errors = [None] * n_ranks, []
+
+    def rank_main(rank):
+        collective = _collective.Collective.connect(rank, addresses, listeners[rank])
+        try:
+            results[rank] = function(collective)
+        except BaseException as error:  # noqa: BLE001 -- reported below
+            errors.append(error)
+        finally:
+            collective.close()
+
+    threads = [threading.Thread(target=rank_main, args=(rank,)) for rank in range(n_ranks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for listener in listeners:
+        listener.close()
+    assert not any(thread.is_alive() for thread in threads), "a rank hangs"
+    if errors:
+        raise errors[0]
+    return results
+
+
+@pytest.mark.parametrize("n_ranks", [1, 2, 3])
+def test_allreduce_allgather_broadcast(n_ranks):
+    def work(collective):
+        rank = collective.rank
+        values = np.array([rank + 1.0, -rank, np.nan if rank == 1 else 0.0])
+        return dict(sum=collective.allreduce(np.array([rank + 1.0, 2.0 ** -rank]), "sum"),
+                    max=collective.allreduce(values, "max"),
+                    gathered=collective.allgather(("rank", rank)),
+                    broadcast=collective.broadcast(rank * 10, root=n_ranks - 1))
+
+    for result in run_ranks(n_ranks, work):
+        expected = np.array([sum(range(1, n_ranks + 1)), sum(2.0 ** -r for r in range(n_ranks))])
+        np.testing.assert_array_equal(result["sum"], expected)
+        assert result["max"][0] == n_ranks
+        assert np.isnan(result["max"][2]) == (n_ranks > 1)   # NaN wins
+        assert result["gathered"] == [("rank", r) for r in range(n_ranks)]
+        assert result["broadcast"] == (n_ranks - 1) * 10
+
+
+@pytest.mark.parametrize("n_ranks", [1, 2, 4])
+def test_chain_continues_each_block_in_rank_order(n_ranks):
+    # Each rank appends its rank to every block's state: the last rank holds
+    # [block, 0, 1, ..., n_ranks - 1] per block, in block order.
+    def work(collective):
+        def step(block, state):
+            assert state[0] == block
+            return state + [collective.rank]
+        return collective.chain(step, [[block] for block in range(5)])
+
+    results = run_ranks(n_ranks, work)
+    assert all(result is None for result in results[:-1])
+    assert results[-1] == [[block, *range(n_ranks)] for block in range(5)]
+
+
+def test_a_failing_rank_is_a_lost_peer_for_the_others():
+    def work(collective):
+        if collective.rank == 1:
+            raise RuntimeError("rank 1 fails")
+        return collective.allreduce(np.zeros(3), "sum")
+
+    with pytest.raises((RuntimeError, _collective.PeerLostError)) as error:
+        run_ranks(3, work)
+    # Whichever rank reports first, nobody waits forever (run_ranks checks).
+    assert "rank 1 fails" in str(error.value) or "rank" in str(error.value)
+
+
+def test_era_magnitude_sums_give_magnitude_sums_bounds():
+    rng = np.random.default_rng(0)
+    for sizes in ([1], [0, 3, 0], [5, 1, 7, 0, 2], [1000, 13]):
+        values = rng.normal(size=sum(sizes)) * 10.0 ** rng.integers(-3, 3, size=sum(sizes))
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        per_era = _histogram.era_magnitude_sums(values, offsets)
+        assert per_era.shape == (len(sizes),)
+        assert largest_and_total(per_era) == _histogram.magnitude_sums(values, offsets)
+
+
+class _Gathered:
+    """A collective of one rank that answers as if ``shards`` were the others."""
+
+    def __init__(self, everyone, rank):
+        self.everyone, self.rank = everyone, rank
+
+    def allgather(self, value):
+        return [value if rank == self.rank else other
+                for rank, other in enumerate(self.everyone)]
+
+
+def _shard_bounds(gradients, hessians, offsets, cuts):
+    """Each shard's grid_bounds input, as the shards of eras cut at ``cuts``."""
+    from packboost._fixed_point import count_bits_for
+
+    pieces = []
+    for first, end in zip(cuts[:-1], cuts[1:], strict=True):
+        rows = slice(offsets[first], offsets[end])
+        local = offsets[first:end + 1] - offsets[first]
+        h = hessians[rows]
+        pieces.append(dict(gradient_sums=_histogram.era_magnitude_sums(gradients[rows], local),
+                           hessian_sums=_histogram.era_magnitude_sums(h, local),
+                           count_bits=count_bits_for(local),
+                           first_hessian=float(h[0]) if len(h) else None,
+                           constant=len(h) == 0 or bool(np.all(h == h[0]))))
+    return pieces
+
+
+@pytest.mark.parametrize("constant_hessian", [True, False])
+def test_shards_round_to_the_grid_of_all_rows(constant_hessian):
+    rng = np.random.default_rng(1)
+    sizes = np.array([3, 1, 40, 7, 1, 25])
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    gradients = rng.normal(size=offsets[-1]) * 1e3
+    hessians = (np.full(offsets[-1], 2.0) if constant_hessian
+                else rng.uniform(0.5, 2.0, offsets[-1]))
+    whole = to_fixed_point(gradients, hessians, offsets)
+    cuts = [0, 2, 3, 6]
+    pieces = _shard_bounds(gradients, hessians, offsets, cuts)
+    for rank, (first, end) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+        shard = RowShard(_Gathered(pieces, rank), offsets, first, end, n_features=1)
+        rows = slice(offsets[first], offsets[end])
+        part = to_fixed_point(gradients[rows], hessians[rows], shard.local_era_offsets,
+                              shard=shard)
+        assert (part.gradient_scale, part.hessian_scale, part.count_bits) == \
+            (whole.gradient_scale, whole.hessian_scale, whole.count_bits)
+        assert part.hessian_is_constant == whole.hessian_is_constant
+        np.testing.assert_array_equal(part.packed, whole.packed[rows])
+        np.testing.assert_array_equal(part.gradients, whole.gradients[rows])
+        np.testing.assert_array_equal(part.hessians, whole.hessians[rows])
+
+
+def test_local_samples_are_the_shard_rows_of_the_global_draw():
+    rng = np.random.default_rng(2)
+    sizes = np.array([4, 0, 6, 1, 9, 3])
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    era_keep = (rng.random((3, len(sizes))) < 0.6).astype(np.uint8)
+    row_keep = [None]
+    for tree in (1, 2):
+        kept_rows = int(sizes[era_keep[tree] != 0].sum())
+        row_keep.append(rng.random(kept_rows) < 0.5)
+    samples = TreeSamples(era_keep, row_keep, offsets)
+    for first, end in [(0, 2), (2, 4), (4, 6), (0, 6), (3, 4)]:
+        shard = RowShard(None, offsets, first, end, n_features=1)
+        local = shard.local_samples(samples)
+        for tree in range(3):
+            rows = samples[tree]
+            inside = rows[(rows >= offsets[first]) & (rows < offsets[end])] - offsets[first]
+            np.testing.assert_array_equal(local[tree], inside)
