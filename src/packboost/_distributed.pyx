@@ -25,7 +25,7 @@ import numpy as np
 from cython.parallel cimport prange
 
 from libc.math cimport INFINITY
-from libc.stdint cimport uint8_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
@@ -46,9 +46,13 @@ STATE_FIELDS = ("weight_total", "sum_squares", "direction", "noise_sum", "weight
 N_STATE = 5
 
 # candidate_pass modes
-MODE_NEWTON_MEAN = 0   # continue sum_e w_e gain_e (newton gains)
-MODE_PASS = 1          # continue the des_candidate_push accumulators
-MODE_FINISH = 2        # no era: des_candidate_finish on the final state -> score, gain
+cdef enum:
+    PASS_NEWTON_MEAN = 0   # continue sum_e w_e gain_e (newton gains)
+    PASS_CONTINUE = 1      # continue the des_candidate_push accumulators
+    PASS_FINISH = 2        # no era: des_candidate_finish on the final state -> score, gain
+MODE_NEWTON_MEAN = PASS_NEWTON_MEAN
+MODE_PASS = PASS_CONTINUE
+MODE_FINISH = PASS_FINISH
 
 
 def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
@@ -76,48 +80,97 @@ def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
     return partial
 
 
-def era_histograms(const bin_code_t[:, ::1] X_binned, const double[::1] gradients,
-                   const double[::1] hessians, const node_index_t[:, ::1] node_of_row,
-                   const int32_t[::1] row_era, Py_ssize_t n_eras,
-                   const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
-                   const feature_index_t[::1] features, const uint8_t[:, ::1] tree_uses_feature,
-                   Py_ssize_t width, int n_threads=1):
-    """Per-era histograms of the open slots over the depth's features:
-    (n_slots, n_features_d, n_eras, width, 3) float64 (g, h, count; the missing
-    bin of feature k at n_bins[k]) and the rows per (slot, era). Sums of grid
-    values: exact, whatever the order. ``n_threads`` threads take a feature
-    each (a feature's cells are one thread's: no two threads add to a cell)."""
-    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = features.shape[0]
-    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
-    hist = np.zeros((n_slots, n_cand, n_eras, width, 3))
-    era_rows = np.zeros((n_slots, n_eras))
-    cdef double[:, :, :, :, ::1] h_view = hist
-    cdef double[:, ::1] rows_view = era_rows
-    cdef Py_ssize_t row, tree, position, era, code, feature
-    cdef node_index_t slot
+def cell_layout(features, n_bins, Py_ssize_t features_per_pass, Py_ssize_t n_eras,
+                Py_ssize_t n_slots, Py_ssize_t words):
+    """Where each candidate feature's cells are in _split.find_best_splits'
+    ``depth_cells`` (features cut into blocks as _split.feature_blocks cuts
+    them; a block's cells are (era, slot, its features' cells) x ``words``).
+
+    Returns int64 arrays over the depth's features: ``base`` (the feature's
+    first cell of era 0, slot 0), ``stride`` (entries from one (era, slot)
+    to the next) and ``prefix`` (cells of the features before it: its first
+    cell in a slot's pooled cells, _split.pool_era_cells)."""
+    from packboost._split import feature_blocks
+
+    widths = np.asarray(n_bins)[np.asarray(features, dtype=np.intp)].astype(np.int64) + 1
+    n_candidates = len(widths)
+    prefix = np.zeros(n_candidates + 1, dtype=np.int64)
+    prefix[1:] = np.cumsum(widths)
+    per_pass = feature_blocks(n_candidates, features_per_pass)[0]
+    position = np.arange(n_candidates)
+    first = (position // per_pass) * per_pass
+    end = np.minimum(first + per_pass, n_candidates)
+    stride = (prefix[end] - prefix[first]) * words
+    base = prefix[first] * n_eras * n_slots * words + (prefix[position] - prefix[first]) * words
+    return base, stride, prefix[:n_candidates].copy()
+
+
+cdef inline int64_t _units(uint64_t cell, int count_bits) noexcept nogil:
+    """A packed cell's gradient units: an arithmetic shift, written without
+    shifting a negative value (as _split.pool_era_cells does)."""
+    cdef uint64_t sign_bit = (<uint64_t>1) << 63
+    return <int64_t>(((cell ^ sign_bit) >> count_bits) - (sign_bit >> count_bits))
+
+
+def pooled_from_cells(const int64_t[::1] pooled_cells, const int64_t[::1] prefix,
+                      const int64_t[::1] widths, Py_ssize_t n_slots, Py_ssize_t width,
+                      fixed):
+    """_split.pool_era_cells' pooled cells (gradient units, count, hessian
+    units per cell) as the (n_slots, n_features_d, width, 3) float64 sums
+    enumerate_candidates reads (g, h, count; exact grid values)."""
+    cdef Py_ssize_t n_cand = prefix.shape[0], slot, position, b
+    cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2, pw = words + 1
+    cdef Py_ssize_t slot_cells = (prefix[n_cand - 1] + widths[n_cand - 1]) if n_cand else 0
+    cdef double gradient_scale = fixed.gradient_scale, hessian_scale = fixed.hessian_scale
+    cdef double constant_hessian = fixed.constant_hessian
+    pooled = np.zeros((n_slots, n_cand, width, 3))
+    cdef double[:, :, :, ::1] out = pooled
+    cdef const int64_t* cell
     with nogil:
-        for row in range(n_rows):
-            era = row_era[row]
-            for tree in range(pack_size):
-                slot = node_of_row[row, tree]
-                if slot >= 0 and slot_open[slot]:
-                    rows_view[slot, era] += 1.0
-    for position in prange(n_cand, nogil=True, schedule='dynamic', chunksize=1,
-                           num_threads=max(1, min(n_threads, n_cand))):
-        feature = features[position]
-        for row in range(n_rows):
-            era = row_era[row]
-            code = X_binned[feature, row]
-            for tree in range(pack_size):
-                if not tree_uses_feature[position, tree]:
-                    continue
-                slot = node_of_row[row, tree]
-                if slot < 0 or not slot_open[slot]:
-                    continue
-                h_view[slot, position, era, code, 0] += gradients[row]
-                h_view[slot, position, era, code, 1] += hessians[row]
-                h_view[slot, position, era, code, 2] += 1.0
-    return hist, era_rows
+        for slot in range(n_slots):
+            for position in range(n_cand):
+                for b in range(widths[position]):
+                    cell = &pooled_cells[(slot * slot_cells + prefix[position] + b) * pw]
+                    out[slot, position, b, 0] = cell[0] / gradient_scale
+                    out[slot, position, b, 2] = <double>cell[1]
+                    out[slot, position, b, 1] = (cell[2] / hessian_scale if words == 2
+                                                 else constant_hessian * <double>cell[1])
+    return pooled
+
+
+def era_rows_from_cells(const int64_t[::1] cells, const int64_t[::1] base,
+                        const int64_t[::1] stride, const int64_t[::1] widths,
+                        const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
+                        const uint8_t[:, ::1] tree_uses_feature, Py_ssize_t n_eras,
+                        Py_ssize_t words, int count_bits):
+    """Rows of each open slot in each era (n_slots, n_eras) float64, from the
+    counts of the first feature its tree uses (0 where it uses none: the slot
+    then has no candidate)."""
+    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = base.shape[0]
+    cdef Py_ssize_t slot, position, era, b, chosen
+    cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
+    era_rows = np.zeros((n_slots, n_eras))
+    cdef double[:, ::1] out = era_rows
+    cdef const int64_t* first
+    cdef uint64_t count
+    with nogil:
+        for slot in range(n_slots):
+            if not slot_open[slot]:
+                continue
+            chosen = -1
+            for position in range(n_cand):
+                if tree_uses_feature[position, slot_tree[slot]]:
+                    chosen = position
+                    break
+            if chosen < 0:
+                continue
+            for era in range(n_eras):
+                first = &cells[base[chosen] + (era * n_slots + slot) * stride[chosen]]
+                count = 0
+                for b in range(widths[chosen]):
+                    count = count + (<uint64_t>first[b * words] & mask)
+                out[slot, era] = <double>count
+    return era_rows
 
 
 def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] eras_present,
@@ -191,16 +244,111 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
             for name, values in out.items()}
 
 
+cdef struct era_cells_t:
+    # How to read a shard's per-era cells (candidate_pass)
+    Py_ssize_t words
+    int count_bits
+    double gradient_scale
+    double hessian_scale
+    double constant_hessian
+    Py_ssize_t n_slots
+
+
+cdef inline void _era_sums(const era_cells_t* view, const int64_t* feature_cells,
+                           Py_ssize_t stride, Py_ssize_t width, Py_ssize_t slot,
+                           Py_ssize_t era, Py_ssize_t threshold, int missing_left,
+                           double* g, double* h, double* lg, double* lh, double* lc,
+                           double* count) noexcept nogil:
+    """One era's node and left-child sums of a candidate, from the feature's
+    packed cells (bins 0 .. width - 2, the missing bin last): summed in
+    integer units, then turned to floats once (exact grid values, so the
+    doubles one float sum per bin gives)."""
+    cdef const int64_t* cell = feature_cells + (era * view.n_slots + slot) * stride
+    cdef Py_ssize_t b, nb = width - 1, words = view.words
+    cdef uint64_t mask = ((<uint64_t>1) << view.count_bits) - 1
+    cdef int64_t units = 0, left_units = 0, hessian_units = 0, left_hessian_units = 0
+    cdef uint64_t rows = 0, left_rows = 0, packed
+    for b in range(width):
+        packed = <uint64_t>cell[b * words]
+        units = units + _units(packed, view.count_bits)
+        rows = rows + (packed & mask)
+        if words == 2:
+            hessian_units = hessian_units + cell[b * words + 1]
+        if b <= threshold or (b == nb and missing_left):
+            left_units = left_units + _units(packed, view.count_bits)
+            left_rows = left_rows + (packed & mask)
+            if words == 2:
+                left_hessian_units = left_hessian_units + cell[b * words + 1]
+    g[0] = units / view.gradient_scale
+    lg[0] = left_units / view.gradient_scale
+    count[0] = <double>rows
+    lc[0] = <double>left_rows
+    if words == 2:
+        h[0] = hessian_units / view.hessian_scale
+        lh[0] = left_hessian_units / view.hessian_scale
+    else:
+        h[0] = view.constant_hessian * <double>rows
+        lh[0] = view.constant_hessian * <double>left_rows
+
+
+cdef void _continue_candidate(const pb_split_params* c, int mode, int with_direction,
+                              double sum_g, double sum_h, double left_g, double left_h,
+                              double mean, double slot_noise, const era_cells_t* view,
+                              const int64_t* feature_cells, Py_ssize_t stride,
+                              Py_ssize_t width, Py_ssize_t slot, Py_ssize_t threshold,
+                              int missing_left, const double* slot_era_rows,
+                              Py_ssize_t n_eras, double* acc) noexcept nogil:
+    """One candidate's era-order sums continued over this shard's eras, in
+    place in ``acc`` (its N_STATE accumulators, or its newton-gain sum)."""
+    cdef des_candidate_t s
+    cdef double g, h, lg, lh, lc, total_count
+    cdef Py_ssize_t era
+    des_candidate_begin(&s, sum_g, sum_h, left_g, left_h, c.reg_lambda, c.reg_alpha,
+                        c.era_gain, c.dir_tanh_scale, with_direction)
+    if mode == PASS_NEWTON_MEAN:
+        for era in range(n_eras):
+            if slot_era_rows[era] == 0.0:
+                continue
+            _era_sums(view, feature_cells, stride, width, slot, era, threshold, missing_left,
+                      &g, &h, &lg, &lh, &lc, &total_count)
+            acc[0] += 1.0 * des_era_gain(&s, g, h, lg, lh)
+        return
+    des_candidate_set_mean(&s, mean)
+    if c.era_std_between:
+        des_candidate_set_noise(&s, slot_noise)
+    s.weight_total = acc[0]
+    s.sum_squares = acc[1]
+    s.direction = acc[2]
+    s.noise_sum = acc[3]
+    s.weight_squares = acc[4]
+    for era in range(n_eras):
+        if slot_era_rows[era] == 0.0:
+            continue
+        _era_sums(view, feature_cells, stride, width, slot, era, threshold, missing_left,
+                  &g, &h, &lg, &lh, &lc, &total_count)
+        des_candidate_push(&s, 1.0, g, h, lg, lh, lc, total_count - lc)
+    acc[0] = s.weight_total
+    acc[1] = s.sum_squares
+    acc[2] = s.direction
+    acc[3] = s.noise_sum
+    acc[4] = s.weight_squares
+
+
 def candidate_pass(dict candidates, const double[::1] slot_variance, dict params, int mode,
-                   state, hist=None, era_rows=None, const bin_index_t[::1] n_bins=None,
-                   const feature_index_t[::1] features=None):
+                   state, cells=None, layout=None, era_rows=None, fixed=None,
+                   Py_ssize_t n_slots=0, int n_threads=1):
     """Continue every candidate's era-order sums over this shard's eras.
 
     ``state`` is (n_candidates, N_STATE) for MODE_PASS, (n_candidates,) for
     MODE_NEWTON_MEAN: the running sums after the eras of the shards before
     this one (zeros for the first); returned updated (a new array). MODE_FINISH
-    pushes no era and returns (score, gain) from the final state. ``hist`` and
-    ``era_rows`` are this shard's era_histograms, eras in order."""
+    pushes no era and returns (score, gain) from the final state. ``cells``
+    are this shard's per-era cells (_split.find_best_splits' ``depth_cells``
+    of ``n_slots`` slots), ``layout`` their cell_layout (base, stride) and
+    the features' widths, ``era_rows`` the rows per (slot, era), eras in
+    order; ``fixed`` the round's FixedPointGradients. Candidates are
+    independent: ``n_threads`` threads share them out (each candidate's own
+    eras in order, so the result does not depend on the thread count)."""
     cdef pb_split_params c = make_split_params(params)
     cdef const int32_t[::1] cand_slot = candidates["slot"]
     cdef const int32_t[::1] cand_pos = candidates["position"]
@@ -209,20 +357,28 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     cdef const double[::1] c_sum_g = candidates["sum_g"], c_sum_h = candidates["sum_h"]
     cdef const double[::1] c_left_g = candidates["left_g"], c_left_h = candidates["left_h"]
     cdef const double[::1] c_mean = candidates["mean"]
-    cdef Py_ssize_t n = cand_slot.shape[0], i, era, b, nb, n_eras = 0
+    cdef Py_ssize_t n = cand_slot.shape[0], i, era, n_eras = 0
     cdef int with_direction = c.lambda_dir != 0.0
     cdef des_candidate_t s
     cdef des_result_t result
-    cdef double g, h, lg, lh, lc, total_count
-    cdef const double[:, :, :, :, ::1] hv
+    cdef era_cells_t view
+    cdef const int64_t[::1] cell_view
+    cdef const int64_t[::1] base_view, stride_view, width_view
     cdef const double[:, ::1] rows_view
     cdef double[::1] mean_acc
     cdef double[:, ::1] acc
     cdef double[::1] score_view, gain_view
     if mode != MODE_FINISH:
-        hv = hist
+        cell_view = cells
+        base_view, stride_view, width_view = layout
         rows_view = era_rows
         n_eras = rows_view.shape[1]
+        view.words = 1 if fixed.hessian_is_constant else 2
+        view.count_bits = fixed.count_bits
+        view.gradient_scale = fixed.gradient_scale
+        view.hessian_scale = fixed.hessian_scale
+        view.constant_hessian = fixed.constant_hessian
+        view.n_slots = n_slots
     out = np.array(state, dtype=np.float64, copy=True)
     if mode == MODE_NEWTON_MEAN:
         mean_acc = out
@@ -232,60 +388,36 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     gain = np.zeros(n)
     score_view = score
     gain_view = gain
-    for i in range(n):
-        des_candidate_begin(&s, c_sum_g[i], c_sum_h[i], c_left_g[i], c_left_h[i],
-                            c.reg_lambda, c.reg_alpha, c.era_gain, c.dir_tanh_scale,
-                            with_direction)
-        if mode == MODE_NEWTON_MEAN:
-            for era in range(n_eras):
-                if rows_view[cand_slot[i], era] == 0.0:
-                    continue
-                _era_sums(hv, cand_slot[i], cand_pos[i], era, cand_t[i], cand_ml[i],
-                          n_bins[features[cand_pos[i]]], &g, &h, &lg, &lh, &lc, &total_count)
-                mean_acc[i] += 1.0 * des_era_gain(&s, g, h, lg, lh)
-            continue
-        des_candidate_set_mean(&s, c_mean[i])
-        if c.era_std_between:
-            des_candidate_set_noise(&s, slot_variance[cand_slot[i]])
-        s.weight_total = acc[i, 0]
-        s.sum_squares = acc[i, 1]
-        s.direction = acc[i, 2]
-        s.noise_sum = acc[i, 3]
-        s.weight_squares = acc[i, 4]
-        if mode == MODE_FINISH:
+    if mode == MODE_FINISH:
+        for i in range(n):
+            des_candidate_begin(&s, c_sum_g[i], c_sum_h[i], c_left_g[i], c_left_h[i],
+                                c.reg_lambda, c.reg_alpha, c.era_gain, c.dir_tanh_scale,
+                                with_direction)
+            des_candidate_set_mean(&s, c_mean[i])
+            if c.era_std_between:
+                des_candidate_set_noise(&s, slot_variance[cand_slot[i]])
+            s.weight_total = acc[i, 0]
+            s.sum_squares = acc[i, 1]
+            s.direction = acc[i, 2]
+            s.noise_sum = acc[i, 3]
+            s.weight_squares = acc[i, 4]
             result = des_candidate_finish(&s, c.lambda_dro, c.lambda_dir)
             score_view[i] = result.score
             gain_view[i] = des_pooled_gain(c_sum_g[i], c_sum_h[i], c_left_g[i], c_left_h[i],
                                            c.reg_lambda, c.reg_alpha)
-            continue
-        for era in range(n_eras):
-            if rows_view[cand_slot[i], era] == 0.0:
-                continue
-            _era_sums(hv, cand_slot[i], cand_pos[i], era, cand_t[i], cand_ml[i],
-                      n_bins[features[cand_pos[i]]], &g, &h, &lg, &lh, &lc, &total_count)
-            des_candidate_push(&s, 1.0, g, h, lg, lh, lc, total_count - lc)
-        acc[i, 0] = s.weight_total
-        acc[i, 1] = s.sum_squares
-        acc[i, 2] = s.direction
-        acc[i, 3] = s.noise_sum
-        acc[i, 4] = s.weight_squares
-    if mode == MODE_FINISH:
         return score, gain
+    if n == 0:
+        return out
+    cdef Py_ssize_t width_of_state = 1 if mode == MODE_NEWTON_MEAN else N_STATE
+    cdef double* state_pointer = &mean_acc[0] if mode == MODE_NEWTON_MEAN else &acc[0, 0]
+    for i in prange(n, nogil=True, schedule='dynamic', chunksize=64,
+                    num_threads=max(1, min(n_threads, n))):
+        _continue_candidate(&c, mode, with_direction, c_sum_g[i], c_sum_h[i], c_left_g[i],
+                            c_left_h[i], c_mean[i], slot_variance[cand_slot[i]], &view,
+                            &cell_view[base_view[cand_pos[i]]], stride_view[cand_pos[i]],
+                            width_view[cand_pos[i]], cand_slot[i], cand_t[i], cand_ml[i],
+                            &rows_view[cand_slot[i], 0], n_eras,
+                            state_pointer + i * width_of_state)
     return out
 
 
-cdef inline void _era_sums(const double[:, :, :, :, ::1] hv, Py_ssize_t slot,
-                           Py_ssize_t position, Py_ssize_t era, Py_ssize_t threshold,
-                           int missing_left, Py_ssize_t nb, double* g, double* h,
-                           double* lg, double* lh, double* lc, double* count) noexcept nogil:
-    """One era's node and left-child sums of a candidate (exact: grid values)."""
-    cdef Py_ssize_t b
-    g[0] = h[0] = lg[0] = lh[0] = lc[0] = count[0] = 0.0
-    for b in range(nb + 1):
-        g[0] += hv[slot, position, era, b, 0]
-        h[0] += hv[slot, position, era, b, 1]
-        count[0] += hv[slot, position, era, b, 2]
-        if b <= threshold or (b == nb and missing_left):
-            lg[0] += hv[slot, position, era, b, 0]
-            lh[0] += hv[slot, position, era, b, 1]
-            lc[0] += hv[slot, position, era, b, 2]

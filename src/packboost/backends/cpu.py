@@ -327,9 +327,11 @@ class CpuBackend:
         return self._cell_buffer(size, avoid=None)
 
     def _subtraction_plan(self, slot_tree, slot_open, features, tree_uses_feature,
-                          keep_for_children):
+                          keep_for_children, always=False):
         """What each slot's histograms come from this depth, or None for full
-        passes (no kept parent and nothing to keep, or over the budget)."""
+        passes (no kept parent and nothing to keep, or over the budget).
+        ``always``: a plan whatever the budget and the rows per cell (the Dask
+        backend reads every depth's kept cells)."""
         kept = self._kept
         derive = (kept is not None and "cells" in kept and self._slot_parent is not None
                   and np.array_equal(kept["features"], features))
@@ -340,7 +342,7 @@ class CpuBackend:
         size = _split.depth_cells_size(n_eras, len(slot_tree), features, self.data.n_bins,
                                        words)
         kept_bytes = kept["cells"].nbytes if derive else 0
-        if 8 * size + kept_bytes > self.subtraction_budget_bytes:
+        if 8 * size + kept_bytes > self.subtraction_budget_bytes and not always:
             return None
         # Worth it only when a (slot, era) has many rows per cell: a derived
         # slot saves about half its rows' updates (~1.3 ns each) but every
@@ -350,7 +352,7 @@ class CpuBackend:
         rows_per_cell = (np.sum(self._counts, dtype=np.float64)
                          / max(1, n_eras * len(slot_tree))
                          / max(1.0, float(np.mean(self.data.n_bins[features] + 1))))
-        if rows_per_cell < SUBTRACTION_MIN_ROWS_PER_CELL:
+        if rows_per_cell < SUBTRACTION_MIN_ROWS_PER_CELL and not always:
             return None
         n_slots = len(slot_tree)
         slot_kind = np.where(slot_open != 0, SLOT_BUILD, SLOT_SKIP).astype(np.uint8)

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from packboost import _constraints, _distributed, _partition, _predict
+from packboost import _constraints, _distributed, _partition, _split
+from packboost.backends.cpu import CpuBackend
 from packboost.backends.interface import BestSplits, SlotSums
 from packboost.callback import CallbackList
 
@@ -165,34 +166,18 @@ class _FollowerCallbacks(CallbackList):
         return self.collective.broadcast(None, root=0)
 
 
-class ShardBackend:
-    """:class:`packboost.backends.interface.Backend` over one shard, with the
-    sums over all eras from the other shards (module docstring)."""
+class ShardBackend(CpuBackend):
+    """:class:`packboost.backends.interface.Backend` over one shard: the CPU
+    backend's passes over this worker's rows (its packed histogram kernel,
+    threads and histogram subtraction), with the sums over all eras from the
+    other shards (module docstring)."""
 
     def __init__(self, data, pack_size: int, n_threads: int, collective):
-        self.data = data
-        self.pack_size = pack_size
-        self.n_threads = n_threads
+        super().__init__(data, pack_size, n_threads)
         self.collective = collective
-        self.node_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
-        self.leaf_of_row = np.empty_like(self.node_of_row)
-        self.fixed = None
-        self._depth = {}
-
-    def close(self) -> None:
-        self.node_of_row = self.leaf_of_row = self.fixed = None
-        self._depth = {}
-
-    def begin_pack(self, fixed, tree_samples) -> None:
-        if len(tree_samples) != self.pack_size:
-            raise ValueError(f"expected {self.pack_size} tree samples, got {len(tree_samples)}")
-        self.fixed = fixed
-        for tree in range(self.pack_size):
-            _partition.start_tree(self.node_of_row, tree_samples[tree], tree, self.n_threads)
 
     def slot_sums(self, n_slots: int) -> SlotSums:
-        shard = self.data.shard
-        fixed = self.fixed
+        shard, fixed = self.data.shard, self.fixed
 
         def continue_sums(_block, partial):
             return _distributed.chained_slot_sums(fixed.gradients, fixed.hessians,
@@ -203,28 +188,40 @@ class ShardBackend:
         partial = self.collective.broadcast(None if finals is None else finals[0],
                                             root=self.collective.size - 1)
         # _partition.slot_sums' final additions, chunks in order
-        return SlotSums(*_partition.chunk_totals(partial, n_slots))
+        sums = SlotSums(*_partition.chunk_totals(partial, n_slots))
+        self._counts, self._sums, self._routed_sums = sums.count, sums, None
+        return sums
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
         if constraints is not None:
             raise _constraints.unsupported("the Dask estimators")
-        # keep_for_children (histogram subtraction) is a hint; shards rebuild
-        # their histograms every depth.
         data, collective, fixed = self.data, self.collective, self.fixed
+        self._slot_tree = np.ascontiguousarray(slot_tree, dtype=np.int32)
         n_slots, n_candidates = len(slot_tree), len(features)
-        n_bins = data.n_bins
-        width = int(n_bins[features].max()) + 1 if n_candidates else 1
-        hist, era_rows = _distributed.era_histograms(
-            data.X_binned, fixed.gradients, fixed.hessians, self.node_of_row, data.row_era,
-            data.n_eras, slot_tree, slot_open, features, tree_uses_feature, width,
-            self.n_threads)
-        # Sums of grid values: exact, the same doubles in any order.
-        pooled = np.ascontiguousarray(collective.allreduce(hist.sum(axis=2), "sum"))
+        cells = self._era_cells(slot_tree, slot_open, features, tree_uses_feature,
+                                slot_variance, split_params)
+        words = 1 if fixed.hessian_is_constant else 2
+        base, stride, prefix = _distributed.cell_layout(features, data.n_bins,
+                                                        self.features_per_pass, data.n_eras,
+                                                        n_slots, words)
+        widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
+        width = int(widths.max()) if n_candidates else 1
+        pooled_cells = np.empty(_split.pooled_cells_size(n_slots, features, data.n_bins, fixed),
+                                dtype=np.int64)
+        _split.pool_era_cells(cells, data.n_eras, n_slots, features, data.n_bins,
+                              self.features_per_pass, fixed, pooled_cells, self.n_threads)
+        # Integer sums: the same in any order (closed slots' cells are never read).
+        pooled_cells = collective.allreduce(pooled_cells, "sum")
+        pooled = _distributed.pooled_from_cells(pooled_cells, prefix, widths, n_slots, width,
+                                                fixed)
+        era_rows = _distributed.era_rows_from_cells(cells, base, stride, widths, slot_tree,
+                                                    slot_open, tree_uses_feature, data.n_eras,
+                                                    words, fixed.count_bits)
         present = collective.allreduce((era_rows > 0).sum(axis=1).astype(np.float64), "sum")
-        split_args = (slot_tree, slot_open, features, tree_uses_feature, n_bins)
-        candidates = _distributed.enumerate_candidates(pooled, present, *split_args,
-                                                       split_params)
+        candidates = _distributed.enumerate_candidates(
+            pooled, present, slot_tree, slot_open, features, tree_uses_feature, data.n_bins,
+            split_params)
         n = len(candidates["slot"])
         newton = split_params["era_gain"] == "newton"
         needs_pass = (split_params["lambda_dro"] != 0.0 or split_params["lambda_dir"] != 0.0
@@ -237,13 +234,15 @@ class ShardBackend:
             return _best_splits(candidates, score, gain, n_slots, n_candidates)
         blocks = candidate_blocks(n, collective.size)
         last = collective.size - 1
+        layout = (base, stride, widths)
 
         def era_pass(mode, initial):
             def step(block, state):
                 start, end = blocks[block]
                 part = {name: values[start:end] for name, values in candidates.items()}
                 return _distributed.candidate_pass(part, slot_variance, split_params, mode,
-                                                   state, hist, era_rows, n_bins, features)
+                                                   state, cells, layout, era_rows, fixed,
+                                                   n_slots, self.n_threads)
             finals = collective.chain(step, [initial[start:end] for start, end in blocks])
             return None if finals is None else np.concatenate(finals)
 
@@ -260,19 +259,55 @@ class ShardBackend:
             best = _best_splits(candidates, score, gain, n_slots, n_candidates)
         return collective.broadcast(best, root=last)
 
+    def _era_cells(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
+                   split_params) -> np.ndarray:
+        """This shard's per-era cells of every slot over ``features``
+        (find_best_splits' ``depth_cells``), by the CPU backend's pass: the
+        open slots' rows, a child from its parent's cells where the parent
+        depth kept them over the same features (subtraction). The pass's
+        own scores, of this shard's eras alone, are not used: it scores by
+        pooled gains only (no era pass), the cheapest it can."""
+        data = self.data
+        plan = self._subtraction_plan(slot_tree, slot_open, features, tree_uses_feature,
+                                      keep_for_children=True, always=True)
+        if np.all(plan["visit"]):
+            rows, era_offsets = data.all_rows, data.era_offsets
+        else:
+            rows, era_offsets = _partition.active_rows(self.node_of_row, plan["visit"],
+                                                       data.era_offsets, self.n_threads)
+        histogram_only = dict(split_params, lambda_dro=0.0, lambda_dir=0.0,
+                              era_gain="realized")
+        _split.find_best_splits(
+            data.X_binned, self.fixed, rows, era_offsets, self.node_of_row, slot_tree,
+            slot_open, features, tree_uses_feature, data.n_bins, histogram_only,
+            self.n_threads, self.histogram_budget_bytes, self.features_per_pass,
+            slot_variance, **{name: plan[name] for name in (
+                "depth_cells", "parent_cells", "slot_kind", "slot_parent",
+                "tree_extra_feature")},
+            best_per_slot=True, era_tree_rows=self._era_tree_rows,
+            scattered_samples=self._scattered_samples)
+        self._kept = dict(cells=plan["depth_cells"], features=features, uses=tree_uses_feature,
+                          n_slots=len(slot_tree))
+        self._best = None
+        return plan["depth_cells"]
+
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node, *, split_children=True) -> None:
-        # split_children is a hint this backend does not use (it always sums
-        # the squared gradients).
+        """The CPU backend's routing, without the children's sums: slot_sums
+        gathers them from every shard."""
         data = self.data
+        self._at_roots = False
+        split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
+        if len(split) == 0:
+            self._last_slot_node = np.ascontiguousarray(slot_node, dtype=np.int32)
+            self._slot_parent = None
+            return
+        in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
+        self._slot_parent = np.repeat(split, 2).astype(np.int32) if in_pairs else None
         _partition.route_rows(data.X_binned, self.node_of_row, split_feature, split_threshold,
                               split_missing_left, left_child_slot, data.n_bins, slot_node,
-                              self.leaf_of_row, self.n_threads)
-
-    def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
-        _predict.add_leaf_values(self.leaf_of_row, pack.nodes["value"],
-                                 np.ascontiguousarray(pack.tree_offsets[:-1]), raw_prediction,
-                                 self.n_threads)
+                              self.leaf_of_row, self.n_threads,
+                              scattered_samples=self._scattered_samples)
 
 
 # Candidates per block of the pipelined chain (at least; blocks of a depth
