@@ -1,0 +1,119 @@
+"""The shard kernels of distributed training (packboost._distributed) against
+NumPy oracles: reading the CPU backend's per-era cells, pooling them, and the
+era pass's independence from the thread count."""
+
+import numpy as np
+import pytest
+from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
+
+from packboost import _distributed, _split
+from packboost._fixed_point import to_fixed_point
+from packboost._histogram import slot_kind as _slot_kind
+
+
+def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_slots=6):
+    data, g, h = make_binned_problem(seed, n_rows, n_features, n_eras, weighted=weighted)
+    if not weighted:
+        h = np.ones_like(h)
+    fixed = to_fixed_point(g, h, data.era_offsets, 1)
+    rng = np.random.default_rng(seed)
+    slot_tree = np.sort(np.arange(n_slots) % pack_size).astype(np.int32)
+    node_of_row = np.empty((data.n_rows, pack_size), dtype=np.int32)
+    for tree in range(pack_size):
+        node_of_row[:, tree] = rng.choice(np.flatnonzero(slot_tree == tree), size=data.n_rows)
+    node_of_row[rng.random(node_of_row.shape) < 0.1] = -1
+    slot_open = np.ones(n_slots, np.uint8)
+    slot_open[1] = 0
+    features = np.array([0, 2, 3, 5, 6], dtype=np.int32)
+    uses = (rng.random((len(features), pack_size)) < 0.7).astype(np.uint8)
+    uses[0] = 1   # every tree uses a feature
+    words = 1 if fixed.hessian_is_constant else 2
+    cells = np.empty(_split.depth_cells_size(data.n_eras, n_slots, features, data.n_bins, words),
+                     np.int64)
+    _split.find_best_splits(
+        data.X_binned, fixed, data.all_rows, data.era_offsets, node_of_row, slot_tree,
+        slot_open, features, uses, data.n_bins, dict(DEFAULT_SPLIT_PARAMS), 2,
+        features_per_pass=2, depth_cells=cells,
+        slot_kind=np.where(slot_open != 0, int(_slot_kind.SLOT_BUILD),
+                           int(_slot_kind.SLOT_SKIP)).astype(np.uint8),
+        slot_parent=np.full(n_slots, -1, np.int32),
+        tree_extra_feature=np.zeros((len(features), pack_size), np.uint8))
+    return data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words
+
+
+def _oracle(data, fixed, node_of_row, slot_tree, slot, position_feature, era):
+    """(g, h, count) per bin of one (slot, feature, era): the rows' sums."""
+    rows = np.arange(data.era_offsets[era], data.era_offsets[era + 1])
+    rows = rows[node_of_row[rows, slot_tree[slot]] == slot]
+    width = data.n_bins[position_feature] + 1
+    codes = data.X_binned[position_feature, rows]
+    return np.stack([np.bincount(codes, fixed.gradients[rows], width),
+                     np.bincount(codes, fixed.hessians[rows], width),
+                     np.bincount(codes, minlength=width).astype(float)], axis=1)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
+def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted):
+    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
+        _depth(3, weighted)
+    n_slots = len(slot_tree)
+    base, stride, prefix = _distributed.cell_layout(features, data.n_bins, 2, data.n_eras,
+                                                    n_slots, words)
+    widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
+    pooled_cells = np.empty(_split.pooled_cells_size(n_slots, features, data.n_bins, fixed),
+                            np.int64)
+    _split.pool_era_cells(cells, data.n_eras, n_slots, features, data.n_bins, 2, fixed,
+                          pooled_cells, 2)
+    pooled = _distributed.pooled_from_cells(pooled_cells, prefix, widths, n_slots,
+                                            int(widths.max()), fixed)
+    era_rows = _distributed.era_rows_from_cells(cells, base, stride, widths, slot_tree,
+                                                slot_open, uses, data.n_eras, words,
+                                                fixed.count_bits)
+    count_mask = (1 << fixed.count_bits) - 1
+    for slot in np.flatnonzero(slot_open):
+        for position, feature in enumerate(features):
+            if not uses[position, slot_tree[slot]]:
+                continue
+            width = widths[position]
+            per_era = [_oracle(data, fixed, node_of_row, slot_tree, slot, feature, era)
+                       for era in range(data.n_eras)]
+            for era, expected in enumerate(per_era):
+                start = base[position] + (era * n_slots + slot) * stride[position]
+                raw = cells[start:start + width * words].reshape(width, words)
+                np.testing.assert_array_equal(raw[:, 0] & count_mask, expected[:, 2])
+                np.testing.assert_array_equal((raw[:, 0] >> fixed.count_bits)
+                                              / fixed.gradient_scale, expected[:, 0])
+                assert era_rows[slot, era] == expected[:, 2].sum()
+            np.testing.assert_array_equal(pooled[slot, position, :width], sum(per_era))
+    assert not era_rows[1].any()   # the closed slot
+
+
+def test_era_pass_is_the_same_on_any_number_of_threads():
+    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
+        _depth(5, False, n_eras=13)
+    n_slots = len(slot_tree)
+    params = {**DEFAULT_SPLIT_PARAMS, "lambda_dro": 0.5, "lambda_dir": 0.3}
+    base, stride, prefix = _distributed.cell_layout(features, data.n_bins, 2, data.n_eras,
+                                                    n_slots, words)
+    widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
+    pooled_cells = np.empty(_split.pooled_cells_size(n_slots, features, data.n_bins, fixed),
+                            np.int64)
+    _split.pool_era_cells(cells, data.n_eras, n_slots, features, data.n_bins, 2, fixed,
+                          pooled_cells, 1)
+    pooled = _distributed.pooled_from_cells(pooled_cells, prefix, widths, n_slots,
+                                            int(widths.max()), fixed)
+    era_rows = _distributed.era_rows_from_cells(cells, base, stride, widths, slot_tree,
+                                                slot_open, uses, data.n_eras, words,
+                                                fixed.count_bits)
+    candidates = _distributed.enumerate_candidates(
+        pooled, (era_rows > 0).sum(axis=1).astype(float), slot_tree, slot_open, features,
+        uses, data.n_bins, params)
+    n = len(candidates["slot"])
+    assert n > 20
+    variance = np.ones(n_slots)
+    states = [_distributed.candidate_pass(candidates, variance, params, _distributed.MODE_PASS,
+                                          np.zeros((n, _distributed.N_STATE)), cells,
+                                          (base, stride, widths), era_rows, fixed, n_slots,
+                                          threads) for threads in (1, 3)]
+    np.testing.assert_array_equal(states[0], states[1])
+    assert np.all(states[0][:, 0] > 0)   # every candidate pushed eras
