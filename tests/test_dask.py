@@ -67,7 +67,8 @@ def assert_same_model(local, distributed_model):
     a, b = local.ensemble_.nodes, distributed_model.ensemble_.nodes
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-    assert local.ensemble_.base_score == distributed_model.ensemble_.base_score
+    np.testing.assert_array_equal(local.ensemble_.base_score,
+                                  distributed_model.ensemble_.base_score)
 
 
 @pytest.mark.parametrize("extra", [
@@ -245,20 +246,25 @@ def test_unsupported_parameters_are_refused(client, problem):
 
 
 @pytest.mark.parametrize("kind", ["targets", "classes"])
-def test_several_outputs_are_refused(client, problem, kind):
+def test_several_outputs_as_locally(client, problem, kind):
+    # Several targets (one pack per target) and several classes (softmax):
+    # every output's trees as the local fit grows them.
     X, y, era = problem
+    params = {**PARAMS, "lambda_dir": 0.3}
     if kind == "targets":
-        model, target = DaskPackBoostRegressor(**PARAMS), np.column_stack([y, -y])
-        message = "2 targets"
+        local_class, dask_class = PackBoostRegressor, DaskPackBoostRegressor
+        target = np.column_stack([y, -y + np.sin(np.arange(len(y))), y ** 2])
     else:
-        model, target = DaskPackBoostClassifier(**PARAMS), np.arange(len(y)) % 3
-        message = "3 classes"
+        local_class, dask_class = PackBoostClassifier, DaskPackBoostClassifier
+        target = np.digitize(y, np.quantile(y, [0.3, 0.7]))
+    local = local_class(**params).fit(X, target, era=era)
+    model = dask_class(**params)
     model.client = client
-    with pytest.raises(NotImplementedError, match=message):
-        model.fit(da.from_array(X, chunks=(1000, -1)), target,
-                  era=da.from_array(era, chunks=1000))
-    assert not hasattr(model, "ensemble_")
-
+    model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(target, chunks=700),
+              era=da.from_array(era, chunks=700))
+    assert model.ensemble_.n_outputs == 3
+    assert_same_model(local, model)
+    np.testing.assert_array_equal(np.asarray(model.to_local().predict(X)), local.predict(X))
 
 
 def _exit_soon():

@@ -202,11 +202,7 @@ class _DaskEstimator:
         y, era, sample_weight = (_compute(y), _compute(era), _compute(sample_weight))
         y, target = self._learn_target(y, n_rows, None)
         n_outputs = self._n_outputs(y, target)
-        if n_outputs > 1:
-            raise NotImplementedError(
-                f"{type(self).__name__} trains one output; y has "
-                f"{self._outputs_description(n_outputs)}: fit the local estimator "
-                f"({self._local_class.__name__}) for several targets or classes")
+        self._check_outputs_supported(n_outputs, params)
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
         _validation.check_gradient_scale(y, sample_weight)
         era_codes, _ = _validation.encode_eras(era, n_rows)
@@ -233,7 +229,9 @@ class _DaskEstimator:
         dtype = np.result_type(*[dtype for dtype, _, _ in ranges])
 
         fit_id = uuid.uuid4().hex
-        y, sample_weight = y[order], sample_weight[order] if sample_weight is not None else None
+        # In train's form: era-sorted, several targets output-major (n_targets, n_rows).
+        y = self._training_target(y[order], n_outputs)
+        sample_weight = sample_weight[order] if sample_weight is not None else None
         threads = _worker_threads(client, workers, self.n_jobs)
         shards, stores = [], []
         for index, (first_era, end_era) in enumerate(plan):
@@ -250,7 +248,7 @@ class _DaskEstimator:
                                            dtype=np.int32)
             # The shard's targets and weights go to its worker once, here;
             # nothing per row crosses the network after loading.
-            rows_of_shard = [client.scatter(np.ascontiguousarray(values[first_row:end_row]),
+            rows_of_shard = [client.scatter(np.ascontiguousarray(values[..., first_row:end_row]),
                                             workers=[shard.worker], hash=False)
                              if values is not None else None for values in (y, sample_weight)]
             stores.append(client.submit(_build_shard, shard.key, pieces, end_row - first_row,
@@ -267,8 +265,9 @@ class _DaskEstimator:
         # Callbacks run on rank 0's worker: a progress bar there shows nothing here.
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, False)
         # A callable objective gets each worker's rows (era-sorted): row by row.
-        objective = make_objective(params["objective"], alpha=params["alpha"],
-                                   link=get_objective(self._objective_name).transform)
+        objective = self._output_objective(
+            make_objective(params["objective"], alpha=params["alpha"],
+                           link=get_objective(self._objective_name).transform), n_outputs)
         training = dict(params=params, n_bins=mapper.n_bins_, cuts=mapper.cuts_,
                         objective=objective, metrics=metrics,
                         base_score=objective.base_score(y, sample_weight))
