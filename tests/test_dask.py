@@ -223,6 +223,26 @@ def test_bad_input_gives_the_local_error(client, problem, case):
     assert not hasattr(model, "ensemble_")
 
 
+def test_continued_training_as_locally(client, problem, tmp_path):
+    X, y, era = problem
+    first = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
+    more = {**PARAMS, "n_estimators": 2, "lambda_dir": 0.3}
+    local = PackBoostRegressor(**more).fit(X, y, era=era, init_model=first)
+    path = tmp_path / "first.pb"
+    first.save_model(path)
+    for init_model in (first, path):
+        model = DaskPackBoostRegressor(**more)
+        model.client = client
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700), init_model=init_model)
+        assert model.ensemble_.n_rounds == PARAMS["n_estimators"] + 2
+        assert_same_model(local, model)
+    with pytest.raises(TypeError, match="init_model must be a fitted PackBoostRegressor"):
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700),
+                  init_model=PackBoostClassifier(**PARAMS))
+
+
 def test_unsupported_parameters_are_refused(client, problem):
     X, y, era = problem
     model = DaskPackBoostRegressor(era_weighting="count", **PARAMS)

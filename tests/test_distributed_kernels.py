@@ -4,11 +4,12 @@ era pass's independence from the thread count."""
 
 import numpy as np
 import pytest
-from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
 
 from packboost import _distributed, _split
 from packboost._fixed_point import to_fixed_point
 from packboost._histogram import slot_kind as _slot_kind
+
+from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
 
 
 def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_slots=6):

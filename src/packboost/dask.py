@@ -20,6 +20,7 @@ plan) and the base score, and sends no per-row array after loading.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -99,16 +100,18 @@ class ShardInfo:
 
 
 def _build_shard(key, pieces, n_local, n_features, dtype, mapper, row_era, n_threads, y,
-                 sample_weight, first_era, end_era):
-    """Worker side: assemble the shard's rows in era-sorted order, bin, store;
+                 sample_weight, first_era, end_era, init_ensemble):
+    """Worker side: assemble the shard's rows in era-sorted order, bin, store
+    (with ``init_ensemble``'s raw scores of the rows, when continuing it);
     returns (rows, the address its fit listens at)."""
     X = np.empty((n_local, n_features), dtype=dtype)
     for rows, position in pieces:
         X[position] = rows
     X_binned = mapper.transform(X, n_threads=n_threads)
+    init_raw = None if init_ensemble is None else init_ensemble.predict_raw(X, n_threads)
     return worker_store(key, _Shard(X_binned=X_binned, row_era=row_era, y=y,
                                     sample_weight=sample_weight, first_era=first_era,
-                                    end_era=end_era))
+                                    end_era=end_era, init_raw=init_raw))
 
 
 class _DaskEstimator:
@@ -144,10 +147,8 @@ class _DaskEstimator:
 
     def _fit_all(self, X, y, *, era, sample_weight, eval_set, eval_names, eval_metric,
                  early_stopping_rounds, callbacks, init_model, progress):
-        if init_model is not None:
-            raise NotImplementedError(f"{type(self).__name__}.fit does not take init_model yet; "
-                                      "continue a model with the local estimator (to_local())")
         params = self._validated_params()
+        init = self._dask_init_model(init_model, params["pack_size"])
         _validation.warn_unusual_params(params)
         if params["device"] != "cpu":
             raise ValueError(f"device must be 'cpu' for {type(self).__name__} (the workers "
@@ -194,13 +195,19 @@ class _DaskEstimator:
             parts = list(X.to_delayed().ravel())
             lengths = np.asarray(X.chunks[0], dtype=np.int64)
             n_features = X.shape[1]
+        if init is not None:
+            self._check_features(np.empty((0, n_features)), feature_names,
+                                 init["n_features_in_"], init.get("feature_names_in_"),
+                                 "X (continuing init_model)")
+            if feature_names is None:
+                feature_names = init.get("feature_names_in_")
         params = _constraints.resolve_for_fit(params, n_features, feature_names,
                                               distributed=True)
         n_rows = int(lengths.sum())
         starts = np.concatenate([[0], np.cumsum(lengths)])
 
         y, era, sample_weight = (_compute(y), _compute(era), _compute(sample_weight))
-        y, target = self._learn_target(y, n_rows, None)
+        y, target = self._learn_target(y, n_rows, init)
         n_outputs = self._n_outputs(y, target)
         self._check_outputs_supported(n_outputs, params)
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
@@ -225,7 +232,10 @@ class _DaskEstimator:
         # One validating pass over the partitions: dtype and integer column ranges.
         ranges = client.gather([client.submit(_column_range, part, pure=False)
                                 for part in part_futures])
-        mapper = self._fit_mapper(ranges, client, n_rows, params, part_futures)
+        # Continued training bins with the saved cuts, so old and new trees agree.
+        mapper = (self._fit_mapper(ranges, client, n_rows, params, part_futures)
+                  if init is None else init["bin_mapper_"])
+        init_ensemble = None if init is None else init["ensemble_"]
         dtype = np.result_type(*[dtype for dtype, _, _ in ranges])
 
         fit_id = uuid.uuid4().hex
@@ -254,14 +264,14 @@ class _DaskEstimator:
             stores.append(client.submit(_build_shard, shard.key, pieces, end_row - first_row,
                                         n_features, dtype, mapper, row_era,
                                         threads[shard.worker], *rows_of_shard, first_era,
-                                        end_era, workers=[shard.worker],
+                                        end_era, init_ensemble, workers=[shard.worker],
                                         allow_other_workers=False, pure=False))
             shards.append(shard)
 
         eval_set = _computed_eval_set(eval_set)
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, n_features, feature_names,
-                                            target)
-        metrics = self._resolve_metrics(eval_metric, eval_sets, params)
+                                            target, n_outputs)
+        metrics = self._resolve_metrics(eval_metric, eval_sets, params, n_outputs)
         # Callbacks run on rank 0's worker: a progress bar there shows nothing here.
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, False)
         # A callable objective gets each worker's rows (era-sorted): row by row.
@@ -269,8 +279,9 @@ class _DaskEstimator:
             make_objective(params["objective"], alpha=params["alpha"],
                            link=get_objective(self._objective_name).transform), n_outputs)
         training = dict(params=params, n_bins=mapper.n_bins_, cuts=mapper.cuts_,
-                        objective=objective, metrics=metrics,
-                        base_score=objective.base_score(y, sample_weight))
+                        objective=objective, metrics=metrics, init_ensemble=init_ensemble,
+                        base_score=(objective.base_score(y, sample_weight) if init is None
+                                    else None))
         try:
             addresses = [address for _, address in _wait(client, shards, stores)]
             global_era_offsets = np.asarray(era_offsets, dtype=np.int64)
@@ -287,6 +298,25 @@ class _DaskEstimator:
             self.worker_stats_ = _drop_shards(client, shards)
         return _fitted_state(target, ensemble, mapper, n_features, n_eras, info,
                              feature_names, era_column)
+
+    def _dask_init_model(self, init_model, pack_size):
+        """The fitted state to continue from: a fitted local or Dask estimator
+        of this kind, the path of its model file, or None."""
+        if init_model is None:
+            return None
+        if isinstance(init_model, (str, os.PathLike)):
+            from packboost.model_io import load_model
+
+            init_model = load_model(init_model)
+        if not isinstance(init_model, self._local_class):
+            raise TypeError(
+                f"init_model must be a fitted {self._local_class.__name__} or "
+                f"{type(self).__name__}, or the path of its model file, got "
+                f"{type(init_model).__name__}")
+        view = init_model._view()
+        if view is None:
+            raise ValueError("init_model is not fitted")
+        return self._resolve_init_model(view, pack_size)
 
     @staticmethod
     def _fit_mapper(ranges, client, n_rows, params, part_futures):

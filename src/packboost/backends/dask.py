@@ -57,6 +57,7 @@ class _Shard:
     sample_weight: np.ndarray | None
     first_era: int
     end_era: int
+    init_raw: np.ndarray | None = None   # the continued model's raw scores of the rows
     listener: object = None    # the socket the other shards connect to
     stats: dict = field(default_factory=dict)
 
@@ -109,7 +110,7 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
     over this shard. Returns rank 0's (ensemble, training info); None elsewhere."""
     from packboost._collective import Collective
     from packboost._row_shard import RowShard
-    from packboost.booster import train
+    from packboost.booster import InitModel, train
     from packboost.grower import TrainingData
 
     shard = _shard(key)
@@ -126,11 +127,14 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
         callbacks = (_LeaderCallbacks(training["callbacks"], collective) if leader
                      else _FollowerCallbacks(collective))
         backend = ShardBackend(data, params["pack_size"], n_threads, collective)
+        init = None
+        if training["init_ensemble"] is not None:
+            init = InitModel(ensemble=training["init_ensemble"], raw_prediction=shard.init_raw)
         try:
             ensemble, info = train(
                 data, shard.y, shard.sample_weight, training["objective"], params, n_threads,
                 eval_sets=training["eval_sets"] if leader else None,
-                metrics=training["metrics"], callbacks=callbacks, model=None,
+                metrics=training["metrics"], callbacks=callbacks, init=init, model=None,
                 backend=backend, base_score=training["base_score"])
         finally:
             backend.close()
