@@ -90,6 +90,7 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
             "same_trees": bool(same), "same_predictions": bool(same_prediction),
             "worker_s": [round(item["seconds"], 3) for item in stats],
             "worker_cpu_s": [round(item["cpu_seconds"], 3) for item in stats],
+            "worker_waiting_s": [round(item["seconds_waiting"], 3) for item in stats],
             "bytes_sent_per_round": [item["bytes_sent"] // rounds for item in stats],
             "messages_per_round": [item["messages_sent"] / rounds for item in stats],
             "tasks_per_fit": len(stream.data),

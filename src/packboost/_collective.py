@@ -29,6 +29,7 @@ from __future__ import annotations
 import pickle
 import socket
 import struct
+import time
 
 import numpy as np
 
@@ -60,6 +61,9 @@ class Collective:
         self._peers = peers            # rank -> connected socket
         self.bytes_sent = 0
         self.messages_sent = 0
+        # Seconds spent waiting for other ranks (blocked in receive): the
+        # latency and imbalance the exchanges cost this rank.
+        self.seconds_waiting = 0.0
 
     @classmethod
     def connect(cls, rank: int, addresses: list, listener: socket.socket) -> Collective:
@@ -112,8 +116,11 @@ class Collective:
 
     def receive(self, other: int):
         connection = self._peers[other]
+        start = time.perf_counter()
         (length,) = _HEADER.unpack(_receive_exactly(connection, _HEADER.size, other))
-        return pickle.loads(_receive_exactly(connection, length, other))
+        payload = _receive_exactly(connection, length, other)
+        self.seconds_waiting += time.perf_counter() - start
+        return pickle.loads(payload)
 
     # -- collectives (every rank calls them in the same order)
 

@@ -104,11 +104,19 @@ def _build_shard(key, pieces, n_local, n_features, dtype, mapper, row_era, n_thr
     """Worker side: assemble the shard's rows in era-sorted order, bin, store
     (with ``init_ensemble``'s raw scores of the rows, when continuing it);
     returns (rows, the address its fit listens at)."""
-    X = np.empty((n_local, n_features), dtype=dtype)
-    for rows, position in pieces:
-        X[position] = rows
-    X_binned = mapper.transform(X, n_threads=n_threads)
-    init_raw = None if init_ensemble is None else init_ensemble.predict_raw(X, n_threads)
+    if pieces:
+        X = np.concatenate([rows for rows, _ in pieces]).astype(dtype, copy=False)
+        position = np.concatenate([position for _, position in pieces])
+    else:
+        X, position = np.empty((0, n_features), dtype=dtype), np.empty(0, dtype=np.int64)
+    if len(position) != n_local:
+        raise AssertionError(f"shard {key}: {len(position)} rows arrived, {n_local} expected")
+    # The pieces' rows into era-sorted order as they are binned (one pass).
+    row_order = np.argsort(position, kind="stable")
+    X_binned = mapper.transform(X, row_order=row_order, n_threads=n_threads)
+    init_raw = None
+    if init_ensemble is not None:
+        init_raw = np.ascontiguousarray(init_ensemble.predict_raw(X, n_threads)[row_order])
     return worker_store(key, _Shard(X_binned=X_binned, row_era=row_era, y=y,
                                     sample_weight=sample_weight, first_era=first_era,
                                     end_era=end_era, init_raw=init_raw))

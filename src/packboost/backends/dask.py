@@ -142,6 +142,7 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
         shard.stats = dict(cpu_seconds=time.process_time() - start_cpu,
                            seconds=time.perf_counter() - start_wall,
                            bytes_sent=collective.bytes_sent,
+                           seconds_waiting=collective.seconds_waiting,
                            messages_sent=collective.messages_sent)
         # Closing tells the other ranks at once when this one failed.
         collective.close()
