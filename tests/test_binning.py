@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from packboost.binning import BinMapper
+from packboost.binning import BinMapper, distinct_values
 
 FLOAT_MAX = np.finfo(np.float64).max
 
@@ -692,3 +692,39 @@ def test_transform_checks_its_input():
         BinMapper().transform(np.zeros((5, 3)))
     with pytest.raises(TypeError):
         BinMapper().fit(np.zeros((5, 3), dtype=complex))
+
+
+def test_fit_sample_gives_the_cuts_of_fit():
+    # The cuts from X's row sample and its columns' distinct values (what a
+    # Dask fit gathers) equal fit's on X: quantile columns, a column whose
+    # sample misses a rare value, few values, NaN only, signed zeros, inf.
+    rng = np.random.default_rng(7)
+    n_rows, max_bins = 3000, 16
+    columns = [rng.normal(size=n_rows),                                # many values
+               np.where(rng.random(n_rows) < 0.999, rng.integers(0, 5, n_rows), 77.5),
+               rng.integers(0, 40, n_rows).astype(float),              # more than max_bins
+               np.full(n_rows, np.nan),
+               np.where(rng.random(n_rows) < 0.5, -0.0, 0.0),
+               np.where(rng.random(n_rows) < 0.01, np.inf, rng.integers(0, 3, n_rows))]
+    X = np.column_stack(columns)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    reference = BinMapper(max_bins=max_bins, subsample=500, random_state=3).fit(X)
+    mapper = BinMapper(max_bins=max_bins, subsample=500, random_state=3)
+    rows = mapper.sample_rows(n_rows)
+    assert rows is not None and len(rows) == 500
+    parts = np.array_split(X, 7)
+
+    def column_distinct(features):
+        union = []
+        for k in features:
+            pieces = [distinct_values(part[:, k], max_bins) for part in parts]
+            values = None if any(p is None for p in pieces) else np.unique(np.concatenate(pieces))
+            union.append(None if values is None or values.size > max_bins else values)
+        return union
+
+    mapper.fit_sample(X[rows], column_distinct)
+    assert len(mapper.cuts_) == len(reference.cuts_)
+    for mine, theirs in zip(mapper.cuts_, reference.cuts_, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    np.testing.assert_array_equal(mapper.n_bins_, reference.n_bins_)
+    np.testing.assert_array_equal(mapper.transform(X), reference.transform(X))

@@ -243,6 +243,28 @@ def test_continued_training_as_locally(client, problem, tmp_path):
                   init_model=PackBoostClassifier(**PARAMS))
 
 
+def test_raw_features_beyond_the_binning_sample(client, problem, monkeypatch):
+    # More rows than the binning sample (here 500 of 2400): the bins come from
+    # the local fit's row sample and every partition's distinct values.
+    from packboost.binning import BinMapper
+
+    monkeypatch.setattr(BinMapper.__init__, "__defaults__", (255, 500, None))
+    X, y, era = problem
+    rng = np.random.default_rng(5)
+    X = X + rng.normal(0, 0.1, X.shape)
+    X[:, 1] = np.round(X[:, 1])              # few values, one rare
+    X[7, 1] = 99.0
+    X[rng.random(X.shape) < 0.05] = np.nan
+    local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
+    model = DaskPackBoostRegressor(**PARAMS)
+    model.client = client
+    model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+              era=da.from_array(era, chunks=700))
+    for mine, theirs in zip(model.bin_mapper_.cuts_, local.bin_mapper_.cuts_, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    assert_same_model(local, model)
+
+
 def test_unsupported_parameters_are_refused(client, problem):
     X, y, era = problem
     model = DaskPackBoostRegressor(era_weighting="count", **PARAMS)

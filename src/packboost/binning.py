@@ -114,7 +114,7 @@ class BinMapper:
         self : BinMapper
         """
         max_bins = _check_max_bins(self.max_bins)
-        subsample = _check_positive_int(self.subsample, "subsample")
+        _check_positive_int(self.subsample, "subsample")
         X = _as_numeric_matrix(X)
         n_rows, n_features = X.shape
 
@@ -124,18 +124,64 @@ class BinMapper:
             self.n_bins_ = (column_max + 1).astype(np.int32)
             self.cuts_ = [np.arange(n - 1, dtype=np.float64) for n in self.n_bins_]
         else:
-            sample_idx = None
-            if n_rows > subsample:
-                rng = np.random.default_rng(self.random_state)
-                # One row sample shared by all features; sorted so the gathers
-                # walk memory forwards.
-                sample_idx = np.sort(rng.choice(n_rows, size=subsample, replace=False))
-            self.cuts_ = [_find_cuts(X[:, k], sample_idx, max_bins) for k in range(n_features)]
-            self.n_bins_ = np.array([c.size + 1 for c in self.cuts_], dtype=np.int32)
-
+            sample_idx = self.sample_rows(n_rows)
+            self._set_cuts([_find_cuts(X[:, k], sample_idx, max_bins)
+                            for k in range(n_features)])
         self.n_features_in_ = n_features
         self.binned_dtype_ = _binned_dtype(self.n_bins_)
         return self
+
+    def sample_rows(self, n_rows):
+        """The rows :meth:`fit` places quantile cuts from, for an ``X`` of
+        ``n_rows`` rows that is not pre-binned: ascending indices, or None
+        (every row)."""
+        subsample = _check_positive_int(self.subsample, "subsample")
+        if n_rows <= subsample:
+            return None
+        rng = np.random.default_rng(self.random_state)
+        # One row sample shared by all features; sorted so the gathers walk
+        # memory forwards.
+        return np.sort(rng.choice(n_rows, size=subsample, replace=False))
+
+    def fit_sample(self, sample, column_distinct):
+        """Fit as :meth:`fit` fits an ``X`` that is not pre-binned, without
+        ``X``: ``sample`` is ``X[sample_rows(n_rows)]``, and
+        ``column_distinct(features)`` returns, for each of ``features``, the
+        sorted distinct non-NaN values of the whole column, or None where
+        there are more than ``max_bins`` (the features whose sample has at
+        most ``max_bins``; :meth:`fit` checks those against the full column).
+        The cuts are :meth:`fit`'s exactly. For data too large for one
+        machine (:mod:`packboost.dask`: the workers hold the columns)."""
+        max_bins = _check_max_bins(self.max_bins)
+        sample = _as_numeric_matrix(sample)
+        columns = [sample[:, k].astype(np.float64) for k in range(sample.shape[1])]
+        columns = [column[~np.isnan(column)] for column in columns]
+        distinct = [np.unique(column) for column in columns]
+        few = [k for k, values in enumerate(distinct) if values.size <= max_bins]
+        everything = dict(zip(few, column_distinct(few) if few else [], strict=True))
+        cuts = []
+        for k, column in enumerate(columns):
+            if k not in everything:
+                cuts.append(_quantile_cuts(column, max_bins))
+            elif everything[k] is not None:
+                # distinct[k] holds every value of the column exactly when the
+                # two sets are equal; the exact cuts of all values either way.
+                cuts.append(_exact_cuts(np.asarray(everything[k], dtype=np.float64)))
+            elif column.size:
+                cuts.append(_quantile_cuts(column, max_bins))
+            else:
+                raise NotImplementedError(
+                    f"feature {k}: the row sample holds no value but the column holds more "
+                    f"than max_bins={max_bins} distinct ones; bin it first")
+        self.prebinned_ = False
+        self._set_cuts(cuts)
+        self.n_features_in_ = len(cuts)
+        self.binned_dtype_ = _binned_dtype(self.n_bins_)
+        return self
+
+    def _set_cuts(self, cuts) -> None:
+        self.cuts_ = cuts
+        self.n_bins_ = np.array([c.size + 1 for c in cuts], dtype=np.int32)
 
     # ------------------------------------------------------------ transform
 
@@ -432,6 +478,15 @@ def _codes_in_range(X, n_bins):
     if X.dtype.kind == "i" and X.min() < 0:
         return False
     return bool(np.all(X.max(axis=0) < n_bins))
+
+
+def distinct_values(column, max_bins):
+    """The sorted distinct non-NaN values of ``column``, or None where there
+    are more than ``max_bins`` (a part of a column: :meth:`BinMapper.fit_sample`
+    takes the union of its parts')."""
+    column = np.asarray(column, dtype=np.float64)
+    values = np.unique(column[~np.isnan(column)])
+    return None if values.size > max_bins else values
 
 
 def _find_cuts(column, sample_idx, max_bins):

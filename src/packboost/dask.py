@@ -241,7 +241,7 @@ class _DaskEstimator:
         ranges = client.gather([client.submit(_column_range, part, pure=False)
                                 for part in part_futures])
         # Continued training bins with the saved cuts, so old and new trees agree.
-        mapper = (self._fit_mapper(ranges, client, n_rows, params, part_futures)
+        mapper = (self._fit_mapper(ranges, client, n_rows, params, part_futures, lengths)
                   if init is None else init["bin_mapper_"])
         init_ensemble = None if init is None else init["ensemble_"]
         dtype = np.result_type(*[dtype for dtype, _, _ in ranges])
@@ -327,10 +327,11 @@ class _DaskEstimator:
         return self._resolve_init_model(view, pack_size)
 
     @staticmethod
-    def _fit_mapper(ranges, client, n_rows, params, part_futures):
+    def _fit_mapper(ranges, client, n_rows, params, part_futures, lengths):
         """The local fit's BinMapper, exactly: pre-binned integer codes from the
-        global column ranges; otherwise fitted on the gathered rows (data up to
-        the mapper's subsample only)."""
+        global column ranges; otherwise fitted on the local fit's row sample
+        (gathered) and, for the columns with few distinct values, their
+        distinct values over all partitions (BinMapper.fit_sample)."""
         mapper = BinMapper(max_bins=params["max_bins"], random_state=params["random_state"])
         kinds = {dtype.kind for dtype, _, _ in ranges}
         if kinds <= set("iu"):
@@ -340,14 +341,35 @@ class _DaskEstimator:
                 # Two rows with the global column maxima: BinMapper's own
                 # pre-binned rule sees the ranges the whole X has.
                 return mapper.fit(np.stack([np.zeros_like(high), high]).astype(np.int64))
-        if n_rows > mapper.subsample:
-            raise NotImplementedError(
-                f"Dask fits of raw (not pre-binned) features are limited to "
-                f"{mapper.subsample} rows for now; bin the features first (integer codes in "
-                f"[0, max_bins), as Numerai's int8 data already is)")
-        X_all = np.concatenate([_validation.check_X(part)[0]
-                                for part in client.gather(part_futures)])
-        return mapper.fit(X_all)
+        sample_rows = mapper.sample_rows(n_rows)
+        if sample_rows is None:
+            X_all = np.concatenate([_validation.check_X(part)[0]
+                                    for part in client.gather(part_futures)])
+            return mapper.fit(X_all)
+        # The local fit's row sample, gathered from the partitions (rows in
+        # their global order), and each column's distinct values over every
+        # partition where the sample has few: BinMapper.fit's cuts, exactly.
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        sample = np.concatenate(client.gather([
+            client.submit(_select_rows, part,
+                          sample_rows[(sample_rows >= start) & (sample_rows < end)] - start,
+                          pure=False)
+            for part, start, end in zip(part_futures, starts[:-1], starts[1:], strict=True)]))
+
+        def column_distinct(features):
+            parts = client.gather([client.submit(_distinct_values, part, features,
+                                                 mapper.max_bins, pure=False)
+                                   for part in part_futures])
+            union = []
+            for k in range(len(features)):
+                pieces = [part[k] for part in parts]
+                values = (None if any(piece is None for piece in pieces)
+                          else np.unique(np.concatenate(pieces)))
+                union.append(None if values is None or values.size > mapper.max_bins
+                             else values)
+            return union
+
+        return mapper.fit_sample(sample, column_distinct)
 
     def predict(self, X, iteration_range=None, **kwargs):
         if _is_dask(X):
@@ -429,6 +451,15 @@ def _drop_shards(client, shards) -> list:
         except Exception:  # noqa: BLE001 -- a lost worker has nothing left to free
             stats.append({})
     return stats
+
+
+def _distinct_values(part, features, max_bins):
+    """Per feature of ``features``: its distinct values in this partition
+    (binning.distinct_values)."""
+    from packboost.binning import distinct_values
+
+    X, _ = _validation.check_X(part)
+    return [distinct_values(X[:, k], max_bins) for k in features]
 
 
 def _column_range(part):
