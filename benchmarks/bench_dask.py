@@ -94,8 +94,22 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
             "bytes_sent_per_round": [item["bytes_sent"] // rounds for item in stats],
             "messages_per_round": [item["messages_sent"] / rounds for item in stats],
             "tasks_per_fit": len(stream.data),
+            "task_compute_s": _task_seconds(stream.data),
         })
     return results
+
+
+def _task_seconds(tasks) -> dict:
+    """Compute seconds of a fit's Dask tasks by function (the loading steps
+    and the fit task), summed over workers."""
+    seconds = {}
+    for task in tasks:
+        name = task["key"][0] if isinstance(task["key"], tuple) else task["key"]
+        name = str(name).rsplit("-", 1)[0]
+        for part in task.get("startstops", ()):
+            if part["action"] == "compute":
+                seconds[name] = seconds.get(name, 0.0) + part["stop"] - part["start"]
+    return {name: round(value, 3) for name, value in sorted(seconds.items())}
 
 
 def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,

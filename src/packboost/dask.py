@@ -20,6 +20,7 @@ plan) and the base score, and sends no per-row array after loading.
 
 from __future__ import annotations
 
+import operator
 import os
 import time
 import uuid
@@ -237,9 +238,14 @@ class _DaskEstimator:
         shard_of_row = shard_of_era[era_codes]
 
         part_futures = client.compute(parts)
-        # One validating pass over the partitions: dtype and integer column ranges.
-        ranges = client.gather([client.submit(_column_range, part, pure=False)
-                                for part in part_futures])
+        # One pass over each partition where it lives: validated as the local
+        # fit validates X, its dtype and integer column ranges, and its rows
+        # cut into the shards' pieces.
+        placed = [client.submit(_place_partition, part, shard_of_row[start:end], len(plan),
+                                pure=False)
+                  for part, start, end in zip(part_futures, starts[:-1], starts[1:], strict=True)]
+        ranges = client.gather([client.submit(operator.getitem, item, 0, pure=False)
+                                for item in placed])
         # Continued training bins with the saved cuts, so old and new trees agree.
         mapper = (self._fit_mapper(ranges, client, n_rows, params, part_futures, lengths)
                   if init is None else init["bin_mapper_"])
@@ -255,10 +261,10 @@ class _DaskEstimator:
         for index, (first_era, end_era) in enumerate(plan):
             first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
             pieces = []
-            for part, start, end in zip(part_futures, starts[:-1], starts[1:], strict=True):
+            for item, start, end in zip(placed, starts[:-1], starts[1:], strict=True):
                 local = np.flatnonzero(shard_of_row[start:end] == index)
                 if len(local):
-                    rows = client.submit(_select_rows, part, local, pure=False)
+                    rows = client.submit(_piece, item, index, pure=False)
                     pieces.append((rows, position[start + local] - first_row))
             shard = ShardInfo(worker=workers[index], first_row=first_row, end_row=end_row,
                               first_era=first_era, end_era=end_era, key=f"{fit_id}/{index}")
@@ -462,13 +468,24 @@ def _distinct_values(part, features, max_bins):
     return [distinct_values(X[:, k], max_bins) for k in features]
 
 
-def _column_range(part):
-    """One partition validated as the local fit validates X: its dtype and,
-    for integers, its column minima and maxima."""
+def _place_partition(part, shard_of_row, n_shards):
+    """One partition validated as the local fit validates X: (its dtype and,
+    for integers, its column minima and maxima), and its rows of each shard
+    (in partition order; None for a shard with none)."""
     X, _ = _validation.check_X(part)
     if X.dtype.kind not in "iu" or X.shape[0] == 0:
-        return X.dtype, np.zeros(0, dtype=np.int64), np.zeros(X.shape[1], dtype=np.int64)
-    return X.dtype, X.min(axis=0).astype(np.int64), X.max(axis=0).astype(np.int64)
+        ranges = X.dtype, np.zeros(0, dtype=np.int64), np.zeros(X.shape[1], dtype=np.int64)
+    else:
+        ranges = X.dtype, X.min(axis=0).astype(np.int64), X.max(axis=0).astype(np.int64)
+    if n_shards == 1:
+        return ranges, [X]
+    return ranges, [np.ascontiguousarray(X[shard_of_row == shard]) if np.any(
+        shard_of_row == shard) else None for shard in range(n_shards)]
+
+
+def _piece(placed, shard):
+    """A shard's rows of one placed partition."""
+    return placed[1][shard]
 
 
 def _computed_eval_set(eval_set):
