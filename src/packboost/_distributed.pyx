@@ -184,64 +184,76 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
     Equal era weights: weight_total = eras present, weighted sums = pooled."""
     cdef pb_split_params c = make_split_params(params)
     cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = features.shape[0]
-    cdef Py_ssize_t slot, position, b, nb
+    cdef Py_ssize_t width = pooled.shape[2]
+    # At most two candidates (missing side) per threshold of every open tile.
+    cdef Py_ssize_t capacity = 2 * n_slots * n_cand * max(width - 1, 0)
+    slot_out = np.empty(capacity, dtype=np.int32)
+    position_out = np.empty(capacity, dtype=np.int32)
+    threshold_out = np.empty(capacity, dtype=np.int32)
+    missing_out = np.empty(capacity, dtype=np.uint8)
+    sums = np.empty((5, capacity))
+    cdef int32_t[::1] o_slot = slot_out, o_position = position_out, o_threshold = threshold_out
+    cdef uint8_t[::1] o_missing = missing_out
+    cdef double[:, ::1] o_sums = sums
+    cdef Py_ssize_t slot, position, b, nb, n = 0
     cdef int side, missing_left
     cdef double sum_g, sum_h, sum_count, miss_g, miss_h, miss_count
     cdef double left_g, left_h, left_count, cand_g, cand_h, cand_count, weight_total
     cdef des_candidate_t state
-    out = {name: [] for name in ("slot", "position", "threshold", "missing_left", "sum_g",
-                                 "sum_h", "left_g", "left_h", "mean")}
-    for slot in range(n_slots):
-        if not slot_open[slot]:
-            continue
-        weight_total = eras_present[slot]
-        for position in range(n_cand):
-            if not tree_uses_feature[position, slot_tree[slot]]:
+    with nogil:
+        for slot in range(n_slots):
+            if not slot_open[slot]:
                 continue
-            nb = n_bins[features[position]]
-            sum_g = sum_h = sum_count = 0.0
-            for b in range(nb + 1):
-                sum_g += pooled[slot, position, b, 0]
-                sum_h += pooled[slot, position, b, 1]
-                sum_count += pooled[slot, position, b, 2]
-            if sum_count == 0.0:
-                continue
-            miss_g = pooled[slot, position, nb, 0]
-            miss_h = pooled[slot, position, nb, 1]
-            miss_count = pooled[slot, position, nb, 2]
-            left_g = left_h = left_count = 0.0
-            for b in range(nb):
-                left_g += pooled[slot, position, b, 0]
-                left_h += pooled[slot, position, b, 1]
-                left_count += pooled[slot, position, b, 2]
-                if pooled[slot, position, b, 2] == 0.0:
+            weight_total = eras_present[slot]
+            for position in range(n_cand):
+                if not tree_uses_feature[position, slot_tree[slot]]:
                     continue
-                for side in range(2):
-                    missing_left = side == 0
-                    cand_g = left_g + miss_g if missing_left else left_g
-                    cand_h = left_h + miss_h if missing_left else left_h
-                    cand_count = left_count + miss_count if missing_left else left_count
-                    if not candidate_is_scored(&c, missing_left, left_count, miss_count,
-                                               cand_count, cand_h, sum_count, sum_h):
+                nb = n_bins[features[position]]
+                sum_g = sum_h = sum_count = 0.0
+                for b in range(nb + 1):
+                    sum_g += pooled[slot, position, b, 0]
+                    sum_h += pooled[slot, position, b, 1]
+                    sum_count += pooled[slot, position, b, 2]
+                if sum_count == 0.0:
+                    continue
+                miss_g = pooled[slot, position, nb, 0]
+                miss_h = pooled[slot, position, nb, 1]
+                miss_count = pooled[slot, position, nb, 2]
+                left_g = left_h = left_count = 0.0
+                for b in range(nb):
+                    left_g += pooled[slot, position, b, 0]
+                    left_h += pooled[slot, position, b, 1]
+                    left_count += pooled[slot, position, b, 2]
+                    if pooled[slot, position, b, 2] == 0.0:
                         continue
-                    des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, c.reg_lambda,
-                                        c.reg_alpha, c.era_gain, c.dir_tanh_scale,
-                                        c.lambda_dir != 0.0)
-                    out["slot"].append(slot)
-                    out["position"].append(position)
-                    out["threshold"].append(b)
-                    out["missing_left"].append(missing_left)
-                    out["sum_g"].append(sum_g)
-                    out["sum_h"].append(sum_h)
-                    out["left_g"].append(cand_g)
-                    out["left_h"].append(cand_h)
-                    out["mean"].append(0.0 if c.era_gain == DES_ERA_GAIN_NEWTON else
-                                       des_realized_mean(&state, sum_g, sum_h, cand_g, cand_h,
-                                                         weight_total))
-    dtypes = dict(slot=np.int32, position=np.int32, threshold=np.int32,
-                  missing_left=np.uint8)
-    return {name: np.asarray(values, dtype=dtypes.get(name, np.float64))
-            for name, values in out.items()}
+                    for side in range(2):
+                        missing_left = side == 0
+                        cand_g = left_g + miss_g if missing_left else left_g
+                        cand_h = left_h + miss_h if missing_left else left_h
+                        cand_count = left_count + miss_count if missing_left else left_count
+                        if not candidate_is_scored(&c, missing_left, left_count, miss_count,
+                                                   cand_count, cand_h, sum_count, sum_h):
+                            continue
+                        des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h,
+                                            c.reg_lambda, c.reg_alpha, c.era_gain,
+                                            c.dir_tanh_scale, c.lambda_dir != 0.0)
+                        o_slot[n] = slot
+                        o_position[n] = position
+                        o_threshold[n] = b
+                        o_missing[n] = missing_left
+                        o_sums[0, n] = sum_g
+                        o_sums[1, n] = sum_h
+                        o_sums[2, n] = cand_g
+                        o_sums[3, n] = cand_h
+                        o_sums[4, n] = (0.0 if c.era_gain == DES_ERA_GAIN_NEWTON else
+                                        des_realized_mean(&state, sum_g, sum_h, cand_g, cand_h,
+                                                          weight_total))
+                        n += 1
+    return {"slot": slot_out[:n].copy(), "position": position_out[:n].copy(),
+            "threshold": threshold_out[:n].copy(), "missing_left": missing_out[:n].copy(),
+            "sum_g": sums[0, :n].copy(), "sum_h": sums[1, :n].copy(),
+            "left_g": sums[2, :n].copy(), "left_h": sums[3, :n].copy(),
+            "mean": sums[4, :n].copy()}
 
 
 cdef struct era_cells_t:

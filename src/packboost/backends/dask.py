@@ -126,7 +126,9 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
         leader = rank == 0
         callbacks = (_LeaderCallbacks(training["callbacks"], collective) if leader
                      else _FollowerCallbacks(collective))
-        backend = ShardBackend(data, params["pack_size"], n_threads, collective)
+        # One shard holds every era: the CPU backend as a local fit runs it.
+        backend = (ShardBackend(data, params["pack_size"], n_threads, collective)
+                   if collective.size > 1 else CpuBackend(data, params["pack_size"], n_threads))
         init = None
         if training["init_ensemble"] is not None:
             init = InitModel(ensemble=training["init_ensemble"], raw_prediction=shard.init_raw)
