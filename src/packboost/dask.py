@@ -530,6 +530,11 @@ class DaskPackBoostRegressor(_DaskEstimator, PackBoostRegressor):
     returns a lazy Dask collection for Dask input. The model equals the local
     fit's bit for bit (docs/distributed.md); ``to_local()`` returns it as a
     plain :class:`~packboost.PackBoostRegressor`.
+
+    ``n_jobs`` is the threads of each worker's kernels (None: as many as the
+    worker has). The fit is one task per worker; the callbacks run on the
+    worker holding the first eras, and a callable objective on every worker
+    over its own rows.
     """
 
     _local_class = PackBoostRegressor
