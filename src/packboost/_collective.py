@@ -33,8 +33,10 @@ import time
 
 import numpy as np
 
-# How long a rank waits for the others to connect at the start of a fit.
-CONNECT_TIMEOUT_SECONDS = 60.0
+# How long a rank waits for the others to connect at the start of a fit: a
+# worker busy with other tasks starts its fit task late. (A worker that died
+# is noticed sooner by the client, which watches the workers.)
+CONNECT_TIMEOUT_SECONDS = 600.0
 _HEADER = struct.Struct("<Q")
 
 
