@@ -80,6 +80,10 @@ def assert_same_model(local, distributed_model):
     # L1 leaves and gains, a robust objective, one feature draw per pack
     dict(reg_alpha=0.5, objective="huber", feature_sampling="pack",
          layer_feature_fraction=0.7),
+    # era weights by row count: the weighted sums in score_tile's (bin, era)
+    # order, with realized and newton gains, constant and per-row hessians
+    dict(era_weighting="count", era_alpha=3.0, lambda_dro=0.3, lambda_dir=0.2),
+    dict(era_weighting="count", era_gain="newton", lambda_dro=0.4, raw_features=True),
 ])
 def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra, monkeypatch):
     # Small blocks: the pipelined chain runs many blocks (they change no result).
@@ -267,11 +271,6 @@ def test_raw_features_beyond_the_binning_sample(client, problem, monkeypatch):
 
 def test_unsupported_parameters_are_refused(client, problem):
     X, y, era = problem
-    model = DaskPackBoostRegressor(era_weighting="count", **PARAMS)
-    model.client = client
-    with pytest.raises(NotImplementedError, match="era_weighting"):
-        model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
-                  era=da.from_array(era, chunks=1000))
     model = DaskPackBoostRegressor(objective="quantile", alpha=0.3, **PARAMS)
     model.client = client
     with pytest.raises(NotImplementedError, match="objective='quantile'"):

@@ -184,6 +184,29 @@ class Collective:
                 finals.append(state)
         return finals if self.rank == last else None
 
+    def ring(self, step, n_steps: int, initial):
+        """One state through every rank in order, ``n_steps`` times round
+        (the last rank hands it back to rank 0): at step s each rank applies
+        ``step(s, state)``. A running sum whose order is (step, rank), as
+        score_tile's era-weighted left sums are (bin, era). Returns the state
+        after each step on the last rank (None on the others)."""
+        last = self.size - 1
+        finals = []
+        state = initial
+        for index in range(n_steps):
+            if self.rank > 0:
+                state = self.receive(self.rank - 1)
+            elif index > 0 and self.size > 1:
+                state = self.receive(last)
+            state = step(index, state)
+            if self.rank < last:
+                self.send(self.rank + 1, state)
+            else:
+                finals.append(state)
+                if index + 1 < n_steps and self.size > 1:
+                    self.send(0, state)
+        return finals if self.rank == last else None
+
 
 def _receive_exactly(connection: socket.socket, size: int, other=None) -> bytes:
     buffer = bytearray(size)

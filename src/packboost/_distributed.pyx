@@ -29,7 +29,7 @@ from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
-                                      DES_ERA_GAIN_NEWTON)
+                                      DES_ERA_GAIN_NEWTON, PB_ERA_WEIGHTING_COUNT)
 from packboost._slot_sums cimport SUM_CHUNKS as ROW_CHUNKS, TRASH_ROWS, add_rows_to_chunk
 from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_begin, des_era_gain, des_realized_mean,
@@ -177,12 +177,25 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                          const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
                          const feature_index_t[::1] features,
                          const uint8_t[:, ::1] tree_uses_feature,
-                         const bin_index_t[::1] n_bins, dict params):
+                         const bin_index_t[::1] n_bins, dict params, totals=None,
+                         weighted_left=None):
     """The candidates _split.score_tile scores, in its order, from the pooled
     (all eras) per-bin sums (n_slots, n_features_d, width, 3), with their
     pooled node/left sums and, for realized gains, their closed-form mean.
-    Equal era weights: weight_total = eras present, weighted sums = pooled."""
+    Equal era weights: weight_total = eras present, weighted sums = pooled.
+    Count weights: ``totals`` (n_slots, n_features_d, 5) and ``weighted_left``
+    (n_slots, n_features_d, width, 2), the era-weighted sums of all eras
+    (continue_era_weights, continue_weighted_bin)."""
     cdef pb_split_params c = make_split_params(params)
+    cdef bint count_weights = c.era_weighting == PB_ERA_WEIGHTING_COUNT
+    cdef const double[:, :, ::1] total_view
+    cdef const double[:, :, :, ::1] left_view
+    if count_weights:
+        if totals is None or weighted_left is None:
+            raise ValueError("era_weighting='count' needs totals and weighted_left")
+        total_view = totals
+        left_view = weighted_left
+    cdef double w_sum_g, w_sum_h, w_missing_g, w_missing_h, cand_w_g, cand_w_h
     cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = features.shape[0]
     cdef Py_ssize_t width = pooled.shape[2]
     # At most two candidates (missing side) per threshold of every open tile.
@@ -216,6 +229,12 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                     sum_count += pooled[slot, position, b, 2]
                 if sum_count == 0.0:
                     continue
+                if count_weights:
+                    weight_total = total_view[slot, position, 0]
+                    w_sum_g = total_view[slot, position, 1]
+                    w_sum_h = total_view[slot, position, 2]
+                    w_missing_g = total_view[slot, position, 3]
+                    w_missing_h = total_view[slot, position, 4]
                 miss_g = pooled[slot, position, nb, 0]
                 miss_h = pooled[slot, position, nb, 1]
                 miss_count = pooled[slot, position, nb, 2]
@@ -245,15 +264,106 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                         o_sums[1, n] = sum_h
                         o_sums[2, n] = cand_g
                         o_sums[3, n] = cand_h
-                        o_sums[4, n] = (0.0 if c.era_gain == DES_ERA_GAIN_NEWTON else
-                                        des_realized_mean(&state, sum_g, sum_h, cand_g, cand_h,
-                                                          weight_total))
+                        if c.era_gain == DES_ERA_GAIN_NEWTON:
+                            o_sums[4, n] = 0.0
+                        elif count_weights:
+                            cand_w_g = left_view[slot, position, b, 0]
+                            cand_w_h = left_view[slot, position, b, 1]
+                            if missing_left:
+                                cand_w_g = cand_w_g + w_missing_g
+                                cand_w_h = cand_w_h + w_missing_h
+                            o_sums[4, n] = des_realized_mean(&state, w_sum_g, w_sum_h, cand_w_g,
+                                                             cand_w_h, weight_total)
+                        else:
+                            o_sums[4, n] = des_realized_mean(&state, sum_g, sum_h, cand_g,
+                                                             cand_h, weight_total)
                         n += 1
     return {"slot": slot_out[:n].copy(), "position": position_out[:n].copy(),
             "threshold": threshold_out[:n].copy(), "missing_left": missing_out[:n].copy(),
             "sum_g": sums[0, :n].copy(), "sum_h": sums[1, :n].copy(),
             "left_g": sums[2, :n].copy(), "left_h": sums[3, :n].copy(),
             "mean": sums[4, :n].copy()}
+
+
+def continue_era_weights(const int64_t[::1] cells, const int64_t[::1] base,
+                         const int64_t[::1] stride, const int64_t[::1] widths,
+                         const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
+                         const uint8_t[:, ::1] tree_uses_feature, const double[:, ::1] era_rows,
+                         dict params, fixed, state):
+    """era_weighting="count": continue every (slot, feature) tile's
+    era-weighted totals over this shard's eras, in era order as
+    _split.score_tile adds them (w_e = era_alpha + the era's rows):
+    ``state`` (n_slots, n_features_d, 5) holds the running weight total and
+    weighted gradient, hessian, missing gradient and missing hessian sums;
+    returns them continued (a new array)."""
+    cdef pb_split_params c = make_split_params(params)
+    out = np.array(state, dtype=np.float64, copy=True)
+    cdef double[:, :, ::1] acc = out
+    cdef era_cells_t view
+    _fill_view(&view, fixed, slot_tree.shape[0])
+    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = base.shape[0]
+    cdef Py_ssize_t n_eras = era_rows.shape[1], slot, position, era
+    cdef double g, h, lg, lh, lc, count, w, missing_g, missing_h, missing_count
+    with nogil:
+        for slot in range(n_slots):
+            if not slot_open[slot]:
+                continue
+            for position in range(n_cand):
+                if not tree_uses_feature[position, slot_tree[slot]]:
+                    continue
+                for era in range(n_eras):
+                    if era_rows[slot, era] == 0.0:
+                        continue
+                    _bin_sums(&view, &cells[base[position]], stride[position], slot, era,
+                              widths[position] - 1, &missing_g, &missing_h, &missing_count)
+                    # threshold "every bin but the missing one" on the left
+                    _era_sums(&view, &cells[base[position]], stride[position], widths[position],
+                              slot, era, widths[position] - 2, 0, &g, &h, &lg, &lh, &lc,
+                              &count)
+                    w = c.era_alpha + count
+                    acc[slot, position, 0] += w
+                    acc[slot, position, 1] += w * g
+                    acc[slot, position, 2] += w * h
+                    acc[slot, position, 3] += w * missing_g
+                    acc[slot, position, 4] += w * missing_h
+    return out
+
+
+def continue_weighted_bin(const int64_t[::1] cells, const int64_t[::1] base,
+                          const int64_t[::1] stride, const int64_t[::1] widths,
+                          const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
+                          const uint8_t[:, ::1] tree_uses_feature,
+                          const double[:, ::1] era_rows, dict params, fixed, Py_ssize_t bin,
+                          state):
+    """era_weighting="count": continue every tile's running era-weighted left
+    sums (n_slots, n_features_d, 2) over this shard's eras for non-missing
+    bin ``bin`` -- _split.score_tile adds them bin-major, one running sum
+    over (bin, era) -- and return them (a new array)."""
+    cdef pb_split_params c = make_split_params(params)
+    out = np.array(state, dtype=np.float64, copy=True)
+    cdef double[:, :, ::1] acc = out
+    cdef era_cells_t view
+    _fill_view(&view, fixed, slot_tree.shape[0])
+    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = base.shape[0]
+    cdef Py_ssize_t n_eras = era_rows.shape[1], slot, position, era
+    cdef double g, h, count, w
+    with nogil:
+        for slot in range(n_slots):
+            if not slot_open[slot]:
+                continue
+            for position in range(n_cand):
+                if not tree_uses_feature[position, slot_tree[slot]] \
+                        or bin >= widths[position] - 1:
+                    continue
+                for era in range(n_eras):
+                    if era_rows[slot, era] == 0.0:
+                        continue
+                    _bin_sums(&view, &cells[base[position]], stride[position], slot, era, bin,
+                              &g, &h, &count)
+                    w = c.era_alpha + era_rows[slot, era]
+                    acc[slot, position, 0] += w * g
+                    acc[slot, position, 1] += w * h
+    return out
 
 
 cdef struct era_cells_t:
@@ -303,6 +413,34 @@ cdef inline void _era_sums(const era_cells_t* view, const int64_t* feature_cells
         lh[0] = view.constant_hessian * <double>left_rows
 
 
+cdef void _fill_view(era_cells_t* view, fixed, Py_ssize_t n_slots):
+    view.words = 1 if fixed.hessian_is_constant else 2
+    view.count_bits = fixed.count_bits
+    view.gradient_scale = fixed.gradient_scale
+    view.hessian_scale = fixed.hessian_scale
+    view.constant_hessian = fixed.constant_hessian
+    view.n_slots = n_slots
+
+
+cdef inline void _bin_sums(const era_cells_t* view, const int64_t* feature_cells,
+                           Py_ssize_t stride, Py_ssize_t slot, Py_ssize_t era, Py_ssize_t b,
+                           double* g, double* h, double* count) noexcept nogil:
+    """One bin's own sums in one era (exact grid values)."""
+    cdef const int64_t* cell = (feature_cells + (era * view.n_slots + slot) * stride
+                                + b * view.words)
+    cdef uint64_t mask = ((<uint64_t>1) << view.count_bits) - 1
+    cdef uint64_t packed = <uint64_t>cell[0]
+    g[0] = _units(packed, view.count_bits) / view.gradient_scale
+    count[0] = <double>(packed & mask)
+    h[0] = (cell[1] / view.hessian_scale if view.words == 2
+            else view.constant_hessian * count[0])
+
+
+cdef inline double _era_weight(const pb_split_params* c, double count) noexcept nogil:
+    """An era's weight in the DES sums (csrc/pbc_split.h pbc_era_weight)."""
+    return c.era_alpha + count if c.era_weighting == PB_ERA_WEIGHTING_COUNT else 1.0
+
+
 cdef void _continue_candidate(const pb_split_params* c, int mode, int with_direction,
                               double sum_g, double sum_h, double left_g, double left_h,
                               double mean, double slot_noise, const era_cells_t* view,
@@ -323,7 +461,7 @@ cdef void _continue_candidate(const pb_split_params* c, int mode, int with_direc
                 continue
             _era_sums(view, feature_cells, stride, width, slot, era, threshold, missing_left,
                       &g, &h, &lg, &lh, &lc, &total_count)
-            acc[0] += 1.0 * des_era_gain(&s, g, h, lg, lh)
+            acc[0] += _era_weight(c, total_count) * des_era_gain(&s, g, h, lg, lh)
         return
     des_candidate_set_mean(&s, mean)
     if c.era_std_between:
@@ -338,7 +476,7 @@ cdef void _continue_candidate(const pb_split_params* c, int mode, int with_direc
             continue
         _era_sums(view, feature_cells, stride, width, slot, era, threshold, missing_left,
                   &g, &h, &lg, &lh, &lc, &total_count)
-        des_candidate_push(&s, 1.0, g, h, lg, lh, lc, total_count - lc)
+        des_candidate_push(&s, _era_weight(c, total_count), g, h, lg, lh, lc, total_count - lc)
     acc[0] = s.weight_total
     acc[1] = s.sum_squares
     acc[2] = s.direction
@@ -385,12 +523,7 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
         base_view, stride_view, width_view = layout
         rows_view = era_rows
         n_eras = rows_view.shape[1]
-        view.words = 1 if fixed.hessian_is_constant else 2
-        view.count_bits = fixed.count_bits
-        view.gradient_scale = fixed.gradient_scale
-        view.hessian_scale = fixed.hessian_scale
-        view.constant_hessian = fixed.constant_hessian
-        view.n_slots = n_slots
+        _fill_view(&view, fixed, n_slots)
     out = np.array(state, dtype=np.float64, copy=True)
     if mode == MODE_NEWTON_MEAN:
         mean_acc = out

@@ -162,13 +162,6 @@ class _DaskEstimator:
         if params["device"] != "cpu":
             raise ValueError(f"device must be 'cpu' for {type(self).__name__} (the workers "
                              f"run the CPU kernels), got {params['device']!r}")
-        if params["era_weighting"] != "equal":
-            # Count weights enter the threshold scan as float sums of w_e * G_e
-            # in (bin, era) order, which no per-worker partial reproduces
-            # bit for bit (docs/distributed.md §3).
-            raise NotImplementedError(
-                f"{type(self).__name__} supports era_weighting='equal' only, got "
-                f"{params['era_weighting']!r}")
         if params["objective"] == "quantile":
             # Quantile leaves are refitted on the driver's binned matrix
             # (packboost._leaf_refit), which here lives on the workers.

@@ -226,9 +226,14 @@ class ShardBackend(CpuBackend):
                                                     slot_open, tree_uses_feature, data.n_eras,
                                                     words, fixed.count_bits)
         present = collective.allreduce((era_rows > 0).sum(axis=1).astype(np.float64), "sum")
+        totals = weighted_left = None
+        if split_params["era_weighting"] == "count":
+            totals, weighted_left = self._era_weighted_sums(
+                (cells, base, stride, widths, slot_tree, slot_open, tree_uses_feature,
+                 era_rows, split_params, fixed), width)
         candidates = _distributed.enumerate_candidates(
             pooled, present, slot_tree, slot_open, features, tree_uses_feature, data.n_bins,
-            split_params)
+            split_params, totals, weighted_left)
         n = len(candidates["slot"])
         newton = split_params["era_gain"] == "newton"
         needs_pass = (split_params["lambda_dro"] != 0.0 or split_params["lambda_dir"] != 0.0
@@ -256,8 +261,10 @@ class ShardBackend(CpuBackend):
         if newton:
             # Each candidate's mean of newton era gains, then the pass around it.
             sums = era_pass(_distributed.MODE_NEWTON_MEAN, np.zeros(n))
+            weight_total = (present[candidates["slot"]] if totals is None
+                            else totals[candidates["slot"], candidates["position"], 0])
             candidates["mean"] = collective.broadcast(
-                None if sums is None else sums / present[candidates["slot"]], root=last)
+                None if sums is None else sums / weight_total, root=last)
         state = era_pass(_distributed.MODE_PASS, np.zeros((n, _distributed.N_STATE)))
         best = None
         if state is not None:
@@ -265,6 +272,30 @@ class ShardBackend(CpuBackend):
                                                       _distributed.MODE_FINISH, state)
             best = _best_splits(candidates, score, gain, n_slots, n_candidates)
         return collective.broadcast(best, root=last)
+
+    def _era_weighted_sums(self, arguments, width):
+        """era_weighting="count": every tile's era-weighted totals (n_slots,
+        n_features_d, 5) and left sums per bin (n_slots, n_features_d, width,
+        2) over all eras, added in score_tile's order: the totals era after
+        era (a chain over the ranks), the left sums bin after bin and era
+        after era in one running sum (a ring: rank 0 .. last, per bin)."""
+        collective = self.collective
+        last = collective.size - 1
+        n_slots, n_candidates = len(arguments[4]), len(arguments[1])
+        finals = collective.chain(
+            lambda _block, state: _distributed.continue_era_weights(*arguments, state),
+            [np.zeros((n_slots, n_candidates, 5))])
+        totals = collective.broadcast(None if finals is None else finals[0], root=last)
+        per_bin = collective.ring(
+            lambda bin_index, state: _distributed.continue_weighted_bin(*arguments, bin_index,
+                                                                        state),
+            width - 1, np.zeros((n_slots, n_candidates, 2)))
+        weighted_left = None
+        if per_bin is not None:
+            weighted_left = np.zeros((n_slots, n_candidates, width, 2))
+            for bin_index, state in enumerate(per_bin):
+                weighted_left[:, :, bin_index] = state
+        return totals, collective.broadcast(weighted_left, root=last)
 
     def _era_cells(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                    split_params) -> np.ndarray:
