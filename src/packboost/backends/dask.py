@@ -244,32 +244,62 @@ class ShardBackend(CpuBackend):
                 candidates, slot_variance, split_params, _distributed.MODE_FINISH,
                 np.zeros((n, _distributed.N_STATE)))
             return _best_splits(candidates, score, gain, n_slots, n_candidates)
-        blocks = candidate_blocks(n, collective.size)
         last = collective.size - 1
         layout = (base, stride, widths)
 
-        def era_pass(mode, initial):
+        def era_pass(mode, chosen, initial):
+            """The chain of the candidates ``chosen`` (indices) in ``mode``,
+            pipelined in blocks; their final states on the last rank."""
+            subset = {name: values[chosen] for name, values in candidates.items()}
+            blocks = candidate_blocks(len(chosen), collective.size)
+
             def step(block, state):
                 start, end = blocks[block]
-                part = {name: values[start:end] for name, values in candidates.items()}
+                part = {name: values[start:end] for name, values in subset.items()}
                 return _distributed.candidate_pass(part, slot_variance, split_params, mode,
                                                    state, cells, layout, era_rows, fixed,
                                                    n_slots, self.n_threads)
             finals = collective.chain(step, [initial[start:end] for start, end in blocks])
             return None if finals is None else np.concatenate(finals)
 
+        def scores_of(chosen):
+            """The DES scores and gains of the candidates ``chosen``: their
+            era pass, finished on the last rank (None elsewhere)."""
+            state = era_pass(_distributed.MODE_PASS, chosen,
+                             np.zeros((len(chosen), _distributed.N_STATE)))
+            if state is None:
+                return None
+            subset = {name: values[chosen] for name, values in candidates.items()}
+            return _distributed.candidate_pass(subset, slot_variance, split_params,
+                                               _distributed.MODE_FINISH, state)
+
+        everything = np.arange(n)
         if newton:
             # Each candidate's mean of newton era gains, then the pass around it.
-            sums = era_pass(_distributed.MODE_NEWTON_MEAN, np.zeros(n))
+            sums = era_pass(_distributed.MODE_NEWTON_MEAN, everything, np.zeros(n))
             weight_total = (present[candidates["slot"]] if totals is None
                             else totals[candidates["slot"], candidates["position"], 0])
             candidates["mean"] = collective.broadcast(
                 None if sums is None else sums / weight_total, root=last)
-        state = era_pass(_distributed.MODE_PASS, np.zeros((n, _distributed.N_STATE)))
+        # A candidate scores at most mu + lambda_dir |mu| (sigma >= 0, |D| <= 1;
+        # _split.candidate_bound, the local scan's pruning, docs/des.md §9).
+        # First the era pass of each slot's candidate of the highest bound:
+        # its score is a floor the slot's winner reaches; then the pass of the
+        # candidates whose bound reaches that floor. The others cannot win.
+        mean = candidates["mean"]
+        bound = mean + split_params["lambda_dir"] * np.abs(mean)
+        leaders = _highest_per_slot(candidates["slot"], bound)
+        floor = np.full(n_slots, -np.inf)
+        leader_scores = scores_of(leaders)
+        if leader_scores is not None:
+            np.fmax.at(floor, candidates["slot"][leaders], leader_scores[0])
+        floor = collective.broadcast(floor if leader_scores is not None else None, root=last)
+        contenders = np.flatnonzero(bound >= floor[candidates["slot"]])
+        contender_scores = scores_of(contenders)
         best = None
-        if state is not None:
-            score, gain = _distributed.candidate_pass(candidates, slot_variance, split_params,
-                                                      _distributed.MODE_FINISH, state)
+        if contender_scores is not None:
+            score, gain = np.full(n, -np.inf), np.zeros(n)
+            score[contenders], gain[contenders] = contender_scores
             best = _best_splits(candidates, score, gain, n_slots, n_candidates)
         return collective.broadcast(best, root=last)
 
@@ -361,6 +391,18 @@ def candidate_blocks(n: int, n_shards: int) -> list:
     count = max(1, min(PIPELINE_BLOCKS_PER_SHARD * n_shards, n // MIN_BLOCK_CANDIDATES))
     edges = np.linspace(0, n, count + 1).astype(np.int64)
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+
+
+def _highest_per_slot(slot: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Per slot that has candidates, the (first) candidate of the largest
+    ``value`` (NaN never chosen over a number); ascending indices."""
+    if not len(slot):
+        return np.zeros(0, dtype=np.int64)
+    ranked = np.where(np.isnan(value), -np.inf, value)
+    order = np.lexsort((np.arange(len(slot)), -ranked, slot))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = slot[order][1:] != slot[order][:-1]
+    return np.sort(order[first])
 
 
 def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
