@@ -102,10 +102,11 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
 def _task_seconds(tasks) -> dict:
     """Compute seconds of a fit's Dask tasks by function (the loading steps
     and the fit task), summed over workers."""
+    from dask.utils import key_split
+
     seconds = {}
     for task in tasks:
-        name = task["key"][0] if isinstance(task["key"], tuple) else task["key"]
-        name = str(name).rsplit("-", 1)[0]
+        name = key_split(task["key"])
         for part in task.get("startstops", ()):
             if part["action"] == "compute":
                 seconds[name] = seconds.get(name, 0.0) + part["stop"] - part["start"]
