@@ -57,26 +57,28 @@ MODE_FINISH = PASS_FINISH
 
 def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
                       const node_index_t[:, ::1] node_of_row, Py_ssize_t n_slots,
-                      Py_ssize_t first_row, Py_ssize_t total_rows, partial):
+                      const int64_t[::1] chunk_bounds, partial):
     """Continue _partition.slot_sums' chunk partials (SUM_CHUNKS, n_slots +
-    TRASH_ROWS, 4; _partition.chunk_partials) over this shard's rows, global
-    rows first_row.. of total_rows; in place."""
+    TRASH_ROWS, 4; _partition.chunk_partials) over this shard's rows; in
+    place. ``chunk_bounds`` (SUM_CHUNKS + 1,): the global row chunks cut to
+    this shard (chunk c is its rows chunk_bounds[c] .. chunk_bounds[c + 1] - 1,
+    RowShard.chunk_bounds)."""
     cdef double[:, :, ::1] view = partial
-    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
-    cdef Py_ssize_t chunk_rows = (total_rows + ROW_CHUNKS - 1) // ROW_CHUNKS
-    cdef Py_ssize_t row = 0, chunk, row_end
-    if n_slots <= 0 or chunk_rows == 0:
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], chunk
+    if n_slots <= 0:
         return partial
     if view.shape[0] != ROW_CHUNKS or view.shape[1] != n_slots + TRASH_ROWS or view.shape[2] != 4:
         raise ValueError(f"partial must be ({ROW_CHUNKS}, {n_slots + TRASH_ROWS}, 4) "
                          f"(_partition.chunk_partials), got {tuple(partial.shape)}")
+    if chunk_bounds.shape[0] != ROW_CHUNKS + 1 or chunk_bounds[0] < 0 \
+            or chunk_bounds[ROW_CHUNKS] > n_rows:
+        raise ValueError(f"chunk_bounds must be {ROW_CHUNKS + 1} rows of the shard")
     with nogil:
-        while row < n_rows:  # the shard's rows, a global chunk at a time
-            chunk = (first_row + row) // chunk_rows
-            row_end = min(n_rows, (chunk + 1) * chunk_rows - first_row)
-            add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, row, row_end,
-                              &view[chunk, 0, 0], -1)  # by a branch: shards take no flag
-            row = row_end
+        for chunk in range(ROW_CHUNKS):
+            if chunk_bounds[chunk + 1] > chunk_bounds[chunk]:
+                add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row,
+                                  chunk_bounds[chunk], chunk_bounds[chunk + 1],
+                                  &view[chunk, 0, 0], -1)  # by a branch: shards take no flag
     return partial
 
 

@@ -70,6 +70,21 @@ class RowShard:
         offsets = self.global_rows.era_offsets[self.first_era:self.end_era + 1]
         return offsets - offsets[0]
 
+    @cached_property
+    def n_rows(self) -> int:
+        return int(self.local_era_offsets[-1])
+
+    def chunk_bounds(self, fixed) -> np.ndarray:
+        """The global row chunks of the slot sums' float partials
+        (_partition.slot_sums: SUM_CHUNKS equal chunks of all rows) cut to
+        this shard's rows, (SUM_CHUNKS + 1,) int64 local row indices."""
+        from packboost._distributed import SUM_CHUNKS
+
+        chunk_rows = -(-self.total_rows // SUM_CHUNKS)
+        bounds = np.minimum(np.arange(SUM_CHUNKS + 1, dtype=np.int64) * chunk_rows,
+                            self.total_rows)
+        return np.clip(bounds - self.first_row, 0, self.n_rows)
+
     def local_samples(self, samples: TreeSamples) -> TreeSamples:
         """The draws of all rows (:func:`packboost.booster.draw_round`) cut to
         this shard's eras: its era flags, and of each tree's row flags (one

@@ -185,11 +185,12 @@ class ShardBackend(CpuBackend):
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         shard, fixed = self.data.shard, self.fixed
+        bounds = shard.chunk_bounds(fixed)
 
         def continue_sums(_block, partial):
             return _distributed.chained_slot_sums(fixed.gradients, fixed.hessians,
-                                                  self.node_of_row, n_slots, shard.first_row,
-                                                  shard.total_rows, np.array(partial, copy=True))
+                                                  self.node_of_row, n_slots, bounds,
+                                                  np.array(partial, copy=True))
 
         finals = self.collective.chain(continue_sums, [_partition.chunk_partials(n_slots)])
         partial = self.collective.broadcast(None if finals is None else finals[0],
