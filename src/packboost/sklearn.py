@@ -604,9 +604,11 @@ def _check_feature_names(names, feature_names) -> None:
     missing = [name for name in expected if name not in present]
     unexpected = [name for name in got if name not in known]
     if missing or unexpected:
-        detail = f"missing {_listed(missing)}, unexpected {_listed(unexpected)}"
+        detail = ", ".join(f"{label} {_listed(names)}" for label, names in
+                           (("missing", missing), ("unexpected", unexpected)) if names)
         if unexpected:
-            detail += " (columns that are not features of the model: drop them)"
+            detail += (" (columns that are not features of the model: drop them, or select "
+                       "the features with X[model.feature_names_in_])")
     else:
         detail = "same names in another order"
     raise ValueError(
