@@ -424,7 +424,7 @@ class _PackBoostEstimator(BaseEstimator):
             callback_list.insert(0, EarlyStopping(early_stopping_rounds))
         if progress is None:
             # A log already shows progress, and a bar redrawn under it garbles both.
-            progress = _interactive_session() and not any(
+            progress = _interactive_terminal() and not any(
                 isinstance(item, LogEvaluation) for item in callback_list)
         if progress and not any(isinstance(item, ProgressBar) for item in callback_list):
             callback_list.append(ProgressBar())
@@ -646,7 +646,7 @@ def _round_range(ensemble, iteration_range):
 
 
 
-def _interactive_session() -> bool:
+def _interactive_terminal() -> bool:
     """Whether a person is likely watching: a terminal on stderr or a notebook, not CI."""
     if os.environ.get("CI"):
         return False
