@@ -17,14 +17,13 @@ class ParametersDirective(Directive):
     def run(self):
         from packboost import _parameters
 
-        lines = [".. list-table::", "   :header-rows: 1", "   :widths: 20 15 20 45", "",
-                 "   * - parameter", "     - default", "     - values", "     - meaning"]
+        # The page is Markdown (myst-parser parses what a directive nests), so
+        # the table is a Markdown table; the schema's ``code`` reads the same.
+        lines = ["| parameter | default | values | meaning |", "| --- | --- | --- | --- |"]
         for parameter in _parameters.SCHEMA:
-            doc = " ".join(parameter.doc.split())
-            lines += [f"   * - ``{parameter.name}``",
-                      f"     - ``{_parameters._default_doc(parameter)}``",
-                      f"     - {_values(parameter)}",
-                      f"     - {doc}"]
+            cells = [f"``{parameter.name}``", f"``{_parameters._default_doc(parameter)}``",
+                     _values(parameter), " ".join(parameter.doc.split())]
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
         container = nodes.container()
         self.state.nested_parse(StringList(lines, source="packboost._parameters.SCHEMA"),
                                 self.content_offset, container)
@@ -39,7 +38,7 @@ def _values(parameter) -> str:
     if parameter.low is None and parameter.high is None:
         return kind
     left = "[" if parameter.low_closed else "("
-    right = "]" if parameter.high_closed else ")"
+    right = "]" if parameter.high_closed and parameter.high is not None else ")"
     low = "-inf" if parameter.low is None else parameter.low
     high = "inf" if parameter.high is None else parameter.high
     return f"{kind} in ``{left}{low}, {high}{right}``"
