@@ -77,6 +77,7 @@ def main(argv=None) -> int:
                         help="also time the whole test suite (minutes)")
     args = parser.parse_args(argv)
 
+    measured = commit()   # the code measured, before anything below can change
     text = README.read_text()
     commands, examples = readme_examples(text)
     times, cursor = {}, 0
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
             print("the test suite failed: README not written", file=sys.stderr)
             return 1
         suite = _seconds(time.perf_counter() - start)
-    stamp = (f"Measured {datetime.date.today().isoformat()} at commit `{commit()}` on "
+    stamp = (f"Measured {datetime.date.today().isoformat()} at commit `{measured}` on "
              f"{hardware()}: `packboost demo` {_seconds(times['demo'])}, the command-line "
              f"day below {_seconds(times['day'])}, `pytest` {suite} (the install before "
              f"them builds the kernels: a few minutes). Written by "
