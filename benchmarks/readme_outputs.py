@@ -19,6 +19,7 @@ import datetime
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -67,7 +68,15 @@ def _replace_output(text: str, shown: str, printed: str, after: int) -> tuple[st
     return text[:start] + printed + text[start + len(shown):], start + len(printed)
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _seconds(value: float) -> str:
+    if value < 10:
+        return f"{value:.1f} s"
     return f"{value:.0f} s" if value < 90 else f"{value / 60:.1f} min"
 
 
@@ -80,14 +89,15 @@ def main(argv=None) -> int:
     measured = commit()   # the code measured, before anything below can change
     text = README.read_text()
     commands, examples = readme_examples(text)
-    times, cursor = {}, 0
+    times, cpu_times, cursor = {}, {}, 0
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as scratch:
         for command in commands:
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), _children_cpu()
             printed = run_command(command, scratch)
-            elapsed = time.perf_counter() - start
             key = "demo" if command.argv == ["demo"] else "day"
-            times[key] = times.get(key, 0.0) + elapsed
+            times[key] = times.get(key, 0.0) + time.perf_counter() - start
+            cpu_times[key] = cpu_times.get(key, 0.0) + _children_cpu() - cpu_start
             cursor = text.index(command.text, cursor) + len(command.text) + 1
             if command.output:
                 text, cursor = _replace_output(text, command.output, printed, cursor)
@@ -99,21 +109,24 @@ def main(argv=None) -> int:
             text, _ = _replace_output(text, example.output, printed, cursor)
     os.chdir(ROOT)
 
-    suite = re.search(r"`pytest` (\S+ \S+)", _TIMINGS.search(text).group(2))
+    suite = re.search(r"`pytest` (.*?) \(the install", _TIMINGS.search(text).group(2))
     suite = suite.group(1) if suite else "(not measured)"
     if args.suite:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _children_cpu()
         result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                                 cwd=ROOT, capture_output=True, text=True)
         print("\n".join(result.stdout.splitlines()[-15:]))
         if result.returncode != 0:
             print("the test suite failed: README not written", file=sys.stderr)
             return 1
-        suite = _seconds(time.perf_counter() - start)
+        suite = (f"{_seconds(time.perf_counter() - start)} "
+                 f"({_seconds(_children_cpu() - cpu_start)} of CPU time)")
     stamp = (f"Measured {datetime.date.today().isoformat()} at commit `{measured}` on "
-             f"{hardware()}: `packboost demo` {_seconds(times['demo'])}, the command-line "
-             f"day below {_seconds(times['day'])}, `pytest` {suite} (the install before "
-             f"them builds the kernels: a few minutes). Written by "
+             f"{hardware()} (load average {load:.1f} at the start): `packboost demo` "
+             f"{_seconds(times['demo'])} ({_seconds(cpu_times['demo'])} of CPU time), the "
+             f"command-line day below {_seconds(times['day'])} "
+             f"({_seconds(cpu_times['day'])} of CPU time), `pytest` {suite} (the install "
+             f"before them builds the kernels: a few minutes). Written by "
              f"`python benchmarks/readme_outputs.py`.\n")
     text = _TIMINGS.sub(lambda match: match.group(1) + stamp + match.group(3), text)
     README.write_text(text)
