@@ -86,6 +86,10 @@ def test_the_user_guide_examples_run(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     pytest.importorskip("sklearn")
     namespace = _readme_namespace(tmp_path, monkeypatch)
+    # The guide starts from Getting started's fit, which is the README's.
+    started = re.findall(r"```python\n(.*?)```", (GUIDE.parent / "getting-started.md").read_text(),
+                         re.S)
+    assert started == [readme_examples()[1][0].code]
     ran = 0
     for page in _guide_pages():
         blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
