@@ -5,8 +5,8 @@ features), the objective's gradients and their fixed-point rounding
 the CUDA and Dask backends, the CPU backend's table from era flags; the
 "before" line is the CPU's start from row lists that this replaced). On the
 CPU backend it is a few percent of a round; on the GPU it is a third of one
-at Numerai scale (benchmarks/RESULTS.md, tenth
-session), and it runs on the host whichever backend grows the trees.
+at Numerai scale (benchmarks/RESULTS.md, 2026-11-25
+7c6acaf), and it runs on the host whichever backend grows the trees.
 
     python benchmarks/bench_host_round.py                    # 2.7M rows, 600 eras, pack 8
     python benchmarks/bench_host_round.py --rows 150000 --eras 150 --threads 2

@@ -5,8 +5,8 @@
 LightGBM as the official example model (2,000 trees, learning rate 0.01,
 depth 5, 31 leaves, ``colsample_bytree=0.1``) against PackBoost ported by the
 README's table (defaults, ``layer_feature_fraction=0.1``, depth 5) at the
-rounds it fits in about half LightGBM's time (benchmarks/RESULTS.md, eighth
-session: 1,156-2,044 trees there, 1,200 here), and the same with
+rounds it fits in about half LightGBM's time (benchmarks/RESULTS.md, 2026-11-25
+8d88aa8: 1,156-2,044 trees there, 1,200 here), and the same with
 ``feature_sampling="pack"``; both on ``make_numerai_like`` 100k x 100 (the
 ``era_robustness.py --size ablation`` data), 2 threads. Each model predicts
 the held-out quarter (25k rows) and ten copies of it (250k rows); medians of

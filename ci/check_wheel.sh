@@ -127,7 +127,7 @@ VPY="$WORK/venv-cpu/bin/python"
 "$VPY" -m pip install --quiet --upgrade pip
 "$VPY" -m pip install --quiet "$REPAIRED[test]"
 mkdir -p "$WORK/run/ci"
-cp -r "$WORK/src/tests" "$WORK/src/README.md" "$WORK/src/pyproject.toml" "$WORK/run/"
+cp -r "$WORK/src/tests" "$WORK/src/README.md" "$WORK/src/docs" "$WORK/src/pyproject.toml" "$WORK/run/"
 cp "$WORK/src/ci/check_installed.py" "$WORK/run/ci/"
 cd "$WORK/run"
 step "check_installed.py + pytest against the CPU wheel"

@@ -70,7 +70,7 @@ for module in "$WORK"/venv/lib/python3*/site-packages/packboost/_*.so; do
 done
 
 # 4. Run the tests against the installed, sanitized build.
-cp -r "$WORK/src/tests" "$WORK/src/README.md" "$WORK/src/pyproject.toml" "$WORK/run/"
+cp -r "$WORK/src/tests" "$WORK/src/README.md" "$WORK/src/docs" "$WORK/src/pyproject.toml" "$WORK/run/"
 cp -r "$WORK/src/ci" "$WORK/run/"
 LIBASAN="$(gcc -print-file-name=libasan.so)"
 LIBUBSAN="$(gcc -print-file-name=libubsan.so)"

@@ -52,7 +52,8 @@ foreach name : MODULES
 endforeach
 """
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+# The user guide's "Use from Cython" page (absent where only tests/ was copied).
+README = Path(__file__).resolve().parents[1] / "docs" / "guide" / "cython.md"
 
 DOWNSTREAM_PYX = '''\
 # cython: language_level=3, boundscheck=False, wraparound=False
@@ -141,7 +142,7 @@ def downstream(tmp_path_factory):
     (source / "pyproject.toml").write_text(PYPROJECT)
     (source / "pb_downstream.pyx").write_text(DOWNSTREAM_PYX)
     modules = ["pb_downstream"]
-    # README "Use from Cython" compiles as written (when the README is at hand).
+    # The guide's "Use from Cython" compiles as written (when the page is at hand).
     readme_blocks = (re.findall(r"```cython\n(.*?)```", README.read_text(), re.S)
                      if README.is_file() else [])
     if readme_blocks:
@@ -230,7 +231,7 @@ def test_downstream_leaf_walk(downstream_module, model_and_data):
 
 def test_readme_cython_example(downstream, model_and_data):
     if "mymodule" not in downstream:
-        pytest.skip(f"{README} not found: the README example was not compiled")
+        pytest.skip(f"{README} not found: the guide's example was not compiled")
     model, X = model_and_data
     ensemble = model.ensemble_
     got = downstream["mymodule"].predict(np.ascontiguousarray(X), ensemble.nodes,

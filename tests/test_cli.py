@@ -554,7 +554,7 @@ def test_a_features_list_with_feature_set_is_refused(small, capsys):
     ("max_depth = 2\n# caf\u00e9\n".encode("latin-1"), "not UTF-8 text"),
     (b"a = " + b"[" * 100_000 + b"]" * 100_000, "--config"),
     (b"params = 3\n", "[params] must be a table"),
-    (b"max_depth = -1\n", "max_depth"),
+    (b"max_depth = -2\n", "max_depth"),
 ])
 def test_bad_config_files_are_one_line_errors(small, capsys, content, message):
     (small / "c.toml").write_bytes(content)

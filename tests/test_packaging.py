@@ -63,6 +63,22 @@ def test_show_config_reports_the_build(capsys):
         assert config["cuda_build"] is None and config["cuda_device"] is None
 
 
+def test_show_config_says_built_not_true_when_no_gpu_is_found(capsys, monkeypatch):
+    """A CUDA build on a machine without a GPU printed ``cuda: True``: it now says "built"."""
+    from packboost import _config
+
+    monkeypatch.setattr(_config, "_cuda_config", lambda: ({"built": True, "arch": "9.0"}, False))
+    config = packboost.show_config()
+    out = capsys.readouterr().out
+    assert config["cuda"] is True and config["cuda_device"] is False
+    assert "cuda: built\n" in out and "cuda_device: none found" in out
+    assert "cuda: True" not in out
+    monkeypatch.setattr(_config, "_cuda_config", lambda: (None, None))
+    packboost.show_config()
+    out = capsys.readouterr().out
+    assert "cuda: not built\n" in out and "cuda_device: none (CUDA not built)" in out
+
+
 def test_show_config_agrees_with_the_cuda_backend():
     device = pytest.importorskip("packboost._device")
     assert packboost.show_config()["cuda"] is device.cuda_built()
@@ -137,6 +153,30 @@ def test_import_packboost_is_light(tmp_path):
         "print('light')\n", tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "light"
+
+
+def test_public_submodules_and_plots_are_reachable_from_import_packboost(tmp_path):
+    """``packboost.datasets`` and ``packboost.plot_importance`` raised AttributeError
+    after ``import packboost`` alone; they load on first access, matplotlib only
+    when a plot is drawn."""
+    result = _python(
+        "import sys, packboost\n"
+        "data = packboost.datasets.make_sign_flip(n_rows=200, n_features=4, n_eras=4,\n"
+        "                                         random_state=0)\n"
+        "assert 'sklearn' not in sys.modules\n"
+        "assert callable(packboost.plot_importance) and callable(packboost.plot_metric)\n"
+        "assert packboost.plot_importance is packboost.plotting.plot_importance\n"
+        "assert callable(packboost.metrics.era_report)\n"
+        "assert callable(packboost.model_selection.EraKFold)\n"
+        "assert 'matplotlib' not in sys.modules\n"
+        "assert {'datasets', 'plot_importance', 'dask'} <= set(dir(packboost))\n"
+        "try:\n"
+        "    packboost.not_a_module\n"
+        "except AttributeError as error:\n"
+        "    assert 'not_a_module' in str(error)\n"
+        "print('reached')\n", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "reached"
 
 
 def test_the_estimators_load_on_first_access_and_are_sklearn_estimators(tmp_path):

@@ -181,7 +181,7 @@ def test_des_beats_the_mean_on_held_out_eras():
 
 PARAM_ERRORS = [
     ("n_estimators", -1, ValueError), ("n_estimators", 2.5, TypeError),
-    ("pack_size", 0, ValueError), ("max_depth", -1, ValueError),
+    ("pack_size", 0, ValueError), ("max_depth", -2, ValueError),
     ("learning_rate", 0.0, ValueError), ("reg_lambda", -1.0, ValueError),
     ("min_samples_leaf", 0, ValueError), ("max_bins", 1, ValueError),
     ("max_bins", 70000, ValueError), ("layer_feature_fraction", 0.0, ValueError),
@@ -199,6 +199,23 @@ def test_bad_parameters_name_themselves(name, value, error):
     X, y, _ = era_problem(n_rows=50)
     with pytest.raises(error, match=name):
         PackBoostRegressor(**{name: value}).fit(X, y)
+
+
+def test_max_depth_minus_one_means_no_limit_as_in_lightgbm(tmp_path):
+    """LightGBM's ``max_depth=-1`` passed the constructor and failed at fit: it is
+    the engine's deepest tree, grown until the leaf constraints stop it."""
+    X, y, era = era_problem(n_rows=2000)
+    params = dict(n_estimators=3, min_samples_leaf=5, lambda_dro=0.0, random_state=0)
+    unlimited = PackBoostRegressor(max_depth=-1, **params).fit(X, y, era=era)
+    deepest = PackBoostRegressor(max_depth=30, **params).fit(X, y, era=era)
+    assert unlimited.get_params()["max_depth"] == -1
+    roots = unlimited.ensemble_.tree_roots()
+    assert unlimited.ensemble_.max_depth(roots) > 6      # deeper than the default
+    assert np.array_equal(unlimited.predict(X), deepest.predict(X))
+    unlimited.save_model(tmp_path / "m.pbm")
+    assert packboost.load_model(tmp_path / "m.pbm").get_params()["max_depth"] == -1
+    with pytest.raises(ValueError, match=r"max_depth must be in \[-1, 30\], got -2"):
+        PackBoostRegressor(max_depth=-2).fit(X, y)
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -241,13 +258,15 @@ def test_a_frame_keeps_its_era_column_at_predict(tmp_path):
     expected = model.predict(frame[list("abcd")])
     np.testing.assert_array_equal(model.predict(frame), expected)
     np.testing.assert_array_equal(model.predict(frame[["era", *"abcd"]]), expected)
-    with pytest.raises(ValueError, match="unexpected \\['id'\\]"):
+    with pytest.raises(ValueError, match="unexpected \\['id'\\]") as extra:
         model.predict(frame.assign(id=1))
+    assert "missing" not in str(extra.value)    # nothing is missing: it said "missing []"
+    assert "X[model.feature_names_in_]" in str(extra.value)
     # Every unknown column is named, strings included (checked before the dtypes,
     # so an id of strings is not reported as a "non-numeric feature").
     ids = [f"n{row:05d}" for row in range(600)]
     with pytest.raises(ValueError, match=r"unexpected \['id', 'target'\] \(columns that are "
-                                         r"not features of the model: drop them\)"):
+                                         r"not features of the model: drop them"):
         model.predict(frame.assign(id=ids, target=y))
     model.save_model(tmp_path / "m.pbm")
     np.testing.assert_array_equal(load_model(tmp_path / "m.pbm").predict(frame), expected)

@@ -351,17 +351,17 @@ def test_progress_default_follows_the_session(monkeypatch):
 
     model = PackBoostRegressor()
     monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setattr(estimators, "_interactive_session", lambda: True)
+    monkeypatch.setattr(estimators, "_interactive_terminal", lambda: True)
     assert any(isinstance(c, ProgressBar) for c in model._build_callbacks(None, None, None))
     assert not any(isinstance(c, ProgressBar)
                    for c in model._build_callbacks([LogEvaluation(5)], None, None))
     assert not model._build_callbacks(None, None, False)
-    monkeypatch.setattr(estimators, "_interactive_session", lambda: False)
+    monkeypatch.setattr(estimators, "_interactive_terminal", lambda: False)
     assert not model._build_callbacks(None, None, None)
     bars = model._build_callbacks(None, 3, True)
     assert isinstance(bars[0], EarlyStopping) and isinstance(bars[1], ProgressBar)
     monkeypatch.setenv("CI", "true")
-    assert estimators._interactive_session() is False
+    assert estimators._interactive_terminal() is False
 
 
 # -- extreme scales ------------------------------------------------------------------

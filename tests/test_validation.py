@@ -460,7 +460,7 @@ def csv_files(tmp_path, monkeypatch):
 
 
 CLI_CASES = [
-    (["train", "train.csv", "--max-depth", "-1"], r"max_depth must be in \[0, 30\], got -1"),
+    (["train", "train.csv", "--max-depth", "-2"], r"max_depth must be in \[-1, 30\], got -2"),
     (["train", "train.csv", "--learning-rate", "0"],
      r"learning_rate must be in \(0.0, inf\], got 0.0"),
     (["train", "train.csv", "--config", "params.toml"], r"max_depth must be an int, got 'five'"),

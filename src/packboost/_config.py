@@ -66,9 +66,10 @@ def show_config() -> dict:
     two names mean both are installed over each other: uninstall one),
     ``python``, ``numpy``, ``compiler``, ``arch``, ``buildtype``, ``cython``,
     ``openmp`` (kernels compiled with OpenMP), ``openmp_version``,
-    ``omp_max_threads``, ``available_cpus``, ``cuda`` (CUDA backend built),
-    ``cuda_build`` (its build facts, or None) and ``cuda_device`` (a usable
-    GPU was found; None when CUDA is not built).
+    ``omp_max_threads``, ``available_cpus``, ``cuda`` (CUDA backend built;
+    printed "built" or "not built"), ``cuda_build`` (its build facts, or None)
+    and ``cuda_device`` (a usable GPU was found; None when CUDA is not built;
+    printed "found" or "none found").
     """
     import numpy
 
@@ -100,7 +101,23 @@ def show_config() -> dict:
         "cuda_device": cuda_device,
     }
     for key, value in config.items():
-        if key == "cuda_build" and value is not None:
-            value = ", ".join(f"{name}={item}" for name, item in value.items())
-        print(f"{key}: {value}")
+        print(f"{key}: {_printed(key, value)}")
     return config
+
+
+def _printed(key: str, value) -> str:
+    """How :func:`show_config` prints one entry: the CUDA ones say what they mean.
+
+    ``cuda`` is whether the backend was *built*, which on a machine without a
+    GPU is still true (the packboost-cu13 wheel): "True" read as "a GPU is
+    used", so the line says "built" and ``cuda_device`` says whether one was found.
+    """
+    if key == "cuda":
+        return "built" if value else "not built"
+    if key == "cuda_device":
+        if value is None:
+            return "none (CUDA not built)"
+        return "found" if value else "none found (device='cuda' raises CudaError)"
+    if key == "cuda_build" and value is not None:
+        return ", ".join(f"{name}={item}" for name, item in value.items())
+    return str(value)

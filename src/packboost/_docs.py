@@ -32,7 +32,7 @@ ATTRIBUTE_DOC = """
     best_score_ : dict
         ``{eval set name: {metric name: value}}`` at ``best_iteration_``, or
         after the last round without early stopping (empty without eval sets).
-    feature_importances_ : ndarray of shape (n_features_in_,)
+    feature_importances_ : ndarray of shape (n_features,)
         Per feature, its share of the ``importance_type`` totals.
 """
 

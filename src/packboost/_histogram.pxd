@@ -26,8 +26,8 @@ cdef enum:
     # when the tree has at most PAIR_MAX_SLOTS slots in the pass and the era
     # at least PAIR_MIN_ROWS_PER_SLOT active rows per slot: each pair's joint
     # cells are cleared and folded back per (era, slot), which costs more than
-    # it saves below ~30 rows (benchmarks/RESULTS.md, twelfth and thirteenth
-    # sessions).
+    # it saves below ~30 rows (benchmarks/RESULTS.md, 2026-11-26 45cde4a and
+    # 932e704).
     PAIR_MAX_WIDTH = 6
     PAIR_CELLS = PAIR_MAX_WIDTH * PAIR_MAX_WIDTH
     PAIR_MAX_SLOTS = 32
@@ -130,7 +130,7 @@ cdef inline Py_ssize_t tree_cell_offsets(
     features, and the block-wide run left half of every run untouched yet
     cleared, bounded over eras and carried through the caches. Below the
     roots of the small case, runs per tree were up to 1.2x faster per depth
-    (benchmarks/RESULTS.md, eighteenth session)."""
+    (benchmarks/RESULTS.md, 2026-11-26 6d337fc)."""
     cdef Py_ssize_t tree, member, offset, longest = 0
     for tree in range(pack_size):
         offset = 0
@@ -364,7 +364,7 @@ cdef extern from *:
        choice to a branch: predicted where trees draw whole eras (a tree's
        rows in runs), and there 10% faster than masks; mispredicted where a
        row subsample puts rows in and out of the tree at random (the pass
-       took 1.7x as long; RESULTS.md, twentieth session), so `masks` (the
+       took 1.7x as long; RESULTS.md, 2026-11-27 6973e8a), so `masks` (the
        samples are scattered) chooses by masks, addresses as integers (an
        out-of-range slot's product is never a pointer). */
     static PB_ALWAYS_INLINE int64_t *pb_run_of_code(
@@ -426,7 +426,7 @@ cdef extern from *:
        words) and the items pairs of columns first[p], second[p]; pairs = 0:
        the runs are the slots' cells and the items columns first[j] at
        offset[j] (second unused). The list this replaces cost a third of a
-       shallow depth's pass (RESULTS.md, nineteenth session). */
+       shallow depth's pass (RESULTS.md, 2026-11-27 d523973). */
     static PB_ALWAYS_INLINE void pb_era_rows(
         const int32_t *codes, Py_ssize_t code_stride, int32_t first_row, Py_ssize_t n,
         int32_t low_slot, uint32_t n_slots, int64_t *runs, Py_ssize_t run_cells,
@@ -556,7 +556,7 @@ cdef extern from *:
        features are six wide (Numerai's five levels and the missing bin),
        cell by cell otherwise. The same integer sums. The loop it replaces
        zeroed two arrays per table (a `rep stos`) and added its sums cell by
-       cell: 4-5% of a small fit (perf, twenty-second session). */
+       cell: 4-5% of a small fit (perf, 2026-11-27 c4248d6). */
     _Static_assert(PB_PAIR_MAX_WIDTH == 6, "pb_fold_tables_one_word takes rows as three pairs");
     static PB_ALWAYS_INLINE void pb_fold_tables_one_word(
         const int64_t *joint, Py_ssize_t n_pairs,
@@ -924,7 +924,7 @@ cdef inline void build_pack_histograms(
             # no list: each row's cells from its code, rows outside the
             # tree's slots of the group into trash cells (summed, never
             # read). The listing cost a third of a shallow depth's pass
-            # (RESULTS.md, nineteenth session). Features summed alone go
+            # (RESULTS.md, 2026-11-27 d523973). Features summed alone go
             # without a list only where the group holds every slot of the
             # tree (else most rows would be added to the trash: the pairs'
             # joint tables, a few cells per row, are taken either way).

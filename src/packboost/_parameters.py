@@ -55,6 +55,12 @@ LAYERS = (
 # checks that the copies agree).
 MAX_PACK_SIZE = 64
 
+# The deepest tree the engine grows, and the max_depth that asks for it
+# (LightGBM's "no limit"): with depth-wise growth a tree stops where its nodes
+# cannot be split, and 2**30 leaves are far more than any data fills.
+MAX_DEPTH = 30
+NO_DEPTH_LIMIT = -1
+
 # The kernels take the thread count as a C int.
 MAX_N_JOBS = 2**31 - 1
 
@@ -165,8 +171,10 @@ SCHEMA: tuple = (
          "the round's update is their average (docs/packs.md §5).",
          ("boosting", "sampling", "grower"), low=1, high=MAX_PACK_SIZE),
     _int("max_depth", 6,
-         "Depth of every tree (depth-wise growth).",
-         ("sampling", "grower"), low=0, high=30),
+         "Depth of every tree (depth-wise growth). -1 means no limit, as in LightGBM: "
+         "trees grow until ``min_samples_leaf``, ``min_child_weight`` or "
+         f"``min_split_gain`` stop them, to the engine's deepest, {MAX_DEPTH}.",
+         ("sampling", "grower"), low=NO_DEPTH_LIMIT, high=MAX_DEPTH),
     _real("learning_rate", 0.1,
           "Shrinkage of each round's update.",
           ("grower",), low_closed=False),
@@ -369,6 +377,8 @@ def check_parameter(name: str, value):
         interval = f"{left}{low if low is not None else '-inf'}, " \
                    f"{high if high is not None else 'inf'}{right}"
         raise ValueError(f"{name} must be in {interval}, got {_validation.show(value)}")
+    if name == "max_depth" and value == NO_DEPTH_LIMIT:
+        return MAX_DEPTH
     return value
 
 

@@ -115,7 +115,7 @@ cdef inline void route_row(
     without a branch on the missing code. With ``trash_slot``, nor on the
     code's sign (sampled or not), which a row subsample makes random: the
     branch was mispredicted and the routing took 1.6x as long (RESULTS.md,
-    twentieth session); with whole eras it is predicted, and cheaper."""
+    2026-11-27 6973e8a); with whole eras it is predicted, and cheaper."""
     cdef Py_ssize_t tree
     cdef Py_ssize_t value
     cdef node_index_t code, slot, child, negative, target
@@ -160,8 +160,8 @@ def slot_routes(const feature_index_t[::1] split_feature, const bin_index_t[::1]
 
     Typed loops, not NumPy expressions: a frontier has at most a few hundred
     slots, and the dozen array operations per call cost ~20 us, more than
-    routing a small fit's depth (benchmarks/RESULTS.md, twenty-first
-    session)."""
+    routing a small fit's depth (benchmarks/RESULTS.md, 2026-11-27
+    fd68a67)."""
     cdef Py_ssize_t n_slots = split_feature.shape[0], slot
     cdef Py_ssize_t n_features = n_bins.shape[0]
     if not (split_threshold.shape[0] == split_missing_left.shape[0]
@@ -643,7 +643,7 @@ def route_rows(
         raise ValueError(f"gradients and hessians must have {n_rows} entries")
     # Each row is added to its child's sums while the child is at hand: about
     # 5% less routing time per (row, tree) in a fit than a second loop over
-    # its trees (benchmarks/RESULTS.md, eighth session); the same numbers.
+    # its trees (benchmarks/RESULTS.md, 2026-11-25 8d88aa8); the same numbers.
     partial = chunk_partials(0 if squares_only else n_next_slots)
     cdef double[:, :, ::1] partial_view = partial
     # A chunk's squared sums, then the vector loop's trash slots (_route.pxd).
@@ -655,7 +655,7 @@ def route_rows(
     # than depths 0-3, waiting on X. From PREFETCH_MIN_COLUMNS columns on,
     # each line of rows asks for its lines PREFETCH_AHEAD rows ahead: one
     # prefetch per column and 64 rows, not per (row, tree) (which slowed
-    # small fits, benchmarks/RESULTS.md eighth session).
+    # small fits, benchmarks/RESULTS.md 2026-11-25 8d88aa8).
     routes = slot_routes(split_feature, split_threshold, split_missing_left, left_child_slot,
                          n_bins, X_binned.shape[1])
     if slot_node.shape[0] != routes.shape[0]:
@@ -698,7 +698,7 @@ def route_rows(
     # Not from the row-major copy: there the scalar loop reads a row's codes
     # from its own run, and the gathers ran 1.6-3.8x slower (a software
     # prefetch of the rows ahead halved that, no more; RESULTS.md,
-    # nineteenth session).
+    # 2026-11-27 d523973).
     if (VECTOR_ROUTE and n_rows > 0 and routes.shape[0] > 0 and codes_by_row is None
             and route_vector_supported() and sizeof(X_binned[0, 0]) == 1
             and pack_size == 1 << pack_shift and (squares_only or not summing)
@@ -715,8 +715,8 @@ def route_rows(
     if vector is not None:
         column_view, word_view = vector
         # Every split column asked for ahead: the vector loop waits on its
-        # codes where the scalar one had other work (RESULTS.md, nineteenth
-        # session).
+        # codes where the scalar one had other work (RESULTS.md, 2026-11-27
+        # d523973).
         n_columns = starts.shape[0]
         # Chunks as the sums take them (in_chunk_order), taken by the threads
         # as they come (docs/cpu-kernels.md §9).
@@ -776,7 +776,7 @@ def children_sums(const int64_t[::1] split, const int64_t[::1] column,
     where the best candidates are not the splits made (another column,
     threshold or missing side) or their left sums are not known (NaN): then
     the routing sums the rows. One typed pass per depth (the NumPy checks
-    took ~35 us; RESULTS.md, twenty-first session)."""
+    took ~35 us; RESULTS.md, 2026-11-27 fd68a67)."""
     cdef Py_ssize_t n_split = split.shape[0], k, slot, chosen
     cdef Py_ssize_t n_slots = column.shape[0]
     if (best_threshold.shape[0] != n_slots or best_missing_left.shape[0] != n_slots

@@ -1,7 +1,7 @@
 # The node-ordered route's pooled pass (find_best_splits_by_node in
 # _split.pyx, docs/cpu-kernels.md §3): a slot's rows' packed gradients added
 # into one L1 chunk of cells per feature, summed over eras. The loop is in C
-# for two reasons, both measured (benchmarks/RESULTS.md, seventeenth session):
+# for two reasons, both measured (benchmarks/RESULTS.md, 2026-11-26 0482a7f):
 #
 # * Where the compiler put it moved an every-feature fit by 25-40% when it
 #   was Cython inside pool_rows: edits to pool_rows' other branches, even to

@@ -7,8 +7,8 @@
 # order (entry by entry), so the sums are the scalar loop's bit for bit.
 #
 # Why: routing was a quarter of a small fit at ~25 instructions per (row,
-# tree) with no single cost to remove (benchmarks/RESULTS.md, eighteenth
-# session); the vector loop does the same work in a handful of instructions
+# tree) with no single cost to remove (benchmarks/RESULTS.md, 2026-11-26
+# 6d337fc); the vector loop does the same work in a handful of instructions
 # per entry.
 #
 # The loop reads a code as the top byte of the 32-bit word ending at it, so
@@ -78,7 +78,7 @@ cdef extern from *:
        none of the line's rows (whole eras: the branch is predicted, and the
        trash adds wait on no load; the slot by masks routed 5-12% slower),
        mispredicted half the time where a row subsample mixes them (the
-       routing took 1.8x as long; RESULTS.md, twentieth session).
+       routing took 1.8x as long; RESULTS.md, 2026-11-27 6973e8a).
        `scattered`: the trees sample rows one by one, not whole eras; then
        the slot by masks. (Telling the two apart from the line's codes in
        the vector loop cost more than it saved.) */

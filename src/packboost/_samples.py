@@ -7,8 +7,8 @@ with a row subsample, one per row of its eras, and its rows never need
 listing: the CPU backend starts a pack from the flags
 (``_partition.start_pack_eras``, one streaming write of the row table), where
 listing the rows of every tree and finding them again cost 3% of a round at
-Numerai scale and 10% at 90k rows (benchmarks/RESULTS.md, eleventh session;
-with a row subsample, twentieth session).
+Numerai scale and 10% at 90k rows (benchmarks/RESULTS.md, 2026-11-26 f90d90e;
+with a row subsample, 2026-11-27 6973e8a).
 
 :class:`TreeSamples` is also the sequence of each tree's rows (ascending
 int32), listed on first use, for what needs rows: the CUDA and Dask backends,

@@ -184,7 +184,7 @@ cdef inline void add_row_to_chunk(
     trash row, never read: a row subsample makes the codes' signs random,
     and the branch on them was mispredicted half the time; where trees draw
     whole eras the branch is predicted, and 15% faster (RESULTS.md,
-    twentieth session)."""
+    2026-11-27 6973e8a)."""
     cdef Py_ssize_t tree, pack_size = node_of_row.shape[1]
     cdef node_index_t code
     cdef double gradient = gradients[row]

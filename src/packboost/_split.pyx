@@ -87,7 +87,7 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
 # Each group is one more pass over the rows and their codes from memory: at
 # Numerai scale, 2 threads, 64 -> 128 MiB put depths 4-5 in one group each
 # and took 9-16% off them (1 thread, 64 -> 256 MiB: 18-21%; RESULTS.md,
-# eighteenth session) for ~60 MB more at depth 5.
+# 2026-11-26 6d337fc) for ~60 MB more at depth 5.
 DEFAULT_HISTOGRAM_BUDGET_BYTES = 128 * 1024 * 1024
 # Features histogrammed in one pass over the rows (see build_pack_histograms):
 # all a block can hold. Wider blocks read a row's slot and gradient once for
@@ -1458,7 +1458,7 @@ def block_buffer_cells(features, n_bins, const uint8_t[:, ::1] tree_uses_feature
     groups: every group is a pass over its trees' rows (at Numerai scale,
     depths 4-5 took a fifth less time in one group fewer).
     Typed loops: called every depth, where NumPy's took ~40 us (RESULTS.md,
-    twenty-first session)."""
+    2026-11-27 fd68a67)."""
     cdef const feature_index_t[::1] feature_view = np.ascontiguousarray(features, dtype=np.int32)
     cdef const bin_index_t[::1] bins_view = np.ascontiguousarray(n_bins, dtype=np.int32)
     cdef Py_ssize_t n_candidates = feature_view.shape[0]
@@ -1495,7 +1495,7 @@ def best_of_table(found):
     gain, threshold and missing side, and -- where the table has
     ``slot_left`` -- the winner's left sums (NaN where the record is not the
     winner's). One typed pass: the dozen NumPy expressions it replaces took
-    ~50 us per depth, a small fit's glue (RESULTS.md, twenty-first session)."""
+    ~50 us per depth, a small fit's glue (RESULTS.md, 2026-11-27 fd68a67)."""
     cdef const double[:, ::1] score = found["score"]
     cdef const double[:, ::1] gain = found["gain"]
     cdef const bin_index_t[:, ::1] threshold = found["threshold"]

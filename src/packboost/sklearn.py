@@ -424,7 +424,7 @@ class _PackBoostEstimator(BaseEstimator):
             callback_list.insert(0, EarlyStopping(early_stopping_rounds))
         if progress is None:
             # A log already shows progress, and a bar redrawn under it garbles both.
-            progress = _interactive_session() and not any(
+            progress = _interactive_terminal() and not any(
                 isinstance(item, LogEvaluation) for item in callback_list)
         if progress and not any(isinstance(item, ProgressBar) for item in callback_list):
             callback_list.append(ProgressBar())
@@ -604,9 +604,11 @@ def _check_feature_names(names, feature_names) -> None:
     missing = [name for name in expected if name not in present]
     unexpected = [name for name in got if name not in known]
     if missing or unexpected:
-        detail = f"missing {_listed(missing)}, unexpected {_listed(unexpected)}"
+        detail = ", ".join(f"{label} {_listed(names)}" for label, names in
+                           (("missing", missing), ("unexpected", unexpected)) if names)
         if unexpected:
-            detail += " (columns that are not features of the model: drop them)"
+            detail += (" (columns that are not features of the model: drop them, or select "
+                       "the features with X[model.feature_names_in_])")
     else:
         detail = "same names in another order"
     raise ValueError(
@@ -644,7 +646,7 @@ def _round_range(ensemble, iteration_range):
 
 
 
-def _interactive_session() -> bool:
+def _interactive_terminal() -> bool:
     """Whether a person is likely watching: a terminal on stderr or a notebook, not CI."""
     if os.environ.get("CI"):
         return False

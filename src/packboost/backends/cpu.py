@@ -36,7 +36,7 @@ SUBTRACTION_MIN_ROWS_PER_CELL = 12.0
 # memory): it won 1.9-2.4x on 150k rows x 200 features (30 MB) and lost
 # 1.5-1.8x at Numerai scale with feature_sampling="pack" (2.7M x 50, 135 MB:
 # a node's rows' codes then come from memory, not cache; RESULTS.md,
-# sixteenth session).
+# 2026-11-26 a674e34).
 NODE_ROUTE_MAX_COPY_BYTES = 64 * 1024**2
 SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE = (int(_slot_kind.SLOT_SKIP), int(_slot_kind.SLOT_BUILD),
                                       int(_slot_kind.SLOT_DERIVE))
