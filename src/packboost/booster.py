@@ -285,7 +285,7 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
             pack = grow_pack(backend, data, gradients[output], hessians[output],
                              draws.tree_samples, draws.layer_features,
                              draws.tree_feature_masks, settings[output], n_threads)
-            scalings[output].restore(pack.nodes)
+            scalings[output].restore(pack.nodes, pack.value_bounds)
             if getattr(output_objective, "refits_leaves_to_quantile", False):
                 refit_quantile_leaves(pack, data, y if n_outputs == 1 else y[output],
                                       raw_prediction[output], sample_weight,
