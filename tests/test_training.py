@@ -500,3 +500,41 @@ def test_nan_rounds_are_never_an_improvement(split, recwarn):
     assert model.best_score_["valid_0"]["scripted"] == 0.3
     assert len(model.evals_result_["valid_0"]["scripted"]) == 7
     assert not [w for w in recwarn if "NaN" in str(w.message)]
+
+
+def test_two_eval_metrics_of_one_name_are_refused(split):
+    """Two metrics of one name would share one history list (two entries per
+    round) and early stopping would read both as one."""
+    train, test = split
+    fit = dict(eval_set=[(test.X, test.y)], early_stopping_rounds=3)
+    with pytest.raises(ValueError, match=r"eval_metric.*'rmse'.*twice"):
+        PackBoostRegressor(n_estimators=2, **PARAMS).fit(train.X, train.y,
+                                                         eval_metric=["rmse", "rmse"], **fit)
+
+    def rmse(y_true, y_pred, era):  # a callable that reports the built-in's name
+        return "rmse", float(np.mean(np.abs(y_true - y_pred))), False
+
+    for metrics in ([rmse, "rmse"], ["rmse", rmse], [rmse, rmse]):
+        with pytest.raises(ValueError, match=r"eval_metric.*'rmse'.*twice"):
+            PackBoostRegressor(n_estimators=2, **PARAMS).fit(train.X, train.y,
+                                                             eval_metric=metrics, **fit)
+    # Distinct names are kept apart: one entry per round each.
+    def mae(y_true, y_pred, era):
+        return "my_mae", float(np.mean(np.abs(y_true - y_pred))), False
+
+    model = PackBoostRegressor(n_estimators=4, **PARAMS).fit(
+        train.X, train.y, eval_metric=[mae, "rmse"], **fit)
+    assert {name: len(values) for name, values in model.evals_result_["valid_0"].items()} \
+        == {"my_mae": 4, "rmse": 4}
+
+
+@pytest.mark.parametrize("value", [np.array([0.1, 0.2]), "0.5", None, [0.5]])
+def test_callable_metric_value_that_is_not_a_number_is_named(split, value):
+    train, test = split
+
+    def broken(y_true, y_pred, era):
+        return "broken", value, True
+
+    with pytest.raises(TypeError, match=r"eval_metric function 'broken'.*number"):
+        PackBoostRegressor(n_estimators=1, **PARAMS).fit(
+            train.X, train.y, eval_set=[(test.X, test.y)], eval_metric=[broken])

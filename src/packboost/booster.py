@@ -16,10 +16,13 @@ params, seed) whatever the thread count.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from packboost import _validation
+from packboost._eval_metrics import check_distinct_names
 from packboost._fixed_point import GradientScaling
 from packboost._leaf_refit import refit_quantile_leaves
 from packboost._samples import TreeSamples
@@ -161,7 +164,11 @@ class EvalSet:
                         f"higher_is_better), got {returned!r}"
                     )
                 name, value, higher_is_better = returned
-                results.append((str(name), float(value), bool(higher_is_better)))
+                if not isinstance(name, str):
+                    raise TypeError(f"eval_metric function {metric.name!r} must return its "
+                                    f"name as a str, got {_validation.show(name)}")
+                results.append((name, _metric_value(metric.name, value),
+                                bool(higher_is_better)))
             elif metric.method is not None:
                 if target not in self.scorer:
                     self.scorer[target] = EraScorer(y, self.era)
@@ -174,7 +181,18 @@ class EvalSet:
                 results.append((metric.name, pooled_metric(metric.name, y, raw_prediction,
                                                            prediction, metric.alpha),
                                 metric.higher_is_better))
+        check_distinct_names(metrics, [name for name, _, _ in results])
         return results
+
+
+def _metric_value(function_name: str, value) -> float:
+    """A callable eval metric's value as a float, or a TypeError naming it."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (numbers.Real, np.number)) and not isinstance(value, np.complexfloating):
+        return float(value)
+    raise TypeError(f"eval_metric function {function_name!r} must return its value as a "
+                    f"number (a float), got {_validation.show(value)}")
 
 
 @dataclass
