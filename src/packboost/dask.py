@@ -21,7 +21,7 @@ import uuid
 
 import numpy as np
 
-from packboost import _constraints, _validation
+from packboost import _constraints, _inputs, _validation
 from packboost.backends.dask import (
     DaskBackend,
     ShardInfo,
@@ -179,7 +179,7 @@ class _DaskEstimator:
         if hasattr(X, "columns"):
             parts = X.to_delayed()
             lengths = np.asarray(X.map_partitions(len).compute(), dtype=np.int64)
-            feature_names = np.asarray([str(name) for name in X.columns], dtype=object)
+            feature_names = _inputs.table_feature_names(X.columns)  # as the local fit
             n_features = len(X.columns)
         else:
             X = X.rechunk({1: -1})
@@ -221,9 +221,11 @@ class _DaskEstimator:
 
         part_futures = client.compute(parts)
         # One validating pass over the partitions: dtype and integer column ranges.
+        # Empty partitions (what a filter leaves) hold no rows to validate or bin.
+        filled = [part for part, length in zip(part_futures, lengths, strict=True) if length]
         ranges = client.gather([client.submit(_column_range, part, pure=False)
-                                for part in part_futures])
-        mapper = self._fit_mapper(ranges, client, n_rows, params, part_futures)
+                                for part in filled])
+        mapper = self._fit_mapper(ranges, client, n_rows, params, filled)
         dtype = np.result_type(*[dtype for dtype, _, _ in ranges])
 
         fit_id = uuid.uuid4().hex
@@ -301,10 +303,21 @@ class _DaskEstimator:
                                 for part in client.gather(part_futures)])
         return mapper.fit(X_all)
 
-    def predict(self, X, iteration_range=None, **kwargs):
+    def predict(self, X, iteration_range=None, *, pred_contrib=False):
         if _is_dask(X):
-            return _lazy(self.to_local(), "predict", X, iteration_range, **kwargs)
-        return super().predict(X, iteration_range, **kwargs)
+            local = self.to_local()
+            if pred_contrib:
+                # One output (the Dask fits train one): (rows, features + 1).
+                return _lazy(X, lambda part: local.predict(part, iteration_range,
+                                                           pred_contrib=True),
+                             n_columns=local.n_features_in_ + 1, dtype=np.float64)
+            return _lazy(X, lambda part: local.predict(part, iteration_range),
+                         n_columns=None, dtype=self._prediction_dtype(local))
+        return super().predict(X, iteration_range, pred_contrib=pred_contrib)
+
+    @staticmethod
+    def _prediction_dtype(local):
+        return np.dtype(np.float64)
 
 
 def _column_range(part):
@@ -330,24 +343,30 @@ def _fitted_names(view):
     return [name for name in _FITTED if name in view]
 
 
-def _lazy(local, method, X, iteration_range, columns=None, **kwargs):
-    """``local.method`` on every partition / block of ``X``, lazily."""
+def _lazy(X, predict, *, n_columns, dtype):
+    """``predict`` on every partition / block of the Dask collection ``X``,
+    lazily: a Series (or 1-D array) when ``n_columns`` is None, else a
+    DataFrame (or 2-D array) of ``n_columns`` columns; pieces keep their
+    partition's index. An empty partition (what a filter leaves) gives an
+    empty piece: the local estimators refuse zero rows, as scikit-learn's do."""
     def apply(part):
-        return getattr(local, method)(part, iteration_range, **kwargs)
+        if len(part) == 0:
+            return np.empty((0,) if n_columns is None else (0, n_columns), dtype=dtype)
+        return np.asarray(predict(part))
 
     if hasattr(X, "map_partitions"):
-        if columns:
-            import pandas as pd
+        import pandas as pd
 
-            return X.map_partitions(
-                lambda part: pd.DataFrame(apply(part), index=part.index),
-                meta=pd.DataFrame({k: pd.Series(dtype="f8") for k in range(columns)}))
-        return X.map_partitions(apply, meta=(None, "f8" if method != "predict_labels"
-                                             else "O"))
+        if n_columns is None:
+            return X.map_partitions(lambda part: pd.Series(apply(part), index=part.index),
+                                    meta=pd.Series(dtype=dtype))
+        return X.map_partitions(
+            lambda part: pd.DataFrame(apply(part), index=part.index),
+            meta=pd.DataFrame({k: pd.Series(dtype=dtype) for k in range(n_columns)}))
     X = X.rechunk({1: -1})
-    if columns:
-        return X.map_blocks(apply, chunks=(X.chunks[0], (columns,)), dtype=np.float64)
-    return X.map_blocks(apply, drop_axis=1, dtype=np.float64)
+    if n_columns is None:
+        return X.map_blocks(apply, drop_axis=1, dtype=dtype)
+    return X.map_blocks(apply, chunks=(X.chunks[0], (n_columns,)), dtype=dtype)
 
 
 class DaskPackBoostRegressor(_DaskEstimator, PackBoostRegressor):
@@ -371,16 +390,11 @@ class DaskPackBoostClassifier(_DaskEstimator, PackBoostClassifier):
 
     def predict_proba(self, X, iteration_range=None):
         if _is_dask(X):
-            return _lazy(self.to_local(), "predict_proba", X, iteration_range, columns=2)
+            local = self.to_local()
+            return _lazy(X, lambda part: local.predict_proba(part, iteration_range),
+                         n_columns=len(local.classes_), dtype=np.float64)
         return super().predict_proba(X, iteration_range)
 
-    def predict(self, X, iteration_range=None, **kwargs):
-        if _is_dask(X):
-            local = self.to_local()
-            if hasattr(X, "map_partitions"):
-                return X.map_partitions(lambda part: local.predict(part, iteration_range),
-                                        meta=(None, local.classes_.dtype))
-            return X.rechunk({1: -1}).map_blocks(
-                lambda block: local.predict(block, iteration_range), drop_axis=1,
-                dtype=local.classes_.dtype)
-        return PackBoostClassifier.predict(self, X, iteration_range, **kwargs)
+    @staticmethod
+    def _prediction_dtype(local):
+        return local.classes_.dtype
