@@ -538,3 +538,64 @@ def test_callable_metric_value_that_is_not_a_number_is_named(split, value):
     with pytest.raises(TypeError, match=r"eval_metric function 'broken'.*number"):
         PackBoostRegressor(n_estimators=1, **PARAMS).fit(
             train.X, train.y, eval_set=[(test.X, test.y)], eval_metric=[broken])
+
+
+def _squared_error(y_true, y_pred):
+    return y_pred - y_true, np.ones(len(y_true))
+
+
+@pytest.mark.parametrize("learning_rate", [3.0, 10.0, 1e10, 1e300])
+@pytest.mark.parametrize("objective", ["squared_error", "quantile", "logistic", "softmax",
+                                       "two targets", "callable"])
+def test_a_diverging_learning_rate_stops_the_fit_naming_it(objective, learning_rate):
+    """Rates of 2 and more overshoot until the predictions reach 1e18 .. 1e197:
+    the fit stops with an error that names learning_rate (not y, sample_weight
+    or reg_lambda), before any overflow warning."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(500, 5)), rng.normal(size=500)
+    params = dict(n_estimators=60, learning_rate=learning_rate, random_state=0, n_jobs=1)
+    if objective in ("logistic", "softmax"):
+        model = PackBoostClassifier(**params)
+        y = (y > 0).astype(int) if objective == "logistic" else np.digitize(y, [-0.5, 0.5])
+    else:
+        model = PackBoostRegressor(**params, **(
+            {"objective": "quantile", "alpha": 0.9} if objective == "quantile" else
+            {"objective": _squared_error} if objective == "callable" else {}))
+        if objective == "two targets":
+            y = np.column_stack([y, X[:, 0] + y])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="learning_rate=", category=UserWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(FloatingPointError, match=r"training diverged in round \d+: .*"
+                                                     r"lower learning_rate \(now "):
+            model.fit(X, y)
+    assert not hasattr(model, "ensemble_")
+
+
+@pytest.mark.parametrize("learning_rate", [0.1, 1.0, 1.9])
+def test_converging_fits_are_not_taken_for_diverging_ones(learning_rate):
+    """Below 2 the overshoot dies out, even where the loss first rises (1%
+    positives at 1.9 went to 17 times the starting loss before converging).
+    Softmax steps on the diagonal of its Hessian, longer than Newton's: from
+    a rate of 1.5 its loss stays 50 to 900 times the starting loss, which
+    is divergence."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 5))
+    y = X[:, 0] + rng.normal(size=2000)
+    params = dict(n_estimators=60, max_depth=4, learning_rate=learning_rate, random_state=0,
+                  n_jobs=1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="learning_rate=", category=UserWarning)
+        PackBoostRegressor(**params).fit(X, y)
+        PackBoostRegressor(objective="quantile", alpha=0.9, **params).fit(X, y)
+        PackBoostRegressor(objective=_squared_error, **params).fit(X, y)
+        PackBoostClassifier(**params).fit(X, y > 2.2)
+        if learning_rate <= 1.0:
+            PackBoostClassifier(**params).fit(X, np.digitize(y, [-0.5, 0.5]))
+        else:
+            with pytest.raises(FloatingPointError, match="learning_rate"):
+                PackBoostClassifier(**params).fit(X, np.digitize(y, [-0.5, 0.5]))

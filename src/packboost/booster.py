@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from packboost import _validation
+from packboost._divergence import DivergenceWatch
 from packboost._eval_metrics import check_distinct_names
 from packboost._fixed_point import GradientScaling
 from packboost._leaf_refit import refit_quantile_leaves
@@ -276,6 +277,9 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                      sample_weight, gradients, hessians)
     scalings = [GradientScaling.for_gradients(gradients[output], hessians[output])
                 for output in range(n_outputs)]
+    divergence = DivergenceWatch(objective, y, sample_weight, params["learning_rate"],
+                                 np.repeat(base_scores[:, np.newaxis], data.n_rows, axis=1),
+                                 gradients)
     unscaled_settings = grower_params(params)
     settings = [scaling.grower_params(unscaled_settings) for scaling in scalings]
     for eval_set in eval_sets:
@@ -296,6 +300,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     for round_index in range(params["n_estimators"]):
         _round_gradients(objective, begin + round_index, y, raw_prediction, sample_weight,
                          gradients, hessians)
+        if round_index > 0:
+            divergence.before_round(gradients, begin + round_index)
         draws = draw_round(rng, data, params)
         round_packs = []
         for output in range(n_outputs):
@@ -314,9 +320,11 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                 # boundary, so this is a safety net, not an expected path.
                 raise FloatingPointError(
                     f"training diverged in round {begin + round_index}: a leaf value is not "
-                    "finite; rescale y or sample_weight, or raise reg_lambda")
+                    f"finite; lower learning_rate (now {params['learning_rate']!r}), rescale "
+                    "y or sample_weight, or raise reg_lambda")
             backend.add_pack(pack, raw_prediction[output])
             round_packs.append(pack)
+        divergence.after_round(raw_prediction, begin + round_index)
         packs.extend(round_packs)
         if eval_sets:
             pack_only = TreeEnsemble.from_packs(round_packs, params["pack_size"],
