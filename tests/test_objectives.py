@@ -257,6 +257,10 @@ def _bad(kind, from_round=0):
             return grad
         if kind == "text":
             return ["a"] * len(grad), hess
+        if kind == "huge grad":
+            grad = np.where(grad > 0, 1e307, -1e307)   # finite; their sum is not
+        if kind == "huge hess":
+            hess = np.full_like(hess, 1e307)
         return grad, hess
 
     return objective
@@ -270,6 +274,8 @@ def _bad(kind, from_round=0):
     ("negative", r"negative hess \(-1.0 at row 0\)"),
     ("tuple", r"must return a \(grad, hess\) tuple"),
     ("text", r"grad that is not numeric"),
+    ("huge grad", r"grad too large: the sum of its magnitudes over the 600 rows overflows"),
+    ("huge hess", r"hess too large: the sum of its magnitudes over the 600 rows overflows"),
 ])
 def test_a_bad_callable_stops_the_fit_naming_the_round_and_keeps_the_model(kind, message):
     X, y, era = _shifted_problem(9, 600, n_eras=6)

@@ -324,6 +324,21 @@ class CustomObjective:
         if sample_weight is not None:
             out_g *= sample_weight
             out_h *= sample_weight
+        for label, out in (("grad", out_g), ("hess", out_h)):
+            # Finite values whose sum overflows (1e307 on a few rows) cannot be
+            # summed into a leaf; said here, where the objective is known.
+            with np.errstate(over="ignore"):
+                total = float(np.sum(np.abs(out)))
+            if not np.isfinite(total):
+                row = int(np.argmax(np.abs(out)))
+                largest = float(out[row])
+                if self.row_order is not None:   # the row as the caller numbers it
+                    row = int(self.row_order[row])
+                weighted = " times sample_weight" if sample_weight is not None else ""
+                raise ObjectiveError(
+                    f"objective {function_name!r} returned a {label} too large: the sum of its "
+                    f"magnitudes{weighted} over the {len(out)} rows overflows float64 (the "
+                    f"largest is {largest!r}, at row {row}); rescale the objective")
 
     def transform(self, raw_prediction: np.ndarray) -> np.ndarray:
         return self.link(raw_prediction)
