@@ -714,3 +714,22 @@ def test_config_keys_the_command_would_not_use_are_refused(small, capsys, conten
     assert main(["train", "data.csv", "--config", "c.toml", "-o", "m.pbm"]) == 1
     assert message in _one_line_error(capsys, "train")
     assert not (small / "m.pbm").exists()
+
+
+@pytest.mark.parametrize("command, message", [
+    (["train", "data.csv", "--features", ","], "--features ',' selects no feature"),
+    (["train", "data.csv", "--features", " "], "--features ' ' selects no feature"),
+    (["train", "data.csv", "--target", ","], "--target ',' selects no target column"),
+    (["train", "data.csv", "--valid", "valid.csv", "--eval-metric", ","],
+     "--eval-metric ',' selects no metric"),
+    (["predict", "model.pbm", "data.csv", "-o", "p.csv", "--features", ","],
+     "--features ',' selects no feature"),
+    (["evaluate", "valid.csv", "--model", "model.pbm", "--features", ","],
+     "--features ',' selects no feature"),
+    (["evaluate", "valid.csv", "--prediction-column", "feature_0", "--methods", ","],
+     "--methods ',' selects no correlation method"),
+])
+def test_an_empty_list_option_says_that_it_selects_nothing(small, capsys, command, message):
+    """`--features ","` ended in "Found array with 0 sample(s) (shape=(0, 0))"."""
+    assert main(command) == 1
+    assert message in _one_line_error(capsys, command[0])

@@ -102,7 +102,7 @@ def run(args, parser) -> int:
     elif args.early_stopping_rounds is not None:
         raise CommandError("--early-stopping-rounds needs --valid")
     if args.eval_metric is not None:
-        fit_kwargs["eval_metric"] = split_list(args.eval_metric)
+        fit_kwargs["eval_metric"] = split_list(args.eval_metric, "--eval-metric", "metric")
     callbacks = [LogEvaluation(args.log_every)] if args.log_every else []
     shown = ", ".join(f"{name}={value!r}" for name, value in sorted(params.items()))
     print(f"fit:   {estimator_class.__name__}({shown})")
