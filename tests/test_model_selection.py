@@ -176,3 +176,21 @@ def test_missing_or_mixed_labels_are_refused_naming_groups(splitter):
             list(splitter.split(None, groups=groups))
     with pytest.raises(ValueError, match="groups.*cannot be ordered"):
         list(splitter.split(None, groups=np.array([1, "a", 2, "b", 1, "a"], dtype=object)))
+
+
+def test_an_unordered_categorical_is_used_where_its_orders_agree():
+    """Unordered, its categories (pandas' sort order) and its labels (ours)
+    may disagree: that is refused; where they agree it is the labels."""
+    pd = pytest.importorskip("pandas")
+    era = shuffled_eras(6, labels=MONTHS[:6]).tolist()
+    with pytest.raises(ValueError, match="groups is an unordered categorical.*ambiguous"):
+        list(WalkForwardSplit(2, test_eras=2).split(None, groups=pd.Categorical(
+            era, categories=MONTHS[:6])))
+    labels = sorted(MONTHS[:6])
+    plain = list(WalkForwardSplit(2, test_eras=2).split(None, groups=np.array(era)))
+    categorical = list(WalkForwardSplit(2, test_eras=2).split(
+        None, groups=pd.Series(era, dtype="category")))   # categories sorted, as read
+    assert pd.Series(era, dtype="category").cat.categories.tolist() == labels
+    for (train, test), (train_c, test_c) in zip(plain, categorical, strict=True):
+        np.testing.assert_array_equal(train, train_c)
+        np.testing.assert_array_equal(test, test_c)

@@ -63,10 +63,13 @@ def _declared_order_codes(groups) -> np.ndarray | None:
     """Each row's position in the categories of an ordered categorical, or
     None for labels without a declared order. A missing label is refused."""
     dtype = getattr(groups, "dtype", None)
-    if getattr(dtype, "ordered", False) is True and hasattr(dtype, "categories"):
-        # pandas: a Series, Categorical or CategoricalIndex with ordered=True
+    if hasattr(dtype, "categories") and hasattr(dtype, "ordered"):
+        # pandas: a Series, Categorical or CategoricalIndex
         codes = np.asarray(getattr(groups, "cat", groups).codes)
         missing = codes < 0
+        if not dtype.ordered:
+            _check_unordered_categories(dtype.categories, codes[~missing])
+            return None
     elif type(dtype).__name__ == "Enum" and type(dtype).__module__.startswith("polars"):
         physical = groups.to_physical()
         missing = physical.is_null().to_numpy()
@@ -78,6 +81,23 @@ def _declared_order_codes(groups) -> np.ndarray | None:
         raise ValueError(f"groups contains NaN or another missing label (at row {row}): "
                          "every row needs an era")
     return codes.astype(np.int64)
+
+
+def _check_unordered_categories(categories, codes: np.ndarray) -> None:
+    """An unordered pandas categorical is ordered by its labels, as plain
+    labels are; pandas itself sorts it by its categories. Where the two
+    orders of its eras differ, which one is time is not said: refused."""
+    present = list(categories[np.unique(codes)])
+    try:
+        agree = present == sorted(present)
+    except TypeError:
+        agree = False
+    if not agree:
+        raise ValueError(
+            f"groups is an unordered categorical whose categories {present[:6]} are not in "
+            "the order of their labels, so the eras' time order is ambiguous: declare it "
+            "(pd.Categorical(..., ordered=True) orders eras by the categories) or pass the "
+            "labels themselves (ordered as they sort)")
 
 
 def _rows(codes: np.ndarray, eras: np.ndarray) -> np.ndarray:
