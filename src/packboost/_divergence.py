@@ -15,6 +15,11 @@ prediction that ignores X); more than :data:`DIVERGENCE_FACTOR` times that
 is divergence. A callable objective has no loss to compute: the mean square
 of its gradients stands in (for squared error it is twice the loss), checked
 on the gradients each round computes anyway.
+
+Divergence is gross (orders of magnitude), so the loss is taken on every
+k-th training row, at most :data:`CHECKED_ROWS` of them (a fixed stride: no
+random draw, so the model does not change): a millisecond per round where
+all 2.4M rows of a Numerai fit took 50 to 200.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import numpy as np
 # 1.9 with 1% positives), every squared-error fit at a rate >= 2.5 does within
 # a few rounds.
 DIVERGENCE_FACTOR = 100.0
+# Rows the loss is computed on (every k-th of the training rows).
+CHECKED_ROWS = 1 << 16
 
 
 class DivergenceWatch:
@@ -39,16 +46,21 @@ class DivergenceWatch:
 
     def __init__(self, objective, y, sample_weight, learning_rate: float,
                  base_raw: np.ndarray, base_gradients: np.ndarray):
+        n_rows = base_raw.shape[-1]
+        # The rows are the last axis of y (a 2-D y of several targets is
+        # output-major), of the raw scores and of the gradients.
+        self.rows = slice(None, None, max(1, -(-n_rows // CHECKED_ROWS)))
         self.objective = objective
-        self.y = y
-        self.sample_weight = sample_weight
+        self.y = y[..., self.rows]
+        self.sample_weight = None if sample_weight is None else sample_weight[self.rows]
         self.learning_rate = learning_rate
         self.has_loss = hasattr(objective, "loss")
         self.reference = (self._loss(base_raw) if self.has_loss
-                          else _mean_square(base_gradients))
+                          else _mean_square(base_gradients[..., self.rows]))
 
     def _loss(self, raw_prediction: np.ndarray) -> float:
-        raw = raw_prediction[0] if len(raw_prediction) == 1 else raw_prediction
+        raw = raw_prediction[..., self.rows]
+        raw = raw[0] if len(raw) == 1 else raw
         return self.objective.loss(self.y, raw, self.sample_weight)
 
     def after_round(self, raw_prediction: np.ndarray, round_index: int) -> None:
@@ -61,7 +73,7 @@ class DivergenceWatch:
         """Raise if the gradients at the start of round ``round_index`` (those
         of the scores after the round before) have diverged (callables)."""
         if not self.has_loss:
-            self._check(_mean_square(gradients), round_index - 1,
+            self._check(_mean_square(gradients[..., self.rows]), round_index - 1,
                         "the mean square of the objective's gradients")
 
     def _check(self, value: float, round_index: int, measure: str) -> None:
