@@ -690,3 +690,46 @@ def test_constraints_from_the_config_file_and_json_flags(small, capsys):
     assert "monotone_constraints has 2 entries" in _one_line_error(capsys, "train")
     assert main(["train", "data.csv", "--monotone-constraints", "{feature_0: 1}"]) == 2
     assert "--monotone-constraints: invalid JSON value" in capsys.readouterr().err
+
+
+def test_config_keys_at_the_top_level_and_under_params_are_all_used(small, capsys):
+    """Top-level keys beside a [params] table were dropped: the run exited 0
+    with the default n_estimators where the file said 3."""
+    (small / "c.toml").write_text("n_estimators = 3\n\n[params]\nmax_depth = 2\n")
+    assert main(["train", "data.csv", "--config", "c.toml", "-o", "m.pbm",
+                 "--n-jobs", "1"]) == 0
+    model = packboost.load_model(small / "m.pbm")
+    assert (model.n_estimators, model.max_depth, model.n_iter_) == (3, 2, 3)
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[params]\nmax_depth = 2\n[training]\nn_estimators = 3\n", "[training]"),
+    ("[training]\nn_estimators = 3\n", "[training]"),
+    ("[params.extra]\nn_estimators = 3\n", "unknown parameter 'extra'"),
+    ("max_depth = 2\n[params]\nmax_depth = 3\n", "'max_depth' is given twice"),
+])
+def test_config_keys_the_command_would_not_use_are_refused(small, capsys, content, message):
+    (small / "c.toml").write_text(content)
+    assert main(["train", "data.csv", "--config", "c.toml", "-o", "m.pbm"]) == 1
+    assert message in _one_line_error(capsys, "train")
+    assert not (small / "m.pbm").exists()
+
+
+@pytest.mark.parametrize("command, message", [
+    (["train", "data.csv", "--features", ","], "--features ',' selects no feature"),
+    (["train", "data.csv", "--features", " "], "--features ' ' selects no feature"),
+    (["train", "data.csv", "--target", ","], "--target ',' selects no target column"),
+    (["train", "data.csv", "--valid", "valid.csv", "--eval-metric", ","],
+     "--eval-metric ',' selects no metric"),
+    (["predict", "model.pbm", "data.csv", "-o", "p.csv", "--features", ","],
+     "--features ',' selects no feature"),
+    (["evaluate", "valid.csv", "--model", "model.pbm", "--features", ","],
+     "--features ',' selects no feature"),
+    (["evaluate", "valid.csv", "--prediction-column", "feature_0", "--methods", ","],
+     "--methods ',' selects no correlation method"),
+])
+def test_an_empty_list_option_says_that_it_selects_nothing(small, capsys, command, message):
+    """`--features ","` ended in "Found array with 0 sample(s) (shape=(0, 0))"."""
+    assert main(command) == 1
+    assert message in _one_line_error(capsys, command[0])

@@ -429,3 +429,20 @@ def test_backends_without_constraints_raise():
     with pytest.raises(ValueError, match="device='cuda'"):
         backend.find_splits(None, None, None, None, None, None,
                             constraints={"slot_bounds": None})
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.9])
+def test_quantile_leaf_refit_keeps_the_monotone_bounds(alpha):
+    """The quantile objective replaces leaf values by residual quantiles after
+    a tree is grown; the replacement stays inside each leaf's monotone bounds."""
+    monotone = [1, -1, 1, 0, -1]
+    used = 0
+    for seed in range(3):
+        X, y, era, weight = _problem(seed)
+        model = PackBoostRegressor(objective="quantile", alpha=alpha, n_estimators=8,
+                                   min_samples_leaf=10, random_state=seed, n_jobs=1,
+                                   monotone_constraints=monotone)
+        model.fit(X, y, era=era, sample_weight=weight if seed % 2 else None)
+        _assert_monotone(model, X, monotone)
+        used += int((model.ensemble_.nodes["feature"] == 0).sum())
+    assert used > 0

@@ -113,3 +113,84 @@ def test_works_with_scikit_learn_cross_validation():
         model, {"max_depth": [1, 2]}, cv=WalkForwardSplit(2, embargo=1))
     search.fit(data.X, data.y, groups=data.era)
     assert search.best_params_["max_depth"] in (1, 2)
+
+
+MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+
+
+def _time_ordered(splitter, groups, order):
+    """Every split's eras, as positions in ``order`` (the labels in time)."""
+    rank = {label: position for position, label in enumerate(order)}
+    labels = np.asarray(groups, dtype=object)
+    for train, test in splitter.split(None, groups=groups):
+        yield ({rank[label] for label in labels[train]}, {rank[label] for label in labels[test]})
+
+
+@pytest.mark.parametrize("make", ["pandas", "polars"])
+def test_a_declared_order_of_labels_is_honoured(make):
+    """Month names as an ordered categorical: the splits follow the months,
+    not their alphabetical order (which would test on jan and train on aug)."""
+    era = shuffled_eras(12, labels=MONTHS).tolist()
+    if make == "pandas":
+        pd = pytest.importorskip("pandas")
+        groups = pd.Series(pd.Categorical(era, categories=MONTHS, ordered=True))
+    else:
+        pl = pytest.importorskip("polars")
+        groups = pl.Series(era, dtype=pl.Enum(MONTHS))
+    for train, test in _time_ordered(WalkForwardSplit(3, test_eras=2), groups, MONTHS):
+        assert max(train) < min(test)
+    blocks = [sorted(test) for _, test in _time_ordered(EraKFold(3), groups, MONTHS)]
+    assert blocks == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_categories_without_rows_and_datetimes_keep_their_order():
+    pd = pytest.importorskip("pandas")
+    era = shuffled_eras(6, labels=MONTHS[:6]).tolist()
+    unused_first = pd.Categorical(era, categories=["dec", *MONTHS[:6]], ordered=True)
+    for train, test in _time_ordered(WalkForwardSplit(2, test_eras=2), unused_first, MONTHS):
+        assert max(train) < min(test)
+    days = pd.date_range("2026-01-30", periods=8, freq="D")
+    for stamps in (days, days.tz_localize("Europe/Paris")):
+        groups = pd.Series(shuffled_eras(8, labels=np.arange(8))).map(dict(enumerate(stamps)))
+        for train, test in _time_ordered(WalkForwardSplit(3, test_eras=2), groups, list(stamps)):
+            assert max(train) < min(test)
+
+
+@pytest.mark.parametrize("splitter", [EraKFold(2), WalkForwardSplit(1, test_eras=1)])
+def test_missing_or_mixed_labels_are_refused_naming_groups(splitter):
+    pd = pytest.importorskip("pandas")
+    day = np.datetime64("2026-01-01", "D")
+    bad = {
+        "NaT": np.array([day, day + 1, np.datetime64("NaT"), day + 2, day + 1, day]),
+        "NaN in objects": np.array(["a", "b", np.nan, "c", "a", "b"], dtype=object),
+        "None": ["a", "b", None, "c", "a", "b"],
+        "pd.NA": pd.array(["a", "b", pd.NA, "c", "a", "b"], dtype="string"),
+        "NaN in a categorical": pd.Categorical(["a", "b", None, "c", "a", "b"],
+                                               categories=["c", "b", "a"], ordered=True),
+        "NaT in a Series": pd.Series(pd.to_datetime(["2026-01-01", None, "2026-01-02",
+                                                     "2026-01-03", "2026-01-01",
+                                                     "2026-01-02"])),
+    }
+    for groups in bad.values():
+        with pytest.raises(ValueError, match="groups.*(NaN|missing)"):
+            list(splitter.split(None, groups=groups))
+    with pytest.raises(ValueError, match="groups.*cannot be ordered"):
+        list(splitter.split(None, groups=np.array([1, "a", 2, "b", 1, "a"], dtype=object)))
+
+
+def test_an_unordered_categorical_is_used_where_its_orders_agree():
+    """Unordered, its categories (pandas' sort order) and its labels (ours)
+    may disagree: that is refused; where they agree it is the labels."""
+    pd = pytest.importorskip("pandas")
+    era = shuffled_eras(6, labels=MONTHS[:6]).tolist()
+    with pytest.raises(ValueError, match="groups is an unordered categorical.*ambiguous"):
+        list(WalkForwardSplit(2, test_eras=2).split(None, groups=pd.Categorical(
+            era, categories=MONTHS[:6])))
+    labels = sorted(MONTHS[:6])
+    plain = list(WalkForwardSplit(2, test_eras=2).split(None, groups=np.array(era)))
+    categorical = list(WalkForwardSplit(2, test_eras=2).split(
+        None, groups=pd.Series(era, dtype="category")))   # categories sorted, as read
+    assert pd.Series(era, dtype="category").cat.categories.tolist() == labels
+    for (train, test), (train_c, test_c) in zip(plain, categorical, strict=True):
+        np.testing.assert_array_equal(train, train_c)
+        np.testing.assert_array_equal(test, test_c)

@@ -257,6 +257,10 @@ def _bad(kind, from_round=0):
             return grad
         if kind == "text":
             return ["a"] * len(grad), hess
+        if kind == "huge grad":
+            grad = np.where(grad > 0, 1e307, -1e307)   # finite; their sum is not
+        if kind == "huge hess":
+            hess = np.full_like(hess, 1e307)
         return grad, hess
 
     return objective
@@ -270,6 +274,8 @@ def _bad(kind, from_round=0):
     ("negative", r"negative hess \(-1.0 at row 0\)"),
     ("tuple", r"must return a \(grad, hess\) tuple"),
     ("text", r"grad that is not numeric"),
+    ("huge grad", r"grad too large: the sum of its magnitudes over the 600 rows overflows"),
+    ("huge hess", r"hess too large: the sum of its magnitudes over the 600 rows overflows"),
 ])
 def test_a_bad_callable_stops_the_fit_naming_the_round_and_keeps_the_model(kind, message):
     X, y, era = _shifted_problem(9, 600, n_eras=6)
@@ -382,3 +388,40 @@ def test_huber_and_quantile_fits_report_their_own_loss():
                          alpha=0.25) == pytest.approx((0.75 * 1.0 + 0.25 * 1.0) / 2)
     with pytest.raises(ValueError, match="alpha"):
         resolve_eval_metric("quantile", objective_name="squared_error", alpha=1.5)
+
+
+def test_losses_are_the_eval_metrics_of_the_same_name():
+    """Each objective's training loss (what the divergence check watches) is
+    its eval metric's pooled loss, and a weighted mean with weights."""
+    from packboost._eval_metrics import pooled_metric
+    from packboost.objectives import MultiTarget, Softmax
+
+    rng = np.random.default_rng(3)
+    n = 101
+    y, raw = rng.normal(size=n), rng.normal(scale=2.0, size=n)
+    labels = (rng.random(n) < 0.3).astype(np.float64)
+    classes = rng.integers(0, 3, size=n).astype(np.float64)
+    raw3 = rng.normal(size=(3, n))
+    rmse = pooled_metric("rmse", y, raw, raw)
+    assert SquaredError.loss(y, raw, None) == pytest.approx(0.5 * rmse * rmse)
+    assert Huber(0.7).loss(y, raw, None) == pytest.approx(
+        pooled_metric("huber", y, raw, raw, 0.7))
+    assert Quantile(0.2).loss(y, raw, None) == pytest.approx(
+        pooled_metric("quantile", y, raw, raw, 0.2))
+    assert Logistic.loss(labels, raw, None) == pytest.approx(
+        pooled_metric("logloss", labels, raw, None))
+    assert Softmax(3).loss(classes, raw3, None) == pytest.approx(
+        pooled_metric("multi_logloss", classes, raw3.T, None))
+    both = np.stack([y, -y])
+    assert MultiTarget(SquaredError, 2).loss(both, np.stack([raw, raw]), None) == \
+        pytest.approx(0.5 * (SquaredError.loss(y, raw, None) + SquaredError.loss(-y, raw, None)))
+    # Weights: integer weights are repeated rows.
+    weight = rng.integers(1, 4, size=n).astype(np.float64)
+    repeat = np.repeat(np.arange(n), weight.astype(int))
+    for objective in (SquaredError, Huber(0.7), Quantile(0.2)):
+        assert objective.loss(y, raw, weight) == pytest.approx(
+            objective.loss(y[repeat], raw[repeat], None))
+    # Overflow is +inf, never NaN or a warning.
+    with np.errstate(all="raise"):
+        assert SquaredError.loss(y, np.full(n, 1e300), None) == np.inf
+        assert Huber(0.7).loss(y, np.full(n, 1e308), None) == np.inf

@@ -500,3 +500,102 @@ def test_nan_rounds_are_never_an_improvement(split, recwarn):
     assert model.best_score_["valid_0"]["scripted"] == 0.3
     assert len(model.evals_result_["valid_0"]["scripted"]) == 7
     assert not [w for w in recwarn if "NaN" in str(w.message)]
+
+
+def test_two_eval_metrics_of_one_name_are_refused(split):
+    """Two metrics of one name would share one history list (two entries per
+    round) and early stopping would read both as one."""
+    train, test = split
+    fit = dict(eval_set=[(test.X, test.y)], early_stopping_rounds=3)
+    with pytest.raises(ValueError, match=r"eval_metric.*'rmse'.*twice"):
+        PackBoostRegressor(n_estimators=2, **PARAMS).fit(train.X, train.y,
+                                                         eval_metric=["rmse", "rmse"], **fit)
+
+    def rmse(y_true, y_pred, era):  # a callable that reports the built-in's name
+        return "rmse", float(np.mean(np.abs(y_true - y_pred))), False
+
+    for metrics in ([rmse, "rmse"], ["rmse", rmse], [rmse, rmse]):
+        with pytest.raises(ValueError, match=r"eval_metric.*'rmse'.*twice"):
+            PackBoostRegressor(n_estimators=2, **PARAMS).fit(train.X, train.y,
+                                                             eval_metric=metrics, **fit)
+    # Distinct names are kept apart: one entry per round each.
+    def mae(y_true, y_pred, era):
+        return "my_mae", float(np.mean(np.abs(y_true - y_pred))), False
+
+    model = PackBoostRegressor(n_estimators=4, **PARAMS).fit(
+        train.X, train.y, eval_metric=[mae, "rmse"], **fit)
+    assert {name: len(values) for name, values in model.evals_result_["valid_0"].items()} \
+        == {"my_mae": 4, "rmse": 4}
+
+
+@pytest.mark.parametrize("value", [np.array([0.1, 0.2]), "0.5", None, [0.5]])
+def test_callable_metric_value_that_is_not_a_number_is_named(split, value):
+    train, test = split
+
+    def broken(y_true, y_pred, era):
+        return "broken", value, True
+
+    with pytest.raises(TypeError, match=r"eval_metric function 'broken'.*number"):
+        PackBoostRegressor(n_estimators=1, **PARAMS).fit(
+            train.X, train.y, eval_set=[(test.X, test.y)], eval_metric=[broken])
+
+
+def _squared_error(y_true, y_pred):
+    return y_pred - y_true, np.ones(len(y_true))
+
+
+@pytest.mark.parametrize("learning_rate", [3.0, 10.0, 1e10, 1e300])
+@pytest.mark.parametrize("objective", ["squared_error", "quantile", "logistic", "softmax",
+                                       "two targets", "callable"])
+def test_a_diverging_learning_rate_stops_the_fit_naming_it(objective, learning_rate):
+    """Rates of 2 and more overshoot until the predictions reach 1e18 .. 1e197:
+    the fit stops with an error that names learning_rate (not y, sample_weight
+    or reg_lambda), before any overflow warning."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(500, 5)), rng.normal(size=500)
+    params = dict(n_estimators=60, learning_rate=learning_rate, random_state=0, n_jobs=1)
+    if objective in ("logistic", "softmax"):
+        model = PackBoostClassifier(**params)
+        y = (y > 0).astype(int) if objective == "logistic" else np.digitize(y, [-0.5, 0.5])
+    else:
+        model = PackBoostRegressor(**params, **(
+            {"objective": "quantile", "alpha": 0.9} if objective == "quantile" else
+            {"objective": _squared_error} if objective == "callable" else {}))
+        if objective == "two targets":
+            y = np.column_stack([y, X[:, 0] + y])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="learning_rate=", category=UserWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(FloatingPointError, match=r"training diverged in round \d+: .*"
+                                                     r"lower learning_rate \(now "):
+            model.fit(X, y)
+    assert not hasattr(model, "ensemble_")
+
+
+@pytest.mark.parametrize("learning_rate", [0.1, 1.0, 1.9])
+def test_converging_fits_are_not_taken_for_diverging_ones(learning_rate):
+    """Below 2 the overshoot dies out, even where the loss first rises (1%
+    positives at 1.9 went to 17 times the starting loss before converging).
+    Softmax steps on the diagonal of its Hessian, longer than Newton's: from
+    a rate of 1.5 its loss stays 50 to 900 times the starting loss, which
+    is divergence."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 5))
+    y = X[:, 0] + rng.normal(size=2000)
+    params = dict(n_estimators=60, max_depth=4, learning_rate=learning_rate, random_state=0,
+                  n_jobs=1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="learning_rate=", category=UserWarning)
+        PackBoostRegressor(**params).fit(X, y)
+        PackBoostRegressor(objective="quantile", alpha=0.9, **params).fit(X, y)
+        PackBoostRegressor(objective=_squared_error, **params).fit(X, y)
+        PackBoostClassifier(**params).fit(X, y > 2.2)
+        if learning_rate <= 1.0:
+            PackBoostClassifier(**params).fit(X, np.digitize(y, [-0.5, 0.5]))
+        else:
+            with pytest.raises(FloatingPointError, match="learning_rate"):
+                PackBoostClassifier(**params).fit(X, np.digitize(y, [-0.5, 0.5]))

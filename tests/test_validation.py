@@ -492,12 +492,18 @@ def test_cli_reports_bad_input_and_exits_1(csv_files, capsys, args, pattern):
 
 @pytest.mark.parametrize("learning_rate", [1.5, 10.0, 1e10])
 def test_a_learning_rate_above_one_warns_at_fit(learning_rate):
-    """Allowed (as in LightGBM), but each round then overshoots the Newton step:
-    at 10 the predictions of this fit reach ~1e5, at 1e10 ~1e94."""
+    """Allowed (as in LightGBM), but each round then overshoots the Newton step.
+    At 1.5 the overshoot dies out and the fit converges; at 10 the predictions
+    of this fit reached ~1e5, at 1e10 ~1e94: divergence, an error naming
+    learning_rate (packboost._divergence), and no model."""
     model = PackBoostRegressor(**{**FAST, "learning_rate": learning_rate})
     with pytest.warns(UserWarning, match=rf"learning_rate={learning_rate!r} is above 1"):
-        model.fit(X0, Y0, era=ERA0)
-    assert model.__sklearn_is_fitted__()
+        if learning_rate < 2:
+            model.fit(X0, Y0, era=ERA0)
+        else:
+            with pytest.raises(FloatingPointError, match="training diverged.*learning_rate"):
+                model.fit(X0, Y0, era=ERA0)
+    assert model.__sklearn_is_fitted__() == (learning_rate < 2)
 
 
 @pytest.mark.parametrize("learning_rate", [0.1, 1.0])

@@ -18,8 +18,8 @@ import numpy as np
 
 from packboost.metrics import CORRELATION_METHODS, ERA_STATISTICS, _ldexp, _rescaling_exponent
 
-__all__ = ["EVAL_METRIC_NAMES", "POOLED_METRICS", "EvalMetric", "pooled_metric",
-           "resolve_eval_metric"]
+__all__ = ["EVAL_METRIC_NAMES", "POOLED_METRICS", "EvalMetric", "check_distinct_names",
+           "pooled_metric", "resolve_eval_metric"]
 
 # Metrics on the pooled rows (no eras).
 # name -> higher is better; "huber" and "quantile" are the objectives' own losses
@@ -85,6 +85,29 @@ def resolve_eval_metric(metric, *, objective_name: str, alpha: float = 0.9) -> E
     method, statistic = metric.split("_", 1)
     return EvalMetric(name=metric, higher_is_better=statistic not in _LOWER_IS_BETTER_STATISTICS,
                       method=method, statistic=statistic)
+
+
+def check_distinct_names(metrics: list, names: list | None = None) -> None:
+    """Refuse two metrics of one name: they would share one history list (two
+    entries per round) and early stopping would read them as one metric.
+
+    ``metrics`` are :class:`EvalMetric` s and ``names`` (same order) their
+    recorded names; by default their own, which a callable's is not: it is
+    the one the callable returns, known after its first call.
+    """
+    names = [metric.name for metric in metrics] if names is None else names
+    first = {}
+    for metric, name in zip(metrics, names, strict=True):
+        if name in first and first[name].function is None and metric.function is None:
+            raise ValueError(f"eval_metric lists the metric {name!r} twice")
+        if name in first:
+            described = [f"the callable {item.name!r}" if item.function is not None
+                         else "the built-in" for item in (first[name], metric)]
+            raise ValueError(
+                f"eval_metric names the metric {name!r} twice ({described[0]} and "
+                f"{described[1]}); each metric needs its own name (a callable returns its "
+                "name as the first item of its (name, value, higher_is_better))")
+        first[name] = metric
 
 
 def pooled_metric(name: str, y_true: np.ndarray, raw: np.ndarray, prediction: np.ndarray,

@@ -319,10 +319,15 @@ class GradientScaling:
                        min_split_gain=_rescaled(params.min_split_gain, b - 2 * a),
                        max_delta_step=_rescaled(params.max_delta_step, b - a), split=split)
 
-    def restore(self, nodes: dict) -> None:
-        """Turn a pack's node values and hessian sums back to the fit's units, in place."""
+    def restore(self, nodes: dict, value_bounds: np.ndarray | None = None) -> None:
+        """Turn a pack's node values and hessian sums (and the bounds on its
+        values, :attr:`packboost.grower.Pack.value_bounds`) back to the fit's
+        units, in place."""
         if self.gradient_exponent != self.hessian_exponent:
             np.ldexp(nodes["value"], self.gradient_exponent - self.hessian_exponent,
                      out=nodes["value"])
+            if value_bounds is not None:
+                np.ldexp(value_bounds, self.gradient_exponent - self.hessian_exponent,
+                         out=value_bounds)
         if self.hessian_exponent:
             np.ldexp(nodes["sum_hessian"], self.hessian_exponent, out=nodes["sum_hessian"])

@@ -25,6 +25,7 @@ __all__ = [
     "get_column",
     "drop_columns",
     "NamedMatrix",
+    "table_feature_names",
 ]
 
 
@@ -99,6 +100,16 @@ def frame_column(X, name, argument: str):
     return get_column(X, name), drop_columns(X, [name])
 
 
+def table_feature_names(names) -> np.ndarray | None:
+    """A table's column names as its feature names when every one is a string;
+    None otherwise (the integer names of ``pd.DataFrame(array)`` are
+    positions, and the features are then unnamed)."""
+    names = list(names)
+    if names and all(isinstance(name, str) for name in names):
+        return np.asarray(names, dtype=object)
+    return None
+
+
 def as_matrix(X, *, argument: str = "X"):
     """A table or array-like as ``(2-D ndarray, column names or None)``.
 
@@ -121,8 +132,7 @@ def as_matrix(X, *, argument: str = "X"):
     if kind == "polars" and type(X).__name__ == "LazyFrame":
         X = X.collect()
     names = column_names(X)
-    feature_names = (np.asarray(names, dtype=object)
-                     if names and all(isinstance(name, str) for name in names) else None)
+    feature_names = table_feature_names(names)
     if kind == "pandas":
         return _pandas_matrix(X, argument), feature_names
     columns = [get_column(X, name) for name in names]

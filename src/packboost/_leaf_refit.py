@@ -73,6 +73,9 @@ def refit_quantile_leaves(pack, data, y: np.ndarray, raw_prediction: np.ndarray,
 
     ``raw_prediction`` is the prediction the pack was grown from (before the
     pack is added). A leaf none of whose sampled rows has weight keeps its value.
+    With monotone constraints the refitted value is clipped to the leaf's
+    bounds (``pack.value_bounds``), which the grower chose so that every tree
+    is monotone whatever its leaves' values inside them (packboost._constraints).
     """
     values = pack.nodes["value"]
     is_leaf = pack.nodes["feature"] < 0
@@ -86,4 +89,8 @@ def refit_quantile_leaves(pack, data, y: np.ndarray, raw_prediction: np.ndarray,
         quantile, has_weight = grouped_weighted_quantile(leaf, residual, weights, alpha,
                                                          len(values))
         refit = has_weight & is_leaf
-        values[refit] = shrinkage * quantile[refit]
+        refitted = shrinkage * quantile[refit]
+        if pack.value_bounds is not None:
+            refitted = np.clip(refitted, pack.value_bounds[refit, 0],
+                               pack.value_bounds[refit, 1])
+        values[refit] = refitted

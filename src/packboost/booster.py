@@ -16,10 +16,14 @@ params, seed) whatever the thread count.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from packboost import _validation
+from packboost._divergence import DivergenceWatch
+from packboost._eval_metrics import check_distinct_names
 from packboost._fixed_point import GradientScaling
 from packboost._leaf_refit import refit_quantile_leaves
 from packboost._samples import TreeSamples
@@ -161,7 +165,11 @@ class EvalSet:
                         f"higher_is_better), got {returned!r}"
                     )
                 name, value, higher_is_better = returned
-                results.append((str(name), float(value), bool(higher_is_better)))
+                if not isinstance(name, str):
+                    raise TypeError(f"eval_metric function {metric.name!r} must return its "
+                                    f"name as a str, got {_validation.show(name)}")
+                results.append((name, _metric_value(metric.name, value),
+                                bool(higher_is_better)))
             elif metric.method is not None:
                 if target not in self.scorer:
                     self.scorer[target] = EraScorer(y, self.era)
@@ -174,7 +182,18 @@ class EvalSet:
                 results.append((metric.name, pooled_metric(metric.name, y, raw_prediction,
                                                            prediction, metric.alpha),
                                 metric.higher_is_better))
+        check_distinct_names(metrics, [name for name, _, _ in results])
         return results
+
+
+def _metric_value(function_name: str, value) -> float:
+    """A callable eval metric's value as a float, or a TypeError naming it."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (numbers.Real, np.number)) and not isinstance(value, np.complexfloating):
+        return float(value)
+    raise TypeError(f"eval_metric function {function_name!r} must return its value as a "
+                    f"number (a float), got {_validation.show(value)}")
 
 
 @dataclass
@@ -267,6 +286,9 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                      sample_weight, gradients, hessians)
     scalings = [GradientScaling.for_gradients(gradients[output], hessians[output], shard=shard)
                 for output in range(n_outputs)]
+    divergence = DivergenceWatch(objective, y, sample_weight, params["learning_rate"],
+                                 np.repeat(base_scores[:, np.newaxis], data.n_rows, axis=1),
+                                 gradients)
     unscaled_settings = grower_params(params)
     settings = [scaling.grower_params(unscaled_settings) for scaling in scalings]
     for eval_set in eval_sets:
@@ -287,6 +309,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     for round_index in range(params["n_estimators"]):
         _round_gradients(objective, begin + round_index, y, raw_prediction, sample_weight,
                          gradients, hessians)
+        if round_index > 0:
+            divergence.before_round(gradients, begin + round_index)
         if shard is None:
             draws = draw_round(rng, data, params)
         else:
@@ -298,7 +322,7 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
             pack = grow_pack(backend, data, gradients[output], hessians[output],
                              draws.tree_samples, draws.layer_features,
                              draws.tree_feature_masks, settings[output], n_threads)
-            scalings[output].restore(pack.nodes)
+            scalings[output].restore(pack.nodes, pack.value_bounds)
             if getattr(output_objective, "refits_leaves_to_quantile", False):
                 refit_quantile_leaves(pack, data, y if n_outputs == 1 else y[output],
                                       raw_prediction[output], sample_weight,
@@ -309,9 +333,11 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                 # boundary, so this is a safety net, not an expected path.
                 raise FloatingPointError(
                     f"training diverged in round {begin + round_index}: a leaf value is not "
-                    "finite; rescale y or sample_weight, or raise reg_lambda")
+                    f"finite; lower learning_rate (now {params['learning_rate']!r}), rescale "
+                    "y or sample_weight, or raise reg_lambda")
             backend.add_pack(pack, raw_prediction[output])
             round_packs.append(pack)
+        divergence.after_round(raw_prediction, begin + round_index)
         packs.extend(round_packs)
         if eval_sets:
             pack_only = TreeEnsemble.from_packs(round_packs, params["pack_size"],

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packboost import _constraints, _validation
+from packboost import _constraints, _inputs, _validation
 from packboost._collective import PeerLostError
 from packboost.backends.dask import (
     WorkerLostError,
@@ -188,7 +188,7 @@ class _DaskEstimator:
         if hasattr(X, "columns"):
             parts = X.to_delayed()
             lengths = np.asarray(X.map_partitions(len).compute(), dtype=np.int64)
-            feature_names = np.asarray([str(name) for name in X.columns], dtype=object)
+            feature_names = _inputs.table_feature_names(X.columns)  # as the local fit
             n_features = len(X.columns)
         else:
             X = X.rechunk({1: -1})
@@ -233,14 +233,17 @@ class _DaskEstimator:
         part_futures = client.compute(parts)
         # One pass over each partition where it lives: validated as the local
         # fit validates X, its dtype and integer column ranges, and its rows
-        # cut into the shards' pieces.
+        # cut into the shards' pieces. Empty partitions (what a filter leaves)
+        # hold no rows to validate or bin.
         placed = [client.submit(_place_partition, part, shard_of_row[start:end], len(plan),
-                                pure=False)
+                                pure=False) if end > start else None
                   for part, start, end in zip(part_futures, starts[:-1], starts[1:], strict=True)]
         ranges = client.gather([client.submit(operator.getitem, item, 0, pure=False)
-                                for item in placed])
+                                for item in placed if item is not None])
+        filled = [part for part, length in zip(part_futures, lengths, strict=True) if length]
+        filled_lengths = lengths[lengths > 0]
         # Continued training bins with the saved cuts, so old and new trees agree.
-        mapper = (self._fit_mapper(ranges, client, n_rows, params, part_futures, lengths)
+        mapper = (self._fit_mapper(ranges, client, n_rows, params, filled, filled_lengths)
                   if init is None else init["bin_mapper_"])
         init_ensemble = None if init is None else init["ensemble_"]
         dtype = np.result_type(*[dtype for dtype, _, _ in ranges])
@@ -255,6 +258,8 @@ class _DaskEstimator:
             first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
             pieces = []
             for item, start, end in zip(placed, starts[:-1], starts[1:], strict=True):
+                if item is None:
+                    continue
                 local = np.flatnonzero(shard_of_row[start:end] == index)
                 if len(local):
                     rows = client.submit(_piece, item, index, pure=False)
@@ -370,10 +375,32 @@ class _DaskEstimator:
 
         return mapper.fit_sample(sample, column_distinct)
 
-    def predict(self, X, iteration_range=None, **kwargs):
+    def predict(self, X, iteration_range=None, *, pred_contrib=False):
         if _is_dask(X):
-            return _lazy(self.to_local(), "predict", X, iteration_range, **kwargs)
-        return super().predict(X, iteration_range, **kwargs)
+            local = self.to_local()
+            n_outputs = local.ensemble_.n_outputs
+            if pred_contrib:
+                contributions = (lambda part: local.predict(part, iteration_range,
+                                                            pred_contrib=True))
+                if n_outputs == 1:   # (rows, features + 1)
+                    return _lazy(X, contributions, n_columns=local.n_features_in_ + 1,
+                                 dtype=np.float64)
+                # (rows, outputs, features + 1): an array, whatever X is
+                return _lazy_3d(X, contributions, (n_outputs, local.n_features_in_ + 1))
+            return _lazy(X, lambda part: local.predict(part, iteration_range),
+                         n_columns=self._prediction_columns(local),
+                         dtype=self._prediction_dtype(local))
+        return super().predict(X, iteration_range, pred_contrib=pred_contrib)
+
+    @staticmethod
+    def _prediction_dtype(local):
+        return np.dtype(np.float64)
+
+    @staticmethod
+    def _prediction_columns(local):
+        """Columns of ``predict``: None (one value a row), or the targets."""
+        n_outputs = local.ensemble_.n_outputs
+        return None if n_outputs == 1 else n_outputs
 
 
 def _worker_threads(client, workers, n_jobs) -> dict:
@@ -495,24 +522,46 @@ def _fitted_names(view):
     return [name for name in _FITTED if name in view]
 
 
-def _lazy(local, method, X, iteration_range, columns=None, **kwargs):
-    """``local.method`` on every partition / block of ``X``, lazily."""
+def _lazy(X, predict, *, n_columns, dtype):
+    """``predict`` on every partition / block of the Dask collection ``X``,
+    lazily: a Series (or 1-D array) when ``n_columns`` is None, else a
+    DataFrame (or 2-D array) of ``n_columns`` columns; pieces keep their
+    partition's index. An empty partition (what a filter leaves) gives an
+    empty piece: the local estimators refuse zero rows, as scikit-learn's do."""
     def apply(part):
-        return getattr(local, method)(part, iteration_range, **kwargs)
+        if len(part) == 0:
+            return np.empty((0,) if n_columns is None else (0, n_columns), dtype=dtype)
+        return np.asarray(predict(part))
 
     if hasattr(X, "map_partitions"):
-        if columns:
-            import pandas as pd
+        import pandas as pd
 
-            return X.map_partitions(
-                lambda part: pd.DataFrame(apply(part), index=part.index),
-                meta=pd.DataFrame({k: pd.Series(dtype="f8") for k in range(columns)}))
-        return X.map_partitions(apply, meta=(None, "f8" if method != "predict_labels"
-                                             else "O"))
+        if n_columns is None:
+            return X.map_partitions(lambda part: pd.Series(apply(part), index=part.index),
+                                    meta=pd.Series(dtype=dtype))
+        return X.map_partitions(
+            lambda part: pd.DataFrame(apply(part), index=part.index),
+            meta=pd.DataFrame({k: pd.Series(dtype=dtype) for k in range(n_columns)}))
     X = X.rechunk({1: -1})
-    if columns:
-        return X.map_blocks(apply, chunks=(X.chunks[0], (columns,)), dtype=np.float64)
-    return X.map_blocks(apply, drop_axis=1, dtype=np.float64)
+    if n_columns is None:
+        return X.map_blocks(apply, drop_axis=1, dtype=dtype)
+    return X.map_blocks(apply, chunks=(X.chunks[0], (n_columns,)), dtype=dtype)
+
+
+def _lazy_3d(X, predict, tail):
+    """``predict`` on every partition / block of ``X`` as a lazy Dask array
+    of shape (rows,) + ``tail`` (a DataFrame is taken as its array)."""
+    if hasattr(X, "to_dask_array"):
+        X = X.to_dask_array(lengths=True)
+    X = X.rechunk({1: -1})
+
+    def apply(block):
+        if len(block) == 0:
+            return np.empty((0,) + tail)
+        return np.asarray(predict(block))
+
+    return X.map_blocks(apply, chunks=(X.chunks[0],) + tuple((size,) for size in tail),
+                        new_axis=2, dtype=np.float64)
 
 
 class DaskPackBoostRegressor(_DaskEstimator, PackBoostRegressor):
@@ -541,16 +590,15 @@ class DaskPackBoostClassifier(_DaskEstimator, PackBoostClassifier):
 
     def predict_proba(self, X, iteration_range=None):
         if _is_dask(X):
-            return _lazy(self.to_local(), "predict_proba", X, iteration_range, columns=2)
+            local = self.to_local()
+            return _lazy(X, lambda part: local.predict_proba(part, iteration_range),
+                         n_columns=len(local.classes_), dtype=np.float64)
         return super().predict_proba(X, iteration_range)
 
-    def predict(self, X, iteration_range=None, **kwargs):
-        if _is_dask(X):
-            local = self.to_local()
-            if hasattr(X, "map_partitions"):
-                return X.map_partitions(lambda part: local.predict(part, iteration_range),
-                                        meta=(None, local.classes_.dtype))
-            return X.rechunk({1: -1}).map_blocks(
-                lambda block: local.predict(block, iteration_range), drop_axis=1,
-                dtype=local.classes_.dtype)
-        return PackBoostClassifier.predict(self, X, iteration_range, **kwargs)
+    @staticmethod
+    def _prediction_dtype(local):
+        return local.classes_.dtype
+
+    @staticmethod
+    def _prediction_columns(local):
+        return None   # one label a row, however many classes

@@ -123,6 +123,12 @@ class Pack:
     nodes: dict
     tree_offsets: np.ndarray  # (pack_size + 1,)
     layer_features: list      # K_d for d = 0 .. max_depth-1
+    # With monotone constraints: (n_nodes, 2) [lower, upper] bounds on each
+    # node's value, in the units of nodes["value"] (shrunk), None without.
+    # Not saved: what changes a leaf after growing (the quantile refit,
+    # packboost._leaf_refit) must keep it inside them for the trees to stay
+    # monotone.
+    value_bounds: np.ndarray | None = None
 
 
 def leaf_values(sum_g: np.ndarray, sum_h: np.ndarray, reg_lambda: float,
@@ -193,6 +199,9 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
                 slot_bounds = _constraints.child_bounds(split_bounds, split_monotone, values)
             np.clip(values, slot_bounds[:, 0], slot_bounds[:, 1], out=values)
         level["value"][:] = params.shrinkage * values
+        if monotone is not None:
+            level["value_lower"] = params.shrinkage * slot_bounds[:, 0]
+            level["value_upper"] = params.shrinkage * slot_bounds[:, 1]
         level["n_samples"][:] = counts
         level["sum_hessian"][:] = sums.hessians
 
@@ -264,19 +273,27 @@ def assemble_pack(levels: list, next_local: np.ndarray, layer_features) -> Pack:
     pack: tree t owns nodes ``[tree_offsets[t], tree_offsets[t+1])`` and
     children become pack-absolute."""
     tree_offsets = np.concatenate([[0], np.cumsum(next_local)]).astype(np.int64)
-    nodes = empty_nodes(int(tree_offsets[-1]))
+    n_nodes = int(tree_offsets[-1])
+    nodes = empty_nodes(n_nodes)
     if not levels:
         return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
     # Every level's slots at once (one scatter per field, not one per level
     # and field: this ran per pack).
     offset = tree_offsets[np.concatenate([level_tree for level_tree, _, _ in levels])]
     position = offset + np.concatenate([level_local for _, level_local, _ in levels])
+    value_bounds = None
+    if "value_lower" in levels[0][2]:
+        value_bounds = np.empty((n_nodes, 2))
+        for column, name in enumerate(("value_lower", "value_upper")):
+            value_bounds[position, column] = np.concatenate([level.pop(name)
+                                                             for _, _, level in levels])
     for name in levels[0][2]:
         values = np.concatenate([level[name] for _, _, level in levels])
         if name in ("left_child", "right_child"):
             values = np.where(values >= 0, values + offset, -1)
         nodes[name][position] = values
-    return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
+    return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features),
+                value_bounds=value_bounds)
 
 
 def tree_uses_feature_table(feature_mask, n_features: int, pack_size: int) -> np.ndarray:

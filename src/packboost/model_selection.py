@@ -7,8 +7,10 @@ on each side. Both splitters follow scikit-learn's protocol (``split(X, y,
 groups)`` and ``get_n_splits``) with ``groups`` the era label of every row, so
 they work with ``cross_val_score``, ``cross_validate`` and ``GridSearchCV``
 (``cv=EraKFold(5, embargo=4)``, ``groups=era``) without scikit-learn being
-needed to import them. Eras are ordered by their labels (``np.unique``): give
-labels that sort in time (ints, zero-padded strings, dates).
+needed to import them. Eras are in the declared order of an ordered
+categorical (pandas ``ordered=True``, polars ``Enum``), otherwise in the order
+of their labels (``np.unique``): give labels that sort in time (ints,
+zero-padded strings, dates) or declare the order.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+
+from packboost import _validation
 
 
 def _check_int(name: str, value, low: int) -> int:
@@ -27,21 +31,73 @@ def _check_int(name: str, value, low: int) -> int:
 
 
 def _era_codes(X, groups) -> tuple[np.ndarray, int]:
-    """(era index of every row in time order, number of eras) from ``groups``."""
+    """(era index of every row in time order, number of eras) from ``groups``.
+
+    Time order is the declared order of an ordered categorical (pandas
+    ``ordered=True``, polars ``Enum``), otherwise the labels' own order
+    (numbers, strings, dates); labels that cannot be ordered, and missing
+    ones (NaN, None, NaT, ``pd.NA``), are refused as the estimators refuse
+    them for ``era``.
+    """
     if groups is None:
         raise ValueError("groups must be the era label of every row (groups=era), got None")
-    groups = np.asarray(groups)
-    if groups.ndim != 1:
-        raise ValueError(f"groups must be 1-D (one era label per row), got shape {groups.shape}")
-    n_rows = getattr(X, "shape", (len(X),))[0] if X is not None else len(groups)
-    if len(groups) != n_rows:
-        raise ValueError(f"groups has {len(groups)} labels but X has {n_rows} rows")
-    if groups.dtype.kind == "f" and np.isnan(groups).any():
-        raise ValueError("groups contains NaN: every row needs an era label")
-    if groups.dtype == object and any(label is None for label in groups):
-        raise ValueError("groups contains None: every row needs an era label")
-    labels, codes = np.unique(groups, return_inverse=True)
-    return codes.reshape(-1), len(labels)
+    n_rows = (getattr(X, "shape", (len(X),))[0] if X is not None
+              else len(groups) if hasattr(groups, "__len__") else None)
+    declared = _declared_order_codes(groups)
+    if declared is not None:
+        if declared.ndim == 1 and len(declared) != n_rows:
+            raise ValueError(f"groups has {len(declared)} labels but X has {n_rows} rows")
+        # Positions in the declared order, made consecutive (unused categories dropped).
+        ranks, codes = np.unique(declared, return_inverse=True)
+        return codes.reshape(-1), len(ranks)
+    shape = np.shape(groups)
+    if len(shape) != 1:
+        raise ValueError(f"groups must be 1-D (one era label per row), got shape {shape}")
+    if shape[0] != n_rows:
+        raise ValueError(f"groups has {shape[0]} labels but X has {n_rows} rows")
+    codes, labels = _validation.encode_eras(groups, n_rows, argument="groups")
+    return codes.astype(np.intp), len(labels)
+
+
+def _declared_order_codes(groups) -> np.ndarray | None:
+    """Each row's position in the categories of an ordered categorical, or
+    None for labels without a declared order. A missing label is refused."""
+    dtype = getattr(groups, "dtype", None)
+    if hasattr(dtype, "categories") and hasattr(dtype, "ordered"):
+        # pandas: a Series, Categorical or CategoricalIndex
+        codes = np.asarray(getattr(groups, "cat", groups).codes)
+        missing = codes < 0
+        if not dtype.ordered:
+            _check_unordered_categories(dtype.categories, codes[~missing])
+            return None
+    elif type(dtype).__name__ == "Enum" and type(dtype).__module__.startswith("polars"):
+        physical = groups.to_physical()
+        missing = physical.is_null().to_numpy()
+        codes = physical.fill_null(0).to_numpy()
+    else:
+        return None
+    if missing.any():
+        row = int(np.argmax(missing))
+        raise ValueError(f"groups contains NaN or another missing label (at row {row}): "
+                         "every row needs an era")
+    return codes.astype(np.int64)
+
+
+def _check_unordered_categories(categories, codes: np.ndarray) -> None:
+    """An unordered pandas categorical is ordered by its labels, as plain
+    labels are; pandas itself sorts it by its categories. Where the two
+    orders of its eras differ, which one is time is not said: refused."""
+    present = list(categories[np.unique(codes)])
+    try:
+        agree = present == sorted(present)
+    except TypeError:
+        agree = False
+    if not agree:
+        raise ValueError(
+            f"groups is an unordered categorical whose categories {present[:6]} are not in "
+            "the order of their labels, so the eras' time order is ambiguous: declare it "
+            "(pd.Categorical(..., ordered=True) orders eras by the categories) or pass the "
+            "labels themselves (ordered as they sort)")
 
 
 def _rows(codes: np.ndarray, eras: np.ndarray) -> np.ndarray:

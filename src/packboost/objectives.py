@@ -80,6 +80,11 @@ class SquaredError:
     def transform(raw_prediction: np.ndarray) -> np.ndarray:
         return raw_prediction
 
+    @staticmethod
+    def loss(y, raw_prediction, sample_weight) -> float:
+        with np.errstate(over="ignore"):
+            return _mean(0.5 * np.square(raw_prediction - y), sample_weight)
+
 
 class Huber:
     """Huber loss with ``delta = alpha``: quadratic for ``|F - y| <= alpha``, linear beyond.
@@ -103,6 +108,12 @@ class Huber:
         np.subtract(raw_prediction, y, out=out_g)
         np.clip(out_g, -self.alpha, self.alpha, out=out_g)
         _unit_hessian(out_g, out_h, sample_weight)
+
+    def loss(self, y, raw_prediction, sample_weight) -> float:
+        residual = np.abs(raw_prediction - y)
+        with np.errstate(over="ignore"):
+            return _mean(np.where(residual <= self.alpha, 0.5 * residual * residual,
+                                  self.alpha * (residual - 0.5 * self.alpha)), sample_weight)
 
     transform = staticmethod(SquaredError.transform)
 
@@ -134,6 +145,11 @@ class Quantile:
         np.copyto(out_g, np.where(raw_prediction >= y, 1.0 - self.alpha, -self.alpha))
         _unit_hessian(out_g, out_h, sample_weight)
 
+    def loss(self, y, raw_prediction, sample_weight) -> float:
+        residual = y - raw_prediction
+        return _mean(np.where(residual >= 0, self.alpha * residual,
+                              (self.alpha - 1.0) * residual), sample_weight)
+
     transform = staticmethod(SquaredError.transform)
 
 
@@ -157,6 +173,12 @@ class Logistic:
         _logistic_hessians_and_weights(probability, sample_weight, out_g, out_h)
 
     @staticmethod
+    def loss(y, raw_prediction, sample_weight) -> float:
+        # log(1 + exp(-s F)) with s = +1 for y = 1, -1 for y = 0: stable for large |F|.
+        return _mean(np.logaddexp(0.0, np.where(y > 0.5, -raw_prediction, raw_prediction)),
+                     sample_weight)
+
+    @staticmethod
     def transform(raw_prediction: np.ndarray) -> np.ndarray:
         return _sigmoid(raw_prediction)
 
@@ -178,6 +200,12 @@ class MultiTarget:
         for output in range(self.n_outputs):
             self.objective.gradients(y[output], raw_prediction[output], sample_weight,
                                      out_g[output], out_h[output])
+
+    def loss(self, y, raw_prediction, sample_weight) -> float:
+        """The mean over the targets of each one's loss."""
+        return float(np.mean([self.objective.loss(y[output], raw_prediction[output],
+                                                  sample_weight)
+                              for output in range(self.n_outputs)]))
 
     def transform(self, raw_prediction: np.ndarray) -> np.ndarray:
         return self.objective.transform(raw_prediction)
@@ -215,6 +243,11 @@ class Softmax:
         np.copyto(out_g, probability)
         out_g[y.astype(np.intp), np.arange(y.size)] -= 1.0
         _logistic_hessians_and_weights(probability, sample_weight, out_g, out_h)
+
+    @staticmethod
+    def loss(y, raw_prediction, sample_weight) -> float:
+        true_raw = raw_prediction[y.astype(np.intp), np.arange(y.size)]
+        return _mean(np.logaddexp.reduce(raw_prediction, axis=0) - true_raw, sample_weight)
 
     @staticmethod
     def transform(raw_prediction: np.ndarray) -> np.ndarray:
@@ -291,6 +324,21 @@ class CustomObjective:
         if sample_weight is not None:
             out_g *= sample_weight
             out_h *= sample_weight
+        for label, out in (("grad", out_g), ("hess", out_h)):
+            # Finite values whose sum overflows (1e307 on a few rows) cannot be
+            # summed into a leaf; said here, where the objective is known.
+            with np.errstate(over="ignore"):
+                total = float(np.sum(np.abs(out)))
+            if not np.isfinite(total):
+                row = int(np.argmax(np.abs(out)))
+                largest = float(out[row])
+                if self.row_order is not None:   # the row as the caller numbers it
+                    row = int(self.row_order[row])
+                weighted = " times sample_weight" if sample_weight is not None else ""
+                raise ObjectiveError(
+                    f"objective {function_name!r} returned a {label} too large: the sum of its "
+                    f"magnitudes{weighted} over the {len(out)} rows overflows float64 (the "
+                    f"largest is {largest!r}, at row {row}); rescale the objective")
 
     def transform(self, raw_prediction: np.ndarray) -> np.ndarray:
         return self.link(raw_prediction)
@@ -303,6 +351,15 @@ def _unit_hessian(out_g, out_h, sample_weight) -> None:
     else:
         out_g *= sample_weight
         out_h[:] = sample_weight
+
+
+def _mean(losses: np.ndarray, sample_weight: np.ndarray | None) -> float:
+    """The (weighted) mean of per-row losses; +inf when they overflow."""
+    if not losses.size:
+        return 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = float(np.average(losses, weights=sample_weight))
+    return value if not np.isnan(value) else np.inf
 
 
 def weighted_quantile(y: np.ndarray, sample_weight: np.ndarray | None, q: float) -> float:

@@ -24,7 +24,7 @@ from packboost import _constraints, _inputs, _parameters, _validation, backends
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._docs import ATTRIBUTE_DOC as _ATTRIBUTE_DOC
 from packboost._docs import FIT_DOC as _FIT_DOC
-from packboost._eval_metrics import resolve_eval_metric
+from packboost._eval_metrics import check_distinct_names, resolve_eval_metric
 from packboost._memory import check_fit_memory, data_memory_estimate, training_memory_estimate
 from packboost.binning import BinMapper
 from packboost.booster import EvalSet, InitModel, _fraction_count, train
@@ -414,6 +414,9 @@ class _PackBoostEstimator(BaseEstimator):
                    for metric in eval_metric]
         if not metrics:
             raise ValueError("eval_metric is empty")
+        # Before any round for the built-ins; a callable's name is checked
+        # once it has returned it (packboost.booster.EvalSet.evaluate).
+        check_distinct_names([metric for metric in metrics if metric.function is None])
         return metrics
 
     def _build_callbacks(self, callbacks, early_stopping_rounds, progress):

@@ -43,8 +43,14 @@ def add_column_arguments(command, *, targets: bool):
                        help="feature set of a Numerai features.json (e.g. small, medium)")
 
 
-def split_list(text: str) -> list:
-    return [item.strip() for item in text.split(",") if item.strip()]
+def split_list(text: str, option: str, what: str) -> list:
+    """The comma-separated items of ``option``'s value; none (``","``, ``""``)
+    is an error, never an empty selection."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise CommandError(f"{option} {text!r} selects no {what}: give one or more "
+                           f"comma-separated {what}s")
+    return items
 
 
 def choose_era_column(requested, available):
@@ -68,7 +74,8 @@ def choose_target_columns(requested, available) -> list:
         if not candidates:
             raise CommandError("no target column: name one with --target")
         return candidates[:1]
-    return _files.select_columns(available, split_list(requested))
+    return _files.select_columns(available, split_list(requested, "--target",
+                                                       "target column"))
 
 
 def choose_feature_columns(args, available, *, exclude, model_features) -> list:
@@ -82,7 +89,8 @@ def choose_feature_columns(args, available, *, exclude, model_features) -> list:
                                f"columns of the data, e.g. {missing[:3]}")
         return names
     if args.features is not None:
-        return _files.select_columns(available, split_list(args.features))
+        return _files.select_columns(available, split_list(args.features, "--features",
+                                                           "feature"))
     if model_features is not None:
         return model_features
     excluded = {name for name in exclude if name} | {DEFAULT_ID_COLUMN}
@@ -101,7 +109,8 @@ def choose_model_feature_columns(model, requested, available) -> list:
     from packboost import _files
 
     if requested is not None:
-        features = _files.select_columns(available, split_list(requested))
+        features = _files.select_columns(available, split_list(requested, "--features",
+                                                               "feature"))
     else:
         names = getattr(model, "feature_names_in_", None)
         if names is None:

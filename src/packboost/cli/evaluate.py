@@ -69,7 +69,7 @@ def run(args, parser) -> int:
                 outputs=[("--csv", args.csv), ("--png", args.png)])
     check_table_output(parser, "--csv", args.csv)
     check_image_output(parser, "--png", args.png)
-    methods = split_list(args.methods)
+    methods = split_list(args.methods, "--methods", "correlation method")
     for method in methods:
         if method not in CORRELATION_CHOICES:
             parser.error(f"--methods: {method!r} is not one of {', '.join(CORRELATION_CHOICES)}")

@@ -102,7 +102,7 @@ def run(args, parser) -> int:
     elif args.early_stopping_rounds is not None:
         raise CommandError("--early-stopping-rounds needs --valid")
     if args.eval_metric is not None:
-        fit_kwargs["eval_metric"] = split_list(args.eval_metric)
+        fit_kwargs["eval_metric"] = split_list(args.eval_metric, "--eval-metric", "metric")
     callbacks = [LogEvaluation(args.log_every)] if args.log_every else []
     shown = ", ".join(f"{name}={value!r}" for name, value in sorted(params.items()))
     print(f"fit:   {estimator_class.__name__}({shown})")
@@ -211,18 +211,27 @@ def load_config(path, estimator_class) -> dict:
         raise CommandError(f"--config {path}: not valid TOML: {error}") from None
     except RecursionError:
         raise CommandError(f"--config {path}: TOML nested too deeply") from None
+    # Parameters are read from the top level and from [params], both: a key
+    # the command would not use is refused, never skipped.
+    sections = [("the top level", {key: value for key, value in content.items()
+                                   if key != "params"})]
     if "params" in content:
         if not isinstance(content["params"], dict):
             raise CommandError(f"--config {path}: [params] must be a table of parameters")
-        content = content["params"]
+        sections.append(("[params]", content["params"]))
     valid = set(estimator_class().get_params())
     params = {}
-    for key, value in content.items():
-        name = key.replace("-", "_")
-        if name not in valid:
-            raise CommandError(f"--config {path}: unknown parameter {key!r}; the "
-                               f"parameters are {sorted(valid)}")
-        if name in params:
-            raise CommandError(f"--config {path}: parameter {name!r} is given twice")
-        params[name] = value
+    for section, table in sections:
+        for key, value in table.items():
+            name = key.replace("-", "_")
+            if name not in valid:
+                if section == "the top level" and isinstance(value, dict):
+                    raise CommandError(
+                        f"--config {path}: unknown table [{key}]; parameters go at the top "
+                        f"level or under [params], and the parameters are {sorted(valid)}")
+                raise CommandError(f"--config {path}: unknown parameter {key!r} (in {section}); "
+                                   f"the parameters are {sorted(valid)}")
+            if name in params:
+                raise CommandError(f"--config {path}: parameter {name!r} is given twice")
+            params[name] = value
     return params
