@@ -380,8 +380,9 @@ class _DaskEstimator:
             local = self.to_local()
             n_outputs = local.ensemble_.n_outputs
             if pred_contrib:
-                contributions = (lambda part: local.predict(part, iteration_range,
-                                                            pred_contrib=True))
+                def contributions(part):
+                    return local.predict(part, iteration_range, pred_contrib=True)
+
                 if n_outputs == 1:   # (rows, features + 1)
                     return _lazy(X, contributions, n_columns=local.n_features_in_ + 1,
                                  dtype=np.float64)
