@@ -306,6 +306,11 @@ def test_several_outputs_as_locally(client, problem, kind):
     assert model.ensemble_.n_outputs == 3
     assert_same_model(local, model)
     np.testing.assert_array_equal(np.asarray(model.to_local().predict(X)), local.predict(X))
+    # Lazy predictions of every output, and their contributions (rows, 3, features + 1)
+    dX = da.from_array(X, chunks=(700, -1))
+    np.testing.assert_array_equal(np.asarray(model.predict(dX).compute()), local.predict(X))
+    np.testing.assert_array_equal(model.predict(dX, pred_contrib=True).compute(),
+                                  local.predict(X, pred_contrib=True))
 
 
 def _exit_soon():
