@@ -146,7 +146,8 @@ def test_docstring_is_generated_from_the_schema(estimator):
 def test_validated_params_cover_the_rules_and_the_seed():
     params = PackBoostRegressor(random_state=3)._validated_params()
     assert list(params) == [*PARAMETER_RULES, "objective", "random_state",
-                            "monotone_constraints", "interaction_constraints"]
+                            "monotone_constraints", "interaction_constraints",
+                            "categorical_features"]
     assert params["random_state"] == 3
     assert params["objective"] == "squared_error"  # None: the estimator's own
     assert PackBoostClassifier()._validated_params()["objective"] == "logistic"
@@ -177,6 +178,9 @@ def _edge_cases(parameter):
             "interaction_constraints": [(None, True), ([], True), ([[0, 1], ["a"]], True),
                                         ([[]], False), ([0, 1], False), ([[1.5]], False),
                                         ([[-1]], False), ("a", False)],
+            "categorical_features": [(None, True), ([], True), ([0, "sector"], True),
+                                     ((2,), True), ("sector", False), ([1.5], False),
+                                     ([True], False), ([-1], False), ([0, 0], False)],
             "random_state": [(None, True), (0, True), (7, True),
                              (np.random.default_rng(0), True),
                              (np.random.RandomState(0), True), (-1, False),

@@ -107,6 +107,10 @@ def _json_params(estimator) -> dict:
     # Tuples and NumPy arrays of constraints as JSON lists.
     for name in (_constraints.MONOTONE, _constraints.INTERACTIONS):
         params[name] = _constraints.json_value(name, params[name])
+    if params.get("categorical_features") is not None:
+        params["categorical_features"] = [
+            entry if isinstance(entry, str) else int(entry)
+            for entry in params["categorical_features"]]
     return params
 
 
