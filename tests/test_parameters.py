@@ -233,7 +233,9 @@ def test_file_parameters_are_checked_like_fit_and_random_state_as_json():
 def test_older_files_get_the_schema_values():
     assert _parameters.PARAMETERS_BEFORE_THEY_EXISTED == {
         "era_std": "total", "feature_sampling": "depth", "monotone_constraints": None,
-        "interaction_constraints": None}
+        "interaction_constraints": None, "categorical_features": None,
+        "max_cat_to_onehot": 4, "max_cat_threshold": 32, "cat_smooth": 10.0,
+        "min_data_per_group": 100}
     assert model_io.PARAMETERS_BEFORE_THEY_EXISTED is _parameters.PARAMETERS_BEFORE_THEY_EXISTED
     checked = model_io._checked_params(PackBoostRegressor(), {})
     assert checked["era_std"] == "total" and checked["feature_sampling"] == "depth"

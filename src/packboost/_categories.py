@@ -244,7 +244,7 @@ def _arrow_dictionary(column):
             pa.array([], type=column.type)
     if not pa.types.is_dictionary(column.type):
         column = column.dictionary_encode()
-    codes = column.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    codes = column.indices.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)
     return _Dictionary(codes, column.dictionary.to_pylist())
 
 
@@ -341,3 +341,24 @@ def fit_bins(mapper, X, encoder, row_order, n_threads):
 
         mapper.binned_dtype_ = _binned_dtype(mapper.n_bins_)
     return mapper.transform(X, row_order=row_order, n_threads=n_threads)
+
+
+def refuse_on_device(X, categorical_features, device: str, era_column=None) -> None:
+    """NotImplementedError naming the first categorical feature of ``X``
+    (by type, or listed in ``categorical_features``): category-set splits
+    run on the CPU backend only."""
+    names = []
+    kind = _inputs.frame_kind(X)
+    if kind is not None:
+        if kind == "polars" and type(X).__name__ == "LazyFrame":
+            X = X.collect()
+        columns = _inputs.column_names(X)
+        if _has_categorical_type(X, kind):
+            names = [name for name in columns if name != era_column
+                     and _is_categorical_type(_column(X, kind, name))]
+    names += list(categorical_features or ())
+    if names:
+        raise NotImplementedError(
+            f"categorical feature {names[0]!r} cannot be trained with device={device!r}: "
+            f"category-set splits run on the CPU backend only; use device='cpu', or encode "
+            f"the feature as numbers")

@@ -298,20 +298,20 @@ SCHEMA: tuple = (
          "with rows is one category against the rest; above it, the categories are ordered "
          "by their smoothed gradient ratio and the split is a prefix of that order (as "
          "LightGBM's ``max_cat_to_onehot``).",
-         ("grower",), low=1),
+         ("grower",), low=1, before=4),
     _int("max_cat_threshold", 32,
          "Most categories on the smaller side of a split by ordered categories "
          "(LightGBM's ``max_cat_threshold``).",
-         ("grower",), low=1),
+         ("grower",), low=1, before=32),
     _real("cat_smooth", 10.0,
           "Smoothing of the ratio ``G / (H + cat_smooth)`` that orders a node's categories: "
           "categories with few rows are pulled towards 0, the middle of the order "
           "(LightGBM's ``cat_smooth``).",
-          ("grower",)),
+          ("grower",), before=10.0),
     _int("min_data_per_group", 100,
          "Least rows (missing ones not counted) on each side of a split by ordered "
          "categories (LightGBM's ``min_data_per_group``).",
-         ("grower",), low=1),
+         ("grower",), low=1, before=100),
     Parameter("n_jobs", OTHER, None,
               "Threads; None or -1 uses every CPU this process may use.",
               ("estimator",), type_doc="int or None"),

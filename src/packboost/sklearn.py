@@ -223,6 +223,9 @@ class _PackBoostEstimator(BaseEstimator):
             source = vars(self).copy()
         params = self._validated_params(source)
         _validation.warn_unusual_params(params)
+        if params["device"] != "cpu":
+            _categories.refuse_on_device(X, params["categorical_features"], params["device"],
+                                         era if isinstance(era, str) else None)
         backends.check_device(params["device"])
         if early_stopping_rounds is not None and (
                 isinstance(early_stopping_rounds, bool)
