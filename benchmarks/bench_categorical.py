@@ -83,8 +83,9 @@ def encodings(X_train, X_test, categorical):
     as_category = both.copy()
     for name in categorical:
         # categories from the training rows only: later ones are unseen
-        known = np.unique(X_train[name].dropna())
-        as_category[name] = pd.Categorical(both[name], categories=known)
+        # (integer labels: XGBoost refuses float ones)
+        known = np.unique(X_train[name].dropna()).astype(np.int64)
+        as_category[name] = pd.Categorical(both[name].astype("Int64"), categories=known)
     return {"ordinal": (both.loc["train"], both.loc["test"]),
             "onehot": (onehot.loc["train"], onehot.loc["test"]),
             "category": (as_category.loc["train"], as_category.loc["test"])}
@@ -96,7 +97,8 @@ def fit_model(name, tables, y, era, categorical, args):
     trees = PACK_SIZE * rounds
     packboost = dict(n_estimators=rounds, pack_size=PACK_SIZE, max_depth=depth,
                      learning_rate=lr, n_jobs=threads, random_state=args.seed,
-                     min_data_per_group=args.min_data_per_group)
+                     min_data_per_group=args.min_data_per_group, lambda_dro=args.lambda_dro,
+                     max_bins=args.max_bins)
     if name == "packboost":
         X, X_test = tables["category"]
         model = PackBoostRegressor(**packboost)
@@ -180,6 +182,8 @@ def parse_args(argv=None):
     parser.add_argument("--max-depth", type=int, default=4)
     parser.add_argument("--learning-rate", type=float, default=0.1)
     parser.add_argument("--min-data-per-group", type=int, default=100)
+    parser.add_argument("--lambda-dro", type=float, default=1.0)
+    parser.add_argument("--max-bins", type=int, default=255)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)

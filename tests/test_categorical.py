@@ -348,3 +348,23 @@ def test_importance_counts_category_splits():
     gains = model.get_feature_importance("gain")
     assert np.isclose(gains[0], model.ensemble_.nodes["gain"][
         model.ensemble_.nodes["threshold_bin"] == -1].sum())
+
+
+def test_dask_refuses_categorical_features_by_name():
+    pytest.importorskip("distributed")
+    from packboost.dask import DaskPackBoostRegressor
+
+    X, y, _, _ = era_table()
+    with pytest.raises(NotImplementedError, match="categorical feature 'sector'.*Dask"):
+        DaskPackBoostRegressor(n_estimators=1, categorical_features=["sector"]).fit(X, y)
+    with pytest.raises(NotImplementedError, match="categorical feature 'sector'.*Dask"):
+        DaskPackBoostRegressor(n_estimators=1).fit(X, y)
+
+
+def test_cuda_predict_refuses_a_categorical_model():
+    from packboost import backends
+
+    model, X, _, _ = fitted()
+    codes = model.category_encoder_.transform(X).values
+    with pytest.raises(NotImplementedError, match="categorical features.*device='cuda'"):
+        backends.predict_raw("cuda", model.ensemble_, codes, 1)

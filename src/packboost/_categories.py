@@ -24,6 +24,9 @@ import numpy as np
 from packboost import _inputs
 
 ARGUMENT = "categorical_features"
+# Categories per feature: one bin each, the missing one included, in uint16
+# codes (whatever max_bins, which bounds the numeric features' bins).
+MAX_CATEGORIES = 65535
 
 
 def check_categorical_features(value) -> None:
@@ -263,7 +266,7 @@ def _feature_positions(value, n_features: int, names) -> list:
     return positions
 
 
-def learn(X, categorical_features, max_bins: int, *, argument: str = "X"):
+def learn(X, categorical_features, *, argument: str = "X"):
     """The categorical features of a training ``X`` and their categories.
 
     Returns ``(encoder, X)``: ``(None, X)`` unchanged when ``X`` has no
@@ -286,10 +289,10 @@ def learn(X, categorical_features, max_bins: int, *, argument: str = "X"):
             continue
         features.append(k)
         labels = _labels_of(column, names[k] if names is not None else k, argument)
-        if len(labels) > max_bins:
+        if len(labels) > MAX_CATEGORIES:
             name = names[k] if names is not None else k
             raise ValueError(f"categorical feature {name!r} has {len(labels)} categories, "
-                             f"more than max_bins={max_bins}; raise max_bins (up to 65535)")
+                             f"more than the {MAX_CATEGORIES} a feature may have")
         categories.append(labels)
     if not features:
         return None, X
@@ -362,3 +365,19 @@ def refuse_on_device(X, categorical_features, device: str, era_column=None) -> N
             f"categorical feature {names[0]!r} cannot be trained with device={device!r}: "
             f"category-set splits run on the CPU backend only; use device='cpu', or encode "
             f"the feature as numbers")
+
+
+def refuse_distributed(X, categorical_features, estimator: str) -> None:
+    """NotImplementedError naming the first categorical feature of a Dask
+    fit (listed, or a column of ``category`` dtype): its workers do not
+    split by category sets yet."""
+    names = list(categorical_features or ())
+    dtypes = getattr(X, "dtypes", None)
+    if not names and dtypes is not None and hasattr(dtypes, "items"):
+        names = [name for name, dtype in dtypes.items()
+                 if type(dtype).__name__ == "CategoricalDtype"]
+    if names:
+        raise NotImplementedError(
+            f"categorical feature {names[0]!r} cannot be trained by {estimator} (the Dask "
+            f"backend): category-set splits run on the local CPU backend only; fit "
+            f"PackBoostRegressor/PackBoostClassifier, or encode the feature as numbers")

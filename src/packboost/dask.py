@@ -21,7 +21,7 @@ import uuid
 
 import numpy as np
 
-from packboost import _constraints, _validation
+from packboost import _categories, _constraints, _validation
 from packboost.backends.dask import (
     DaskBackend,
     ShardInfo,
@@ -142,6 +142,7 @@ class _DaskEstimator:
                                       "continue a model with the local estimator (to_local())")
         params = self._validated_params()
         _validation.warn_unusual_params(params)
+        _categories.refuse_distributed(X, params["categorical_features"], type(self).__name__)
         if params["device"] != "cpu":
             raise ValueError(f"device must be 'cpu' for {type(self).__name__} (the workers "
                              f"run the CPU kernels), got {params['device']!r}")

@@ -248,8 +248,7 @@ class _PackBoostEstimator(BaseEstimator):
             encoder = init["category_encoder_"]
             X = encoder.transform(X)
         else:
-            encoder, X = _categories.learn(X, params["categorical_features"],
-                                           params["max_bins"])
+            encoder, X = _categories.learn(X, params["categorical_features"])
         X, feature_names = _validation.check_X(X)
         if init is not None:
             self._check_features(X, feature_names, init["n_features_in_"],
