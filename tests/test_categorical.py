@@ -327,10 +327,19 @@ def test_forged_category_sets_are_refused(tmp_path):
 
 
 def test_shap_adds_up_and_matches_the_reference():
+    from oracles.shap_reference import shapley_contributions
+
     model, X, _, _ = fitted()
-    contributions = model.predict(X.iloc[:200], pred_contrib=True)
-    np.testing.assert_allclose(contributions.sum(axis=1), model.predict(X.iloc[:200]),
+    rows = X.iloc[:200]
+    contributions = model.predict(rows, pred_contrib=True)
+    np.testing.assert_allclose(contributions.sum(axis=1), model.predict(rows),
                                rtol=1e-9, atol=1e-9)
+    codes = model.category_encoder_.transform(rows.iloc[:12]).values
+    assert np.isnan(codes[0, 0])  # a missing category among them
+    ensemble = model.ensemble_
+    expected = shapley_contributions(ensemble.nodes, ensemble.tree_roots(),
+                                     ensemble.base_score, codes)
+    np.testing.assert_allclose(contributions[:12], expected, rtol=1e-9, atol=1e-12)
 
 
 def test_standalone_predictor_matches_predict():
@@ -368,3 +377,14 @@ def test_cuda_predict_refuses_a_categorical_model():
     codes = model.category_encoder_.transform(X).values
     with pytest.raises(NotImplementedError, match="categorical features.*device='cuda'"):
         backends.predict_raw("cuda", model.ensemble_, codes, 1)
+
+
+def test_shap_by_the_recursive_path_matches_the_tables(monkeypatch):
+    from packboost import _contributions
+
+    model, X, _, _ = fitted()
+    rows = X.iloc[:60]
+    tabled = model.predict(rows, pred_contrib=True)
+    monkeypatch.setattr(_contributions, "MAX_TABLED_PATH_FEATURES", 0)
+    recursive = model.predict(rows, pred_contrib=True)
+    np.testing.assert_allclose(recursive, tabled, rtol=1e-9, atol=1e-12)
