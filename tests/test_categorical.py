@@ -388,3 +388,27 @@ def test_shap_by_the_recursive_path_matches_the_tables(monkeypatch):
     monkeypatch.setattr(_contributions, "MAX_TABLED_PATH_FEATURES", 0)
     recursive = model.predict(rows, pred_contrib=True)
     np.testing.assert_allclose(recursive, tabled, rtol=1e-9, atol=1e-12)
+
+
+def test_nullable_and_string_columns_and_continued_training():
+    import pandas as pd
+
+    X, y, era, _ = era_table()
+    nullable = X.assign(count=pd.array(np.arange(len(X)) % 7, dtype="Int8"),
+                        tag=pd.array(["a", None, "b"] * (len(X) // 3), dtype="string"))
+    nullable.loc[::11, "count"] = pd.NA
+    model = PackBoostRegressor(n_estimators=4, max_depth=3, random_state=0, n_jobs=1,
+                               min_data_per_group=20, categorical_features=["tag"])
+    model.fit(nullable, y, era=era)
+    assert model.category_encoder_.categories[1] == ["a", "b"]
+    np.testing.assert_array_equal(model.standalone_predictor().predict(nullable),
+                                  model.predict(nullable))
+    numeric = PackBoostRegressor(n_estimators=2, random_state=0).fit(X[["x"]], y)
+    with pytest.raises(ValueError, match="init_model was trained without categorical"):
+        PackBoostRegressor(n_estimators=2).fit(X, y, init_model=numeric)
+    # continuing a categorical model reuses its categories
+    more = PackBoostRegressor(n_estimators=2, max_depth=3, random_state=1,
+                              min_data_per_group=20, categorical_features=["tag"])
+    more.fit(nullable, y, era=era, init_model=model)
+    assert more.category_encoder_ is model.category_encoder_
+    assert more.ensemble_.n_rounds == 6

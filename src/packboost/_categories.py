@@ -153,7 +153,7 @@ class _Lookup:
     def codes(self, column) -> np.ndarray:
         if isinstance(column, _Dictionary):
             # Codes of the column's own dictionary, mapped once per label.
-            table = np.array([self.index.get(_label(label), np.nan) if label is not None
+            table = np.array([self.index.get(_label(label), np.nan) if not _missing(label)
                               else np.nan for label in column.labels] + [np.nan])
             return table[np.where(column.codes < 0, len(column.labels), column.codes)]
         if column.dtype.kind in "biuf" and self.numeric:
@@ -180,7 +180,9 @@ class _Dictionary:
 
 
 def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
+    """None, NaN, or pandas' NA / NaT (told by type name: pandas is not imported)."""
+    return (value is None or (isinstance(value, float) and value != value)
+            or type(value).__name__ in ("NAType", "NaTType"))
 
 
 def _numeric(column, names, k, argument) -> np.ndarray:
@@ -224,6 +226,11 @@ def _column(frame, kind, name):
         dtype = series.dtype
         if type(dtype).__name__ == "CategoricalDtype":
             return _Dictionary(series.cat.codes.to_numpy(), list(dtype.categories))
+        numpy_type = getattr(dtype, "numpy_dtype", None)
+        if not isinstance(dtype, np.dtype) and numpy_type is not None \
+                and np.dtype(numpy_type).kind in "biuf":
+            # nullable Int8, Float32, boolean: NaN for the missing values
+            return series.to_numpy(dtype=np.float64, na_value=np.nan)
         return _inputs.get_column(frame, name)
     if kind == "polars":
         series = frame.get_column(name)

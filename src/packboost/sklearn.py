@@ -249,6 +249,9 @@ class _PackBoostEstimator(BaseEstimator):
             X = encoder.transform(X)
         else:
             encoder, X = _categories.learn(X, params["categorical_features"])
+            if encoder is not None and init is not None:
+                raise ValueError("init_model was trained without categorical features; "
+                                 "continue it on the same numeric features")
         X, feature_names = _validation.check_X(X)
         if init is not None:
             self._check_features(X, feature_names, init["n_features_in_"],

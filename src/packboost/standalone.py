@@ -178,13 +178,19 @@ class StandalonePredictor:
             if k in categories:
                 index = {label: code for code, label in enumerate(categories[k])}
                 values = np.asarray(column, dtype=object).tolist()
-                out[:, k] = [index.get(value.item() if hasattr(value, "item") else value,
+                out[:, k] = [np.nan if _missing(value) else
+                             index.get(value.item() if hasattr(value, "item") else value,
                                        np.nan)
-                             if value is not None and value == value else np.nan
                              for value in values]
             else:
                 out[:, k] = np.asarray(column, dtype=np.float64)
         return out
+
+
+def _missing(value):
+    """None, NaN, or pandas' NA / NaT (told by type name: no pandas needed)."""
+    return (value is None or (isinstance(value, float) and value != value)
+            or type(value).__name__ in ("NAType", "NaTType"))
 
 
 def _softmax(raw):
