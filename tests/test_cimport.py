@@ -62,7 +62,7 @@ DOWNSTREAM_PYX = '''\
 import numpy as np
 
 cimport packboost
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t
 
 
 cdef packboost.TreeNodes tree_nodes(nodes: dict):
@@ -108,6 +108,25 @@ def predict_binned(const packboost.bin_code_t[:, ::1] X_binned, dict nodes,
         packboost.predict_rows_binned(&view, &tree_roots[0], tree_roots.shape[0],
                                       &X_binned[0, 0], X_binned.shape[1], 1,
                                       X_binned.shape[1], &missing_bin[0], &out[0])
+    return out_array
+
+
+def predict_with_sets(const double[:, ::1] X, dict nodes, const int64_t[::1] tree_roots,
+                      double base_score):
+    """predict for a model with categorical features (category codes in X)."""
+    cdef packboost.TreeNodes view = tree_nodes(nodes)
+    cdef const packboost.bin_index_t[::1] threshold_bin = nodes["threshold_bin"]
+    cdef const uint32_t[:, ::1] words = nodes["category_words"]
+    cdef packboost.CategorySets sets
+    view.threshold_bin = &threshold_bin[0]
+    sets.words = &words[0, 0]
+    sets.n_words = words.shape[1]
+    out_array = np.full(X.shape[0], base_score)
+    cdef double[::1] out = out_array
+    with nogil:
+        packboost.predict_rows_raw_with_sets(&view, &sets, &tree_roots[0],
+                                             tree_roots.shape[0], &X[0, 0], X.shape[0],
+                                             X.shape[1], 1, &out[0])
     return out_array
 
 
@@ -236,4 +255,23 @@ def test_readme_cython_example(downstream, model_and_data):
     ensemble = model.ensemble_
     got = downstream["mymodule"].predict(np.ascontiguousarray(X), ensemble.nodes,
                                          ensemble.tree_roots(), ensemble.base_score)
+    np.testing.assert_array_equal(got, model.predict(X))
+
+
+def test_downstream_predict_with_category_sets(downstream_module):
+    rng = np.random.default_rng(1)
+    n_rows, n_eras = 3000, 10
+    codes = rng.integers(0, 40, n_rows).astype(np.float64)
+    codes[rng.random(n_rows) < 0.05] = np.nan
+    x = rng.normal(size=n_rows)
+    y = np.where(np.isin(codes, [1, 5, 9, 33, 38]), 1.0, -0.3) + 0.2 * x + rng.normal(size=n_rows)
+    X = np.column_stack([codes, x])
+    model = PackBoostRegressor(n_estimators=6, pack_size=3, max_depth=4, random_state=0,
+                               categorical_features=[0], min_data_per_group=20)
+    model.fit(X, y, era=np.repeat(np.arange(n_eras), n_rows // n_eras))
+    ensemble = model.ensemble_
+    assert np.any(ensemble.nodes["threshold_bin"] == -1)
+    X_codes = np.ascontiguousarray(model.category_encoder_.transform(X))
+    got = downstream_module.predict_with_sets(X_codes, ensemble.nodes, ensemble.tree_roots(),
+                                              ensemble.base_score)
     np.testing.assert_array_equal(got, model.predict(X))

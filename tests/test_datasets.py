@@ -246,3 +246,32 @@ def test_smooth_drift_process():
 def test_era_shift_invalid_arguments(make, kwargs, match):
     with pytest.raises(ValueError, match=match):
         make(1_000, 23, 10, **kwargs)
+
+
+def test_categorical_flip_has_a_category_whose_effect_flips_in_some_eras():
+    from packboost.datasets import make_categorical_flip
+
+    data = make_categorical_flip(n_rows=6000, n_features=10, n_eras=30, n_categories=12,
+                                 random_state=4)
+    assert data.X.shape == (6000, 11) and data.X.dtype == np.uint8
+    assert data.X.flags.f_contiguous and data.categorical_features == (0,)
+    assert data.feature_names[0] == "category"
+    assert set(np.unique(data.X[:, 0])) <= set(range(12))
+    effects = data.category_effects
+    assert effects.shape == (30, 12)
+    # two regimes: each era's effects are stable + flip or stable - flip
+    regimes = np.unique(np.round(effects, 12), axis=0)
+    assert len(regimes) == 2
+    stable, flip = regimes.mean(axis=0), (regimes[0] - regimes[1]) / 2
+    assert np.all(np.isclose(np.abs(effects - stable), np.abs(flip)))
+    # the category drives the target: its per-category mean follows the era's effects
+    era0 = data.era == 0
+    means = [data.y[era0 & (data.X[:, 0] == c)].mean() for c in range(12)]
+    assert np.corrcoef(means, effects[0])[0, 1] > 0.5
+    again = make_categorical_flip(n_rows=6000, n_features=10, n_eras=30, n_categories=12,
+                                  random_state=4)
+    np.testing.assert_array_equal(again.X, data.X)
+    train, test = data.split_by_era(0.25)
+    assert train.categorical_features == (0,) and test.category_effects.shape == (30, 12)
+    with pytest.raises(ValueError, match="n_categories"):
+        make_categorical_flip(n_rows=100, n_features=2, n_eras=2, n_categories=300)

@@ -113,8 +113,8 @@ def test_loading_executes_no_code(monkeypatch):
     assert isinstance(model, PackBoostClassifier)
 
 
-def _forge(tmp_path, mutate, kind="regressor"):
-    metadata, arrays = read_model_file(DATA / f"model_v{FORMAT_VERSION}_{kind}.pbm")
+def _forge(tmp_path, mutate, kind="regressor", version=FORMAT_VERSION):
+    metadata, arrays = read_model_file(DATA / f"model_v{version}_{kind}.pbm")
     mutate(metadata, arrays)
     path = tmp_path / "forged.pbm"
     write_model_file(path, metadata, arrays)
@@ -231,4 +231,15 @@ def test_run_time_parameters_of_a_file_are_not_taken(tmp_path, n_jobs, device):
 ], ids=["same class twice", "three classes", "numbers as metadata", "no classes"])
 def test_forged_classes_are_refused(tmp_path, mutate, pattern):
     with pytest.raises(ModelFileError, match=pattern):
-        packboost.load_model(_forge(tmp_path, mutate, kind="classifier"))
+        # the version-1 file: its classes predate classes_dtype (the legacy reader)
+        packboost.load_model(_forge(tmp_path, mutate, kind="classifier", version=1))
+
+
+@pytest.mark.parametrize("version", [version for version in VERSIONS if version >= 2])
+def test_categorical_models_of_every_format_version_load_and_predict_as_written(version):
+    expected = json.loads((DATA / f"model_v{version}_expected.json").read_text())
+    X = np.array([[np.nan if value is None else value for value in row]
+                  for row in expected["categorical_X"]], dtype=np.float64)
+    model = packboost.load_model(DATA / f"model_v{version}_categorical.pbm")
+    assert np.any(model.ensemble_.nodes["threshold_bin"] == -1)
+    np.testing.assert_array_equal(model.predict(X), expected["categorical_predict"])

@@ -223,7 +223,7 @@ def test_documented_layout():
     data = dumps({"k": "v"}, arrays)
     assert data[:8] == MAGIC
     version, header_nbytes, payload_nbytes = struct.unpack_from("<IIQ", data, 8)
-    assert version == FORMAT_VERSION == 1
+    assert version == FORMAT_VERSION == 2  # version 1's layout (model_file's notes)
     assert header_nbytes % 8 == 0 and payload_nbytes % 8 == 0
     assert len(data) == HEADER_OFFSET + header_nbytes + payload_nbytes + CHECKSUM_NBYTES
     assert data[-CHECKSUM_NBYTES:] == hashlib.sha256(data[:-CHECKSUM_NBYTES]).digest()
@@ -321,8 +321,8 @@ def test_wrong_magic():
 
 def test_newer_format_version_is_reported_as_such():
     data = bytearray(small_file())
-    data[8:12] = struct.pack("<I", 2)
-    expected = r"written by a newer packboost \(format version 2, this one reads up to 1\)"
+    data[8:12] = struct.pack("<I", 3)
+    expected = r"written by a newer packboost \(format version 3, this one reads up to 2\)"
     with pytest.raises(ModelFileError, match=expected):
         loads(resign(bytes(data)))
     # The version is checked before the layout, which a newer version may change.
@@ -338,20 +338,24 @@ def test_version_zero_is_unsupported():
 
 
 def test_readers_dispatch_by_version(monkeypatch):
-    """A future version registers a reader; version-1 files keep loading."""
+    """A future version registers a reader; older files keep loading."""
+    current = small_file()  # written in this packboost's newest version
     calls = []
 
-    def read_v2(view):
+    def read_v3(view):
         calls.append(bytes(view))
-        return {"v": 2}, {}
+        return {"v": 3}, {}
 
-    monkeypatch.setattr(model_file, "FORMAT_VERSION", 2)
-    monkeypatch.setitem(model_file._READERS, 2, read_v2)
-    v2_file = MAGIC + struct.pack("<I", 2) + b"new layout"
-    assert loads(v2_file) == ({"v": 2}, {})
-    assert calls == [v2_file]
-    metadata, arrays = loads(small_file())
+    monkeypatch.setattr(model_file, "FORMAT_VERSION", 3)
+    monkeypatch.setitem(model_file._READERS, 3, read_v3)
+    v3_file = MAGIC + struct.pack("<I", 3) + b"new layout"
+    assert loads(v3_file) == ({"v": 3}, {})
+    assert calls == [v3_file]
+    metadata, arrays = loads(current)
     assert metadata["n_rounds"] == 3 and set(arrays) == {"feature", "value", "flag"}
+    version_1 = bytearray(current)
+    version_1[8:12] = struct.pack("<I", 1)
+    assert loads(resign(bytes(version_1)))[0]["n_rounds"] == 3
 
 
 def array_entry(**overrides):

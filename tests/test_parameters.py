@@ -146,7 +146,8 @@ def test_docstring_is_generated_from_the_schema(estimator):
 def test_validated_params_cover_the_rules_and_the_seed():
     params = PackBoostRegressor(random_state=3)._validated_params()
     assert list(params) == [*PARAMETER_RULES, "objective", "random_state",
-                            "monotone_constraints", "interaction_constraints"]
+                            "monotone_constraints", "interaction_constraints",
+                            "categorical_features"]
     assert params["random_state"] == 3
     assert params["objective"] == "squared_error"  # None: the estimator's own
     assert PackBoostClassifier()._validated_params()["objective"] == "logistic"
@@ -177,6 +178,9 @@ def _edge_cases(parameter):
             "interaction_constraints": [(None, True), ([], True), ([[0, 1], ["a"]], True),
                                         ([[]], False), ([0, 1], False), ([[1.5]], False),
                                         ([[-1]], False), ("a", False)],
+            "categorical_features": [(None, True), ([], True), ([0, "sector"], True),
+                                     ((2,), True), ("sector", False), ([1.5], False),
+                                     ([True], False), ([-1], False), ([0, 0], False)],
             "random_state": [(None, True), (0, True), (7, True),
                              (np.random.default_rng(0), True),
                              (np.random.RandomState(0), True), (-1, False),
@@ -229,7 +233,9 @@ def test_file_parameters_are_checked_like_fit_and_random_state_as_json():
 def test_older_files_get_the_schema_values():
     assert _parameters.PARAMETERS_BEFORE_THEY_EXISTED == {
         "era_std": "total", "feature_sampling": "depth", "monotone_constraints": None,
-        "interaction_constraints": None}
+        "interaction_constraints": None, "categorical_features": None,
+        "max_cat_to_onehot": 4, "max_cat_threshold": 32, "cat_smooth": 10.0,
+        "min_data_per_group": 100}
     assert model_io.PARAMETERS_BEFORE_THEY_EXISTED is _parameters.PARAMETERS_BEFORE_THEY_EXISTED
     checked = model_io._checked_params(PackBoostRegressor(), {})
     assert checked["era_std"] == "total" and checked["feature_sampling"] == "depth"

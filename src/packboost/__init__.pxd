@@ -12,14 +12,20 @@
 # below are public; packboost/_*.pxd are private and free to change.
 
 from packboost.tree cimport (
+    CategorySets,
     TreeNodes,
     bin_code_t,
     bin_index_t,
+    category_goes_left,
     feature_index_t,
     leaf_of_binned_row,
+    leaf_of_binned_row_with_sets,
     leaf_of_raw_row,
+    leaf_of_raw_row_with_sets,
     node_index_t,
     predict_rows_binned,
+    predict_rows_binned_with_sets,
     predict_rows_raw,
+    predict_rows_raw_with_sets,
     raw_value_t,
 )

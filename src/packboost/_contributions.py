@@ -91,7 +91,9 @@ def contributions(ensemble, X: np.ndarray, n_threads: int, n_rounds=None,
         roots = np.array(recursive, dtype=np.int64)
         _shap.contributions(X, nodes["feature"], nodes["threshold"], nodes["missing_left"],
                             nodes["left_child"], nodes["right_child"], nodes["value"], cover,
-                            roots, ensemble.max_depth(roots), out, n_threads)
+                            roots, ensemble.max_depth(roots), out, n_threads,
+                            category_words=nodes.get("category_words"),
+                            threshold_bin=nodes["threshold_bin"])
     return out
 
 
@@ -128,4 +130,6 @@ def _run_tabled(nodes, trees: list, X: np.ndarray, out: np.ndarray, n_threads: i
                                np.array(split_bit, dtype=np.int32),
                                as_int64(tree_leaves), as_int64(leaf_node),
                                as_int64(leaf_first), as_int64(path_features),
-                               as_int64(table_first), table, out, n_threads)
+                               as_int64(table_first), table, out, n_threads,
+                               category_words=nodes.get("category_words"),
+                               threshold_bin=nodes["threshold_bin"])

@@ -144,15 +144,19 @@ def columns_to_matrix(columns: list, names: list, *, argument: str = "X") -> np.
     n_rows = len(columns[0]) if columns else 0
     for name, column in zip(names, columns, strict=True):
         if column.dtype == object or column.dtype.kind in "USVMm":
-            raise ValueError(
-                f"{argument} has non-numeric column {name!r} (dtype {column.dtype}); encode "
-                "it as numbers first"
-            )
+            raise ValueError(non_numeric_message(argument, name, column.dtype))
     dtype = _common_dtype([column.dtype for column in columns])
     matrix = np.empty((n_rows, len(columns)), dtype=dtype, order="F")
     for index, column in enumerate(columns):
         matrix[:, index] = column
     return matrix
+
+
+def non_numeric_message(argument: str, name, dtype) -> str:
+    """The error of a column that is neither numeric nor categorical."""
+    from packboost._categories import non_numeric_message as message
+
+    return message(argument, name, dtype)
 
 
 def _common_dtype(dtypes):
@@ -174,19 +178,13 @@ def _pandas_matrix(frame, argument):
     for name, dtype in zip(frame.columns, dtypes, strict=True):
         if isinstance(dtype, np.dtype):
             if dtype.kind not in "biuf":
-                raise ValueError(
-                    f"{argument} has non-numeric column {name!r} (dtype {dtype}); encode "
-                    "it as numbers first"
-                )
+                raise ValueError(non_numeric_message(argument, name, dtype))
             numpy_dtypes.append(dtype)
             continue
         # pandas extension dtypes: nullable Int8/Float32/boolean, category, strings.
         numpy_type = getattr(dtype, "numpy_dtype", None)
         if numpy_type is None or np.dtype(numpy_type).kind not in "biuf":
-            raise ValueError(
-                f"{argument} has non-numeric column {name!r} (dtype {dtype}); encode it as "
-                "numbers first"
-            )
+            raise ValueError(non_numeric_message(argument, name, dtype))
         nullable = True
         numpy_dtypes.append(np.dtype(numpy_type))
     if nullable:

@@ -34,7 +34,7 @@ def leaf_of_rows(pack, tree: int, data, n_threads: int) -> np.ndarray:
     _predict.predict_binned(data.X_binned, data.n_bins, nodes["feature"],
                             nodes["threshold_bin"], nodes["missing_left"],
                             nodes["left_child"], nodes["right_child"], node_ids, root, out,
-                            n_threads)
+                            n_threads, category_words=nodes.get("category_words"))
     # A tree's walk adds its root's offset to the leaf's tree-local index:
     # the sum is the pack-wide node id, exactly (integers far below 2**53).
     return out.astype(np.int64)

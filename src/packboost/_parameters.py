@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from packboost import _constraints, _validation
+from packboost._categories import check_categorical_features as _categorical_check
 from packboost._threads import resolve_n_threads
 from packboost.objectives import BUILT_IN as BUILT_IN_OBJECTIVES
 from packboost.objectives import CUSTOM as CUSTOM_OBJECTIVE
@@ -291,6 +292,34 @@ SCHEMA: tuple = (
               "``None`` or ``[]``: no constraint. CPU only.",
               ("grower",), type_doc="list of lists of int or str, or None", before=None,
               cli_json=True, cli_help="JSON list of lists of feature indices or names"),
+    Parameter("categorical_features", OTHER, None,
+              "Features to split on as categories (indices or names), besides the columns "
+              "that are categorical by type (pandas ``category``, polars "
+              "``Categorical``/``Enum``, Arrow dictionary), which always are. A listed "
+              "column holds integer (or other numeric) codes. The categories seen at fit "
+              "are stored with the model; at predict an unseen category or NaN takes the "
+              "split's missing side (docs/guide/categorical.md). CPU only.",
+              ("estimator",), type_doc="list of int or str, or None", before=None,
+              cli_json=True, cli_help="JSON list of feature indices or names"),
+    _int("max_cat_to_onehot", 4,
+         "A categorical split of a node whose feature has at most this many categories "
+         "with rows is one category against the rest; above it, the categories are ordered "
+         "by their smoothed gradient ratio and the split is a prefix of that order (as "
+         "LightGBM's ``max_cat_to_onehot``).",
+         ("grower",), low=1, before=4),
+    _int("max_cat_threshold", 32,
+         "Most categories on the smaller side of a split by ordered categories "
+         "(LightGBM's ``max_cat_threshold``).",
+         ("grower",), low=1, before=32),
+    _real("cat_smooth", 10.0,
+          "Smoothing of the ratio ``G / (H + cat_smooth)`` that orders a node's categories: "
+          "categories with few rows are pulled towards 0, the middle of the order "
+          "(LightGBM's ``cat_smooth``).",
+          ("grower",), before=10.0),
+    _int("min_data_per_group", 100,
+         "Least rows (missing ones not counted) on each side of a split by ordered "
+         "categories (LightGBM's ``min_data_per_group``).",
+         ("grower",), low=1, before=100),
     Parameter("n_jobs", OTHER, None,
               "Threads; None or -1 uses every CPU this process may use.",
               ("estimator",), type_doc="int or None"),
@@ -435,6 +464,7 @@ def _check_objective(objective):
 
 
 _OTHER_CHECKS = {"n_jobs": _check_n_jobs, "random_state": _check_random_state,
+                 "categorical_features": _categorical_check,
                  "objective": _check_objective,
                  "monotone_constraints": _constraints.check_monotone,
                  "interaction_constraints": _constraints.check_interactions}
@@ -511,6 +541,7 @@ def split_kernel_params(params: dict) -> dict:
 
 
 _CONSTRAINTS = (_constraints.MONOTONE, _constraints.INTERACTIONS)
+_CATEGORY_SPLITS = ("max_cat_to_onehot", "max_cat_threshold", "cat_smooth", "min_data_per_group")
 
 
 def grower_settings(params: dict) -> dict:
@@ -520,7 +551,9 @@ def grower_settings(params: dict) -> dict:
     (``learning_rate / pack_size``) and the split kernels' dict.
     """
     settings = {name: params[name] for name in names("grower")
-                if name not in ("pack_size", "learning_rate", *_CONSTRAINTS)}
+                if name not in ("pack_size", "learning_rate", *_CONSTRAINTS, *_CATEGORY_SPLITS)}
+    # Read only where a feature is categorical: callers without any may leave them out.
+    settings.update({name: params.get(name, DEFAULTS[name]) for name in _CATEGORY_SPLITS})
     # Resolved against X by the estimator (_constraints.resolve_for_fit);
     # absent: unconstrained.
     settings.update({name: params.get(name) for name in _CONSTRAINTS})

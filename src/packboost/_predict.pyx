@@ -20,16 +20,29 @@ depend on the thread count.
 import numpy as np
 
 from cython.parallel cimport prange
-from libc.stdint cimport uint8_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t
 
-from packboost.tree cimport (TreeNodes, bin_code_t, bin_index_t, feature_index_t, node_index_t,
-                             predict_rows_binned, predict_rows_raw, raw_value_t)
+from packboost.tree cimport (CategorySets, TreeNodes, bin_code_t, bin_index_t, feature_index_t,
+                             node_index_t, predict_rows_binned_with_sets,
+                             predict_rows_raw_with_sets, raw_value_t)
 from packboost._types cimport score_t
 from packboost._tasks cimport ROWS_PER_TASK
 from packboost._slot_sums cimport unsampled_if
 
 cdef enum:
     ROW_BLOCK = 128
+
+
+cdef CategorySets* category_sets(CategorySets* sets, const uint32_t[:, ::1] category_words,
+                                 Py_ssize_t n_nodes) except? NULL:
+    """``sets`` pointing at ``category_words``, or NULL without them."""
+    if category_words is None or category_words.shape[1] == 0:
+        return NULL
+    if category_words.shape[0] != n_nodes:
+        raise ValueError(f"category_words must have {n_nodes} rows, one per node")
+    sets.words = &category_words[0, 0] if n_nodes > 0 else NULL
+    sets.n_words = category_words.shape[1] if n_nodes > 0 else 0
+    return sets
 
 
 def predict_raw(
@@ -43,8 +56,12 @@ def predict_raw(
         const int64_t[::1] tree_roots,            # IN  trees to add up
         score_t[::1] out,                             # IN/OUT (n_rows,) += sum of trees
         int n_threads,
+        const uint32_t[:, ::1] category_words=None,   # IN  (n_nodes, n_words) category sets
+        const int32_t[::1] threshold_bin=None,        #     with the nodes' threshold_bin
 ):
-    """Add the trees' outputs for raw rows to ``out``. NaN takes the missing side."""
+    """Add the trees' outputs for raw rows to ``out``. NaN takes the missing side.
+    With ``category_words`` (and ``threshold_bin``), nodes of threshold_bin -1
+    split by category set (packboost/tree.pxd)."""
     cdef Py_ssize_t itemsize = sizeof(raw_value_t)
     if X.strides[0] % itemsize or X.strides[1] % itemsize:
         # The kernel strides in elements; a misaligned view (rare) is copied.
@@ -55,11 +72,16 @@ def predict_raw(
     cdef Py_ssize_t feature_stride = X.strides[1] // itemsize
     cdef Py_ssize_t block, row_start
     cdef TreeNodes nodes
+    cdef CategorySets sets
+    cdef CategorySets* sets_pointer = category_sets(&sets, category_words, feature.shape[0])
     if n_rows == 0 or tree_roots.shape[0] == 0:
         return
+    if sets_pointer != NULL and (threshold_bin is None
+                                 or threshold_bin.shape[0] != feature.shape[0]):
+        raise ValueError("category_words needs the nodes' threshold_bin")
     nodes.feature = &feature[0]
     nodes.threshold = &threshold[0]
-    nodes.threshold_bin = NULL
+    nodes.threshold_bin = &threshold_bin[0] if sets_pointer != NULL else NULL
     nodes.missing_left = &missing_left[0]
     nodes.left_child = &left_child[0]
     nodes.right_child = &right_child[0]
@@ -67,9 +89,9 @@ def predict_raw(
     for block in prange(n_blocks, nogil=True, schedule='static',
                         num_threads=max(1, min(n_threads, n_blocks))):
         row_start = block * ROW_BLOCK
-        predict_rows_raw(&nodes, &tree_roots[0], tree_roots.shape[0],
-                         &X[row_start, 0], min(ROW_BLOCK, n_rows - row_start),
-                         row_stride, feature_stride, &out[row_start])
+        predict_rows_raw_with_sets(&nodes, sets_pointer, &tree_roots[0], tree_roots.shape[0],
+                                   &X[row_start, 0], min(ROW_BLOCK, n_rows - row_start),
+                                   row_stride, feature_stride, &out[row_start])
 
 
 def predict_binned(
@@ -84,12 +106,15 @@ def predict_binned(
         const int64_t[::1] tree_roots,            # IN  trees to add up
         score_t[::1] out,                             # IN/OUT (n_rows,) += sum of trees
         int n_threads,
+        const uint32_t[:, ::1] category_words=None,   # IN  (n_nodes, n_words) category sets
 ):
     """Add the trees' outputs for binned rows (feature-major) to ``out``."""
     cdef Py_ssize_t n_rows = X_binned.shape[1]
     cdef Py_ssize_t n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
     cdef Py_ssize_t block, row_start
     cdef TreeNodes nodes
+    cdef CategorySets sets
+    cdef CategorySets* sets_pointer = category_sets(&sets, category_words, feature.shape[0])
     if n_rows == 0 or tree_roots.shape[0] == 0:
         return
     nodes.feature = &feature[0]
@@ -103,9 +128,10 @@ def predict_binned(
                         num_threads=max(1, min(n_threads, n_blocks))):
         row_start = block * ROW_BLOCK
         # Feature-major: a row's next feature is n_rows elements further.
-        predict_rows_binned(&nodes, &tree_roots[0], tree_roots.shape[0],
-                            &X_binned[0, row_start], min(ROW_BLOCK, n_rows - row_start),
-                            1, n_rows, &n_bins[0], &out[row_start])
+        predict_rows_binned_with_sets(&nodes, sets_pointer, &tree_roots[0],
+                                      tree_roots.shape[0], &X_binned[0, row_start],
+                                      min(ROW_BLOCK, n_rows - row_start), 1, n_rows,
+                                      &n_bins[0], &out[row_start])
 
 
 def add_leaf_values(

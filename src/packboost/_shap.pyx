@@ -26,7 +26,8 @@ import numpy as np
 from cython.parallel cimport prange, parallel, threadid
 from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t
 
-from packboost.tree cimport TreeNodes, raw_value_t, feature_index_t, node_index_t
+from packboost.tree cimport (CategorySets, TreeNodes, category_goes_left, raw_value_t,
+                             feature_index_t, node_index_t)
 
 
 cdef enum:
@@ -43,8 +44,33 @@ cdef struct path_element:
 
 
 cdef struct tree_view:
-    TreeNodes nodes          # tree.pxd's node arrays (threshold_bin unused here)
+    TreeNodes nodes          # tree.pxd's node arrays (threshold_bin read with sets only)
     const int64_t* cover     # training rows reaching each node (n_samples)
+    const CategorySets* sets  # category sets, or NULL: none
+
+
+cdef inline bint row_goes_left(const TreeNodes* nodes, const CategorySets* sets,
+                               Py_ssize_t node, double x) noexcept nogil:
+    """The side a raw value takes at a node (tree.pxd's rule, sets included)."""
+    if x != x:
+        return nodes.missing_left[node]
+    if sets != NULL and nodes.threshold_bin[node] < 0:
+        return category_goes_left(sets, <node_index_t>node, <int64_t>x)
+    return x <= nodes.threshold[node]
+
+
+cdef CategorySets* category_sets(CategorySets* sets, const uint32_t[:, ::1] category_words,
+                                 const int32_t[::1] threshold_bin,
+                                 Py_ssize_t n_nodes) except? NULL:
+    """``sets`` over ``category_words`` (which needs ``threshold_bin``), or NULL."""
+    if category_words is None or category_words.shape[1] == 0 or n_nodes == 0:
+        return NULL
+    if category_words.shape[0] != n_nodes or threshold_bin is None \
+            or threshold_bin.shape[0] != n_nodes:
+        raise ValueError(f"category_words and threshold_bin must have {n_nodes} rows")
+    sets.words = &category_words[0, 0]
+    sets.n_words = category_words.shape[1]
+    return sets
 
 
 cdef inline void extend_path(path_element* path, int depth, double zero, double one,
@@ -115,10 +141,7 @@ cdef void tree_shap(const tree_view* tree, const raw_value_t* row, Py_ssize_t fe
         return
 
     x = <double>row[split * feature_stride]
-    if x != x:
-        go_left = tree.nodes.missing_left[node]
-    else:
-        go_left = x <= tree.nodes.threshold[node]
+    go_left = row_goes_left(&tree.nodes, tree.sets, node, x)
     hot = tree.nodes.left_child[node] if go_left else tree.nodes.right_child[node]
     cold = tree.nodes.right_child[node] if go_left else tree.nodes.left_child[node]
 
@@ -153,6 +176,8 @@ def contributions(
         int max_depth,                            # IN  deepest leaf of those trees
         double[:, ::1] out,                       # IN/OUT (n_rows, n_features + 1) +=
         int n_threads,
+        const uint32_t[:, ::1] category_words=None,  # IN  category sets (tree.pxd), with
+        const int32_t[::1] threshold_bin=None,       #     the nodes' threshold_bin
 ):
     """Add every row's TreeSHAP contributions (last column: expected value) to ``out``."""
     cdef Py_ssize_t itemsize = sizeof(raw_value_t)
@@ -173,7 +198,9 @@ def contributions(
     tree.nodes.left_child = &left_child[0]
     tree.nodes.right_child = &right_child[0]
     tree.nodes.value = &value[0]
-    tree.nodes.threshold_bin = NULL
+    cdef CategorySets sets
+    tree.sets = category_sets(&sets, category_words, threshold_bin, feature.shape[0])
+    tree.nodes.threshold_bin = &threshold_bin[0] if tree.sets != NULL else NULL
     tree.cover = &cover[0]
 
     # Expected value of each tree: its leaves' values weighted by cover.
@@ -282,6 +309,8 @@ def tabled_contributions(
         const double[::1] table,
         double[:, ::1] out,                     # IN/OUT (n_rows, n_features + 1) +=
         int n_threads,
+        const uint32_t[:, ::1] category_words=None,  # IN  category sets (tree.pxd), with
+        const int32_t[::1] threshold_bin=None,       #     the nodes' threshold_bin
 ):
     """Add every row's contributions from the tabled trees to ``out``.
 
@@ -298,8 +327,16 @@ def tabled_contributions(
     cdef Py_ssize_t n_rows = X.shape[0], n_trees = tree_first.shape[0]
     cdef Py_ssize_t row_stride = X.strides[0] // itemsize
     cdef Py_ssize_t feature_stride = X.strides[1] // itemsize
+    cdef CategorySets sets
+    cdef CategorySets* sets_pointer = category_sets(&sets, category_words, threshold_bin,
+                                                    feature.shape[0])
+    cdef TreeNodes nodes
     if n_rows == 0 or n_trees == 0:
         return
+    nodes.feature = &feature[0]
+    nodes.threshold = &threshold[0]
+    nodes.missing_left = &missing_left[0]
+    nodes.threshold_bin = &threshold_bin[0] if sets_pointer != NULL else NULL
     cdef Py_ssize_t max_nodes = 1, t
     for t in range(n_trees):
         max_nodes = max(max_nodes, tree_end[t] - tree_first[t])
@@ -331,10 +368,7 @@ def tabled_contributions(
                     for split in range(split_first[t], split_first[t + 1]):
                         node = split_nodes[split]
                         x = <double>values[feature[node] * feature_stride]
-                        if x != x:
-                            goes_left = missing_left[node]
-                        else:
-                            goes_left = x <= threshold[node]
+                        goes_left = row_goes_left(&nodes, sets_pointer, node, x)
                         pattern = node_pattern[node - base]
                         bit = (<uint32_t>1) << split_bit[split]
                         # The child the row does not take loses this split's bit.

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packboost import _constraints, _inputs, _validation
+from packboost import _categories, _constraints, _inputs, _validation
 from packboost._collective import PeerLostError
 from packboost.backends.dask import (
     WorkerLostError,
@@ -159,6 +159,7 @@ class _DaskEstimator:
         params = self._validated_params()
         init = self._dask_init_model(init_model, params["pack_size"])
         _validation.warn_unusual_params(params)
+        _categories.refuse_distributed(X, params["categorical_features"], type(self).__name__)
         if params["device"] != "cpu":
             raise ValueError(f"device must be 'cpu' for {type(self).__name__} (the workers "
                              f"run the CPU kernels), got {params['device']!r}")

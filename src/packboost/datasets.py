@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["EraDataset", "make_numerai_like", "make_sign_flip", "make_smooth_drift"]
+__all__ = ["EraDataset", "make_categorical_flip", "make_numerai_like", "make_sign_flip",
+           "make_smooth_drift"]
 
 # Number of ordered levels of the features and of the target (Numerai: 0..4).
 N_LEVELS = 5
@@ -62,6 +63,10 @@ class EraDataset:
     feature_names: tuple[str, ...] = field(repr=False)
     informative_features: np.ndarray = field(repr=False, default_factory=lambda: np.empty(0, int))
     coefficients: np.ndarray = field(repr=False, default_factory=lambda: np.empty((0, 0)))
+    # Columns of X holding category codes (fit with categorical_features=),
+    # and each category's effect on the latent target in every era.
+    categorical_features: tuple[int, ...] = field(repr=False, default=())
+    category_effects: np.ndarray = field(repr=False, default_factory=lambda: np.empty((0, 0)))
 
     @property
     def n_rows(self) -> int:
@@ -123,6 +128,8 @@ class EraDataset:
             feature_names=self.feature_names,
             informative_features=self.informative_features,
             coefficients=self.coefficients,
+            categorical_features=self.categorical_features,
+            category_effects=self.category_effects,
         )
 
 
@@ -433,6 +440,110 @@ def make_smooth_drift(
     coefficients += 0.25 * np.abs(base_coef) * rng.standard_normal((n_eras, n_informative))
     return _draw_panel(rng, n_rows, n_features, n_eras, feature_group, informative,
                        coefficients, scale=signal / float(np.linalg.norm(base_coef)))
+
+
+def make_categorical_flip(
+    n_rows: int = 100_000,
+    n_features: int = 20,
+    n_eras: int = 100,
+    *,
+    n_categories: int = 24,
+    strong_signal: float = 0.3,
+    stable_signal: float = 0.15,
+    numeric_signal: float = 0.1,
+    flip_start: float = 0.1,
+    flip_end: float = 0.45,
+    random_state=0,
+) -> EraDataset:
+    """Era-shift data whose driver is a category: a sector, a store, a country.
+
+    Column 0 of ``X`` is a categorical feature (codes ``0 .. n_categories - 1``,
+    in no meaningful order; fit with ``categorical_features=[0]``); columns
+    ``1 .. n_features`` are quintile features as in :func:`make_numerai_like`.
+
+    Generating process (era ``e`` at time ``t_e = e / (n_eras - 1)``):
+
+    1. Every row draws its category uniformly; the numeric latent factors,
+       quintile features and quintile target are those of
+       :func:`make_numerai_like` (steps 1-3 and 6), with ``max(1, n_features
+       // 5)`` of the numeric features carrying a stable effect of total size
+       ``numeric_signal``.
+    2. **Regimes.** Era ``e`` is *flipped* with probability ``flip_start +
+       (flip_end - flip_start) t_e``, independently (as in
+       :func:`make_sign_flip`).
+    3. **Category effects.** Category ``c`` adds ``a_c + s_e b_c`` to the
+       latent target of its rows, with ``s_e = -1`` in flipped eras and ``+1``
+       otherwise: ``a_c`` (standard deviation ``stable_signal`` over the
+       categories) pays in every era, ``b_c`` (standard deviation
+       ``strong_signal``) is stronger but flips. A split that groups the
+       categories by the pooled effect ``a_c + b_c`` wins most eras and loses
+       the flipped ones; one that groups them by ``a_c`` wins every era.
+
+    Returns
+    -------
+    EraDataset
+        ``categorical_features == (0,)``; ``category_effects`` is
+        ``(n_eras, n_categories)``, the effect of each category in each era;
+        ``informative_features`` lists column 0, then the informative numeric
+        columns, whose ``coefficients`` are ``(n_eras, n_informative)``.
+
+    Examples
+    --------
+    >>> data = make_categorical_flip(n_rows=2_000, n_features=10, n_eras=20)
+    >>> data.X.shape, data.categorical_features
+    ((2000, 11), (0,))
+    """
+    n_rows, n_features, n_eras = _check_panel(n_rows, n_features, n_eras)
+    n_categories = _check_int(n_categories, "n_categories", minimum=2)
+    if n_categories > 255:
+        raise ValueError(f"n_categories must be <= 255 (uint8 codes), got {n_categories}")
+    strong_signal = _check_nonnegative(strong_signal, "strong_signal")
+    stable_signal = _check_nonnegative(stable_signal, "stable_signal")
+    numeric_signal = _check_nonnegative(numeric_signal, "numeric_signal")
+    for name, value in (("flip_start", flip_start), ("flip_end", flip_end)):
+        if not 0.0 <= _check_nonnegative(value, name) <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    rng = np.random.default_rng(random_state)
+
+    era_time = np.arange(n_eras) / max(n_eras - 1, 1)
+    flip_probability = flip_start + (float(flip_end) - float(flip_start)) * era_time
+    era_sign = np.where(rng.random(n_eras) < flip_probability, -1.0, 1.0)
+    stable_effect = rng.standard_normal(n_categories)
+    stable_effect *= stable_signal / max(float(np.std(stable_effect)), 1e-12)
+    flip_effect = rng.standard_normal(n_categories)
+    flip_effect *= strong_signal / max(float(np.std(flip_effect)), 1e-12)
+    effects = stable_effect[np.newaxis, :] + era_sign[:, np.newaxis] * flip_effect
+    category = rng.integers(0, n_categories, size=n_rows).astype(np.uint8)
+
+    n_informative = max(1, n_features // 5)
+    feature_group = rng.integers(max(1, round(n_features / FEATURES_PER_GROUP)), size=n_features)
+    informative = np.sort(rng.choice(n_features, size=n_informative, replace=False))
+    base = rng.standard_normal(n_informative)
+    coefficients = np.tile(base * numeric_signal / np.linalg.norm(base), (n_eras, 1))
+
+    era_sizes = np.full(n_eras, n_rows // n_eras, dtype=np.int64)
+    era_sizes[: n_rows % n_eras] += 1
+    era_offsets = np.concatenate(([0], np.cumsum(era_sizes)))
+    era_at = iter(range(n_eras))
+
+    def category_term(latent):
+        era = next(era_at)
+        rows = category[era_offsets[era]:era_offsets[era + 1]]
+        return effects[era][rows]
+
+    numeric = _draw_panel(rng, n_rows, n_features, n_eras, feature_group, informative,
+                          coefficients, scale=1.0, nonlinear=category_term)
+    X = np.empty((n_rows, n_features + 1), dtype=np.uint8, order="F")
+    X[:, 0] = category
+    X[:, 1:] = numeric.X
+    return EraDataset(
+        X=X, y=numeric.y, era=numeric.era,
+        feature_names=("category",) + numeric.feature_names,
+        informative_features=np.concatenate([[0], informative + 1]),
+        coefficients=coefficients,
+        categorical_features=(0,),
+        category_effects=effects,
+    )
 
 
 def _check_panel(n_rows, n_features, n_eras) -> tuple[int, int, int]:

@@ -41,13 +41,28 @@ NODE_FIELDS: dict[str, np.dtype] = {
 }
 
 
-def empty_nodes(n_nodes: int = 0) -> dict[str, np.ndarray]:
-    """Node arrays of length ``n_nodes``: a leaf with value 0 everywhere."""
+# The category set of each node of a model with categorical features
+# (n_nodes, n_words) uint32: code c goes left iff bit c % 32 of word c // 32 is
+# set (read only at nodes that split on a categorical feature). Absent from
+# models without categorical features.
+CATEGORY_WORDS = "category_words"
+
+
+def empty_nodes(n_nodes: int = 0, category_words: int = 0) -> dict[str, np.ndarray]:
+    """Node arrays of length ``n_nodes``: a leaf with value 0 everywhere (and
+    empty category sets of ``category_words`` words when that is not 0)."""
     nodes = {name: np.zeros(n_nodes, dtype=dtype) for name, dtype in NODE_FIELDS.items()}
+    if category_words:
+        nodes[CATEGORY_WORDS] = np.zeros((n_nodes, category_words), dtype=np.uint32)
     nodes["feature"].fill(-1)
     nodes["left_child"].fill(-1)
     nodes["right_child"].fill(-1)
     return nodes
+
+
+def _node_arrays(nodes: dict) -> list:
+    """The node arrays a model has: NODE_FIELDS, and its category sets if any."""
+    return list(NODE_FIELDS) + ([CATEGORY_WORDS] if CATEGORY_WORDS in nodes else [])
 
 
 @dataclass
@@ -106,7 +121,7 @@ class TreeEnsemble:
                        round_layer_offsets=np.zeros(1, dtype=np.int64), n_outputs=n_outputs)
         nodes = {}
         node_shift = np.cumsum([0] + [len(p.nodes["feature"]) for p in packs[:-1]])
-        for name in NODE_FIELDS:
+        for name in _node_arrays(packs[0].nodes):
             parts = [p.nodes[name] for p in packs]
             if name in ("left_child", "right_child"):
                 parts = [np.where(part >= 0, part + shift, -1).astype(np.int32)
@@ -169,8 +184,12 @@ class TreeEnsemble:
             raise ValueError(f"cannot append rounds of {other.n_outputs} outputs to a model of "
                              f"{self.n_outputs} outputs")
         shift = len(self.nodes["feature"])
+        if (CATEGORY_WORDS in self.nodes) != (CATEGORY_WORDS in other.nodes) or (
+                CATEGORY_WORDS in self.nodes and self.nodes[CATEGORY_WORDS].shape[1]
+                != other.nodes[CATEGORY_WORDS].shape[1]):
+            raise ValueError("cannot append rounds with other category sets than the model's")
         nodes = {}
-        for name in NODE_FIELDS:
+        for name in _node_arrays(self.nodes):
             part = other.nodes[name]
             if name in ("left_child", "right_child"):
                 part = np.where(part >= 0, part + shift, -1).astype(np.int32)
@@ -301,5 +320,6 @@ class TreeEnsemble:
         nodes = self.nodes
         _predict.predict_raw(X, nodes["feature"], nodes["threshold"], nodes["missing_left"],
                              nodes["left_child"], nodes["right_child"], nodes["value"],
-                             roots, out, n_threads)
+                             roots, out, n_threads, category_words=nodes.get(CATEGORY_WORDS),
+                             threshold_bin=nodes["threshold_bin"])
         return out

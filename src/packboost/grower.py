@@ -42,6 +42,17 @@ class TrainingData:
     # None: these are all the training rows. Else a packboost._row_shard.RowShard:
     # they are one shard of whole eras, the rest on other workers (docs/distributed.md).
     shard: object = None
+    # (n_features,) bool: the categorical features (one bin per category,
+    # splits by category set: packboost/_categorical.pyx), or None: none.
+    categorical: np.ndarray | None = None
+
+    @cached_property
+    def category_words(self) -> int:
+        """uint32 words of a node's category set: every code of the widest
+        categorical feature, its missing one included (0 without any)."""
+        if self.categorical is None or not np.any(self.categorical):
+            return 0
+        return int(np.max(self.n_bins[self.categorical])) // 32 + 1
 
     @cached_property
     def era_offsets(self) -> np.ndarray:
@@ -114,6 +125,11 @@ class GrowerParams:
     # (n_features,) int8 of -1/0/1, and (n_sets, n_features) bool sets.
     monotone_constraints: np.ndarray | None = None
     interaction_constraints: np.ndarray | None = None
+    # Category splits (packboost/_categorical.pyx; LightGBM's meanings).
+    max_cat_to_onehot: int = 4
+    max_cat_threshold: int = 32
+    cat_smooth: float = 10.0
+    min_data_per_group: int = 100
 
 
 @dataclass
@@ -191,7 +207,7 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
         n_slots = len(slot_tree)
         sums = backend.slot_sums(n_slots)
         counts = sums.count
-        level = empty_nodes(n_slots)
+        level = empty_nodes(n_slots, data.category_words)
         values = leaf_values(sums.gradients, sums.hessians, params.reg_lambda,
                              params.max_delta_step, params.reg_alpha)
         if monotone is not None:
@@ -234,9 +250,14 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
         # update is then a lookup, backend.add_pack).
         left_child_slot = np.full(n_slots, -1, dtype=np.int32)
         left_child_slot[split_slots] = 2 * np.arange(len(split_slots), dtype=np.int32)
+        routing = {}
+        if data.category_words and len(split_slots) and np.any(
+                data.categorical[level["feature"][split_slots]]):
+            routing["category_splits"] = _category_routes(data, level, split_slots,
+                                                          left_child_slot)
         backend.route_rows(level["feature"], level["threshold_bin"], level["missing_left"],
                            left_child_slot, slot_local,
-                           split_children=depth + 1 < params.max_depth)
+                           split_children=depth + 1 < params.max_depth, **routing)
         if len(split_slots) == 0:
             break
         split_feature = level["feature"][split_slots]
@@ -274,7 +295,9 @@ def assemble_pack(levels: list, next_local: np.ndarray, layer_features) -> Pack:
     children become pack-absolute."""
     tree_offsets = np.concatenate([[0], np.cumsum(next_local)]).astype(np.int64)
     n_nodes = int(tree_offsets[-1])
-    nodes = empty_nodes(n_nodes)
+    words = levels[0][2]["category_words"].shape[1] if levels and \
+        "category_words" in levels[0][2] else 0
+    nodes = empty_nodes(n_nodes, words)
     if not levels:
         return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features))
     # Every level's slots at once (one scatter per field, not one per level
@@ -320,23 +343,128 @@ def _split_level(backend, data, slot_tree, pack_size, counts, slot_variance, fea
         return np.zeros(0, dtype=np.int64)
     tree_uses_feature = tree_uses_feature_table(feature_mask, len(features), pack_size)
     features = np.ascontiguousarray(features, dtype=np.int32)
-    best = backend.find_splits(slot_tree, slot_open, features, tree_uses_feature,
-                               np.ascontiguousarray(slot_variance, dtype=np.float64),
-                               params.split, keep_for_children=keep_for_children,
-                               constraints=constraints)
-    candidates = np.flatnonzero(best.column >= 0)
-    column = best.column[candidates]
-    score = best.score[candidates]
-    gain = best.gain[candidates]
+    slot_variance = np.ascontiguousarray(slot_variance, dtype=np.float64)
+    is_category = (np.zeros(len(features), dtype=bool) if data.categorical is None
+                   else data.categorical[features])
+    if is_category.any():
+        # Thresholds on the numeric features, category sets on the others;
+        # each side scores its own columns of the constraints.
+        numeric, category = np.flatnonzero(~is_category), np.flatnonzero(is_category)
+        best = _numeric_best(backend, slot_tree, slot_open, features[numeric],
+                             tree_uses_feature[numeric], slot_variance, params,
+                             keep_for_children, _constraint_columns(constraints, numeric))
+        found = backend.find_category_splits(
+            slot_tree, slot_open, features[category],
+            np.ascontiguousarray(tree_uses_feature[category]), slot_variance, params,
+            constraints=_constraint_columns(constraints, category))
+        category_wins = _category_wins(best, features[numeric], found, features[category])
+        column = np.where(best.column >= 0, numeric[np.maximum(best.column, 0)], -1)
+        column[category_wins] = category[found["column"][category_wins]]
+        score = np.where(category_wins, found["score"], best.score)
+        gain = np.where(category_wins, found["gain"], best.gain)
+        missing_left = np.where(category_wins, found["missing_left"], best.missing_left)
+    else:
+        best = _numeric_best(backend, slot_tree, slot_open, features, tree_uses_feature,
+                             slot_variance, params, keep_for_children, constraints)
+        column, score, gain, missing_left = best.column, best.score, best.gain, \
+            best.missing_left
+        category_wins = None
+    candidates = np.flatnonzero(column >= 0)
     # docs/des.md (acceptance): split only if DES > 0 and the pooled gain > min_split_gain.
-    accept = (score > 0) & (gain > params.min_split_gain)
+    accept = (score[candidates] > 0) & (gain[candidates] > params.min_split_gain)
     split_slots = candidates[accept]
-    split_feature = features[column[accept]]
-    split_threshold = best.threshold[split_slots]
+    split_feature = features[column[split_slots]]
+    split_threshold = best.threshold[split_slots] if len(best.threshold) else \
+        np.zeros(len(split_slots), dtype=np.int32)
     level["feature"][split_slots] = split_feature
     level["threshold_bin"][split_slots] = split_threshold
-    level["missing_left"][split_slots] = best.missing_left[split_slots]
+    level["missing_left"][split_slots] = missing_left[split_slots]
     level["threshold"][split_slots] = data.raw_threshold(split_feature, split_threshold)
-    level["gain"][split_slots] = gain[accept]
-    level["des_score"][split_slots] = score[accept]
+    level["gain"][split_slots] = gain[split_slots]
+    level["des_score"][split_slots] = score[split_slots]
+    if category_wins is not None:
+        by_category = split_slots[category_wins[split_slots]]
+        # A set split has no threshold: -1 / -inf send every non-missing
+        # value right for a reader that ignores sets (the routing's first step).
+        level["threshold_bin"][by_category] = -1
+        level["threshold"][by_category] = -np.inf
+        level["category_words"][by_category] = pack_category_words(
+            found["left_categories"][by_category], level["category_words"].shape[1])
     return split_slots
+
+
+def _numeric_best(backend, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
+                  params, keep_for_children, constraints):
+    """The backend's best threshold split per slot (an empty result without features)."""
+    from packboost.backends.interface import BestSplits
+
+    if len(features) == 0:
+        n_slots = len(slot_tree)
+        return BestSplits(column=np.full(n_slots, -1, dtype=np.int64),
+                          score=np.full(n_slots, -np.inf), gain=np.zeros(n_slots),
+                          threshold=np.zeros(n_slots, dtype=np.int32),
+                          missing_left=np.zeros(n_slots, dtype=np.uint8))
+    return backend.find_splits(slot_tree, slot_open, np.ascontiguousarray(features),
+                               np.ascontiguousarray(tree_uses_feature), slot_variance,
+                               params.split, keep_for_children=keep_for_children,
+                               constraints=constraints)
+
+
+def _constraint_columns(constraints, columns):
+    """The depth's constraints restricted to some of its candidate features."""
+    if constraints is None:
+        return None
+    restricted = dict(constraints)
+    if "feature_monotone" in restricted:
+        restricted["feature_monotone"] = np.ascontiguousarray(
+            restricted["feature_monotone"][columns])
+    if "slot_allows_feature" in restricted:
+        restricted["slot_allows_feature"] = np.ascontiguousarray(
+            restricted["slot_allows_feature"][:, columns])
+    return restricted
+
+
+def _category_wins(best, numeric_features, found, category_features) -> np.ndarray:
+    """Per slot: does the category split beat the threshold split? The
+    higher score; a tie goes to the lower feature (docs/des.md §9)."""
+    has_category = found["column"] >= 0
+    has_numeric = best.column >= 0
+    category_feature = category_features[np.maximum(found["column"], 0)]
+    numeric_feature = (numeric_features[np.maximum(best.column, 0)] if len(numeric_features)
+                       else np.zeros(len(best.column), dtype=np.int32))
+    better = (found["score"] > best.score) | ((found["score"] == best.score)
+                                              & (category_feature < numeric_feature))
+    return has_category & (~has_numeric | better)
+
+
+def pack_category_words(left_categories: np.ndarray, n_words: int) -> np.ndarray:
+    """(n, width) 0/1 category flags as (n, n_words) uint32 bitsets: code c
+    is bit c % 32 of word c // 32."""
+    n, width = left_categories.shape
+    padded = np.zeros((n, 32 * n_words), dtype=np.uint64)
+    padded[:, :min(width, 32 * n_words)] = left_categories[:, :32 * n_words]
+    bits = padded.reshape(n, n_words, 32) << np.arange(32, dtype=np.uint64)
+    return bits.sum(axis=2).astype(np.uint32)
+
+
+def unpack_category_words(words: np.ndarray, width: int) -> np.ndarray:
+    """The inverse of :func:`pack_category_words`: (n, width) uint8 flags."""
+    words = np.asarray(words, dtype=np.uint64)
+    bits = (words[:, :, None] >> np.arange(32, dtype=np.uint64)) & np.uint64(1)
+    return bits.reshape(len(words), -1)[:, :width].astype(np.uint8)
+
+
+def _category_routes(data, level, split_slots, left_child_slot) -> dict:
+    """What the backend needs to route by category set: per next slot, the
+    feature of the set split whose right child it is (-1: none) and the set."""
+    n_next = 2 * len(split_slots)
+    width = int(np.max(data.n_bins[data.categorical])) + 1
+    child_feature = np.full(n_next, -1, dtype=np.int32)
+    child_left_set = np.zeros((n_next, width), dtype=np.uint8)
+    feature = level["feature"][split_slots]
+    by_category = data.categorical[feature]
+    right = left_child_slot[split_slots][by_category] + 1
+    child_feature[right] = feature[by_category]
+    child_left_set[right] = unpack_category_words(
+        level["category_words"][split_slots][by_category], width)
+    return dict(child_feature=child_feature, child_left_set=child_left_set)

@@ -15,8 +15,8 @@ catches truncation and corruption; it is not a signature: whoever can write a
 file can also recompute it, which is why the header is validated field by field
 after the checksum matches.
 
-Layout (format version 1)
--------------------------
+Layout (format versions 1 and 2)
+--------------------------------
 All integers are little-endian::
 
     offset        size  field
@@ -91,7 +91,11 @@ __all__ = [
     "write_model_file",
 ]
 
-FORMAT_VERSION = 1
+# Version 2 has version 1's layout; its files may hold categorical features
+# (model_io: the "categorical" metadata and node_category_words), which a
+# version-1 reader would load and misread (every set split as "all values
+# right"), so they must not carry version 1.
+FORMAT_VERSION = 2
 
 MAGIC = b"\x89PKBOOST"
 # Preamble common to all versions: magic, then the uint32 format version.
@@ -232,7 +236,7 @@ def dumps(metadata: dict, arrays: Mapping[str, np.ndarray]) -> bytes:
                          "store large data as arrays")
 
     hasher = hashlib.sha256()
-    parts = [MAGIC, _V1_PREAMBLE.pack(1, len(header), payload_nbytes), header]
+    parts = [MAGIC, _V1_PREAMBLE.pack(FORMAT_VERSION, len(header), payload_nbytes), header]
     parts.extend(chunks)
     for part in parts:
         hasher.update(part)
@@ -504,7 +508,7 @@ def _read_bounded(file) -> bytes:
     if len(data) < _V1_HEADER_OFFSET:
         return data
     (version,) = _VERSION_STRUCT.unpack_from(data, _VERSION_OFFSET)
-    if version != 1:  # loads() says what is wrong from these bytes alone
+    if version not in (1, 2):  # loads() says what is wrong from these bytes alone
         return data
     expected_nbytes = _v1_check_preamble(data, None)
     size = _regular_file_size(file)
@@ -603,7 +607,8 @@ def _read_v1(view: memoryview) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 # The reader for each format version this PackBoost can read; see "Versions" above.
-_READERS: dict[int, Callable[[memoryview], tuple[dict, dict[str, np.ndarray]]]] = {1: _read_v1}
+_READERS: dict[int, Callable[[memoryview], tuple[dict, dict[str, np.ndarray]]]] = {
+    1: _read_v1, 2: _read_v1}
 
 
 def _parse_header(raw: memoryview) -> dict:

@@ -107,6 +107,10 @@ def _json_params(estimator) -> dict:
     # Tuples and NumPy arrays of constraints as JSON lists.
     for name in (_constraints.MONOTONE, _constraints.INTERACTIONS):
         params[name] = _constraints.json_value(name, params[name])
+    if params.get("categorical_features") is not None:
+        params["categorical_features"] = [
+            entry if isinstance(entry, str) else int(entry)
+            for entry in params["categorical_features"]]
     return params
 
 
@@ -146,7 +150,64 @@ def save_estimator(estimator, path) -> None:
     arrays.update(estimator.bin_mapper_.to_arrays())
     if hasattr(estimator, "classes_"):
         _save_classes(np.asarray(estimator.classes_), metadata, arrays)
+    encoder = getattr(estimator, "category_encoder_", None)
+    if encoder is not None:
+        metadata["categorical"] = encoder.to_json()
     write_model_file(path, metadata, arrays)
+
+
+def _category_sets(metadata, arrays, nodes, mapper, n_features):
+    """The categorical features of a model file (None without any), its
+    category sets put in ``nodes``, after checking that they describe this
+    model: one bin per category, set splits (threshold_bin -1) only on
+    categorical features and threshold splits only on the others, and no set
+    holding a code beyond its feature's categories (a forged set would send
+    unseen categories, read as codes past the list, anywhere)."""
+    from packboost._categories import CategoryEncoder
+    from packboost.ensemble import CATEGORY_WORDS
+
+    words = arrays.get(f"node_{CATEGORY_WORDS}")
+    if "categorical" not in metadata:
+        if words is not None:
+            raise ModelFileError("model file has category sets but no categorical features")
+        if np.any(nodes["threshold_bin"][nodes["feature"] >= 0] < 0):
+            raise ModelFileError("split bin thresholds must not be negative")
+        return None
+    try:
+        encoder = CategoryEncoder.from_json(metadata["categorical"])
+    except (TypeError, ValueError) as error:
+        raise ModelFileError(f"invalid categorical features: {error}") from None
+    if encoder.n_features != n_features:
+        raise ModelFileError("categorical features and model disagree on the number of features")
+    n_categories = encoder.n_categories()
+    if not np.array_equal(mapper.n_bins_[encoder.features], np.maximum(n_categories, 1)):
+        raise ModelFileError("a categorical feature must have one bin per category")
+    n_nodes = len(nodes["feature"])
+    if (words is None or words.dtype != np.uint32 or words.ndim != 2
+            or words.shape[0] != n_nodes or words.shape[1] < 1
+            or 32 * words.shape[1] < int(np.max(n_categories, initial=0))):
+        raise ModelFileError(f"node_{CATEGORY_WORDS} must be a (n_nodes, n_words) uint32 "
+                             "array of category sets covering every category")
+    internal = nodes["feature"] >= 0
+    by_set = internal & (nodes["threshold_bin"] == -1)
+    categorical = encoder.mask()
+    feature = np.where(internal, nodes["feature"], 0)
+    if np.any(by_set & ~categorical[feature]):
+        raise ModelFileError("a category-set split (threshold_bin -1) on a feature that is "
+                             "not categorical")
+    if np.any(internal & ~by_set & (categorical[feature] | (nodes["threshold_bin"] < 0))):
+        raise ModelFileError("a categorical feature split by threshold, or a negative "
+                             "bin threshold")
+    from packboost.grower import unpack_category_words
+
+    flags = unpack_category_words(words[by_set], 32 * words.shape[1])
+    limit = np.zeros(n_features, dtype=np.int64)
+    limit[encoder.features] = n_categories
+    beyond = np.arange(flags.shape[1])[None, :] >= limit[nodes["feature"][by_set]][:, None]
+    if np.any(flags.astype(bool) & beyond):
+        raise ModelFileError("a category set holds a code beyond its feature's categories")
+    nodes[CATEGORY_WORDS] = words
+    return encoder
 
 
 def load_model(path, *, n_jobs=None, device="cpu"):
@@ -313,6 +374,7 @@ def _build_estimator(metadata: dict, arrays: dict):
             raise ModelFileError(f"base_score must hold {n_outputs} numbers, one per output")
     if not np.all(np.isfinite(base_score)):
         raise ModelFileError(f"base_score must be finite, got {base_score!r:.200}")
+    encoder = _category_sets(metadata, arrays, nodes, mapper, n_features)
     estimator.ensemble_ = TreeEnsemble(
         nodes=nodes, tree_offsets=tree_offsets, pack_size=pack_size,
         base_score=(float(base_score) if n_outputs == 1
@@ -321,6 +383,8 @@ def _build_estimator(metadata: dict, arrays: dict):
         layer_offsets=layer_offsets, round_layer_offsets=round_layer_offsets,
         n_outputs=n_outputs)
     estimator.bin_mapper_ = mapper
+    if encoder is not None:
+        estimator.category_encoder_ = encoder
     estimator.n_features_in_ = n_features
     names = metadata.get("feature_names")
     if names is not None:

@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from packboost import _constraints, _inputs, _parameters, _validation, backends
+from packboost import _categories, _constraints, _inputs, _parameters, _validation, backends
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._docs import ATTRIBUTE_DOC as _ATTRIBUTE_DOC
 from packboost._docs import FIT_DOC as _FIT_DOC
@@ -54,7 +54,7 @@ MAX_PACK_SIZE = _parameters.MAX_PACK_SIZE
 # round of ``evals_result_``). A fit publishes them all in one step, and keeps
 # the same values, as one dict, in _SNAPSHOT; see _PackBoostEstimator._view.
 _FITTED = ("ensemble_", "bin_mapper_", "n_features_in_", "feature_names_in_", "era_column_",
-           "n_eras_",
+           "n_eras_", "category_encoder_",
            "n_iter_", "evals_result_", "best_iteration_", "best_score_", "classes_",
            "_evals_first_round")
 _SNAPSHOT = "_fitted_snapshot"
@@ -84,7 +84,9 @@ class _PackBoostEstimator(BaseEstimator):
                  era_gain="realized",
                  lambda_dro=1.0, lambda_dir=0.0, era_weighting="equal", era_alpha=0.0,
                  dir_tanh_scale=1.0, era_std="between", monotone_constraints=None,
-                 interaction_constraints=None, n_jobs=None, random_state=None,
+                 interaction_constraints=None, categorical_features=None,
+                 max_cat_to_onehot=4, max_cat_threshold=32, cat_smooth=10.0,
+                 min_data_per_group=100, n_jobs=None, random_state=None,
                  device="cpu",
                  importance_type="gain"):
         self.n_estimators = n_estimators
@@ -114,6 +116,11 @@ class _PackBoostEstimator(BaseEstimator):
         self.era_std = era_std
         self.monotone_constraints = monotone_constraints
         self.interaction_constraints = interaction_constraints
+        self.categorical_features = categorical_features
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.max_cat_threshold = max_cat_threshold
+        self.cat_smooth = cat_smooth
+        self.min_data_per_group = min_data_per_group
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.device = device
@@ -189,7 +196,8 @@ class _PackBoostEstimator(BaseEstimator):
         params["objective"] = check_objective(source["objective"], self._objectives,
                                               type(self).__name__)
         params["random_state"] = _resolve_seed(source["random_state"])
-        for name in (_constraints.MONOTONE, _constraints.INTERACTIONS):
+        for name in (_constraints.MONOTONE, _constraints.INTERACTIONS,
+                     _categories.ARGUMENT):
             params[name] = _check_parameter(name, source[name])
         return params
 
@@ -215,6 +223,9 @@ class _PackBoostEstimator(BaseEstimator):
             source = vars(self).copy()
         params = self._validated_params(source)
         _validation.warn_unusual_params(params)
+        if params["device"] != "cpu":
+            _categories.refuse_on_device(X, params["categorical_features"], params["device"],
+                                         era if isinstance(era, str) else None)
         backends.check_device(params["device"])
         if early_stopping_rounds is not None and (
                 isinstance(early_stopping_rounds, bool)
@@ -233,6 +244,14 @@ class _PackBoostEstimator(BaseEstimator):
         era_column = era if isinstance(era, str) else None
         if era_column is not None:
             era, X = _validation.frame_column(X, era_column, "era")
+        if init is not None and init.get("category_encoder_") is not None:
+            encoder = init["category_encoder_"]
+            X = encoder.transform(X)
+        else:
+            encoder, X = _categories.learn(X, params["categorical_features"])
+            if encoder is not None and init is not None:
+                raise ValueError("init_model was trained without categorical features; "
+                                 "continue it on the same numeric features")
         X, feature_names = _validation.check_X(X)
         if init is not None:
             self._check_features(X, feature_names, init["n_features_in_"],
@@ -240,6 +259,8 @@ class _PackBoostEstimator(BaseEstimator):
             if feature_names is None:
                 feature_names = init.get("feature_names_in_")
         params = _constraints.resolve_for_fit(params, X.shape[1], feature_names)
+        if encoder is not None:
+            _check_categorical_supported(params, encoder, feature_names)
         n_rows = X.shape[0]
         y, target = self._learn_target(y, n_rows, init)
         n_outputs = self._n_outputs(y, target)
@@ -262,7 +283,10 @@ class _PackBoostEstimator(BaseEstimator):
         if init is None:
             mapper = BinMapper(max_bins=params["max_bins"],
                                random_state=params["random_state"])
-            X_binned = mapper.fit_transform(X, row_order=order, n_threads=n_threads)
+            if encoder is None:
+                X_binned = mapper.fit_transform(X, row_order=order, n_threads=n_threads)
+            else:
+                X_binned = _categories.fit_bins(mapper, X, encoder, order, n_threads)
             start = None
         else:
             # Continued training bins with the saved cuts, so old and new trees agree.
@@ -276,10 +300,11 @@ class _PackBoostEstimator(BaseEstimator):
             sample_weight = sample_weight[order] if sample_weight is not None else None
         data = TrainingData(X_binned=X_binned, n_bins=mapper.n_bins_,
                             row_era=np.ascontiguousarray(era_codes, dtype=np.int32),
-                            n_eras=int(era_codes.max()) + 1, cuts=mapper.cuts_)
+                            n_eras=int(era_codes.max()) + 1, cuts=mapper.cuts_,
+                            categorical=None if encoder is None else encoder.mask())
 
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, X.shape[1], feature_names,
-                                            target, n_outputs)
+                                            target, n_outputs, encoder=encoder)
         metrics = self._resolve_metrics(eval_metric, eval_sets, params, n_outputs)
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
         check_fit_memory(training_memory_estimate(
@@ -301,8 +326,11 @@ class _PackBoostEstimator(BaseEstimator):
                                    eval_sets=eval_sets, metrics=metrics,
                                    callbacks=callback_list, init=start, model=self,
                                    backend=backend)
-        return _fitted_state(target, ensemble, mapper, X.shape[1], data.n_eras, info,
-                             feature_names, era_column)
+        fitted = _fitted_state(target, ensemble, mapper, X.shape[1], data.n_eras, info,
+                               feature_names, era_column)
+        if encoder is not None:
+            fitted["category_encoder_"] = encoder
+        return fitted
 
     # -- several outputs (targets or classes; docs/packs.md §10) -----------------
 
@@ -356,7 +384,7 @@ class _PackBoostEstimator(BaseEstimator):
         return view
 
     def _prepare_eval_sets(self, eval_set, eval_names, n_features, feature_names, target,
-                           n_outputs=1):
+                           n_outputs=1, encoder=None):
         if eval_set is None:
             return []
         if isinstance(eval_set, tuple):
@@ -382,7 +410,7 @@ class _PackBoostEstimator(BaseEstimator):
                                                             f"eval_set[{index}] era")
             X_eval = self._check_predict_X(X_eval, n_features=n_features,
                                            feature_names=feature_names,
-                                           argument=f"eval_set[{index}] X")
+                                           argument=f"eval_set[{index}] X", encoder=encoder)
             y_eval = self._encode_target(y_eval, X_eval.shape[0], target,
                                          argument=f"eval_set[{index}] y", n_outputs=n_outputs)
             if era_eval is not None:
@@ -436,7 +464,7 @@ class _PackBoostEstimator(BaseEstimator):
     # -- prediction ------------------------------------------------------------
 
     def _check_predict_X(self, X, *, n_features, feature_names, argument="X",
-                         era_column=None):
+                         era_column=None, encoder=None):
         # A model fitted with era="<column>" predicts the same frame, its era
         # column still in it (as users hold their data): that column is not a feature.
         if (era_column is not None and _inputs.frame_kind(X) is not None
@@ -447,6 +475,9 @@ class _PackBoostEstimator(BaseEstimator):
             # By name before any dtype check: an ``id`` column of strings is told
             # as a column the model does not know, not as a non-numeric feature.
             _check_feature_names(_inputs.column_names(X), feature_names)
+        if encoder is not None:
+            # Categories to the fit's codes (unseen ones to NaN: the missing side).
+            X = encoder.transform(X, argument=argument)
         X, names = _validation.check_X(X, argument=argument)
         self._check_features(X, names, n_features, feature_names, argument)
         return X
@@ -478,6 +509,7 @@ class _PackBoostEstimator(BaseEstimator):
         start, end = _round_range(view["ensemble_"], iteration_range)
         X = self._check_predict_X(X, n_features=view["n_features_in_"],
                                   era_column=view.get("era_column_"),
+                                  encoder=view.get("category_encoder_"),
                                   feature_names=view.get("feature_names_in_"))
         return view, X, start, end
 
@@ -592,6 +624,25 @@ def _fitted_state(target, ensemble, mapper, n_features, n_eras, info, feature_na
     if era_column is not None:
         fitted["era_column_"] = era_column
     return fitted
+
+
+def _check_categorical_supported(params, encoder, feature_names) -> None:
+    """Refuse, before any work, what categorical features cannot do yet."""
+    names = [feature_names[k] if feature_names is not None else int(k)
+             for k in encoder.features.tolist()]
+    if params["device"] != "cpu":
+        raise NotImplementedError(
+            f"categorical feature {names[0]!r} cannot be trained with "
+            f"device={params['device']!r}: categorical splits run on the CPU backend only "
+            f"(device='cpu'), or encode the feature as numbers")
+    monotone = params.get("monotone_constraints")
+    if monotone is not None:
+        constrained = [name for name, k in zip(names, encoder.features.tolist(), strict=True)
+                       if monotone[k] != 0]
+        if constrained:
+            raise ValueError(
+                f"monotone_constraints sets a direction for categorical feature "
+                f"{constrained[0]!r}; categories have no order to be monotone in (give it 0)")
 
 
 def _check_feature_names(names, feature_names) -> None:

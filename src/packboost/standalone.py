@@ -119,12 +119,24 @@ class StandalonePredictor:
                 break
             x = X[rows, np.maximum(split_feature, 0)]
             go_left = np.where(np.isnan(x), missing_left[node], x <= threshold[node])
+            words = state.get("category_words")
+            if words is not None:
+                # A category-set split: code c goes left iff bit c of the node's set.
+                by_set = state["set_split"][node] & ~np.isnan(x)
+                code = np.where(by_set, np.nan_to_num(x), 0).astype(np.int64)
+                inside = (code >= 0) & (code < 32 * words.shape[1])
+                code = np.where(inside, code, 0)
+                bit = (words[node, code >> 5] >> (code & 31).astype(np.uint32)) & 1
+                go_left = np.where(by_set, inside & (bit == 1), go_left)
             node = np.where(internal, np.where(go_left, left[node], right[node]), node)
         return node
 
     def _matrix(self, X):
         state = self.state
         names = state["feature_names"]
+        categories = state.get("categories")
+        if categories:
+            X = self._category_codes(X, names, categories)
         if hasattr(X, "columns") and not isinstance(X, np.ndarray):
             columns = [str(name) for name in X.columns]
             if names is not None:
@@ -145,6 +157,40 @@ class StandalonePredictor:
         if X.shape[1] != state["n_features"]:
             raise ValueError(f"X has {X.shape[1]} features, the model {state['n_features']}")
         return X.astype(np.float64, copy=False)
+
+    def _category_codes(self, X, names, categories):
+        """X as float64 with each categorical column's labels replaced by the
+        fit's codes (NaN: missing or unseen, the split's missing side)."""
+        is_table = hasattr(X, "columns") and not isinstance(X, np.ndarray)
+        n_features = self.state["n_features"]
+        if is_table and names is None:
+            raise ValueError("this model was fitted on an array: pass an array")
+        if not is_table:
+            X = np.asarray(X, dtype=object) if not isinstance(X, np.ndarray) else X
+            if X.ndim != 2 or X.shape[1] != n_features:
+                raise ValueError(f"X must be 2-D with {n_features} features")
+        n_rows = len(X)
+        out = np.empty((n_rows, n_features))
+        for k in range(n_features):
+            column = X[names[k]] if is_table else X[:, k]
+            if hasattr(column, "to_numpy"):
+                column = column.to_numpy()
+            if k in categories:
+                index = {label: code for code, label in enumerate(categories[k])}
+                values = np.asarray(column, dtype=object).tolist()
+                out[:, k] = [np.nan if _missing(value) else
+                             index.get(value.item() if hasattr(value, "item") else value,
+                                       np.nan)
+                             for value in values]
+            else:
+                out[:, k] = np.asarray(column, dtype=np.float64)
+        return out
+
+
+def _missing(value):
+    """None, NaN, or pandas' NA / NaT (told by type name: no pandas needed)."""
+    return (value is None or (isinstance(value, float) and value != value)
+            or type(value).__name__ in ("NAType", "NaTType"))
 
 
 def _softmax(raw):
@@ -202,5 +248,11 @@ def standalone_predictor(model) -> StandalonePredictor:
         "feature_names": None if names is None else [str(name) for name in names],
         "classes": np.array(model.classes_) if is_classifier else None,
     }
+    encoder = getattr(model, "category_encoder_", None)
+    if encoder is not None:
+        state["category_words"] = np.array(nodes["category_words"], dtype=np.uint32)
+        state["set_split"] = np.array(nodes["threshold_bin"] == -1, dtype=bool)
+        state["categories"] = {int(k): list(labels) for k, labels in
+                               zip(encoder.features.tolist(), encoder.categories, strict=True)}
     return StandalonePredictor(state)
 

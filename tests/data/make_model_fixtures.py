@@ -69,6 +69,22 @@ def main() -> int:
             pd.DataFrame(X_check, columns=names)).tolist(),
         "classifier_classes": classifier.classes_.tolist(),
     }
+    if FORMAT_VERSION >= 2:
+        # From version 2: a model with a categorical feature (integer codes in
+        # column 4, one code unseen at fit and NaN among the rows to predict).
+        codes = rng.integers(0, 6, size=n_rows).astype(np.float64)
+        y_categorical = y + np.where(np.isin(codes, [1, 4]), 1.0, -0.5)
+        categorical = PackBoostRegressor(n_estimators=4, pack_size=2, max_depth=3,
+                                         min_samples_leaf=10, min_data_per_group=10,
+                                         categorical_features=[4], random_state=0)
+        X_categorical = np.column_stack([X, codes])
+        categorical.fit(X_categorical, y_categorical, era=era)
+        check = np.column_stack([X_check, codes[:12]])
+        check[1, 4], check[2, 4] = np.nan, 17.0
+        expected["categorical_X"] = [[None if np.isnan(value) else value for value in row]
+                                     for row in check.tolist()]
+        expected["categorical_predict"] = categorical.predict(check).tolist()
+        categorical.save_model(HERE / f"model_v{FORMAT_VERSION}_categorical.pbm")
     regressor.save_model(paths[0])
     classifier.save_model(paths[1])
     paths[2].write_text(json.dumps(expected, indent=1) + "\n")

@@ -23,8 +23,15 @@ def tree_value(nodes, node: int, x: np.ndarray, known: frozenset) -> float:
     left, right = int(nodes["left_child"][node]), int(nodes["right_child"][node])
     if feature in known:
         value = x[feature]
-        go_left = bool(nodes["missing_left"][node]) if np.isnan(value) else (
-            value <= nodes["threshold"][node])
+        if np.isnan(value):
+            go_left = bool(nodes["missing_left"][node])
+        elif "category_words" in nodes and nodes["threshold_bin"][node] == -1:
+            # a category-set split: code c goes left iff bit c of the node's set
+            code, words = int(value), nodes["category_words"][node]
+            go_left = 0 <= code < 32 * len(words) and bool((int(words[code // 32])
+                                                             >> (code % 32)) & 1)
+        else:
+            go_left = value <= nodes["threshold"][node]
         return tree_value(nodes, left if go_left else right, x, known)
     cover = nodes["n_samples"]
     return (cover[left] * tree_value(nodes, left, x, known)

@@ -51,6 +51,10 @@ def open_backend(device: str, data, pack_size: int, n_threads: int):
 
 def predict_raw(device: str, ensemble, X, n_threads: int, n_rounds=None, start_round=0):
     """Raw scores of ``ensemble`` (base score plus the selected rounds) on ``device``."""
+    if device == "cuda" and "category_words" in ensemble.nodes:
+        raise NotImplementedError(
+            "a model with categorical features cannot predict with device='cuda': "
+            "category-set splits run on the CPU backend only; set device='cpu'")
     check_device(device)
     if device == "cuda":
         from packboost.backends.cuda import predict_raw_on_gpu

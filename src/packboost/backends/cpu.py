@@ -212,6 +212,32 @@ class CpuBackend:
         self._best = (best, features)
         return best
 
+    def find_category_splits(self, slot_tree, slot_open, features, tree_uses_feature,
+                             slot_variance, params, *, constraints=None) -> dict:
+        """The best category-set split of every open slot over the depth's
+        categorical ``features`` (packboost/_categorical.pyx): its per-era
+        category cells from the slots' rows, scored by DES."""
+        from packboost import _categorical
+
+        data = self.data
+        features = np.ascontiguousarray(features, dtype=np.int32)
+        n_categories = np.ascontiguousarray(data.n_bins[features], dtype=np.int32)
+        width = int(np.max(data.n_bins[data.categorical])) + 1
+        hist = _categorical.category_histograms(
+            data.X_binned, features, self.node_of_row,
+            np.ascontiguousarray(slot_tree, dtype=np.int32),
+            np.ascontiguousarray(slot_open, dtype=np.uint8), self.fixed.gradients,
+            self.fixed.hessians, data.row_era, data.n_eras, width, self.n_threads)
+        constraints = constraints or {}
+        return _categorical.best_category_splits(
+            hist, n_categories, np.ascontiguousarray(slot_open, dtype=np.uint8),
+            np.ascontiguousarray(slot_tree, dtype=np.int32),
+            np.ascontiguousarray(tree_uses_feature, dtype=np.uint8), slot_variance,
+            params.split, params.max_cat_to_onehot, params.max_cat_threshold,
+            params.cat_smooth, params.min_data_per_group, self.n_threads,
+            slot_bounds=constraints.get("slot_bounds"),
+            slot_allows_feature=constraints.get("slot_allows_feature"))
+
     def _takes_node_route(self, features, split_params) -> bool:
         """Does this depth take the node-ordered route? Below a pack's roots
         (whose eras the trees share, which the era-major pass sums once),
@@ -379,11 +405,15 @@ class CpuBackend:
         return _one_of_two(self._buffers, size, avoid)
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
-                   slot_node, *, split_children=True) -> None:
+                   slot_node, *, split_children=True, category_splits=None) -> None:
         data = self.data
         self._at_roots = False  # the table moves on from the roots
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
         best, self._best = self._best, None
+        if category_splits is not None and len(split):
+            self._route_by_categories(split_feature, split_threshold, split_missing_left,
+                                      left_child_slot, slot_node, split, category_splits)
+            return
         if len(split) == 0:
             # No slot splits: the pack ends here (the driver grows no further).
             # A pass would only copy each row's slot to its leaf (a sixth of a
@@ -430,6 +460,27 @@ class CpuBackend:
                 _partition.route_rows(*route, **options)
             sums = SlotSums(*children, squares)
         self._routed_sums = (n_next, sums) if n_next else None
+
+    def _route_by_categories(self, split_feature, split_threshold, split_missing_left,
+                             left_child_slot, slot_node, split, category_splits) -> None:
+        """route_rows with category-set splits: every split by its threshold
+        (a set split's is -1: all non-missing rows right, the missing ones to
+        their side), then the rows of a set's right child whose category is
+        in the set move left. The next frontier's sums then come from the
+        rows (slot_sums)."""
+        from packboost import _categorical
+
+        data = self.data
+        in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
+        self._slot_parent = np.repeat(split, 2).astype(np.int32) if in_pairs else None
+        _partition.route_rows(data.X_binned, self.node_of_row, split_feature, split_threshold,
+                              split_missing_left, left_child_slot, data.n_bins, slot_node,
+                              self.leaf_of_row, self.n_threads,
+                              scattered_samples=self._scattered_samples)
+        _categorical.move_left_by_category(data.X_binned, self.node_of_row,
+                                           category_splits["child_feature"],
+                                           category_splits["child_left_set"], self.n_threads)
+        self._routed_sums = None
 
     def _children_sums(self, best, split, split_feature, split_threshold, split_missing_left):
         """The next frontier's gradient, hessian and count sums from this

@@ -1,0 +1,483 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Splits on categorical features: per-era category histograms, candidate
+category sets, their DES scores, and the routing of rows by set.
+
+# Notes:
+A categorical feature is binned one bin per category (packboost/_categories.py),
+so its bin code is the category's code and the missing bin (NaN, or a category
+the fit never saw) is code ``K = n_bins``. A split sends a *set* of categories
+left and the missing code to its missing side (docs/guide/categorical.md §2):
+
+    categories with rows in the node:   k
+    k <= max_cat_to_onehot:  one against the rest   {c} | rest,   c in code order
+    k >  max_cat_to_onehot:  prefixes of the order of G_c / (H_c + cat_smooth)
+                             (pooled over the node's eras, ascending, ties by code):
+                             {o_1 .. o_j} | rest,  j = 1 .. k - 1, with at most
+                             max_cat_threshold categories on the smaller side and
+                             at least min_data_per_group non-missing rows on each
+
+and every candidate, with the missing rows on the left, then on the right
+(docs/des.md §9's rules for which of the two is scored), is scored by
+csrc/des.h from the same per-era cells as a threshold: per-era gains, mean,
+risk and direction (docs/des.md §3-§8). A category set that helps some eras
+and hurts others loses as a threshold would. ``tests/oracles/categorical.py``
+enumerates the same candidates with NumPy.
+
+The histograms here are plain float64 sums of the round's rounded gradients
+(docs/fixed-point.md: exact in any order), one (era, code) cell per slot and
+feature; categorical features are few, so they are not worth the packed
+cells of packboost/_histogram.pxd.
+"""
+
+import numpy as np
+
+cimport cython
+from cython.parallel cimport prange
+from libc.math cimport INFINITY
+from libc.stdlib cimport malloc, free, qsort
+from libc.stdint cimport uint8_t, int32_t, int64_t
+
+from packboost.tree cimport bin_code_t, node_index_t
+from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
+                             des_candidate_begin, des_candidate_begin_bounded,
+                             des_bounded_gain, des_era_gain, des_realized_mean,
+                             des_candidate_set_mean, des_candidate_set_noise,
+                             des_candidate_push, des_candidate_finish)
+from packboost._split_params cimport (pb_split_params, make_split_params,
+                                      DES_ERA_GAIN_NEWTON, PB_ERA_WEIGHTING_COUNT)
+
+
+def category_histograms(
+        const bin_code_t[:, ::1] X_binned,          # IN  (n_features, n_rows) codes
+        const int32_t[::1] features,                # IN  (n_cat,) categorical features
+        const node_index_t[:, ::1] node_of_row,     # IN  (n_rows, pack_size) slot codes
+        const int32_t[::1] slot_tree,               # IN  (n_slots,) each slot's tree
+        const uint8_t[::1] slot_open,               # IN  (n_slots,) 1: histogram it
+        const double[::1] gradients,                # IN  (n_rows,) the round's rounded g
+        const double[::1] hessians,                 # IN  (n_rows,) and h
+        const int32_t[::1] row_era,                 # IN  (n_rows,)
+        Py_ssize_t n_eras,
+        Py_ssize_t width,                           # codes per feature (its missing one too)
+        int n_threads,
+):
+    """(n_cat, n_slots, n_eras, width, 3) float64: per (feature, slot, era,
+    code) the sum of g, of h and the row count of the slot's sampled rows.
+
+    One tree per task: a slot is one tree's, so the tasks write disjoint
+    cells, each in row order."""
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
+    cdef Py_ssize_t n_slots = slot_open.shape[0], n_cat = features.shape[0]
+    hist = np.zeros((n_cat, n_slots, n_eras, width, 3), dtype=np.float64)
+    cdef double[:, :, :, :, ::1] cells = hist
+    cdef Py_ssize_t tree, row, f, slot
+    cdef Py_ssize_t code
+    if n_rows == 0 or n_slots == 0 or n_cat == 0:
+        return hist
+    if slot_tree.shape[0] != n_slots:
+        raise ValueError(f"slot_tree must have {n_slots} entries")
+    for f in range(n_cat):
+        if not 0 <= features[f] < X_binned.shape[0]:
+            raise ValueError(f"feature {features[f]} is not a column of X_binned")
+    for tree in prange(pack_size, nogil=True, schedule='dynamic',
+                       num_threads=max(1, min(n_threads, pack_size))):
+        for row in range(n_rows):
+            slot = node_of_row[row, tree]
+            if slot < 0 or slot >= n_slots or not slot_open[slot]:
+                continue
+            for f in range(n_cat):
+                code = X_binned[features[f], row]
+                if code >= width:
+                    code = width - 1
+                cells[f, slot, row_era[row], code, 0] += gradients[row]
+                cells[f, slot, row_era[row], code, 1] += hessians[row]
+                cells[f, slot, row_era[row], code, 2] += 1.0
+    return hist
+
+
+cdef struct ranked_category:
+    double ratio
+    int32_t code
+
+
+cdef int compare_ranked(const void* a, const void* b) noexcept nogil:
+    cdef const ranked_category* x = <const ranked_category*>a
+    cdef const ranked_category* y = <const ranked_category*>b
+    if x.ratio < y.ratio:
+        return -1
+    if x.ratio > y.ratio:
+        return 1
+    return (x.code > y.code) - (x.code < y.code)
+
+
+cdef struct category_best:
+    int found
+    double score
+    double gain
+    int missing_left
+    int one_vs_rest       # 1: left = {order[position]}; 0: left = order[0 .. position]
+    Py_ssize_t position
+    double left_g, left_h, left_count
+
+
+cdef category_best score_feature(
+        const double* cells,             # IN  (n_eras, width, 3) one slot's cells of a feature
+        Py_ssize_t n_eras, Py_ssize_t width,
+        Py_ssize_t n_categories,         # K: codes 0 .. K-1, missing code K
+        const pb_split_params* params,
+        double gradient_variance, double lower, double upper,
+        int max_cat_to_onehot, int max_cat_threshold, double cat_smooth,
+        double min_data_per_group,
+        double* scratch,                 # (SCRATCH_ROWS * n_eras + 4 * width)
+        ranked_category* ranked,         # (width,)
+) noexcept nogil:
+    cdef Py_ssize_t e, c, i, n_present = 0, k = 0, n_candidates, j, side
+    cdef Py_ssize_t missing_code = n_categories
+    cdef double* era_g = scratch
+    cdef double* era_h = scratch + n_eras
+    cdef double* era_c = scratch + 2 * n_eras
+    cdef double* era_w = scratch + 3 * n_eras
+    cdef double* left_g = scratch + 4 * n_eras       # running non-missing left sums per era
+    cdef double* left_h = scratch + 5 * n_eras
+    cdef double* left_c = scratch + 6 * n_eras
+    cdef int32_t* era_ids = <int32_t*>(scratch + 7 * n_eras)
+    cdef double* cat_g = scratch + 8 * n_eras
+    cdef double* cat_h = cat_g + width
+    cdef double* cat_c = cat_h + width
+    cdef double sum_g = 0.0, sum_h = 0.0, sum_c = 0.0, weight_total = 0.0
+    cdef double w_sum_g = 0.0, w_sum_h = 0.0
+    cdef double m_g = 0.0, m_h = 0.0, m_c = 0.0, w_m_g = 0.0, w_m_h = 0.0
+    cdef double p_left_g, p_left_h, p_left_c, w_left_g, w_left_h
+    cdef double cand_g, cand_h, cand_c, cand_w_g, cand_w_h
+    cdef double eg, eh, ec, w, elg, elh, elc, mean, min_leaf
+    cdef const double* cell
+    cdef bint one_vs_rest, missing_goes_left
+    cdef bint bounded = lower > -INFINITY or upper < INFINITY
+    cdef bint with_direction = params.lambda_dir != 0.0
+    cdef bint needs_pass = (params.lambda_dro != 0.0 or with_direction
+                            or params.era_gain == DES_ERA_GAIN_NEWTON)
+    cdef des_candidate_t state
+    cdef des_result_t result
+    cdef category_best best
+    best.found = 0
+    best.score = -INFINITY
+    min_leaf = params.min_samples_leaf
+
+    for c in range(n_categories):
+        cat_g[c] = 0.0
+        cat_h[c] = 0.0
+        cat_c[c] = 0.0
+    for e in range(n_eras):
+        eg = 0.0
+        eh = 0.0
+        ec = 0.0
+        for c in range(n_categories + 1):
+            cell = cells + (e * width + c) * 3
+            eg = eg + cell[0]
+            eh = eh + cell[1]
+            ec = ec + cell[2]
+        if ec == 0.0:
+            continue
+        w = params.era_alpha + ec if params.era_weighting == PB_ERA_WEIGHTING_COUNT else 1.0
+        era_ids[n_present] = <int32_t>e
+        era_g[n_present] = eg
+        era_h[n_present] = eh
+        era_c[n_present] = ec
+        era_w[n_present] = w
+        sum_g += eg
+        sum_h += eh
+        sum_c += ec
+        weight_total += w
+        w_sum_g += w * eg
+        w_sum_h += w * eh
+        cell = cells + (e * width + missing_code) * 3
+        m_g += cell[0]
+        m_h += cell[1]
+        m_c += cell[2]
+        w_m_g += w * cell[0]
+        w_m_h += w * cell[1]
+        for c in range(n_categories):
+            cell = cells + (e * width + c) * 3
+            cat_g[c] += cell[0]
+            cat_h[c] += cell[1]
+            cat_c[c] += cell[2]
+        n_present += 1
+    # The node's categories with rows, in code order.
+    for c in range(n_categories):
+        if cat_c[c] > 0.0:
+            ranked[k].code = <int32_t>c
+            ranked[k].ratio = 0.0
+            k += 1
+    if k == 0:
+        return best
+    one_vs_rest = k <= max_cat_to_onehot
+    if one_vs_rest:
+        n_candidates = k
+    else:
+        for i in range(k):
+            c = ranked[i].code
+            ranked[i].ratio = cat_g[c] / (cat_h[c] + cat_smooth)
+        qsort(ranked, k, sizeof(ranked_category), compare_ranked)
+        n_candidates = k - 1
+    for i in range(n_present):
+        left_g[i] = 0.0
+        left_h[i] = 0.0
+        left_c[i] = 0.0
+    p_left_g = 0.0
+    p_left_h = 0.0
+    p_left_c = 0.0
+    for j in range(n_candidates):
+        c = ranked[j].code
+        # The candidate's non-missing left side, per era and pooled: {c}, or
+        # the prefix grown by c.
+        if one_vs_rest:
+            p_left_g = cat_g[c]
+            p_left_h = cat_h[c]
+            p_left_c = cat_c[c]
+        else:
+            p_left_g = p_left_g + cat_g[c]
+            p_left_h = p_left_h + cat_h[c]
+            p_left_c = p_left_c + cat_c[c]
+        w_left_g = 0.0
+        w_left_h = 0.0
+        for i in range(n_present):
+            cell = cells + (era_ids[i] * width + c) * 3
+            if one_vs_rest:
+                left_g[i] = cell[0]
+                left_h[i] = cell[1]
+                left_c[i] = cell[2]
+            else:
+                left_g[i] = left_g[i] + cell[0]
+                left_h[i] = left_h[i] + cell[1]
+                left_c[i] = left_c[i] + cell[2]
+            w_left_g = w_left_g + era_w[i] * left_g[i]
+            w_left_h = w_left_h + era_w[i] * left_h[i]
+        if not one_vs_rest:
+            if j + 1 > max_cat_threshold and k - j - 1 > max_cat_threshold:
+                continue
+            if p_left_c < min_data_per_group or sum_c - m_c - p_left_c < min_data_per_group:
+                continue
+        for side in range(2):
+            missing_goes_left = side == 0
+            # docs/des.md §9: without missing rows the two sides are one partition.
+            if not missing_goes_left and m_c == 0.0:
+                continue
+            cand_g = p_left_g + m_g if missing_goes_left else p_left_g
+            cand_h = p_left_h + m_h if missing_goes_left else p_left_h
+            cand_c = p_left_c + m_c if missing_goes_left else p_left_c
+            if (cand_c < min_leaf or sum_c - cand_c < min_leaf
+                    or cand_h < params.min_child_weight
+                    or sum_h - cand_h < params.min_child_weight):
+                continue
+            if bounded:
+                des_candidate_begin_bounded(&state, sum_g, sum_h, cand_g, cand_h, lower, upper,
+                                            params.reg_lambda, params.reg_alpha,
+                                            params.era_gain, params.dir_tanh_scale,
+                                            with_direction)
+            else:
+                des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
+                                    params.reg_alpha, params.era_gain, params.dir_tanh_scale,
+                                    with_direction)
+            if params.era_gain == DES_ERA_GAIN_NEWTON:
+                mean = 0.0
+                for i in range(n_present):
+                    elg = left_g[i]
+                    elh = left_h[i]
+                    if missing_goes_left:
+                        cell = cells + (era_ids[i] * width + missing_code) * 3
+                        elg = elg + cell[0]
+                        elh = elh + cell[1]
+                    mean = mean + era_w[i] * des_era_gain(&state, era_g[i], era_h[i], elg, elh)
+                mean = mean / weight_total
+            else:
+                cand_w_g = w_left_g + w_m_g if missing_goes_left else w_left_g
+                cand_w_h = w_left_h + w_m_h if missing_goes_left else w_left_h
+                mean = des_realized_mean(&state, w_sum_g, w_sum_h, cand_w_g, cand_w_h,
+                                         weight_total)
+            des_candidate_set_mean(&state, mean)
+            if params.era_std_between:
+                des_candidate_set_noise(&state, gradient_variance)
+            if needs_pass:
+                for i in range(n_present):
+                    elg = left_g[i]
+                    elh = left_h[i]
+                    elc = left_c[i]
+                    if missing_goes_left:
+                        cell = cells + (era_ids[i] * width + missing_code) * 3
+                        elg = elg + cell[0]
+                        elh = elh + cell[1]
+                        elc = elc + cell[2]
+                    des_candidate_push(&state, era_w[i], era_g[i], era_h[i], elg, elh, elc,
+                                       era_c[i] - elc)
+            result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)
+            if result.score > best.score:
+                best.found = 1
+                best.score = result.score
+                if bounded:
+                    best.gain = des_bounded_gain(&state, sum_g, sum_h, cand_g, cand_h)
+                else:
+                    best.gain = des_pooled_gain(sum_g, sum_h, cand_g, cand_h,
+                                                params.reg_lambda, params.reg_alpha)
+                best.missing_left = missing_goes_left
+                best.one_vs_rest = one_vs_rest
+                best.position = j
+                best.left_g = cand_g
+                best.left_h = cand_h
+                best.left_count = cand_c
+    return best
+
+
+def best_category_splits(
+        const double[:, :, :, :, ::1] hist,         # IN  category_histograms' cells
+        const int32_t[::1] n_categories,            # IN  (n_cat,) K of each feature
+        const uint8_t[::1] slot_open,               # IN  (n_slots,)
+        const int32_t[::1] slot_tree,               # IN  (n_slots,)
+        const uint8_t[:, ::1] tree_uses_feature,    # IN  (n_cat, pack_size)
+        const double[::1] slot_variance,            # IN  (n_slots,) per-row gradient variance
+        dict split_params,
+        int max_cat_to_onehot, int max_cat_threshold, double cat_smooth,
+        double min_data_per_group, int n_threads,
+        const double[:, ::1] slot_bounds=None,      # IN  (n_slots, 2) value bounds, or None
+        const uint8_t[:, ::1] slot_allows_feature=None,  # IN  (n_slots, n_cat), or None
+):
+    """The best category split of every open slot over the categorical
+    features (ascending; the first strictly best wins: lower feature, then
+    candidate order, then missing left before right).
+
+    Returns a dict of per-slot arrays: ``column`` (int64, index into the
+    features, -1: none), ``score``, ``gain``, ``missing_left``, the left
+    child's ``left_gradients``/``left_hessians``/``left_count``, and
+    ``left_categories`` (n_slots, width) uint8: 1 for the categories that go
+    left, where the categories without rows in the node go with the missing
+    ones (so an unseen category at predict time takes the missing side)."""
+    cdef pb_split_params params = make_split_params(split_params)
+    cdef Py_ssize_t n_cat = hist.shape[0], n_slots = hist.shape[1]
+    cdef Py_ssize_t n_eras = hist.shape[2], width = hist.shape[3]
+    cdef Py_ssize_t slot, f, i, c, k_rows
+    if n_categories.shape[0] != n_cat or tree_uses_feature.shape[0] != n_cat:
+        raise ValueError(f"n_categories and tree_uses_feature must have {n_cat} rows")
+    if (slot_open.shape[0] != n_slots or slot_tree.shape[0] != n_slots
+            or slot_variance.shape[0] != n_slots):
+        raise ValueError(f"slot arrays must have {n_slots} entries")
+    for f in range(n_cat):
+        if not 0 <= n_categories[f] < width:
+            raise ValueError(f"n_categories must be in [0, {width})")
+    if slot_bounds is not None and slot_bounds.shape[0] != n_slots:
+        raise ValueError(f"slot_bounds must have {n_slots} rows")
+    if slot_allows_feature is not None and (slot_allows_feature.shape[0] != n_slots
+                                            or slot_allows_feature.shape[1] != n_cat):
+        raise ValueError(f"slot_allows_feature must be ({n_slots}, {n_cat})")
+    column = np.full(n_slots, -1, dtype=np.int64)
+    score = np.full(n_slots, -np.inf)
+    gain = np.zeros(n_slots)
+    missing_left = np.zeros(n_slots, dtype=np.uint8)
+    left_g = np.zeros(n_slots)
+    left_h = np.zeros(n_slots)
+    left_count = np.zeros(n_slots)
+    left_categories = np.zeros((n_slots, width), dtype=np.uint8)
+    cdef int64_t[::1] column_view = column
+    cdef double[::1] score_view = score, gain_view = gain
+    cdef double[::1] left_g_view = left_g, left_h_view = left_h, left_count_view = left_count
+    cdef uint8_t[::1] missing_view = missing_left
+    cdef uint8_t[:, ::1] set_view = left_categories
+    cdef double lower, upper
+    cdef double* scratch
+    cdef ranked_category* ranked
+    cdef category_best found, best
+    cdef Py_ssize_t best_f
+    if n_slots == 0 or n_cat == 0:
+        return dict(column=column, score=score, gain=gain, missing_left=missing_left,
+                    left_gradients=left_g, left_hessians=left_h, left_count=left_count,
+                    left_categories=left_categories)
+    for slot in prange(n_slots, nogil=True, schedule='dynamic',
+                       num_threads=max(1, min(n_threads, n_slots))):
+        if not slot_open[slot]:
+            continue
+        scratch = <double*>malloc((8 * n_eras + 3 * width + 1) * sizeof(double))
+        ranked = <ranked_category*>malloc((width + 1) * sizeof(ranked_category))
+        lower = -INFINITY
+        upper = INFINITY
+        if slot_bounds is not None:
+            lower = slot_bounds[slot, 0]
+            upper = slot_bounds[slot, 1]
+        best.found = 0
+        best.score = -INFINITY
+        best_f = -1
+        for f in range(n_cat):
+            if not tree_uses_feature[f, slot_tree[slot]]:
+                continue
+            if slot_allows_feature is not None and not slot_allows_feature[slot, f]:
+                continue
+            found = score_feature(&hist[f, slot, 0, 0, 0], n_eras, width, n_categories[f],
+                                  &params, slot_variance[slot], lower, upper,
+                                  max_cat_to_onehot, max_cat_threshold, cat_smooth,
+                                  min_data_per_group, scratch, ranked)
+            if found.found and found.score > best.score:
+                best = found
+                best_f = f
+                # The left set, written while this feature's order is at hand.
+                for c in range(width):
+                    set_view[slot, c] = 0
+                if found.one_vs_rest:
+                    set_view[slot, ranked[found.position].code] = 1
+                else:
+                    for i in range(found.position + 1):
+                        set_view[slot, ranked[i].code] = 1
+                if found.missing_left:
+                    # Categories without rows here go with the missing ones.
+                    for c in range(n_categories[f]):
+                        k_rows = 0
+                        for i in range(n_eras):
+                            if hist[f, slot, i, c, 2] > 0.0:
+                                k_rows = 1
+                                break
+                        if k_rows == 0:
+                            set_view[slot, c] = 1
+        if best_f >= 0:
+            column_view[slot] = best_f
+            score_view[slot] = best.score
+            gain_view[slot] = best.gain
+            missing_view[slot] = best.missing_left
+            left_g_view[slot] = best.left_g
+            left_h_view[slot] = best.left_h
+            left_count_view[slot] = best.left_count
+        free(scratch)
+        free(ranked)
+    return dict(column=column, score=score, gain=gain, missing_left=missing_left,
+                left_gradients=left_g, left_hessians=left_h, left_count=left_count,
+                left_categories=left_categories)
+
+
+def move_left_by_category(
+        const bin_code_t[:, ::1] X_binned,          # IN  (n_features, n_rows)
+        node_index_t[:, ::1] node_of_row,           # IN/OUT (n_rows, pack_size)
+        const int32_t[::1] child_feature,           # IN  (n_next_slots,) for a right child of
+                                                    #     a category split its feature, else -1
+        const uint8_t[:, ::1] child_left_set,       # IN  (n_next_slots, width) its left set
+        int n_threads,
+):
+    """Fix-up after a routing that sent every non-missing row of a category
+    split to its right child (threshold -1): a row in such a right child
+    whose code is in the split's left set moves to the left child (slot - 1).
+    Unsampled codes (-2 - slot) move alike; missing codes stay where the
+    routing put them."""
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
+    cdef Py_ssize_t n_next = child_feature.shape[0], width = child_left_set.shape[1]
+    cdef Py_ssize_t row, tree, slot, code
+    cdef node_index_t value
+    cdef bint unsampled
+    if child_left_set.shape[0] != n_next:
+        raise ValueError(f"child_left_set must have {n_next} rows")
+    for row in prange(n_rows, nogil=True, schedule='static',
+                      num_threads=max(1, min(n_threads, n_rows))):
+        for tree in range(pack_size):
+            value = node_of_row[row, tree]
+            if value == -1:
+                continue
+            unsampled = value < -1
+            slot = -2 - value if unsampled else value
+            if slot >= n_next or child_feature[slot] < 0:
+                continue
+            code = X_binned[child_feature[slot], row]
+            if code < width and child_left_set[slot, code]:
+                node_of_row[row, tree] = <node_index_t>(-2 - (slot - 1) if unsampled
+                                                        else slot - 1)

@@ -1,0 +1,390 @@
+"""Categorical features: which columns are categories, their categories, their codes.
+
+A categorical feature reaches the kernels as codes ``0 .. K-1`` (the index of
+the row's category in the feature's stored category list) and NaN (missing,
+or a category the fit never saw), binned one bin per category
+(:func:`fit_bins`), so a bin code is the category's code. Splits on it send
+a set of categories left (docs/guide/categorical.md).
+
+Which columns: those of a categorical type (pandas ``category``, polars
+``Categorical``/``Enum``, Arrow dictionary) and those named by
+``categorical_features=`` (integer codes, or any values such as strings).
+Category lists are learned at fit (:func:`learn`), stored with the model
+(:class:`CategoryEncoder`, JSON-safe labels) and applied to every later input
+(:meth:`CategoryEncoder.transform`). Nothing here imports pandas, polars or
+pyarrow unless the input is one of theirs.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from packboost import _inputs
+
+ARGUMENT = "categorical_features"
+# Categories per feature: one bin each, the missing one included, in uint16
+# codes (whatever max_bins, which bounds the numeric features' bins).
+MAX_CATEGORIES = 65535
+
+
+def check_categorical_features(value) -> None:
+    """None, or a list of distinct feature indices (int >= 0) or names (str)."""
+    if value is None:
+        return
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{ARGUMENT} must be a list of feature indices or names, or None; "
+                        f"got {value!r:.80}")
+    entries = list(value)
+    for entry in entries:
+        if isinstance(entry, (bool, np.bool_)) or not isinstance(entry, (numbers.Integral, str)):
+            raise TypeError(f"{ARGUMENT} holds feature indices (int) or names (str); got "
+                            f"{entry!r:.80}")
+        if isinstance(entry, numbers.Integral) and entry < 0:
+            raise ValueError(f"{ARGUMENT} holds feature indices >= 0; got {entry}")
+    if len(set(entries)) != len(entries):
+        raise ValueError(f"{ARGUMENT} names a feature twice: {entries!r:.200}")
+
+
+def _label(value):
+    """A category label as the model file stores it (a JSON scalar)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    raise TypeError(f"category {value!r:.80} of type {type(value).__name__} cannot be stored "
+                    "in a model file; use str or numeric categories")
+
+
+class CategoryEncoder:
+    """The categorical features of a model and the categories of each.
+
+    ``features``: (n_categorical,) int64 feature indices, ascending;
+    ``categories``: per such feature, its labels in code order (code ``c`` is
+    ``categories[i][c]``); ``n_features``: the width of ``X``.
+    """
+
+    def __init__(self, features, categories, n_features: int):
+        self.features = np.asarray(features, dtype=np.int64)
+        self.categories = [list(labels) for labels in categories]
+        self.n_features = int(n_features)
+        if len(self.categories) != len(self.features):
+            raise ValueError("one category list per categorical feature")
+        if len(self.features) and (np.any(np.diff(self.features) <= 0)
+                                   or self.features[0] < 0
+                                   or self.features[-1] >= self.n_features):
+            raise ValueError(f"categorical features must be ascending indices below "
+                             f"{self.n_features}")
+        self._lookups = [_Lookup(labels) for labels in self.categories]
+
+    def mask(self) -> np.ndarray:
+        """(n_features,) bool: is feature k categorical?"""
+        mask = np.zeros(self.n_features, dtype=bool)
+        mask[self.features] = True
+        return mask
+
+    def n_categories(self) -> np.ndarray:
+        return np.array([len(labels) for labels in self.categories], dtype=np.int64)
+
+    # -- model files ------------------------------------------------------------
+
+    def to_json(self) -> dict:
+        return {"features": self.features.tolist(), "categories": self.categories,
+                "n_features": self.n_features}
+
+    @classmethod
+    def from_json(cls, value) -> CategoryEncoder:
+        """From a model file (checked: lists of JSON scalars, distinct labels)."""
+        if not isinstance(value, dict) or set(value) != {"features", "categories", "n_features"}:
+            raise ValueError("categorical features: expected an object with features, "
+                             "categories and n_features")
+        features, categories = value["features"], value["categories"]
+        if (not isinstance(features, list) or not isinstance(categories, list)
+                or not all(isinstance(k, int) and not isinstance(k, bool) for k in features)
+                or not isinstance(value["n_features"], int)):
+            raise ValueError("categorical features: features must be a list of ints")
+        for labels in categories:
+            if not isinstance(labels, list) or not all(
+                    isinstance(label, (str, int, float)) for label in labels):
+                raise ValueError("categorical features: each category list must be a list "
+                                 "of strings or numbers")
+            if len(set(labels)) != len(labels):
+                raise ValueError("categorical features: a category is listed twice")
+        return cls(features, categories, value["n_features"])
+
+    # -- inputs -----------------------------------------------------------------
+
+    def transform(self, X, *, argument: str = "X"):
+        """``X`` with every categorical column replaced by its codes (float64,
+        NaN for missing or unseen categories): a NamedMatrix for a table, an
+        ndarray otherwise. The other columns must be numeric."""
+        columns, names = _columns(X, argument)
+        if len(columns) != self.n_features:
+            raise ValueError(f"{argument} has {len(columns)} features, but the model "
+                             f"expects {self.n_features}")
+        position = {int(k): i for i, k in enumerate(self.features)}
+        out = np.empty((len(columns[0]) if columns else 0, len(columns)), dtype=np.float64,
+                       order="F")
+        for k, column in enumerate(columns):
+            if k in position:
+                out[:, k] = self._lookups[position[k]].codes(column)
+            else:
+                out[:, k] = _numeric(column, names, k, argument)
+        if names is not None:
+            return _inputs.NamedMatrix(out, names)
+        return out
+
+
+class _Lookup:
+    """Labels -> codes for one feature (NaN where unseen)."""
+
+    def __init__(self, labels):
+        self.labels = labels
+        self.index = {label: code for code, label in enumerate(labels)}
+        numeric = [label for label in labels if isinstance(label, (int, float))
+                   and not isinstance(label, bool)]
+        self.numeric = len(numeric) == len(labels)
+        if self.numeric:
+            values = np.asarray(labels, dtype=np.float64)
+            self.order = np.argsort(values, kind="stable")
+            self.sorted = values[self.order]
+
+    def codes(self, column) -> np.ndarray:
+        if isinstance(column, _Dictionary):
+            # Codes of the column's own dictionary, mapped once per label.
+            table = np.array([self.index.get(_label(label), np.nan) if not _missing(label)
+                              else np.nan for label in column.labels] + [np.nan])
+            return table[np.where(column.codes < 0, len(column.labels), column.codes)]
+        if column.dtype.kind in "biuf" and self.numeric:
+            values = column.astype(np.float64)
+            out = np.full(len(values), np.nan)
+            if len(self.sorted):
+                at = np.minimum(np.searchsorted(self.sorted, values), len(self.sorted) - 1)
+                found = self.sorted[at] == values
+                out[found] = self.order[at[found]]
+            return out
+        return np.array([self.index.get(_label(value), np.nan) if not _missing(value)
+                         else np.nan for value in column.tolist()], dtype=np.float64)
+
+
+class _Dictionary:
+    """A dictionary-encoded column: codes (-1 missing) into its own labels."""
+
+    def __init__(self, codes, labels):
+        self.codes = np.asarray(codes, dtype=np.int64)
+        self.labels = list(labels)
+
+    def __len__(self):
+        return len(self.codes)
+
+
+def _missing(value) -> bool:
+    """None, NaN, or pandas' NA / NaT (told by type name: pandas is not imported)."""
+    return (value is None or (isinstance(value, float) and value != value)
+            or type(value).__name__ in ("NAType", "NaTType"))
+
+
+def _numeric(column, names, k, argument) -> np.ndarray:
+    if isinstance(column, _Dictionary) or column.dtype == object or column.dtype.kind in "USVMm":
+        name = names[k] if names is not None else k
+        dtype = "categorical" if isinstance(column, _Dictionary) else column.dtype
+        raise ValueError(non_numeric_message(argument, name, dtype))
+    return column
+
+
+def non_numeric_message(argument: str, name, dtype) -> str:
+    """The error of a column that is neither numeric nor categorical."""
+    return (f"{argument} has non-numeric column {name!r} (dtype {dtype}); drop it, or pass "
+            f"it as a categorical feature ({ARGUMENT}=[{name!r}])")
+
+
+def _is_categorical_type(column) -> bool:
+    return isinstance(column, _Dictionary)
+
+
+def _columns(X, argument):
+    """The columns of ``X`` (arrays, or _Dictionary for categorical types) and
+    its names (None for an array)."""
+    if isinstance(X, _inputs.NamedMatrix):
+        return [X.values[:, k] for k in range(X.values.shape[1])], list(X.names)
+    kind = _inputs.frame_kind(X)
+    if kind is None:
+        array = np.asarray(X) if not isinstance(X, np.ndarray) else X
+        if array.ndim != 2:
+            raise ValueError(f"Expected 2D array for {argument}, got {array.ndim}D array")
+        return [array[:, k] for k in range(array.shape[1])], None
+    if kind == "polars" and type(X).__name__ == "LazyFrame":
+        X = X.collect()
+    names = _inputs.column_names(X)
+    return [_column(X, kind, name) for name in names], names
+
+
+def _column(frame, kind, name):
+    if kind == "pandas":
+        series = frame[name]
+        dtype = series.dtype
+        if type(dtype).__name__ == "CategoricalDtype":
+            return _Dictionary(series.cat.codes.to_numpy(), list(dtype.categories))
+        numpy_type = getattr(dtype, "numpy_dtype", None)
+        if not isinstance(dtype, np.dtype) and numpy_type is not None \
+                and np.dtype(numpy_type).kind in "biuf":
+            # nullable Int8, Float32, boolean: NaN for the missing values
+            return series.to_numpy(dtype=np.float64, na_value=np.nan)
+        return _inputs.get_column(frame, name)
+    if kind == "polars":
+        series = frame.get_column(name)
+        if type(series.dtype).__name__ in ("Categorical", "Enum") or str(series.dtype) in (
+                "Categorical", "Enum"):
+            return _arrow_dictionary(series.to_arrow())
+        return _inputs.get_column(frame, name)
+    column = frame.column(name)
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(column.type):
+        return _arrow_dictionary(column)
+    return _inputs.get_column(frame, name)
+
+
+def _arrow_dictionary(column):
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.unify_dictionaries().combine_chunks() if column.num_chunks else \
+            pa.array([], type=column.type)
+    if not pa.types.is_dictionary(column.type):
+        column = column.dictionary_encode()
+    codes = column.indices.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)
+    return _Dictionary(codes, column.dictionary.to_pylist())
+
+
+def _feature_positions(value, n_features: int, names) -> list:
+    positions = []
+    for entry in value or ():
+        if isinstance(entry, str):
+            if names is None or entry not in names:
+                raise ValueError(f"{ARGUMENT} names {entry!r}, which is not a column of X")
+            positions.append(list(names).index(entry))
+        else:
+            if entry >= n_features:
+                raise ValueError(f"{ARGUMENT} holds feature {entry}, but X has {n_features} "
+                                 f"features (indices 0 .. {n_features - 1})")
+            positions.append(int(entry))
+    return positions
+
+
+def learn(X, categorical_features, *, argument: str = "X"):
+    """The categorical features of a training ``X`` and their categories.
+
+    Returns ``(encoder, X)``: ``(None, X)`` unchanged when ``X`` has no
+    categorical feature, else the encoder and ``X`` encoded by it.
+    """
+    check_categorical_features(categorical_features)
+    kind = _inputs.frame_kind(X)
+    if kind is None and not isinstance(X, _inputs.NamedMatrix) and not categorical_features:
+        return None, X
+    if kind is not None:
+        if kind == "polars" and type(X).__name__ == "LazyFrame":
+            X = X.collect()
+        if not categorical_features and not _has_categorical_type(X, kind):
+            return None, X
+    columns, names = _columns(X, argument)
+    listed = set(_feature_positions(categorical_features, len(columns), names))
+    features, categories = [], []
+    for k, column in enumerate(columns):
+        if not (k in listed or _is_categorical_type(column)):
+            continue
+        features.append(k)
+        labels = _labels_of(column, names[k] if names is not None else k, argument)
+        if len(labels) > MAX_CATEGORIES:
+            name = names[k] if names is not None else k
+            raise ValueError(f"categorical feature {name!r} has {len(labels)} categories, "
+                             f"more than the {MAX_CATEGORIES} a feature may have")
+        categories.append(labels)
+    if not features:
+        return None, X
+    encoder = CategoryEncoder(features, categories, len(columns))
+    return encoder, encoder.transform(X, argument=argument)
+
+
+def _has_categorical_type(frame, kind) -> bool:
+    if kind == "pandas":
+        return any(type(dtype).__name__ == "CategoricalDtype" for dtype in frame.dtypes)
+    if kind == "polars":
+        return any(type(dtype).__name__ in ("Categorical", "Enum")
+                   or str(dtype) in ("Categorical", "Enum") for dtype in frame.dtypes)
+    import pyarrow as pa
+
+    return any(pa.types.is_dictionary(field.type) for field in frame.schema)
+
+
+def _labels_of(column, name, argument) -> list:
+    """The categories of a training column, in code order: a categorical
+    type's own (declared) categories; sorted distinct values otherwise."""
+    if isinstance(column, _Dictionary):
+        return [_label(label) for label in column.labels]
+    if column.dtype.kind in "biuf":
+        values = column.astype(np.float64)
+        values = np.unique(values[~np.isnan(values)])
+        if np.isinf(values).any():
+            raise ValueError(f"{argument} has infinity in categorical column {name!r}")
+        return [int(value) if float(value).is_integer() else float(value)
+                for value in values.tolist()]
+    distinct = {_label(value) for value in column.tolist() if not _missing(value)}
+    try:
+        return sorted(distinct)
+    except TypeError:
+        raise TypeError(f"categorical column {name!r} mixes categories that cannot be "
+                        f"ordered (e.g. strings and numbers)") from None
+
+
+def fit_bins(mapper, X, encoder, row_order, n_threads):
+    """Fit ``mapper`` on ``X`` with one bin per category of every categorical
+    feature (codes 0 .. K-1 are their own bins, NaN the missing bin), and bin
+    ``X``."""
+    mapper.fit(X)
+    if encoder is not None:
+        for k, labels in zip(encoder.features.tolist(), encoder.categories, strict=True):
+            mapper.cuts_[k] = np.arange(max(len(labels) - 1, 0), dtype=np.float64) + 0.5
+            mapper.n_bins_[k] = max(len(labels), 1)
+        from packboost.binning import _binned_dtype
+
+        mapper.binned_dtype_ = _binned_dtype(mapper.n_bins_)
+    return mapper.transform(X, row_order=row_order, n_threads=n_threads)
+
+
+def refuse_on_device(X, categorical_features, device: str, era_column=None) -> None:
+    """NotImplementedError naming the first categorical feature of ``X``
+    (by type, or listed in ``categorical_features``): category-set splits
+    run on the CPU backend only."""
+    names = []
+    kind = _inputs.frame_kind(X)
+    if kind is not None:
+        if kind == "polars" and type(X).__name__ == "LazyFrame":
+            X = X.collect()
+        columns = _inputs.column_names(X)
+        if _has_categorical_type(X, kind):
+            names = [name for name in columns if name != era_column
+                     and _is_categorical_type(_column(X, kind, name))]
+    names += list(categorical_features or ())
+    if names:
+        raise NotImplementedError(
+            f"categorical feature {names[0]!r} cannot be trained with device={device!r}: "
+            f"category-set splits run on the CPU backend only; use device='cpu', or encode "
+            f"the feature as numbers")
+
+
+def refuse_distributed(X, categorical_features, estimator: str) -> None:
+    """NotImplementedError naming the first categorical feature of a Dask
+    fit (listed, or a column of ``category`` dtype): its workers do not
+    split by category sets yet."""
+    names = list(categorical_features or ())
+    dtypes = getattr(X, "dtypes", None)
+    if not names and dtypes is not None and hasattr(dtypes, "items"):
+        names = [name for name, dtype in dtypes.items()
+                 if type(dtype).__name__ == "CategoricalDtype"]
+    if names:
+        raise NotImplementedError(
+            f"categorical feature {names[0]!r} cannot be trained by {estimator} (the Dask "
+            f"backend): category-set splits run on the local CPU backend only; fit "
+            f"PackBoostRegressor/PackBoostClassifier, or encode the feature as numbers")
