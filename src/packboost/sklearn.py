@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from packboost import _constraints, _inputs, _parameters, _validation, backends
+from packboost import _constraints, _inputs, _parameters, _validation, backends, model_selection
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._docs import ATTRIBUTE_DOC as _ATTRIBUTE_DOC
 from packboost._docs import FIT_DOC as _FIT_DOC
@@ -231,6 +231,8 @@ class _PackBoostEstimator(BaseEstimator):
         init = self._resolve_init_model(source if init_model is self else init_model,
                                         params["pack_size"])
         era_column = era if isinstance(era, str) else None
+        if era is None:
+            model_selection.warn_if_fitted_without_era(type(self).__name__)
         if era_column is not None:
             era, X = _validation.frame_column(X, era_column, "era")
         X, feature_names = _validation.check_X(X)
