@@ -144,8 +144,9 @@ def test_continued_training_keeps_the_targets(numerai, tmp_path):
 @pytest.mark.parametrize("bad, message", [
     (lambda Y: Y[:-1], "rows but X has"),
     (lambda Y: Y[:, :, np.newaxis], "1-dimensional or 2-dimensional"),
-    (lambda Y: np.where(np.arange(Y.size).reshape(Y.shape) == 7, np.nan, Y),
-     r"y\[:, 1\] contains NaN"),
+    (lambda Y: np.where(np.arange(Y.size).reshape(Y.shape) == 7, np.inf, Y),
+     r"y\[:, 1\] contains infinity \(inf at row 2\)"),
+    (lambda Y: np.where(np.arange(Y.shape[1]) == 2, np.nan, Y), r"y\[:, 2\] is NaN in every row"),
     (lambda Y: Y[:, :0], "no target column"),
     (lambda Y: Y.astype(str).astype(object) + "x", "must be numeric"),
 ])

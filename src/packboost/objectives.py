@@ -172,7 +172,17 @@ class MultiTarget:
         self.name = objective.name
 
     def base_score(self, y: np.ndarray, sample_weight) -> np.ndarray:
-        return np.array([self.objective.base_score(column, sample_weight) for column in y])
+        """Each target's own starting score, over the rows where it is known
+        (not NaN; packboost._unknown_targets)."""
+        scores = []
+        for column in y:
+            known = ~np.isnan(column)
+            if known.all():
+                scores.append(self.objective.base_score(column, sample_weight))
+            else:
+                scores.append(self.objective.base_score(
+                    column[known], None if sample_weight is None else sample_weight[known]))
+        return np.array(scores)
 
     def gradients(self, y, raw_prediction, sample_weight, out_g, out_h) -> None:
         for output in range(self.n_outputs):
