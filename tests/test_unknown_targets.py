@@ -124,3 +124,21 @@ def test_unknown_values_are_refused_where_a_target_cannot_be_unknown(numerai):
     with pytest.raises(ValueError, match=r"y\[:, 1\] is NaN in every row"):
         PackBoostRegressor(**NO_SAMPLING).fit(X, np.column_stack([Y[:, 0], np.full(len(X),
                                                                                  np.nan)]))
+
+
+def test_a_callable_objective_gets_the_nan_and_its_values_there_are_not_used(numerai):
+    X, Y, era = numerai
+
+    unknown_seen = []
+
+    def squared(y_true, y_pred):
+        unknown_seen.append(int(np.isnan(y_true).sum()))
+        return y_pred - y_true, np.ones_like(y_true)      # NaN where y_true is NaN
+
+    params = dict(NO_SAMPLING, objective=squared, n_jobs=1)
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era)
+    assert set(unknown_seen) == {int(np.isnan(Y).sum())}
+    for target in (1, 2):
+        known = ~np.isnan(Y[:, target])
+        alone = PackBoostRegressor(**params).fit(X[known], Y[known, target], era=era[known])
+        _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)

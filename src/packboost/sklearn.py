@@ -34,6 +34,7 @@ from packboost.model_io import register_estimator, save_estimator
 from packboost.objectives import (
     CLASSIFICATION_OBJECTIVES,
     REGRESSION_OBJECTIVES,
+    CustomObjective,
     MultiTarget,
     Softmax,
     check_objective,
@@ -313,18 +314,25 @@ class _PackBoostEstimator(BaseEstimator):
         if n_outputs == 1:
             return
         what = self._outputs_description(n_outputs)
-        if callable(params["objective"]):
+        if callable(params["objective"]) and not self._callable_takes_outputs:
             raise ValueError(
-                f"objective: a callable objective trains one output, but y has {what}; "
-                "fit one model per target, or use a built-in objective")
+                f"objective: a classifier's callable objective trains two classes, but y "
+                f"has {what}; leave objective unset to train the softmax loss")
         if params["device"] != "cpu":
             raise NotImplementedError(
                 f"device={params['device']!r} does not train models of several outputs "
                 f"(y has {what}) yet; use device='cpu'")
 
+    # A callable objective of several targets takes and returns (n_rows, n_targets).
+    _callable_takes_outputs = True
+
     def _output_objective(self, objective, n_outputs):
         """The objective of all ``n_outputs`` outputs (``objective`` itself for one)."""
-        return objective if n_outputs == 1 else MultiTarget(objective, n_outputs)
+        if n_outputs == 1:
+            return objective
+        if isinstance(objective, CustomObjective):
+            return objective.for_outputs(n_outputs)
+        return MultiTarget(objective, n_outputs)
 
     @staticmethod
     def _training_target(y, n_outputs):
@@ -831,6 +839,9 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
     @staticmethod
     def _outputs_description(n_outputs):
         return f"{n_outputs} classes"
+
+    # Classes' raw scores come from softmax, not from a callable.
+    _callable_takes_outputs = False
 
     def _output_objective(self, objective, n_outputs):
         return objective if n_outputs == 1 else Softmax(n_outputs)
