@@ -180,3 +180,22 @@ def test_readme_cross_validation_example_as_written_fits_folds_with_eras():
     search = namespace["search"]
     assert search.best_estimator_.n_eras_ == 24
     assert np.isfinite(search.best_score_)
+
+
+def test_without_routing_a_table_with_its_era_column_is_enough(data):
+    """fit(frame, y, groups=frame["era"], era="era"): each fold fits with its
+    eras (the column) and the scorer reads the era column of the test rows."""
+    pd = pytest.importorskip("pandas")
+    X, y, era = data
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])]).assign(era=era)
+    splitter = EraKFold(3)
+    scorer = make_era_scorer("numerai_sharpe")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EraNotPassedWarning)
+        search = GridSearchCV(PackBoostRegressor(**PARAMS), {"max_depth": [3]}, cv=splitter,
+                              scoring=scorer, error_score="raise").fit(
+            frame, y, groups=frame["era"], era="era")
+    for fold, (train, test) in enumerate(splitter.split(X, y, era)):
+        model = PackBoostRegressor(**PARAMS).fit(X[train], y[train], era=era[train])
+        assert search.cv_results_[f"split{fold}_test_score"][0] == scorer(
+            model, X[test], y[test], era=era[test])
