@@ -185,8 +185,9 @@ def warn_if_fitted_without_era(estimator_name: str) -> None:
     or search over an era splitter (called by a fit whose ``era`` is None).
 
     The splitter is found among the callers' locals (``cross_validate``'s
-    ``cv``, a search's ``self.cv``), so this sees fits in this thread
-    (``n_jobs=None`` or 1, joblib's threads) but not in worker processes.
+    ``cv``, a search's ``self.cv``), so this sees the fits run in the
+    caller's thread (``n_jobs=None`` or 1), not those joblib runs in other
+    threads or processes.
     """
     splitter = _era_splitter_above(sys._getframe(2))
     if splitter is None:
