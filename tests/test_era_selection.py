@@ -199,3 +199,26 @@ def test_without_routing_a_table_with_its_era_column_is_enough(data):
         model = PackBoostRegressor(**PARAMS).fit(X[train], y[train], era=era[train])
         assert search.cv_results_[f"split{fold}_test_score"][0] == scorer(
             model, X[test], y[test], era=era[test])
+
+
+def test_era_scorer_of_several_targets_is_the_mean_of_theirs(data):
+    X, y, era = data
+    Y = np.column_stack([y, y[::-1]])
+    Y[:100, 1] = np.nan
+    model = PackBoostRegressor(**PARAMS).fit(X, Y, era=era)
+    prediction = model.predict(X)
+    scorer = make_era_scorer("spearman_worst")
+
+    class _Fixed:
+        """A model whose predictions are given."""
+
+        def __init__(self, values):
+            self.values = values
+
+        def predict(self, X_):
+            return self.values
+
+    known = ~np.isnan(Y[:, 1])
+    per_target = [scorer(_Fixed(prediction[:, 0]), X, Y[:, 0], era=era),
+                  scorer(_Fixed(prediction[known, 1]), X[known], Y[known, 1], era=era[known])]
+    assert scorer(model, X, Y, era=era) == pytest.approx(np.mean(per_target), abs=0, rel=1e-15)
