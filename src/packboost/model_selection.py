@@ -14,7 +14,7 @@ The eras must reach the model too, or every fold trains without them (DES
 then sees one era). With scikit-learn's metadata routing on
 (``sklearn.set_config(enable_metadata_routing=True)``) a search's
 ``fit(X, y, era=era)`` gives each fold's eras to the splitters (they take
-``era`` as their ``groups``), to the estimator's ``fit`` (after
+``era`` as their ``groups``: pass ``era=``, not ``groups=``), to the estimator's ``fit`` (after
 ``set_fit_request(era=True)``) and to the scorers of
 :func:`packboost.metrics.make_era_scorer`. Without routing, pass ``era=era``
 beside ``groups=era`` (a search's ``fit`` slices it per fold; for
