@@ -328,7 +328,7 @@ def test_multiclass_bad_labels(blobs):
         p = 1 / (1 + np.exp(-y_pred))
         return p - y_true, p * (1 - p)
 
-    with pytest.raises(ValueError, match="callable objective trains one output"):
+    with pytest.raises(ValueError, match="callable objective trains two classes"):
         PackBoostClassifier(n_estimators=2, objective=logistic).fit(X, labels)
 
 
