@@ -200,17 +200,6 @@ def test_a_callable_objective_of_several_targets_takes_rows_by_targets(numerai):
         PackBoostRegressor(**dict(PARAMS, objective=wrong_shape)).fit(X, Y, era=era)
 
 
-def test_a_classifier_callable_objective_trains_two_classes(blobs):
-    X, labels, era = blobs
-
-    def logistic(y_true, y_pred):
-        p = 1.0 / (1.0 + np.exp(-y_pred))
-        return p - y_true, p * (1.0 - p)
-
-    with pytest.raises(ValueError, match="callable objective trains two classes"):
-        PackBoostClassifier(**dict(PARAMS, objective=logistic)).fit(X, labels, era=era)
-
-
 def test_targets_as_a_data_frame(numerai):
     pd = pytest.importorskip("pandas")
     X, Y, era = numerai
