@@ -11,6 +11,11 @@ k times. Targets: ``make_numerai_like``'s target plus independent noise, one
 noise draw per extra target. Reports medians over ``--repeats`` of the wall
 time and of the process's CPU time (all threads; steadier than the wall time
 on a shared machine, where other processes take turns on the cores).
+
+``--unknown F``: extra target j is NaN in its first ``F * j / (k - 1)`` of
+the eras (auxiliary targets that start later); the separate fits then train
+each target on its known rows only, as the joint fit does
+(packboost/_unknown_targets.py).
 """
 
 from __future__ import annotations
@@ -26,10 +31,15 @@ from packboost import PackBoostRegressor
 from packboost.datasets import make_numerai_like
 
 
-def targets(y: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+def targets(y: np.ndarray, k: int, seed: int = 0, era=None, unknown: float = 0.0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     columns = [y] + [y + rng.normal(0, np.std(y), len(y)) for _ in range(k - 1)]
-    return np.column_stack(columns)
+    Y = np.column_stack(columns).astype(np.float64)
+    if unknown > 0 and k > 1:
+        codes = np.unique(era, return_inverse=True)[1].reshape(-1)
+        for column in range(1, k):
+            Y[codes < unknown * column / (k - 1) * (codes.max() + 1), column] = np.nan
+    return Y
 
 
 def main() -> None:
@@ -41,6 +51,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--unknown", type=float, default=0.0,
+                        help="extra targets NaN in up to this fraction of the eras")
     args = parser.parse_args()
 
     data = make_numerai_like(n_rows=args.rows, n_features=args.features, n_eras=args.eras,
@@ -49,14 +61,16 @@ def main() -> None:
                   n_jobs=args.threads)
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
           f"{args.threads} threads; {args.rows} rows x {args.features} uint8 features, "
-          f"{args.eras} eras, {args.rounds} rounds x pack 4, depth 6")
+          f"{args.eras} eras, {args.rounds} rounds x pack 4, depth 6"
+          + (f"; extra targets unknown in up to {args.unknown:.0%} of the eras"
+             if args.unknown else ""))
     # One-off costs (lazy imports, the OpenMP pool) out of the first timing.
     PackBoostRegressor(**dict(params, n_estimators=1)).fit(data.X, data.y, era=data.era)
     print("| k targets | one fit: wall s, CPU s | k separate fits: wall s, CPU s "
           "| separate / one (wall, CPU) |")
     print("| ---: | ---: | ---: | ---: |")
     for k in args.targets:
-        Y = targets(data.y, k)
+        Y = targets(data.y, k, era=data.era, unknown=args.unknown)
         times = {"joint": [], "separate": []}
         for repeat in range(args.repeats):
             order = ("joint", "separate") if repeat % 2 == 0 else ("separate", "joint")
@@ -67,7 +81,9 @@ def main() -> None:
                                                      era=data.era)
                 else:
                     for column in range(k):
-                        PackBoostRegressor(**params).fit(data.X, Y[:, column], era=data.era)
+                        known = ~np.isnan(Y[:, column])
+                        PackBoostRegressor(**params).fit(data.X[known], Y[known, column],
+                                                         era=data.era[known])
                 times[kind].append((time.perf_counter() - wall, time.process_time() - cpu))
         joint = [statistics.median(values) for values in zip(*times["joint"], strict=True)]
         separate = [statistics.median(values)

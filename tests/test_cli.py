@@ -644,17 +644,44 @@ def test_outputs_are_written_whole_and_charts_atomically(small, capsys):
     assert not [path.name for path in small.iterdir() if path.name.startswith(".")]
 
 
-def test_a_target_pattern_naming_several_columns_is_an_error(small, capsys):
-    """``packboost train`` fits one target: never silently the first of several."""
-    from packboost._files import write_columns
+def test_a_target_pattern_naming_several_columns_trains_them_all(tmp_path, capsys):
+    """``--target 'target*'``: one model of both targets (the auxiliary one NaN
+    in some rows), the model a 2-D fit in Python gives; ``evaluate`` scores
+    each output on its target."""
+    import numpy as np
+    import pyarrow.parquet as pq
 
-    columns = _small_columns()
-    columns["target_b"] = columns["target"] * 2
-    write_columns(small / "two.csv", columns)
-    assert main(["train", "two.csv", "--target", "target*", "-o", "m.pbm"]) == 1
-    err = _one_line_error(capsys, "train")
-    assert "names 2 columns" in err and "target_b" in err
-    assert not (small / "m.pbm").exists()
+    _write_numerai_files(tmp_path)
+    arguments = ["--n-estimators", "4", "--max-depth", "3", "--seed", "0", "--n-jobs", "1"]
+    assert main(["train", str(tmp_path / "train.parquet"), "--target", "target*", "--valid",
+                 str(tmp_path / "valid.parquet"), "-o", str(tmp_path / "m.pbm"),
+                 *arguments]) == 0
+    out = capsys.readouterr().out
+    assert "2 targets ('target', 'target_aux')" in out
+    assert "target 'target_aux' is missing in" in out
+    assert "valid per-era correlation, target 'target_aux'" in out
+    model = packboost.load_model(tmp_path / "m.pbm")
+    assert model.ensemble_.n_outputs == 2
+    frame = pq.read_table(tmp_path / "train.parquet").to_pandas()
+    features = [f"feature_{k}" for k in range(6)]
+    Y = frame[["target", "target_aux"]].to_numpy(dtype=np.float64)
+    expected = packboost.PackBoostRegressor(n_estimators=4, max_depth=3, random_state=0,
+                                            n_jobs=1).fit(frame[features], Y, era=frame["era"])
+    np.testing.assert_array_equal(model.predict(frame[features]),
+                                  expected.predict(frame[features]))
+
+    assert main(["evaluate", str(tmp_path / "valid.parquet"), "--model", str(tmp_path / "m.pbm"),
+                 "--target", "target*", "--summary-only"]) == 0
+    out = capsys.readouterr().out
+    assert "(output 0) on" in out and "target 'target':" in out
+    assert "(output 1) on" in out and "target 'target_aux':" in out
+    assert main(["evaluate", str(tmp_path / "valid.parquet"), "--model", str(tmp_path / "m.pbm"),
+                 "--target", "target"]) == 1
+    assert "the model has 2 targets" in _one_line_error(capsys, "evaluate")
+    assert main(["train", str(tmp_path / "train.parquet"), "--target", "target*",
+                 "--classifier", "-o", str(tmp_path / "c.pbm")]) == 1
+    assert "--classifier trains one target" in _one_line_error(capsys, "train")
+    assert not (tmp_path / "c.pbm").exists()
 
 
 def test_multiclass_is_refused_by_train_and_predict(small, capsys):

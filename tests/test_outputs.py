@@ -144,8 +144,9 @@ def test_continued_training_keeps_the_targets(numerai, tmp_path):
 @pytest.mark.parametrize("bad, message", [
     (lambda Y: Y[:-1], "rows but X has"),
     (lambda Y: Y[:, :, np.newaxis], "1-dimensional or 2-dimensional"),
-    (lambda Y: np.where(np.arange(Y.size).reshape(Y.shape) == 7, np.nan, Y),
-     r"y\[:, 1\] contains NaN"),
+    (lambda Y: np.where(np.arange(Y.size).reshape(Y.shape) == 7, np.inf, Y),
+     r"y\[:, 1\] contains infinity \(inf at row 2\)"),
+    (lambda Y: np.where(np.arange(Y.shape[1]) == 2, np.nan, Y), r"y\[:, 2\] is NaN in every row"),
     (lambda Y: Y[:, :0], "no target column"),
     (lambda Y: Y.astype(str).astype(object) + "x", "must be numeric"),
 ])
@@ -165,14 +166,38 @@ def test_eval_set_targets_must_match(numerai):
         PackBoostRegressor(**PARAMS).fit(X, Y[:, 0], eval_set=[(X[:100], Y[:100])])
 
 
-def test_a_callable_objective_trains_one_target(numerai):
+def test_a_callable_objective_of_several_targets_takes_rows_by_targets(numerai):
+    """The function gets (n_rows, n_targets) in the caller's row order and
+    returns that shape; each target's trees are those of a one-target fit of
+    the same function on its column."""
     X, Y, era = numerai
+    era = era[::-1].copy()          # rows not in era order: the caller's order is kept
+    shapes = []
 
-    def squared(y_true, y_pred):
-        return y_pred - y_true, np.ones_like(y_true)
+    def pseudo_huber(y_true, y_pred):
+        shapes.append(y_true.shape)
+        residual = y_pred - y_true
+        scale = np.sqrt(1.0 + residual * residual)
+        return residual / scale, 1.0 / scale ** 3
 
-    with pytest.raises(ValueError, match="callable objective trains one output"):
-        PackBoostRegressor(**dict(PARAMS, objective=squared)).fit(X, Y, era=era)
+    params = dict(PARAMS, objective=pseudo_huber, row_subsample=0.8)
+    weight = np.random.default_rng(4).uniform(0.5, 2.0, len(X))
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
+    assert set(shapes) == {Y.shape}
+    for target in range(Y.shape[1]):
+        alone = PackBoostRegressor(**params).fit(X, Y[:, target], era=era,
+                                                 sample_weight=weight)
+        for name, values in alone.ensemble_.nodes.items():
+            np.testing.assert_array_equal(joint.ensemble_.output_ensemble(target).nodes[name],
+                                          values, err_msg=name)
+        np.testing.assert_array_equal(joint.predict(X)[:, target], alone.predict(X))
+
+    def wrong_shape(y_true, y_pred):
+        return (y_pred - y_true)[:, 0], np.ones(len(y_true))
+
+    with pytest.raises(ValueError, match=r"expected \(3000, 3\), one value per training row "
+                                         "and target"):
+        PackBoostRegressor(**dict(PARAMS, objective=wrong_shape)).fit(X, Y, era=era)
 
 
 def test_targets_as_a_data_frame(numerai):
@@ -292,7 +317,7 @@ def test_multiclass_bad_labels(blobs):
         p = 1 / (1 + np.exp(-y_pred))
         return p - y_true, p * (1 - p)
 
-    with pytest.raises(ValueError, match="callable objective trains one output"):
+    with pytest.raises(ValueError, match="callable objective trains two classes"):
         PackBoostClassifier(n_estimators=2, objective=logistic).fit(X, labels)
 
 

@@ -55,13 +55,25 @@ class DivergenceWatch:
         self.sample_weight = None if sample_weight is None else sample_weight[self.rows]
         self.learning_rate = learning_rate
         self.has_loss = hasattr(objective, "loss")
+        # Several targets unknown in some rows (NaN, packboost._unknown_targets):
+        # each target's loss on its known rows.
+        self.known = None
+        if self.y.ndim == 2 and self.y.dtype.kind == "f" and np.isnan(self.y).any():
+            self.known = ~np.isnan(self.y)
         self.reference = (self._loss(base_raw) if self.has_loss
                           else _mean_square(base_gradients[..., self.rows]))
 
     def _loss(self, raw_prediction: np.ndarray) -> float:
         raw = raw_prediction[..., self.rows]
         raw = raw[0] if len(raw) == 1 else raw
-        return self.objective.loss(self.y, raw, self.sample_weight)
+        if self.known is None:
+            return self.objective.loss(self.y, raw, self.sample_weight)
+        weight = self.sample_weight
+        losses = [self.objective.objective.loss(
+                      self.y[output][known], raw[output][known],
+                      None if weight is None else weight[known])
+                  for output, known in enumerate(self.known) if known.any()]
+        return float(np.mean(losses)) if losses else 0.0
 
     def after_round(self, raw_prediction: np.ndarray, round_index: int) -> None:
         """Raise if the scores after round ``round_index`` have diverged

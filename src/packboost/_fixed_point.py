@@ -61,6 +61,9 @@ class FixedPointGradients:
     gradient_scale: float
     hessian_scale: float
     constant_hessian: float     # NaN when hessians differ between rows
+    # The rows' chunks of the float sums (_partition.row_chunk_bounds), or
+    # None for equal chunks: to_fixed_point's counted_rows' chunks.
+    row_chunks: np.ndarray | None = None
 
     @property
     def hessian_is_constant(self) -> bool:
@@ -106,15 +109,22 @@ def _power_of_two_scale(bound_bits: int, magnitude: float) -> float:
 
 def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
                    era_offsets: np.ndarray, n_threads: int = 1, *,
+                   counted_rows: np.ndarray | None = None,
                    shard=None) -> FixedPointGradients:
     """Round a round's gradients and hessians and pack them for the kernel.
 
     ``era_offsets`` (n_eras + 1) delimit the eras of the era-sorted rows.
+    ``counted_rows`` (bool per row, or None for all): the only rows any tree
+    of the pack may hold (a target's known rows, packboost._unknown_targets;
+    the others have zero gradients and hessians). The row counts are sized,
+    a constant hessian judged and the float sums chunked on them, so the grid
+    and the sums are those of a fit on those rows alone.
     ``shard`` (a :class:`packboost._row_shard.RowShard`): these rows are one
-    shard of whole eras of the training rows; the grid is then chosen from
-    the bounds of all shards' rows (:meth:`RowShard.grid_bounds`), the very
-    numbers one machine holding every row computes, so every shard rounds to
-    the grid of the single-machine fit (docs/distributed.md §3).
+    shard of whole eras of the training rows; the grid and the chunks are
+    then chosen from the bounds of all shards' rows
+    (:meth:`RowShard.grid_bounds`), the very numbers one machine holding
+    every row computes, so every shard rounds to the grid of the
+    single-machine fit (docs/distributed.md §3).
     """
     gradients = np.ascontiguousarray(gradients, dtype=np.float64)
     hessians = np.ascontiguousarray(hessians, dtype=np.float64)
@@ -125,13 +135,22 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     if len(era_offsets) == 0 or era_offsets[-1] != len(gradients):
         raise ValueError("era_offsets must end at the number of rows")
     if shard is None:
-        count_bits = count_bits_for(era_offsets)
+        if counted_rows is None:
+            count_bits = count_bits_for(era_offsets)
+        else:
+            running = np.concatenate(([0], np.cumsum(counted_rows, dtype=np.int64)))
+            count_bits = count_bits_for(running[era_offsets])
         largest_era, total = _histogram_magnitude_sums(gradients, era_offsets)
         hessian_total = _histogram_magnitude_sums(hessians, era_offsets)[1]
-        constant = len(hessians) > 0 and bool(np.all(hessians == hessians[0]))
+        counted_hessians = hessians if counted_rows is None else hessians[counted_rows]
+        constant = len(counted_hessians) > 0 and bool(np.all(counted_hessians
+                                                              == counted_hessians[0]))
+        first_hessian = float(counted_hessians[0]) if constant else math.nan
+        row_chunks = (None if counted_rows is None
+                      else _partition_counted_row_chunks(counted_rows))
     else:
-        count_bits, largest_era, total, hessian_total, constant = shard.grid_bounds(
-            gradients, hessians, era_offsets)
+        (count_bits, largest_era, total, hessian_total, constant, first_hessian,
+         row_chunks) = shard.grid_bounds(gradients, hessians, era_offsets, counted_rows)
     if count_bits > 31:
         raise ValueError(f"an era of {2 ** (count_bits - 1)}+ rows is too large for the "
                          "fixed-point histograms (at most 2**31 - 1 rows per era)")
@@ -152,7 +171,7 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     # still one value (the CPU kernel then needs no hessian word per cell).
     hessian_scale = _power_of_two_scale(EXACT_SUM_BITS - 1, hessian_total)
     if constant:
-        constant_hessian = float(np.rint(hessians[0] * hessian_scale) / hessian_scale)
+        constant_hessian = float(np.rint(first_hessian * hessian_scale) / hessian_scale)
         rounded_hessians = np.full_like(hessians, constant_hessian)
         hessian_fixed = np.zeros(0, dtype=np.int64)
     else:
@@ -164,7 +183,14 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     return FixedPointGradients(
         gradients=rounded_gradients, hessians=rounded_hessians, packed=packed,
         hessian_fixed=hessian_fixed, count_bits=count_bits, gradient_scale=gradient_scale,
-        hessian_scale=hessian_scale, constant_hessian=constant_hessian)
+        hessian_scale=hessian_scale, constant_hessian=constant_hessian,
+        row_chunks=row_chunks)
+
+
+def _partition_counted_row_chunks(counted_rows):
+    from packboost import _partition
+
+    return _partition.counted_row_chunks(counted_rows)
 
 
 def _histogram_magnitude_sums(values, era_offsets):

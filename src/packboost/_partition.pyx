@@ -605,6 +605,7 @@ def route_rows(
         const feature_index_t[::1] block_features=None,
         bint scattered_samples=False,
         const int32_t[::1] slot_tree=None,
+        chunk_bounds=None,
 ):
     """Move every row to its child slot in the next frontier; rows of slots
     that do not split get code -1 and their leaf in ``leaf_of_row``.
@@ -635,9 +636,11 @@ def route_rows(
     ``slot_tree`` (n_slots,), each slot's tree: with it the vector loop adds
     the squares of trees with few children in vector lanes
     (tree_children, _route.pxd's pb_add_squares_by_lanes; the same
-    numbers)."""
+    numbers).
+
+    ``chunk_bounds``: the rows' chunks for the sums (row_chunk_bounds)."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0], row, chunk
-    cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
+    cdef const int64_t[::1] bounds = row_chunk_bounds(n_rows, chunk_bounds)
     cdef bint summing = gradients is not None and hessians is not None
     if summing and (gradients.shape[0] != n_rows or hessians.shape[0] != n_rows):
         raise ValueError(f"gradients and hessians must have {n_rows} entries")
@@ -725,7 +728,7 @@ def route_rows(
             chunk_squares = &squares_view[chunk, 0] if summing else NULL
             route_vector_chunk(
                 codes, row_stride, node_of_row, leaf_of_row, route_pointer, &slot_node[0],
-                chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows), chunk_squares,
+                bounds[chunk], bounds[chunk + 1], chunk_squares,
                 &gradients[0] if summing else NULL, &starts_view[0] if n_columns > 0 else NULL,
                 n_columns, line_rows, column_rows, &column_view[0], &word_view[0],
                 column_view.shape[0], pack_shift, n_next_slots, scattered_samples,
@@ -742,7 +745,7 @@ def route_rows(
     elif n_rows > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
-            for row in range(chunk * chunk_rows, min(n_rows, (chunk + 1) * chunk_rows)):
+            for row in range(bounds[chunk], bounds[chunk + 1]):
                 if n_columns > 0 and row % line_rows == 0:
                     prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
                 route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size,
@@ -813,6 +816,41 @@ def children_sums(const int64_t[::1] split, const int64_t[::1] column,
     return [child_gradients, child_hessians, child_count]
 
 
+def row_chunk_bounds(Py_ssize_t n_rows, chunk_bounds=None):
+    """The SUM_CHUNKS chunks of rows the float sums are taken in, (SUM_CHUNKS
+    + 1,) int64: chunk c is rows bounds[c] .. bounds[c + 1] - 1.
+
+    None: equal chunks of ceil(n_rows / SUM_CHUNKS) rows. Else
+    ``chunk_bounds`` as given (checked): counted_row_chunks' chunks, which
+    hold the rows a fit on only some rows would (its sums then are that
+    fit's, bit for bit)."""
+    if chunk_bounds is None:
+        chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
+        return np.minimum(np.arange(SUM_CHUNKS + 1, dtype=np.int64) * chunk_rows, n_rows)
+    bounds = np.ascontiguousarray(chunk_bounds, dtype=np.int64)
+    if (bounds.shape != (SUM_CHUNKS + 1,) or bounds[0] != 0 or bounds[SUM_CHUNKS] != n_rows
+            or np.any(np.diff(bounds) < 0)):
+        raise ValueError(f"chunk_bounds must be {SUM_CHUNKS + 1} non-decreasing row "
+                         f"indices from 0 to {n_rows}")
+    return bounds
+
+
+def counted_row_chunks(counted_rows):
+    """row_chunk_bounds where only ``counted_rows`` (bool per row) are ever
+    in a slot: chunk c starts at counted row c * ceil(n_counted / SUM_CHUNKS),
+    so each chunk adds the counted rows that chunk c of a fit on those rows
+    alone adds, in the same order (the other rows add nothing)."""
+    counted = np.asarray(counted_rows, dtype=bool)
+    positions = np.flatnonzero(counted)
+    per_chunk = (len(positions) + SUM_CHUNKS - 1) // SUM_CHUNKS
+    first = np.arange(SUM_CHUNKS + 1, dtype=np.int64) * per_chunk
+    bounds = np.full(SUM_CHUNKS + 1, len(counted), dtype=np.int64)
+    inside = first < len(positions)
+    bounds[inside] = positions[first[inside]]
+    bounds[0] = 0
+    return bounds
+
+
 def chunk_partials(Py_ssize_t n_slots):
     """Zeroed partial sums of the SUM_CHUNKS row chunks, (SUM_CHUNKS, n_slots
     + TRASH_ROWS, 4): a slot's (g, h, count, g^2) side by side, then the
@@ -850,6 +888,7 @@ def slot_sums(
         Py_ssize_t n_slots,
         int n_threads=1,
         bint scattered_samples=False,
+        chunk_bounds=None,
 ):
     """Pooled gradient, squared-gradient and hessian sums and row counts of every slot.
 
@@ -858,18 +897,19 @@ def slot_sums(
     Rows are cut into SUM_CHUNKS fixed chunks summed in parallel, then the
     chunks' partial sums are added in chunk order: the result does not
     depend on the thread count. The squared gradients give the node's
-    gradient variance (DES's between-era std, csrc/des.h).
+    gradient variance (DES's between-era std, csrc/des.h). ``chunk_bounds``:
+    other chunks than the equal ones (row_chunk_bounds).
     """
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
     partial = chunk_partials(n_slots)
     cdef double[:, :, ::1] partial_view = partial
     cdef Py_ssize_t chunk
-    cdef Py_ssize_t chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
+    cdef const int64_t[::1] bounds = row_chunk_bounds(n_rows, chunk_bounds)
     if n_rows > 0 and n_slots > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
-            add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, chunk * chunk_rows,
-                              min(n_rows, (chunk + 1) * chunk_rows), &partial_view[chunk, 0, 0],
+            add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, bounds[chunk],
+                              bounds[chunk + 1], &partial_view[chunk, 0, 0],
                               <node_index_t>n_slots if scattered_samples else -1)
     return chunk_totals(partial, n_slots)
 

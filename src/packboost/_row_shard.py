@@ -76,9 +76,14 @@ class RowShard:
 
     def chunk_bounds(self, fixed) -> np.ndarray:
         """The global row chunks of the slot sums' float partials
-        (_partition.slot_sums: SUM_CHUNKS equal chunks of all rows) cut to
-        this shard's rows, (SUM_CHUNKS + 1,) int64 local row indices."""
+        (_partition.slot_sums: SUM_CHUNKS equal chunks of all rows, or those
+        of the counted rows, ``fixed.row_chunks``, already cut to this shard
+        by grid_bounds) cut to this shard's rows, (SUM_CHUNKS + 1,) int64
+        local row indices."""
         from packboost._distributed import SUM_CHUNKS
+
+        if fixed.row_chunks is not None:
+            return np.asarray(fixed.row_chunks, dtype=np.int64)
 
         chunk_rows = -(-self.total_rows // SUM_CHUNKS)
         bounds = np.minimum(np.arange(SUM_CHUNKS + 1, dtype=np.int64) * chunk_rows,
@@ -106,24 +111,55 @@ class RowShard:
         return self.collective.allreduce(np.asarray(values, dtype=np.float64), "max")
 
     def grid_bounds(self, gradients: np.ndarray, hessians: np.ndarray,
-                    era_offsets: np.ndarray):
+                    era_offsets: np.ndarray, counted_rows: np.ndarray | None = None):
         """What :func:`packboost._fixed_point.to_fixed_point` chooses the grid
         from, over all shards' rows: (count bits, largest era sum of |g|, sum
-        of |g|, sum of |h|, is the hessian one constant). The per-era sums are
-        gathered and added in era order, as one machine adds them."""
+        of |g|, sum of |h|, is the hessian one constant, that constant, the
+        float sums' row chunks cut to this shard or None). The per-era sums
+        are gathered and added in era order, as one machine adds them;
+        ``counted_rows`` (this shard's) as to_fixed_point takes them."""
         from packboost import _histogram
         from packboost._fixed_point import count_bits_for, largest_and_total
 
+        if counted_rows is None:
+            counted_offsets, counted_hessians = era_offsets, hessians
+        else:
+            running = np.concatenate(([0], np.cumsum(counted_rows, dtype=np.int64)))
+            counted_offsets, counted_hessians = running[era_offsets], hessians[counted_rows]
+        constant = len(counted_hessians) == 0 or bool(
+            np.all(counted_hessians == counted_hessians[0]))
         local = dict(
             gradient_sums=_histogram.era_magnitude_sums(gradients, era_offsets),
             hessian_sums=_histogram.era_magnitude_sums(hessians, era_offsets),
-            count_bits=count_bits_for(era_offsets),
-            first_hessian=float(hessians[0]) if len(hessians) else None,
-            constant=len(hessians) == 0 or bool(np.all(hessians == hessians[0])))
+            count_bits=count_bits_for(counted_offsets),
+            first_hessian=float(counted_hessians[0]) if len(counted_hessians) else None,
+            constant=constant, counted=int(counted_offsets[-1]))
         shards = self.collective.allgather(local)
         largest, total = largest_and_total(np.concatenate([s["gradient_sums"] for s in shards]))
         hessian_total = largest_and_total(np.concatenate([s["hessian_sums"]
                                                           for s in shards]))[1]
-        firsts = {s["first_hessian"] for s in shards if s["first_hessian"] is not None}
-        constant = all(s["constant"] for s in shards) and len(firsts) == 1
-        return (max(s["count_bits"] for s in shards), largest, total, hessian_total, constant)
+        firsts = [s["first_hessian"] for s in shards if s["first_hessian"] is not None]
+        constant = all(s["constant"] for s in shards) and len(set(firsts)) == 1
+        row_chunks = None
+        if counted_rows is not None:
+            before = sum(s["counted"] for s in shards[:self.collective.rank])
+            row_chunks = self._counted_chunks(counted_rows, before,
+                                              sum(s["counted"] for s in shards))
+        return (max(s["count_bits"] for s in shards), largest, total, hessian_total, constant,
+                firsts[0] if constant else float("nan"), row_chunks)
+
+    def _counted_chunks(self, counted_rows, before: int, total: int) -> np.ndarray:
+        """_partition.counted_row_chunks of all shards' rows, cut to this
+        shard: chunk c starts at the counted row c * ceil(total / SUM_CHUNKS)
+        of all shards (``before`` of them on the shards before this one)."""
+        from packboost._distributed import SUM_CHUNKS
+
+        positions = np.flatnonzero(counted_rows)
+        per_chunk = -(-total // SUM_CHUNKS)
+        first = np.arange(SUM_CHUNKS + 1, dtype=np.int64) * per_chunk - before
+        bounds = np.where(first < 0, 0, self.n_rows)
+        inside = (first >= 0) & (first < len(positions))
+        bounds[inside] = positions[first[inside]]
+        # The first chunk starts at the first row, the last ends after the last.
+        bounds[0], bounds[SUM_CHUNKS] = 0, self.n_rows
+        return bounds.astype(np.int64)

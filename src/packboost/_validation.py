@@ -98,7 +98,8 @@ def check_y(y, n_rows: int, *, argument: str = "y", several: bool = False) -> np
     """A finite float64 vector of ``n_rows`` targets, no larger than :data:`MAX_MAGNITUDE`.
 
     With ``several``, a 2-D ``y`` of two or more columns (one per target) is
-    taken too and returned as a ``(n_rows, n_targets)`` float64 array.
+    taken too and returned as a ``(n_rows, n_targets)`` float64 array; its
+    values are finite or NaN (an unknown target), each column known somewhere.
     """
     if y is None:
         raise ValueError(f"fit requires y to be passed, but the target {argument} is None")
@@ -134,9 +135,17 @@ def check_y(y, n_rows: int, *, argument: str = "y", several: bool = False) -> np
     except (ValueError, TypeError):
         raise ValueError(f"{argument} must be numeric, got dtype {y.dtype}") from None
     if y.ndim == 2:
+        # Several targets may be NaN where a target is unknown (Numerai's
+        # auxiliary targets in their first and last eras): the row is left
+        # out of that target's fit and metrics (docs/packs.md §10).
         for target in range(y.shape[1]):
-            _check_finite(y[:, target], f"{argument}[:, {target}]", "Input ")
-            _check_magnitude(y[:, target], f"{argument}[:, {target}]")
+            column = y[:, target]
+            known = ~np.isnan(column)
+            if n_rows and not known.any():
+                raise ValueError(f"Input {argument}[:, {target}] is NaN in every row: a target "
+                                 "needs a known value in at least one row")
+            _check_finite(np.where(known, column, 0.0), f"{argument}[:, {target}]", "Input ")
+            _check_magnitude(np.where(known, column, 0.0), f"{argument}[:, {target}]")
         return y
     _check_finite(y, argument, "Input ")
     _check_magnitude(y, argument)
@@ -188,10 +197,10 @@ def check_gradient_scale(y: np.ndarray, sample_weight: np.ndarray | None) -> Non
     """Refuse targets x weights beyond :data:`MAX_MAGNITUDE` (the gradients' bound)."""
     if sample_weight is None or not len(y):
         return
-    scale = float(np.max(np.abs(y))) * float(np.max(sample_weight))
+    scale = float(np.nanmax(np.abs(y))) * float(np.max(sample_weight))  # NaN: unknown targets
     if scale > MAX_MAGNITUDE:
         raise ValueError(
-            f"y times sample_weight reaches {scale:.3g} (max |y| = {np.max(np.abs(y)):.3g}, "
+            f"y times sample_weight reaches {scale:.3g} (max |y| = {np.nanmax(np.abs(y)):.3g}, "
             f"max sample_weight = {np.max(sample_weight):.3g}), beyond {MAX_MAGNITUDE:g}: squared "
             "weighted errors would near float64's limit (1.8e308); rescale y or the weights"
         )

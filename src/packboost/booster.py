@@ -27,6 +27,7 @@ from packboost._eval_metrics import check_distinct_names
 from packboost._fixed_point import GradientScaling
 from packboost._leaf_refit import refit_quantile_leaves
 from packboost._samples import TreeSamples
+from packboost._unknown_targets import KnownTargets
 from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
 from packboost.grower import GrowerParams, TrainingData, grow_pack
@@ -154,11 +155,17 @@ class EvalSet:
     def _evaluate_output(self, metrics, y, raw_prediction, prediction, target) -> list:
         if self.scorer is None:
             self.scorer = {}
+        era = self.era
+        known = ~np.isnan(y)
+        if not known.all():
+            # A target unknown in a row (NaN) is scored on its known rows only.
+            y, raw_prediction, prediction = y[known], raw_prediction[known], prediction[known]
+            era = None if era is None else np.asarray(era)[known]
         per_era = {}
         results = []
         for metric in metrics:
             if metric.function is not None:
-                returned = metric.function(y, prediction, self.era)
+                returned = metric.function(y, prediction, era)
                 if not (isinstance(returned, tuple) and len(returned) == 3):
                     raise TypeError(
                         f"eval_metric function {metric.name!r} must return (name, value, "
@@ -172,7 +179,7 @@ class EvalSet:
                                 bool(higher_is_better)))
             elif metric.method is not None:
                 if target not in self.scorer:
-                    self.scorer[target] = EraScorer(y, self.era)
+                    self.scorer[target] = EraScorer(y, era)
                 if metric.method not in per_era:
                     per_era[metric.method] = era_summary(
                         self.scorer[target].correlations(prediction, metric.method))
@@ -278,12 +285,16 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
             np.asarray(init.raw_prediction, dtype=np.float64).reshape(data.n_rows, -1).T)
     gradients = np.empty((n_outputs, data.n_rows), dtype=np.float64)
     hessians = np.empty((n_outputs, data.n_rows), dtype=np.float64)
+    # Targets NaN in some rows: each output grows on its known rows only.
+    known = KnownTargets.of(y, data.era_offsets) if n_outputs > 1 else None
     # Grow on gradients of magnitude ~1 whatever the scale of y and the weights,
     # exactly (powers of two): one rescaling per fit and output, from the
     # gradients at the base score (docs/fixed-point.md §9).
     _round_gradients(objective, begin, y,
                      np.repeat(base_scores[:, np.newaxis], data.n_rows, axis=1),
                      sample_weight, gradients, hessians)
+    if known is not None:
+        known.clear_unknown(gradients, hessians)
     scalings = [GradientScaling.for_gradients(gradients[output], hessians[output], shard=shard)
                 for output in range(n_outputs)]
     divergence = DivergenceWatch(objective, y, sample_weight, params["learning_rate"],
@@ -309,6 +320,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     for round_index in range(params["n_estimators"]):
         _round_gradients(objective, begin + round_index, y, raw_prediction, sample_weight,
                          gradients, hessians)
+        if known is not None:
+            known.clear_unknown(gradients, hessians)
         if round_index > 0:
             divergence.before_round(gradients, begin + round_index)
         if shard is None:
@@ -318,15 +331,20 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
             draws.tree_samples = shard.local_samples(draws.tree_samples)
         round_packs = []
         for output in range(n_outputs):
+            samples, counted_rows = draws.tree_samples, None
+            if known is not None:
+                samples = known.tree_samples(output, samples)
+                counted_rows = known.counted_rows(output)
             scalings[output].apply(gradients[output], hessians[output])
             pack = grow_pack(backend, data, gradients[output], hessians[output],
-                             draws.tree_samples, draws.layer_features,
-                             draws.tree_feature_masks, settings[output], n_threads)
+                             samples, draws.layer_features,
+                             draws.tree_feature_masks, settings[output], n_threads,
+                             counted_rows=counted_rows)
             scalings[output].restore(pack.nodes, pack.value_bounds)
             if getattr(output_objective, "refits_leaves_to_quantile", False):
                 refit_quantile_leaves(pack, data, y if n_outputs == 1 else y[output],
                                       raw_prediction[output], sample_weight,
-                                      draws.tree_samples, output_objective.alpha,
+                                      samples, output_objective.alpha,
                                       params["learning_rate"] / params["pack_size"], n_threads)
             if not np.isfinite(pack.nodes["value"]).all():
                 # Never keep training on garbage: inputs are bounded at the public

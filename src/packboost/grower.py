@@ -166,7 +166,8 @@ def leaf_values(sum_g: np.ndarray, sum_h: np.ndarray, reg_lambda: float,
 
 def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
               tree_samples: Sequence, layer_features: list, tree_feature_masks: list,
-              params: GrowerParams, n_threads: int) -> Pack:
+              params: GrowerParams, n_threads: int, *,
+              counted_rows: np.ndarray | None = None) -> Pack:
     """Grow ``len(tree_samples)`` trees in lockstep on ``backend``.
 
     This is the package's one depth loop: the frontier bookkeeping (slots,
@@ -184,11 +185,15 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
         The pack's shared feature subset K_d, ascending.
     tree_feature_masks : list of (pack_size, len(K_d)) bool arrays or None
         Per tree, which features of K_d it may split on at that depth.
+    counted_rows : bool array (n_rows,) or None
+        The only rows ``tree_samples`` may hold (the target's known rows,
+        packboost._unknown_targets); None: any row.
     """
     pack_size = len(tree_samples)
     # Rounded once for the whole pack (docs/fixed-point.md); both backends sum
     # these values exactly, so the trees do not depend on the backend.
-    fixed = to_fixed_point(gradients, hessians, data.era_offsets, n_threads, shard=data.shard)
+    fixed = to_fixed_point(gradients, hessians, data.era_offsets, n_threads,
+                           counted_rows=counted_rows, shard=data.shard)
     backend.begin_pack(fixed, tree_samples)
 
     slot_tree = np.arange(pack_size, dtype=np.int32)   # slot t is the root of tree t

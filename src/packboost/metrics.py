@@ -52,6 +52,7 @@ __all__ = [
     "era_report",  # noqa: F822 (moved; __getattr__ below)
     "era_summary",
     "feature_neutral_correlation",
+    "make_era_scorer",  # noqa: F822 (packboost._era_scorer; __getattr__ below)
     "numerai_correlation",
     "per_era_correlation",
 ]
@@ -545,8 +546,9 @@ def _as_1d(values, name: str, *, dtype=None, n_rows: int | None = None) -> np.nd
 # ----------------------------------------------------------------------------- moved names
 
 # Names that moved out of this module, still importable from it: the report
-# (packboost.reports) and the registry of training metrics
-# (packboost._eval_metrics). Imported on first use: both modules build on this one.
+# (packboost.reports), the registry of training metrics
+# (packboost._eval_metrics) and the scikit-learn scorers (packboost._era_scorer).
+# Imported on first use: those modules build on this one.
 _MOVED = {
     "EraReport": "packboost.reports",
     "era_report": "packboost.reports",
@@ -555,6 +557,8 @@ _MOVED = {
     "pooled_metric": "packboost._eval_metrics",
     "EVAL_METRIC_NAMES": "packboost._eval_metrics",
     "POOLED_METRICS": "packboost._eval_metrics",
+    "make_era_scorer": "packboost._era_scorer",
+    "EraMetricScorer": "packboost._era_scorer",
 }
 
 

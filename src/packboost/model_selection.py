@@ -11,15 +11,33 @@ needed to import them. Eras are in the declared order of an ordered
 categorical (pandas ``ordered=True``, polars ``Enum``), otherwise in the order
 of their labels (``np.unique``): give labels that sort in time (ints,
 zero-padded strings, dates) or declare the order.
+
+The eras must reach the model too, or every fold trains without them (DES
+then sees one era). With scikit-learn's metadata routing on
+(``sklearn.set_config(enable_metadata_routing=True)``) a search's
+``fit(X, y, era=era)`` gives each fold's eras to the splitters (they take
+``era`` as their ``groups``: pass ``era=``, not ``groups=``), to the estimator's ``fit`` (after
+``set_fit_request(era=True)``) and to the scorers of
+:func:`packboost.metrics.make_era_scorer`. Without routing, pass ``era=era``
+beside ``groups=era`` (a search's ``fit`` slices it per fold; for
+``cross_validate``: ``params={"era": era}``). A PackBoost fit that gets no era
+inside a search or cross-validation over one of these splitters warns
+(:class:`EraNotPassedWarning`).
 """
 
 from __future__ import annotations
 
 import numbers
+import sys
+import warnings
 
 import numpy as np
 
 from packboost import _validation
+
+
+class EraNotPassedWarning(UserWarning):
+    """A model was fitted without eras inside a cross-validation over eras."""
 
 
 def _check_int(name: str, value, low: int) -> int:
@@ -130,6 +148,10 @@ class EraKFold:
     def get_n_splits(self, X=None, y=None, groups=None) -> int:
         return self.n_splits
 
+    def get_metadata_routing(self):
+        """scikit-learn's routing: ``split`` takes the routed ``era`` as its ``groups``."""
+        return _split_request(type(self).__name__)
+
     def split(self, X, y=None, groups=None):
         """Yield ``(train_rows, test_rows)`` index arrays, folds in era order."""
         codes, n_eras = _era_codes(X, groups)
@@ -177,6 +199,10 @@ class WalkForwardSplit:
     def get_n_splits(self, X=None, y=None, groups=None) -> int:
         return self.n_splits
 
+    def get_metadata_routing(self):
+        """scikit-learn's routing: ``split`` takes the routed ``era`` as its ``groups``."""
+        return _split_request(type(self).__name__)
+
     def split(self, X, y=None, groups=None):
         """Yield ``(train_rows, test_rows)``, test blocks in time order."""
         codes, n_eras = _era_codes(X, groups)
@@ -194,3 +220,54 @@ class WalkForwardSplit:
                            else max(0, train_end - self.max_train_eras))
             yield (_rows(codes, np.arange(train_begin, train_end)),
                    _rows(codes, np.arange(begin, begin + test_eras)))
+
+
+def _split_request(owner: str):
+    from sklearn.utils.metadata_routing import MetadataRequest
+
+    request = MetadataRequest(owner=owner)
+    request.split.add_request(param="groups", alias="era")
+    return request
+
+
+ERA_SPLITTERS = (EraKFold, WalkForwardSplit)
+# Frames searched above a fit for the cross-validation running it: a search's
+# fit, joblib's sequential dispatch, _fit_and_score, a Pipeline, the fit.
+_CALLER_FRAMES = 40
+
+
+def warn_if_fitted_without_era(estimator_name: str) -> None:
+    """Warn when a fit without eras runs inside a scikit-learn cross-validation
+    or search over an era splitter (called by a fit whose ``era`` is None).
+
+    The splitter is found among the callers' locals (``cross_validate``'s
+    ``cv``, a search's ``self.cv``), so this sees the fits run in the
+    caller's thread (``n_jobs=None`` or 1), not those joblib runs in other
+    threads or processes.
+    """
+    splitter = _era_splitter_above(sys._getframe(2))
+    if splitter is None:
+        return
+    warnings.warn(
+        f"{estimator_name}.fit got no era inside a cross-validation over {splitter!r}: the "
+        "fold is trained as one era (DES off). Pass the eras to fit: with "
+        "sklearn.set_config(enable_metadata_routing=True) and set_fit_request(era=True), "
+        "fit(X, y, era=era) of the search (or params={'era': era} of cross_validate); "
+        "without routing, fit(X, y, groups=era, era=era)",
+        EraNotPassedWarning, stacklevel=3)
+
+
+def _era_splitter_above(frame):
+    for _ in range(_CALLER_FRAMES):
+        if frame is None:
+            return None
+        names = frame.f_code.co_varnames
+        if "cv" in names or "self" in names:
+            local = frame.f_locals
+            splitter = local.get("cv")
+            if not isinstance(splitter, ERA_SPLITTERS):
+                splitter = getattr(local.get("self"), "cv", None)
+            if isinstance(splitter, ERA_SPLITTERS):
+                return splitter
+        frame = frame.f_back
+    return None

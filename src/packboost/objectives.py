@@ -194,7 +194,17 @@ class MultiTarget:
         self.name = objective.name
 
     def base_score(self, y: np.ndarray, sample_weight) -> np.ndarray:
-        return np.array([self.objective.base_score(column, sample_weight) for column in y])
+        """Each target's own starting score, over the rows where it is known
+        (not NaN; packboost._unknown_targets)."""
+        scores = []
+        for column in y:
+            known = ~np.isnan(column)
+            if known.all():
+                scores.append(self.objective.base_score(column, sample_weight))
+            else:
+                scores.append(self.objective.base_score(
+                    column[known], None if sample_weight is None else sample_weight[known]))
+        return np.array(scores)
 
     def gradients(self, y, raw_prediction, sample_weight, out_g, out_h) -> None:
         for output in range(self.n_outputs):
@@ -272,26 +282,51 @@ class CustomObjective:
     minimiser is unknown), as LightGBM does. ``link`` maps raw scores to
     predictions: the identity for a regressor, the sigmoid for a classifier
     (raw scores are log-odds).
+
+    With several targets (``n_outputs > 1``, a regressor's 2-D ``y``) the
+    function takes ``y_true`` and ``y_pred`` of shape (n_rows, n_targets)
+    and returns ``grad`` and ``hess`` of that shape; where a target is
+    unknown (NaN in ``y_true``) its values are not used and may be anything.
     """
 
     name = CUSTOM
 
-    def __init__(self, function, link, row_order: np.ndarray | None = None):
+    def __init__(self, function, link, row_order: np.ndarray | None = None,
+                 n_outputs: int = 1):
         self.function = function
         self.link = link
         # Training rows are era-sorted: row i is the caller's row row_order[i].
         self.row_order = row_order
+        # Several targets: the function takes and returns (n_rows, n_targets).
+        self.n_outputs = int(n_outputs)
 
-    @staticmethod
-    def base_score(y, sample_weight) -> float:
-        return 0.0
+    def for_outputs(self, n_outputs: int) -> CustomObjective:
+        """The same function for a ``y`` of ``n_outputs`` targets."""
+        return CustomObjective(self.function, self.link, self.row_order, n_outputs)
+
+    def base_score(self, y, sample_weight):
+        return 0.0 if self.n_outputs == 1 else np.zeros(self.n_outputs)
 
     def gradients(self, y, raw_prediction, sample_weight, out_g, out_h) -> None:
+        if self.n_outputs > 1:
+            # Output-major (n_targets, n_rows) here; the function sees rows x targets.
+            # A target's unknown rows (NaN) may get any gradient: they are not used.
+            known = ~np.isnan(y)
+            self._call(y.T, raw_prediction.T, sample_weight, out_g.T, out_h.T, known.T)
+            return
+        self._call(y, raw_prediction, sample_weight, out_g, out_h, None)
+
+    def _call(self, y, raw_prediction, sample_weight, out_g, out_h, known) -> None:
         y_true, y_pred = np.array(y, dtype=np.float64), np.array(raw_prediction,
                                                                   dtype=np.float64)
         if self.row_order is not None:
             y_true[self.row_order] = y
             y_pred[self.row_order] = raw_prediction
+        known_rows = known   # in the training rows' order, as out_g and out_h
+        if known is not None and self.row_order is not None:
+            known_in_order = np.empty_like(known)
+            known_in_order[self.row_order] = known
+            known = known_in_order
         returned = self.function(y_true, y_pred)
         function_name = getattr(self.function, "__name__", type(self.function).__name__)
         if not (isinstance(returned, tuple) and len(returned) == 2):
@@ -304,34 +339,40 @@ class CustomObjective:
             except (TypeError, ValueError) as error:
                 raise ObjectiveError(f"objective {function_name!r} returned a {label} that is "
                                      f"not numeric: {error}") from None
-            if values.shape != (len(y),):
+            if values.shape != y.shape:
+                expected = (f"({len(y)},), one value per training row" if y.ndim == 1 else
+                            f"{y.shape}, one value per training row and target")
                 raise ObjectiveError(
                     f"objective {function_name!r} returned {label} of shape {values.shape}; "
-                    f"expected ({len(y)},), one value per training row")
-            bad = ~np.isfinite(values)
+                    f"expected {expected}")
+            checked = values if known is None else np.where(known, values, 0.0)
+            bad = ~np.isfinite(checked)
             if bad.any():
-                row = int(np.argmax(bad))
                 raise ObjectiveError(
                     f"objective {function_name!r} returned a {label} that is not finite "
-                    f"({float(values[row])!r} at row {row}, {int(bad.sum())} rows in all)")
-            if label == "hess" and np.any(values < 0):
-                row = int(np.argmax(values < 0))
+                    f"({_first_value(values, bad)!r} at row {_first_row(bad)}, "
+                    f"{int(bad.sum())} values in all)")
+            if label == "hess" and np.any(checked < 0):
                 raise ObjectiveError(
                     f"objective {function_name!r} returned a negative hess "
-                    f"({float(values[row])!r} "
-                    f"at row {row}); Newton leaves need hessians >= 0")
+                    f"({_first_value(values, checked < 0)!r} "
+                    f"at row {_first_row(checked < 0)}); Newton leaves need hessians >= 0")
             out[:] = values if self.row_order is None else values[self.row_order]
         if sample_weight is not None:
-            out_g *= sample_weight
-            out_h *= sample_weight
+            weight = sample_weight if y.ndim == 1 else sample_weight[:, np.newaxis]
+            out_g *= weight
+            out_h *= weight
         for label, out in (("grad", out_g), ("hess", out_h)):
             # Finite values whose sum overflows (1e307 on a few rows) cannot be
-            # summed into a leaf; said here, where the objective is known.
+            # summed into a leaf; said here, where the objective is known. (A
+            # target's unknown rows are not summed: they do not count.)
+            counted = out if known_rows is None else np.where(known_rows, out, 0.0)
             with np.errstate(over="ignore"):
-                total = float(np.sum(np.abs(out)))
+                total = float(np.sum(np.abs(counted)))
             if not np.isfinite(total):
-                row = int(np.argmax(np.abs(out)))
-                largest = float(out[row])
+                flat = np.abs(counted).reshape(len(counted), -1).max(axis=1)
+                row = int(np.argmax(flat))
+                largest = float(np.max(np.abs(counted[row])))
                 if self.row_order is not None:   # the row as the caller numbers it
                     row = int(self.row_order[row])
                 weighted = " times sample_weight" if sample_weight is not None else ""
@@ -342,6 +383,15 @@ class CustomObjective:
 
     def transform(self, raw_prediction: np.ndarray) -> np.ndarray:
         return self.link(raw_prediction)
+
+
+def _first_value(values: np.ndarray, flags: np.ndarray) -> float:
+    """The first flagged value (rows first, then targets)."""
+    return float(values.reshape(-1)[int(np.argmax(flags.reshape(-1)))])
+
+
+def _first_row(flags: np.ndarray) -> int:
+    return int(np.argmax(flags.reshape(len(flags), -1).any(axis=1)))
 
 
 def _unit_hessian(out_g, out_h, sample_weight) -> None:

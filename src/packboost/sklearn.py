@@ -20,7 +20,8 @@ import warnings
 
 import numpy as np
 
-from packboost import _categories, _constraints, _inputs, _parameters, _validation, backends
+from packboost import (_categories, _constraints, _inputs, _parameters, _validation, backends,
+                       model_selection)
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._docs import ATTRIBUTE_DOC as _ATTRIBUTE_DOC
 from packboost._docs import FIT_DOC as _FIT_DOC
@@ -34,6 +35,7 @@ from packboost.model_io import register_estimator, save_estimator
 from packboost.objectives import (
     CLASSIFICATION_OBJECTIVES,
     REGRESSION_OBJECTIVES,
+    CustomObjective,
     MultiTarget,
     Softmax,
     check_objective,
@@ -242,6 +244,8 @@ class _PackBoostEstimator(BaseEstimator):
         init = self._resolve_init_model(source if init_model is self else init_model,
                                         params["pack_size"])
         era_column = era if isinstance(era, str) else None
+        if era is None:
+            model_selection.warn_if_fitted_without_era(type(self).__name__)
         if era_column is not None:
             era, X = _validation.frame_column(X, era_column, "era")
         if init is not None and init.get("category_encoder_") is not None:
@@ -339,18 +343,25 @@ class _PackBoostEstimator(BaseEstimator):
         if n_outputs == 1:
             return
         what = self._outputs_description(n_outputs)
-        if callable(params["objective"]):
+        if callable(params["objective"]) and not self._callable_takes_outputs:
             raise ValueError(
-                f"objective: a callable objective trains one output, but y has {what}; "
-                "fit one model per target, or use a built-in objective")
+                f"objective: a classifier's callable objective trains two classes, but y "
+                f"has {what}; leave objective unset to train the softmax loss")
         if params["device"] != "cpu":
             raise NotImplementedError(
                 f"device={params['device']!r} does not train models of several outputs "
                 f"(y has {what}) yet; use device='cpu'")
 
+    # A callable objective of several targets takes and returns (n_rows, n_targets).
+    _callable_takes_outputs = True
+
     def _output_objective(self, objective, n_outputs):
         """The objective of all ``n_outputs`` outputs (``objective`` itself for one)."""
-        return objective if n_outputs == 1 else MultiTarget(objective, n_outputs)
+        if n_outputs == 1:
+            return objective
+        if isinstance(objective, CustomObjective):
+            return objective.for_outputs(n_outputs)
+        return MultiTarget(objective, n_outputs)
 
     @staticmethod
     def _training_target(y, n_outputs):
@@ -885,6 +896,9 @@ class PackBoostClassifier(ClassifierMixin, _PackBoostEstimator):
     @staticmethod
     def _outputs_description(n_outputs):
         return f"{n_outputs} classes"
+
+    # Classes' raw scores come from softmax, not from a callable.
+    _callable_takes_outputs = False
 
     def _output_objective(self, objective, n_outputs):
         return objective if n_outputs == 1 else Softmax(n_outputs)

@@ -160,7 +160,8 @@ class CpuBackend:
         if routed is not None and routed[0] == n_slots:
             sums = routed[1]
         elif (self._at_roots and self._era_tree_rows is not None
-              and not self._scattered_samples and n_slots == self.pack_size):
+              and not self._scattered_samples and fixed.row_chunks is None
+              and n_slots == self.pack_size):
             # The roots from the era flags, not the table: the same sums
             # (root_sums), in under half the time.
             sums = SlotSums(*_partition.root_sums(fixed.gradients, fixed.hessians,
@@ -169,7 +170,8 @@ class CpuBackend:
         else:
             sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
                                                   self.node_of_row, n_slots, self.n_threads,
-                                                  scattered_samples=self._scattered_samples))
+                                                  scattered_samples=self._scattered_samples,
+                                                  chunk_bounds=fixed.row_chunks))
         self._counts = sums.count
         self._sums = sums
         return sums
@@ -435,7 +437,8 @@ class CpuBackend:
         route = (data.X_binned, self.node_of_row, split_feature, split_threshold,
                  split_missing_left, left_child_slot, data.n_bins, slot_node, self.leaf_of_row,
                  self.n_threads)
-        options = dict(scattered_samples=self._scattered_samples)
+        options = dict(scattered_samples=self._scattered_samples,
+                       chunk_bounds=self.fixed.row_chunks)
         block = self._codes_block
         if block is not None and best is not None and np.array_equal(block[0], best[1]):
             # The depth's features row-major (the node-ordered route's copy):

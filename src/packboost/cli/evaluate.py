@@ -44,7 +44,8 @@ def add_parser(commands):
     add_column_arguments(evaluate, targets=False)
     evaluate.add_argument("--target", default=None, metavar="NAMES",
                           help="comma-separated target columns or patterns, e.g. 'target*' "
-                               f"(default: {DEFAULT_TARGET_COLUMN!r}, else the first target*)")
+                               f"(default: {DEFAULT_TARGET_COLUMN!r}, else the first target*); "
+                               "for a --model of several targets, those it was trained on")
     evaluate.add_argument("--methods", default="pearson,spearman,numerai", metavar="NAMES",
                           help="comma-separated correlations among "
                                f"{', '.join(CORRELATION_CHOICES)} (default: all three)")
@@ -91,7 +92,19 @@ def run(args, parser) -> int:
                                 + ([args.prediction_column] if model is None else [])))
     data = _files.read_columns(args.data, wanted)
     X = feature_matrix(data, features) if features else None
-    if model is not None:
+    prediction_of = {}
+    if model is not None and _target_outputs(model) > 1:
+        # A model of several targets ('packboost train --target' of several
+        # columns): output j is scored on the j-th target, in file order.
+        if len(targets) != _target_outputs(model):
+            raise CommandError(
+                f"the model has {_target_outputs(model)} targets: --target must name as many "
+                f"columns, those it was trained on, got {len(targets)} ({targets[:5]})")
+        predictions = np.asarray(model.predict(named(X, features)), dtype=np.float64)
+        prediction_of = {target: predictions[:, index] for index, target in enumerate(targets)}
+        prediction = None
+        source = f"model {args.model}"
+    elif model is not None:
         prediction = prediction_values(model, named(X, features))
         source = f"model {args.model}"
     else:
@@ -108,12 +121,14 @@ def run(args, parser) -> int:
                                f"(none of its {y.size} rows has a value)")
         if not keep.all():
             print(f"note: {int((~keep).sum())} rows without a {target!r} value are skipped")
+        predicted = prediction_of.get(target, prediction)
         report = era_report(
-            y[keep], prediction[keep], era[keep] if era is not None else None,
+            y[keep], predicted[keep], era[keep] if era is not None else None,
             methods=methods,
             features=X[keep] if args.feature_neutral and X is not None else None)
         reports[target] = report
-        print(f"{source} on {args.data}, target {target!r}: {int(keep.sum())} rows, "
+        output = (f" (output {targets.index(target)})" if prediction_of else "")
+        print(f"{source}{output} on {args.data}, target {target!r}: {int(keep.sum())} rows, "
               f"{len(report.eras)} eras")
         if not args.summary_only:
             print(report.format_table())
@@ -161,6 +176,14 @@ def save_report_png(reports, path):
             f"{target} {name}": values for target, item in reports.items()
             for name, values in item.scores.items()})
     plot_era_report(report, path=path)
+
+
+def _target_outputs(model) -> int:
+    """A regressor's number of targets (1 for a classifier: its classes are
+    one column, or refused by prediction_values)."""
+    if hasattr(model, "predict_proba"):
+        return 1
+    return int(getattr(model.ensemble_, "n_outputs", 1))
 
 
 def numeric_column(data, name, path, role) -> np.ndarray:

@@ -34,7 +34,9 @@ def add_parser(commands):
             "Fit PackBoostRegressor (or, with --classifier, PackBoostClassifier) on DATA and "
             "save the model. Parameters come from --config (a TOML file of name = value "
             "pairs, at the top level or under [params]) and from the flags below, which "
-            "win. Rows with a missing target are skipped."
+            "win. Rows with a missing target are skipped. A --target naming several columns "
+            "(e.g. 'target_*') trains one model of several targets, each on the rows where "
+            "it is known."
         ),
     )
     train.add_argument("data", help="training data (.parquet or .csv)")
@@ -92,7 +94,7 @@ def run(args, parser) -> int:
             f"target {columns.target!r} has {len(np.unique(y))} labels: --classifier trains "
             "two classes; fit PackBoostClassifier in Python for more (softmax)")
     print(f"train: {args.data}: {X.shape[0]} rows x {X.shape[1]} features, "
-          f"{count_eras(era)} eras, target {columns.target!r}")
+          f"{count_eras(era)} eras, {columns.describe_targets()}")
     fit_kwargs = {"era": era}
     if args.valid is not None:
         X_valid, y_valid, era_valid, _ = columns.load(args.valid, args.classifier)
@@ -121,6 +123,16 @@ def run(args, parser) -> int:
     if args.valid is not None:
         from packboost.reports import era_report
 
+        if len(columns.targets) > 1:
+            predictions = np.asarray(model.predict(named(X_valid, names)))
+            for index, target in enumerate(columns.targets):
+                known = ~np.isnan(y_valid[:, index])
+                report = era_report(y_valid[known, index], predictions[known, index],
+                                    None if era_valid is None else np.asarray(era_valid)[known])
+                print()
+                print(f"valid per-era correlation, target {target!r} ({len(report.eras)} eras)")
+                print(report.format_summary())
+            return 0
         prediction = prediction_values(model, named(X_valid, names))
         score_target = y_valid if not args.classifier else \
             (np.asarray(y_valid) == model.classes_[1]).astype(np.float64)
@@ -132,10 +144,18 @@ def run(args, parser) -> int:
 
 
 class TrainColumns:
-    """Which columns of a file are the era, the target and the features."""
+    """Which columns of a file are the era, the target(s) and the features."""
 
-    def __init__(self, era, target, features):
-        self.era, self.target, self.features = era, target, features
+    def __init__(self, era, targets, features):
+        self.era, self.targets, self.features = era, list(targets), features
+        self.target = self.targets[0]
+
+    def describe_targets(self) -> str:
+        if len(self.targets) == 1:
+            return f"target {self.target!r}"
+        shown = ", ".join(repr(name) for name in self.targets[:6])
+        more = f", ... {len(self.targets) - 6} more" if len(self.targets) > 6 else ""
+        return f"{len(self.targets)} targets ({shown}{more})"
 
     @classmethod
     def resolve(cls, args, path):
@@ -144,25 +164,23 @@ class TrainColumns:
         available = _files.list_file_columns(path)
         era = choose_era_column(args.era, available)
         targets = choose_target_columns(args.target, available)
-        if len(targets) > 1:
-            # Never silently the first: a pattern naming several targets is
-            # a question the command cannot answer alone.
+        if len(targets) > 1 and args.classifier:
             raise CommandError(
                 f"--target {args.target!r} names {len(targets)} columns ({targets[:5]}); "
-                "'packboost train' fits one target: name one column. To fit several "
-                "targets in one model, pass a 2-D y to PackBoostRegressor.fit in Python")
-        target = targets[0]
-        if target == era:
+                "--classifier trains one target: name one column")
+        if era in targets:
             raise CommandError(f"the era column {era!r} cannot also be the target")
-        features = choose_feature_columns(args, available, exclude={era, target},
+        features = choose_feature_columns(args, available, exclude={era, *targets},
                                           model_features=None)
-        for role, name in (("target", target), ("era", era)):
+        for role, name in [*(("target", target) for target in targets), ("era", era)]:
             if name in features:
                 raise CommandError(f"the {role} column {name!r} is also among the features: "
                                    "a model would learn it; leave it out of the features")
-        return cls(era, target, features)
+        return cls(era, targets, features)
 
     def load(self, path, classifier):
+        if len(self.targets) > 1:
+            return self._load_targets(path)
         from packboost import _files
 
         wanted = [self.target] + ([self.era] if self.era else []) + self.features
@@ -189,6 +207,35 @@ class TrainColumns:
         if not classifier and y.dtype.kind not in "biuf":
             raise CommandError(f"target {self.target!r} is not numeric (dtype {y.dtype}); "
                                "use --classifier for labels")
+        return X, y, era, self.features
+
+
+    def _load_targets(self, path):
+        """Several targets as (n_rows, n_targets) float64, NaN where unknown:
+        each is fitted on its known rows; rows with none are skipped."""
+        from packboost import _files
+        from packboost.cli.evaluate import numeric_column
+
+        wanted = self.targets + ([self.era] if self.era else []) + self.features
+        data = _files.read_columns(path, wanted)
+        y = np.column_stack([numeric_column(data, name, path, "target")
+                             for name in self.targets])
+        for index, name in enumerate(self.targets):
+            unknown = int(np.isnan(y[:, index]).sum())
+            if y.size and unknown == len(y):
+                raise CommandError(f"{path}: target column {name!r} is entirely missing "
+                                   f"(none of its {len(y)} rows has a value)")
+            if unknown:
+                print(f"note:  {path}: target {name!r} is missing in {unknown} rows: "
+                      "its trees and scores leave them out")
+        keep = ~np.isnan(y).all(axis=1)
+        X = feature_matrix(data, self.features)
+        era = data[self.era] if self.era else None
+        if not keep.all():
+            print(f"note:  {path}: {int((~keep).sum())} rows without any target value "
+                  "are skipped")
+            X, y = X[keep], y[keep]
+            era = era[keep] if era is not None else None
         return X, y, era, self.features
 
 

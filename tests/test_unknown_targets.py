@@ -1,0 +1,144 @@
+"""Several targets, some NaN in some rows (packboost._unknown_targets): each
+target is fitted, and scored, on its known rows only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from packboost import PackBoostRegressor, _partition
+from packboost.datasets import make_numerai_like
+
+# Every sampling off: a target's trees are then those of a fit on its known rows.
+NO_SAMPLING = dict(n_estimators=6, max_depth=4, pack_size=3, random_state=7, era_subsample=1.0,
+                   row_subsample=1.0, tree_feature_fraction=1.0, layer_feature_fraction=1.0)
+
+
+@pytest.fixture(scope="module")
+def numerai():
+    """Three targets: complete, unknown in the first eras (an auxiliary target
+    that starts later), unknown in scattered rows and in the whole last era.
+    X holds Numerai-style codes 0..4, every value in every target's known
+    rows, so a fit on any of those row sets bins X alike."""
+    data = make_numerai_like(n_rows=3_000, n_features=12, n_eras=15, random_state=2)
+    rng = np.random.default_rng(2)
+    era = np.asarray(data.era)
+    y = np.asarray(data.y, dtype=np.float64)
+    Y = np.column_stack([y, -3.0 * y + rng.normal(0, 0.2, len(y)), y ** 2])
+    Y[era < 3, 1] = np.nan
+    Y[rng.random(len(Y)) < 0.2, 2] = np.nan
+    Y[era == 14, 2] = np.nan
+    return np.asarray(data.X), Y, era
+
+
+def _assert_same_trees(ensemble, alone):
+    for name, values in alone.nodes.items():
+        np.testing.assert_array_equal(ensemble.nodes[name], values, err_msg=name)
+
+
+@pytest.mark.parametrize("objective", ["squared_error", "huber", "quantile"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_each_target_is_a_fit_on_its_known_rows(numerai, objective, weighted, n_jobs):
+    X, Y, era = numerai
+    weight = np.random.default_rng(1).uniform(0.5, 2.0, len(X)) if weighted else None
+    params = dict(NO_SAMPLING, objective=objective, n_jobs=n_jobs)
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
+    prediction = joint.predict(X)
+    assert joint.n_eras_ == 15
+    for target in range(Y.shape[1]):
+        known = ~np.isnan(Y[:, target])
+        alone = PackBoostRegressor(**params).fit(
+            X[known], Y[known, target], era=era[known],
+            sample_weight=None if weight is None else weight[known])
+        _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)
+        np.testing.assert_array_equal(prediction[:, target], alone.predict(X))
+
+
+def test_with_sampling_the_draws_stay_shared(numerai):
+    """A complete target's trees do not depend on the NaN of the others (the
+    round's draws are made over every row), and no tree of a target holds a
+    row where it is unknown."""
+    X, Y, era = numerai
+    params = dict(NO_SAMPLING, era_subsample=0.6, row_subsample=0.7, tree_feature_fraction=0.5,
+                  n_jobs=1)
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era)
+    alone = PackBoostRegressor(**params).fit(X, Y[:, 0], era=era)
+    _assert_same_trees(joint.ensemble_.output_ensemble(0), alone.ensemble_)
+    complete = PackBoostRegressor(**params).fit(X, np.nan_to_num(Y, nan=0.0), era=era)
+    for target in (1, 2):
+        nodes = joint.ensemble_.output_ensemble(target).nodes
+        roots = nodes["n_samples"][_roots(joint.ensemble_.output_ensemble(target))]
+        all_roots = complete.ensemble_.output_ensemble(target)
+        assert np.all(roots <= (~np.isnan(Y[:, target])).sum())
+        assert np.all(roots <= all_roots.nodes["n_samples"][_roots(all_roots)])
+        assert roots.sum() < all_roots.nodes["n_samples"][_roots(all_roots)].sum()
+    assert np.isfinite(joint.predict(X)).all()
+
+
+def _roots(ensemble):
+    return np.asarray(ensemble.tree_offsets[:-1], dtype=np.intp)
+
+
+def test_eval_metrics_score_each_target_on_its_known_rows(numerai):
+    X, Y, era = numerai
+    train, valid = era < 10, era >= 10
+    params = dict(NO_SAMPLING, n_jobs=1)
+    joint = PackBoostRegressor(**params).fit(
+        X[train], Y[train], era=era[train], eval_set=[(X[valid], Y[valid], era[valid])],
+        eval_metric=["pearson_mean", "rmse"])
+    history = joint.evals_result_["valid_0"]
+    for target in (1, 2):
+        known_train = train & ~np.isnan(Y[:, target])
+        known_valid = valid & ~np.isnan(Y[:, target])
+        alone = PackBoostRegressor(**params).fit(
+            X[known_train], Y[known_train, target], era=era[known_train],
+            eval_set=[(X[known_valid], Y[known_valid, target], era[known_valid])],
+            eval_metric=["pearson_mean", "rmse"])
+        for name in ("pearson_mean", "rmse"):
+            assert history[f"{name}[{target}]"] == alone.evals_result_["valid_0"][name]
+            assert np.isfinite(history[name]).all()
+
+
+def test_row_chunks_of_counted_rows_hold_a_compact_fit_chunks():
+    """counted_row_chunks: chunk c holds the counted rows that chunk c of the
+    counted rows alone (equal chunks) holds, whatever rows lie between."""
+    rng = np.random.default_rng(0)
+    for n_rows in (1, 5, 16, 17, 100, 1000):
+        for fraction in (0.0, 0.3, 1.0):
+            counted = rng.random(n_rows) >= fraction
+            counted[rng.integers(n_rows)] = True
+            bounds = _partition.counted_row_chunks(counted)
+            compact = _partition.row_chunk_bounds(int(counted.sum()))
+            assert bounds[0] == 0 and bounds[-1] == n_rows and np.all(np.diff(bounds) >= 0)
+            running = np.concatenate(([0], np.cumsum(counted)))
+            np.testing.assert_array_equal(running[bounds], compact)
+    with pytest.raises(ValueError, match="chunk_bounds"):
+        _partition.row_chunk_bounds(10, np.arange(3))
+
+
+def test_unknown_values_are_refused_where_a_target_cannot_be_unknown(numerai):
+    X, Y, era = numerai
+    with pytest.raises(ValueError, match="contains NaN"):
+        PackBoostRegressor(**NO_SAMPLING).fit(X, Y[:, 1], era=era)   # one target: drop rows
+    with pytest.raises(ValueError, match=r"y\[:, 1\] is NaN in every row"):
+        PackBoostRegressor(**NO_SAMPLING).fit(X, np.column_stack([Y[:, 0], np.full(len(X),
+                                                                                 np.nan)]))
+
+
+def test_a_callable_objective_gets_the_nan_and_its_values_there_are_not_used(numerai):
+    X, Y, era = numerai
+
+    unknown_seen = []
+
+    def squared(y_true, y_pred):
+        unknown_seen.append(int(np.isnan(y_true).sum()))
+        return y_pred - y_true, np.ones_like(y_true)      # NaN where y_true is NaN
+
+    params = dict(NO_SAMPLING, objective=squared, n_jobs=1)
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era)
+    assert set(unknown_seen) == {int(np.isnan(Y).sum())}
+    for target in (1, 2):
+        known = ~np.isnan(Y[:, target])
+        alone = PackBoostRegressor(**params).fit(X[known], Y[known, target], era=era[known])
+        _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)
