@@ -20,8 +20,15 @@ import warnings
 
 import numpy as np
 
-from packboost import (_categories, _constraints, _inputs, _parameters, _validation, backends,
-                       model_selection)
+from packboost import (
+    _categories,
+    _constraints,
+    _inputs,
+    _parameters,
+    _validation,
+    backends,
+    model_selection,
+)
 from packboost._compat import BaseEstimator, ClassifierMixin, RegressorMixin
 from packboost._docs import ATTRIBUTE_DOC as _ATTRIBUTE_DOC
 from packboost._docs import FIT_DOC as _FIT_DOC
