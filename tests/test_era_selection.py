@@ -18,7 +18,7 @@ from packboost.datasets import make_numerai_like  # noqa: E402
 from packboost.metrics import make_era_scorer  # noqa: E402
 from packboost.model_selection import EraKFold, EraNotPassedWarning, WalkForwardSplit  # noqa: E402
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "model-selection.md"
 PARAMS = dict(n_estimators=4, max_depth=3, pack_size=2, random_state=3, n_jobs=1)
 
 
@@ -164,16 +164,17 @@ def test_era_scorer_without_era_or_with_a_bad_name_says_what_to_do(data):
         make_era_scorer(["numerai_mean"])
 
 
-def test_readme_cross_validation_example_as_written_fits_folds_with_eras():
-    """The README's block, run as written on small data: no fold without eras."""
-    block = next(code for code in re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+def test_guide_cross_validation_example_as_written_fits_folds_with_eras():
+    """The user guide's block, run as written on small data: no fold without eras."""
+    block = next(code for code in re.findall(r"```python\n(.*?)```", GUIDE_PAGE.read_text(),
+                                             re.S)
                  if "GridSearchCV" in code)
     data = make_numerai_like(n_rows=1500, n_features=6, n_eras=24, random_state=0)
     namespace = {"PackBoostRegressor": PackBoostRegressor, "train": data}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", EraNotPassedWarning)
-            exec(compile(block, "README.md cross-validation block", "exec"), namespace)
+            exec(compile(block, "docs/guide/model-selection.md block", "exec"), namespace)
     finally:
         sklearn.set_config(enable_metadata_routing=False)
     assert namespace["scores"].shape == (5,) and np.isfinite(namespace["scores"]).all()
