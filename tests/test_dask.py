@@ -84,6 +84,9 @@ def assert_same_model(local, distributed_model):
     # order, with realized and newton gains, constant and per-row hessians
     dict(era_weighting="count", era_alpha=3.0, lambda_dro=0.3, lambda_dir=0.2),
     dict(era_weighting="count", era_gain="newton", lambda_dro=0.4, raw_features=True),
+    # each tree draws its own eras (the pass skips the others)
+    dict(era_subsample=0.6, lambda_dir=0.3, lambda_dro=0.2),
+    dict(era_subsample=0.7, row_subsample=0.8, era_gain="newton", lambda_dro=0.3),
 ])
 def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra, monkeypatch):
     # Small blocks: the pipelined chain runs many blocks (they change no result).
@@ -225,6 +228,23 @@ def test_bad_input_gives_the_local_error(client, problem, case):
                   era=dask_era)
     assert _message(dask_error.value) == _message(local_error.value)
     assert not hasattr(model, "ensemble_")
+
+
+def test_targets_unknown_in_some_eras_as_locally(client, problem):
+    # Auxiliary targets NaN in the first eras (on one worker only) and in
+    # scattered rows: each target grows on its known rows, as locally.
+    X, y, era = problem
+    params = {**PARAMS, "lambda_dir": 0.3, "row_subsample": 0.9}
+    target = np.column_stack([y, y + np.cos(np.arange(len(y))), -y])
+    first_eras = np.isin(era, np.unique(era)[:3])
+    target[first_eras, 1] = np.nan
+    target[np.random.default_rng(2).random(len(y)) < 0.2, 2] = np.nan
+    local = PackBoostRegressor(**params).fit(X, target, era=era)
+    model = DaskPackBoostRegressor(**params)
+    model.client = client
+    model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(target, chunks=700),
+              era=da.from_array(era, chunks=700))
+    assert_same_model(local, model)
 
 
 def test_continued_training_as_locally(client, problem, tmp_path):

@@ -106,6 +106,22 @@ class RowShard:
             row_keep.append(keep[start:start + int(kept_sizes[first:end].sum())])
         return TreeSamples(samples.era_keep[:, first:end], row_keep, self.local_era_offsets)
 
+    def known_targets(self, y: np.ndarray, era_offsets: np.ndarray):
+        """:class:`packboost._unknown_targets.KnownTargets` of this shard's
+        rows of an output-major ``y``, with each target complete only where
+        it is known in every shard's rows (so every shard takes the same
+        path for it); None where every target is known everywhere."""
+        from packboost._unknown_targets import KnownTargets
+
+        floats = y.ndim == 2 and y.dtype.kind == "f"
+        unknown = np.isnan(y).any(axis=1) if floats else np.zeros(len(y), dtype=bool)
+        anywhere = self.maximum(unknown.astype(np.float64)) > 0
+        if not anywhere.any():
+            return None
+        known = KnownTargets(y, era_offsets)
+        known.complete = ~anywhere
+        return known
+
     def maximum(self, values):
         """Elementwise maximum over all shards (exact; NaN wins)."""
         return self.collective.allreduce(np.asarray(values, dtype=np.float64), "max")

@@ -215,6 +215,8 @@ class ShardBackend(CpuBackend):
                                                         n_slots, words)
         widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
         width = int(widths.max()) if n_candidates else 1
+        _distributed.clear_skipped_eras(cells, base, stride, widths, self._slot_tree,
+                                        self._era_tree_rows, words)
         pooled_cells = np.empty(_split.pooled_cells_size(n_slots, features, data.n_bins, fixed),
                                 dtype=np.int64)
         _split.pool_era_cells(cells, data.n_eras, n_slots, features, data.n_bins,
