@@ -358,8 +358,9 @@ class CpuBackend:
                           keep_for_children, always=False):
         """What each slot's histograms come from this depth, or None for full
         passes (no kept parent and nothing to keep, or over the budget).
-        ``always``: a plan whatever the budget and the rows per cell (the Dask
-        backend reads every depth's kept cells)."""
+        ``always``: a plan whatever the budget and the rows per cell, every
+        slot's cells kept (the Dask backend reads them every depth); where
+        subtraction does not pay, every open slot is summed from its rows."""
         kept = self._kept
         derive = (kept is not None and "cells" in kept and self._slot_parent is not None
                   and np.array_equal(kept["features"], features))
@@ -370,8 +371,10 @@ class CpuBackend:
         size = _split.depth_cells_size(n_eras, len(slot_tree), features, self.data.n_bins,
                                        words)
         kept_bytes = kept["cells"].nbytes if derive else 0
-        if 8 * size + kept_bytes > self.subtraction_budget_bytes and not always:
-            return None
+        if 8 * size + kept_bytes > self.subtraction_budget_bytes:
+            if not always:
+                return None
+            derive = False
         # Worth it only when a (slot, era) has many rows per cell: a derived
         # slot saves about half its rows' updates (~1.3 ns each) but every
         # kept cell is cleared, written and subtracted (~4 ns per cell, for
@@ -380,8 +383,10 @@ class CpuBackend:
         rows_per_cell = (np.sum(self._counts, dtype=np.float64)
                          / max(1, n_eras * len(slot_tree))
                          / max(1.0, float(np.mean(self.data.n_bins[features] + 1))))
-        if rows_per_cell < SUBTRACTION_MIN_ROWS_PER_CELL and not always:
-            return None
+        if rows_per_cell < SUBTRACTION_MIN_ROWS_PER_CELL:
+            if not always:
+                return None
+            derive = False
         n_slots = len(slot_tree)
         slot_kind = np.where(slot_open != 0, SLOT_BUILD, SLOT_SKIP).astype(np.uint8)
         slot_parent = np.full(n_slots, -1, dtype=np.int32)

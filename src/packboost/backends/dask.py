@@ -363,9 +363,10 @@ class ShardBackend(CpuBackend):
         return plan["depth_cells"]
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
-                   slot_node, *, split_children=True) -> None:
+                   slot_node, *, split_children=True, category_splits=None) -> None:
         """The CPU backend's routing, without the children's sums: slot_sums
-        gathers them from every shard."""
+        gathers them from every shard. (No category splits: the Dask
+        estimators refuse categorical features.)"""
         data = self.data
         self._at_roots = False
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
