@@ -143,6 +143,13 @@ def test_an_empty_partition_at_fit_is_the_local_fit(client, problem):
     model = _fitted(DaskPackBoostRegressor, client, filtered[features], filtered["target"],
                     era=filtered["era"])
     assert_same_model(local, model)
+    # An array with an empty block
+    chunks = (300, 0, len(X) - 300)
+    local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
+    model = _fitted(DaskPackBoostRegressor, client,
+                    da.from_array(X, chunks=(chunks, (X.shape[1],))),
+                    da.from_array(y, chunks=(chunks,)), era=da.from_array(era, chunks=(chunks,)))
+    assert_same_model(local, model)
 
 
 @pytest.mark.parametrize("make", ["pandas", "dask_array"])
