@@ -17,7 +17,7 @@ import pytest
 import packboost
 from packboost import PackBoostClassifier, PackBoostRegressor
 from packboost.cli import main as cli_main
-from packboost.model_file import ModelFileError
+from packboost.model_file import FORMAT_VERSION, ModelFileError
 from packboost.sklearn import _PARAMETER_RULES
 
 N_ROWS, N_FEATURES = 60, 3
@@ -403,8 +403,11 @@ LOAD_CASES = [
      r"model file is corrupted \(checksum mismatch\)"),
     ("bit flip in the trees", lambda good: _flip(good, len(good) - 100), ModelFileError,
      r"checksum mismatch"),
-    ("newer version", lambda good: good[:8] + b"\x02\0\0\0" + good[12:], ModelFileError,
-     r"written by a newer packboost \(format version 2, this one reads up to 1\)"),
+    ("newer version",
+     lambda good: good[:8] + (FORMAT_VERSION + 1).to_bytes(4, "little") + good[12:],
+     ModelFileError,
+     rf"written by a newer packboost \(format version {FORMAT_VERSION + 1}, this one reads up "
+     rf"to {FORMAT_VERSION}\)"),
     ("version 0", lambda good: good[:8] + b"\0\0\0\0" + good[12:], ModelFileError,
      r"unsupported model file format version 0"),
     ("trailing bytes", lambda good: good + b"\n", ModelFileError, r"trailing data"),
