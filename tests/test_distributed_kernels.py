@@ -53,10 +53,9 @@ def _oracle(data, fixed, node_of_row, slot_tree, slot, position_feature, era):
                      np.bincount(codes, minlength=width).astype(float)], axis=1)
 
 
-@pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
-def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted):
-    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
-        _depth(3, weighted)
+def _read(data, fixed, slot_tree, slot_open, features, uses, cells, words, n_threads):
+    """What a shard reads of its cells: their layout (base, stride), the
+    features' widths, the pooled sums and the rows per (slot, era)."""
     n_slots = len(slot_tree)
     base, stride, prefix = _distributed.cell_layout(features, data.n_bins, 2, data.n_eras,
                                                     n_slots, words)
@@ -64,12 +63,22 @@ def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted):
     pooled_cells = np.empty(_split.pooled_cells_size(n_slots, features, data.n_bins, fixed),
                             np.int64)
     _split.pool_era_cells(cells, data.n_eras, n_slots, features, data.n_bins, 2, fixed,
-                          pooled_cells, 2)
+                          pooled_cells, n_threads)
     pooled = _distributed.pooled_from_cells(pooled_cells, prefix, widths, n_slots,
                                             int(widths.max()), fixed)
     era_rows = _distributed.era_rows_from_cells(cells, base, stride, widths, slot_tree,
                                                 slot_open, uses, data.n_eras, words,
                                                 fixed.count_bits)
+    return base, stride, widths, pooled, era_rows
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
+def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted):
+    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
+        _depth(3, weighted)
+    n_slots = len(slot_tree)
+    base, stride, widths, pooled, era_rows = _read(data, fixed, slot_tree, slot_open,
+                                                   features, uses, cells, words, 2)
     count_mask = (1 << fixed.count_bits) - 1
     for slot in np.flatnonzero(slot_open):
         for position, feature in enumerate(features):
@@ -94,18 +103,8 @@ def test_era_pass_is_the_same_on_any_number_of_threads():
         _depth(5, False, n_eras=13)
     n_slots = len(slot_tree)
     params = {**DEFAULT_SPLIT_PARAMS, "lambda_dro": 0.5, "lambda_dir": 0.3}
-    base, stride, prefix = _distributed.cell_layout(features, data.n_bins, 2, data.n_eras,
-                                                    n_slots, words)
-    widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
-    pooled_cells = np.empty(_split.pooled_cells_size(n_slots, features, data.n_bins, fixed),
-                            np.int64)
-    _split.pool_era_cells(cells, data.n_eras, n_slots, features, data.n_bins, 2, fixed,
-                          pooled_cells, 1)
-    pooled = _distributed.pooled_from_cells(pooled_cells, prefix, widths, n_slots,
-                                            int(widths.max()), fixed)
-    era_rows = _distributed.era_rows_from_cells(cells, base, stride, widths, slot_tree,
-                                                slot_open, uses, data.n_eras, words,
-                                                fixed.count_bits)
+    base, stride, widths, pooled, era_rows = _read(data, fixed, slot_tree, slot_open,
+                                                   features, uses, cells, words, 1)
     candidates = _distributed.enumerate_candidates(
         pooled, (era_rows > 0).sum(axis=1).astype(float), slot_tree, slot_open, features,
         uses, data.n_bins, params)

@@ -478,6 +478,17 @@ class CpuBackend:
         rows (slot_sums)."""
         from packboost import _categorical
 
+        self._route_without_sums(split_feature, split_threshold, split_missing_left,
+                                 left_child_slot, slot_node, split)
+        _categorical.move_left_by_category(self.data.X_binned, self.node_of_row,
+                                           category_splits["child_feature"],
+                                           category_splits["child_left_set"], self.n_threads)
+
+    def _route_without_sums(self, split_feature, split_threshold, split_missing_left,
+                            left_child_slot, slot_node, split) -> None:
+        """Every row to its child slot by its threshold, without the next
+        frontier's sums (slot_sums then takes them from the rows); the
+        children's parents, where they come in pairs, for subtraction."""
         data = self.data
         in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
         self._slot_parent = np.repeat(split, 2).astype(np.int32) if in_pairs else None
@@ -485,9 +496,6 @@ class CpuBackend:
                               split_missing_left, left_child_slot, data.n_bins, slot_node,
                               self.leaf_of_row, self.n_threads,
                               scattered_samples=self._scattered_samples)
-        _categorical.move_left_by_category(data.X_binned, self.node_of_row,
-                                           category_splits["child_feature"],
-                                           category_splits["child_left_set"], self.n_threads)
         self._routed_sums = None
 
     def _children_sums(self, best, split, split_feature, split_threshold, split_missing_left):

@@ -367,19 +367,14 @@ class ShardBackend(CpuBackend):
         """The CPU backend's routing, without the children's sums: slot_sums
         gathers them from every shard. (No category splits: the Dask
         estimators refuse categorical features.)"""
-        data = self.data
         self._at_roots = False
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
         if len(split) == 0:
             self._last_slot_node = np.ascontiguousarray(slot_node, dtype=np.int32)
             self._slot_parent = None
             return
-        in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
-        self._slot_parent = np.repeat(split, 2).astype(np.int32) if in_pairs else None
-        _partition.route_rows(data.X_binned, self.node_of_row, split_feature, split_threshold,
-                              split_missing_left, left_child_slot, data.n_bins, slot_node,
-                              self.leaf_of_row, self.n_threads,
-                              scattered_samples=self._scattered_samples)
+        self._route_without_sums(split_feature, split_threshold, split_missing_left,
+                                 left_child_slot, slot_node, split)
 
 
 # Candidates per block of the pipelined chain (at least; blocks of a depth
