@@ -13,6 +13,8 @@ Cases:
   numeric schooling, experience, hours, union, marital status; the year is
   the era, 1985-1987 are held out. Needs ``pip install linearmodels``.
 
+``packboost-era`` is PackBoost's category sets with ``cat_order="era"``.
+
 Every model grows ``4 * --rounds`` trees of depth ``--max-depth``: PackBoost
 ``--rounds`` rounds of packs of 4 at ``--learning-rate`` (its trees are
 averaged in a round), the peers ``4 * --rounds`` trees at ``--learning-rate
@@ -36,8 +38,8 @@ from packboost.datasets import make_categorical_flip
 from packboost.metrics import era_summary, per_era_correlation
 
 PACK_SIZE = 4
-MODELS = ("packboost", "packboost-onehot", "packboost-ordinal", "lightgbm", "xgboost",
-          "catboost")
+MODELS = ("packboost", "packboost-era", "packboost-onehot", "packboost-ordinal", "lightgbm",
+          "xgboost", "catboost")
 
 
 def synthetic_case(args):
@@ -102,6 +104,9 @@ def fit_model(name, tables, y, era, categorical, args):
     if name == "packboost":
         X, X_test = tables["category"]
         model = PackBoostRegressor(**packboost)
+    elif name == "packboost-era":
+        X, X_test = tables["category"]
+        model = PackBoostRegressor(cat_order="era", **packboost)
     elif name == "packboost-onehot":
         X, X_test = tables["onehot"]
         model = PackBoostRegressor(**packboost)

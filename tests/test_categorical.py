@@ -32,7 +32,8 @@ def random_cells(rng, n_eras, n_categories, *, empty_eras=True, missing=True, sc
     return np.stack([g, h, counts], axis=-1)
 
 
-def kernel_best(cells_by_slot, n_categories, params, options, variance=None, bounds=None):
+def kernel_best(cells_by_slot, n_categories, params, options, variance=None, bounds=None,
+                cat_order="pooled"):
     hist = np.ascontiguousarray(np.stack(cells_by_slot)[None])  # one feature
     n_slots = hist.shape[1]
     return _categorical.best_category_splits(
@@ -40,7 +41,8 @@ def kernel_best(cells_by_slot, n_categories, params, options, variance=None, bou
         np.zeros(n_slots, dtype=np.int32), np.ones((1, 1), dtype=np.uint8),
         np.zeros(n_slots) if variance is None else variance, dict(params),
         options["max_cat_to_onehot"], options["max_cat_threshold"], options["cat_smooth"],
-        options["min_data_per_group"], 2, slot_bounds=bounds)
+        options["min_data_per_group"], 2, slot_bounds=bounds,
+        order_by_eras=cat_order == "era")
 
 
 def left_set_of(candidate, cells, n_categories):
@@ -63,10 +65,11 @@ PARAM_CASES = [
 ]
 
 
+@pytest.mark.parametrize("cat_order", ["pooled", "era"])
 @pytest.mark.parametrize("case", range(len(PARAM_CASES)))
 @pytest.mark.parametrize("n_eras,n_categories", [(1, 1), (1, 3), (3, 2), (5, 4), (7, 5),
                                                   (4, 9), (9, 14)])
-def test_best_category_split_matches_the_oracle(case, n_eras, n_categories):
+def test_best_category_split_matches_the_oracle(case, n_eras, n_categories, cat_order):
     params = PARAM_CASES[case]
     rng = np.random.default_rng(1000 * case + 10 * n_eras + n_categories)
     for options in (OPTIONS, dict(OPTIONS, max_cat_to_onehot=1, max_cat_threshold=64,
@@ -74,10 +77,12 @@ def test_best_category_split_matches_the_oracle(case, n_eras, n_categories):
         slots = [random_cells(rng, n_eras, n_categories, missing=bool(s % 2))
                  for s in range(6)]
         variance = rng.random(len(slots)) * 2.0
-        found = kernel_best(slots, n_categories, params, options, variance)
+        found = kernel_best(slots, n_categories, params, options, variance,
+                            cat_order=cat_order)
         for slot, cells in enumerate(slots):
             oracle = best_category_candidate(cells, n_categories, params,
-                                             gradient_variance=variance[slot], **options)
+                                             gradient_variance=variance[slot],
+                                             cat_order=cat_order, **options)
             if oracle is None:
                 assert found["column"][slot] == -1
                 continue
@@ -92,7 +97,7 @@ def test_best_category_split_matches_the_oracle(case, n_eras, n_categories):
                 # candidate is among the oracle's, with the best score.
                 ties = [c for c in category_candidates(cells, n_categories, params,
                                                        gradient_variance=variance[slot],
-                                                       **options)
+                                                       cat_order=cat_order, **options)
                         if np.array_equal(left_set_of(c, cells, n_categories), chosen)
                         and c["missing_left"] == found["missing_left"][slot]]
                 assert ties and np.isclose(ties[0]["score"], oracle["score"], rtol=1e-9)

@@ -33,7 +33,7 @@ import numpy as np
 
 cimport cython
 from cython.parallel cimport prange
-from libc.math cimport INFINITY
+from libc.math cimport INFINITY, fabs, sqrt
 from libc.stdlib cimport malloc, free, qsort
 from libc.stdint cimport uint8_t, int32_t, int64_t
 
@@ -119,6 +119,34 @@ cdef struct category_best:
     double left_g, left_h, left_count
 
 
+cdef double era_robust_ratio(
+        const double* cells, const int32_t* era_ids, Py_ssize_t n_present, Py_ssize_t width,
+        Py_ssize_t code, double cat_smooth, double lambda_dro) noexcept nogil:
+    """cat_order="era": the category's smoothed ratio G_ce / (H_ce + cat_smooth)
+    in each era where it has rows, their mean m and standard deviation s
+    (population, over those eras), shrunk as DES shrinks a gain:
+    sign(m) max(|m| - lambda_dro s, 0). A category whose effect changes sign
+    between eras moves to the middle of the order."""
+    cdef Py_ssize_t i, n = 0
+    cdef double mean = 0.0, squares = 0.0, ratio, delta, spread
+    cdef const double* cell
+    for i in range(n_present):
+        cell = cells + (era_ids[i] * width + code) * 3
+        if cell[2] == 0.0:
+            continue
+        ratio = cell[0] / (cell[1] + cat_smooth)
+        n += 1
+        delta = ratio - mean
+        mean = mean + delta / n
+        squares = squares + delta * (ratio - mean)
+    if n == 0:
+        return 0.0
+    spread = lambda_dro * sqrt(squares / n)
+    if fabs(mean) <= spread:
+        return 0.0
+    return mean - spread if mean > 0.0 else mean + spread
+
+
 cdef category_best score_feature(
         const double* cells,             # IN  (n_eras, width, 3) one slot's cells of a feature
         Py_ssize_t n_eras, Py_ssize_t width,
@@ -127,6 +155,7 @@ cdef category_best score_feature(
         double gradient_variance, double lower, double upper,
         int max_cat_to_onehot, int max_cat_threshold, double cat_smooth,
         double min_data_per_group,
+        bint order_by_eras,              # order by the eras' ratios (cat_order="era")
         double* scratch,                 # (SCRATCH_ROWS * n_eras + 4 * width)
         ranked_category* ranked,         # (width,)
 ) noexcept nogil:
@@ -215,7 +244,11 @@ cdef category_best score_feature(
     else:
         for i in range(k):
             c = ranked[i].code
-            ranked[i].ratio = cat_g[c] / (cat_h[c] + cat_smooth)
+            if order_by_eras:
+                ranked[i].ratio = era_robust_ratio(cells, era_ids, n_present, width, c,
+                                                   cat_smooth, params.lambda_dro)
+            else:
+                ranked[i].ratio = cat_g[c] / (cat_h[c] + cat_smooth)
         qsort(ranked, k, sizeof(ranked_category), compare_ranked)
         n_candidates = k - 1
     for i in range(n_present):
@@ -338,6 +371,7 @@ def best_category_splits(
         double min_data_per_group, int n_threads,
         const double[:, ::1] slot_bounds=None,      # IN  (n_slots, 2) value bounds, or None
         const uint8_t[:, ::1] slot_allows_feature=None,  # IN  (n_slots, n_cat), or None
+        bint order_by_eras=False,                   # cat_order="era" (score_feature)
 ):
     """The best category split of every open slot over the categorical
     features (ascending; the first strictly best wins: lower feature, then
@@ -410,7 +444,7 @@ def best_category_splits(
             found = score_feature(&hist[f, slot, 0, 0, 0], n_eras, width, n_categories[f],
                                   &params, slot_variance[slot], lower, upper,
                                   max_cat_to_onehot, max_cat_threshold, cat_smooth,
-                                  min_data_per_group, scratch, ranked)
+                                  min_data_per_group, order_by_eras, scratch, ranked)
             if found.found and found.score > best.score:
                 best = found
                 best_f = f

@@ -95,7 +95,8 @@ class _PackBoostEstimator(BaseEstimator):
                  dir_tanh_scale=1.0, era_std="between", monotone_constraints=None,
                  interaction_constraints=None, categorical_features=None,
                  max_cat_to_onehot=4, max_cat_threshold=32, cat_smooth=10.0,
-                 min_data_per_group=100, n_jobs=None, random_state=None,
+                 min_data_per_group=100, cat_order="pooled", n_jobs=None,
+                 random_state=None,
                  device="cpu",
                  importance_type="gain"):
         self.n_estimators = n_estimators
@@ -130,6 +131,7 @@ class _PackBoostEstimator(BaseEstimator):
         self.max_cat_threshold = max_cat_threshold
         self.cat_smooth = cat_smooth
         self.min_data_per_group = min_data_per_group
+        self.cat_order = cat_order
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.device = device

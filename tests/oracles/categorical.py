@@ -9,9 +9,20 @@ import numpy as np
 from oracles.reference import first_best, score_candidate
 
 
+def era_robust_ratio(cells, code, cat_smooth, lambda_dro):
+    """cat_order="era": the per-era smoothed ratios' mean, shrunk towards 0 by
+    lambda_dro times their population standard deviation."""
+    rows = cells[:, code, 2] > 0
+    if not rows.any():
+        return 0.0
+    ratios = cells[rows, code, 0] / (cells[rows, code, 1] + cat_smooth)
+    mean, spread = ratios.mean(), lambda_dro * ratios.std()
+    return float(np.sign(mean) * max(abs(mean) - spread, 0.0))
+
+
 def category_candidates(cells, n_categories, params, *, max_cat_to_onehot, max_cat_threshold,
                         cat_smooth, min_data_per_group, gradient_variance=0.0,
-                        bounds=(-np.inf, np.inf)):
+                        bounds=(-np.inf, np.inf), cat_order="pooled"):
     """Every scored candidate of one (slot, feature), in the kernel's order.
 
     ``cells`` (n_eras, width, 3): per era and code the sums of g, h and the
@@ -30,7 +41,11 @@ def category_candidates(cells, n_categories, params, *, max_cat_to_onehot, max_c
     if k <= max_cat_to_onehot:
         sides = [[int(code)] for code in codes]
     else:
-        ratio = pooled[codes, 0] / (pooled[codes, 1] + cat_smooth)
+        if cat_order == "era":
+            ratio = np.array([era_robust_ratio(cells, code, cat_smooth, params["lambda_dro"])
+                              for code in codes])
+        else:
+            ratio = pooled[codes, 0] / (pooled[codes, 1] + cat_smooth)
         order = codes[np.lexsort((codes, ratio))]
         sides = []
         for j in range(1, k):

@@ -238,7 +238,8 @@ class CpuBackend:
             params.split, params.max_cat_to_onehot, params.max_cat_threshold,
             params.cat_smooth, params.min_data_per_group, self.n_threads,
             slot_bounds=constraints.get("slot_bounds"),
-            slot_allows_feature=constraints.get("slot_allows_feature"))
+            slot_allows_feature=constraints.get("slot_allows_feature"),
+            order_by_eras=params.cat_order == "era")
 
     def _takes_node_route(self, features, split_params) -> bool:
         """Does this depth take the node-ordered route? Below a pack's roots
