@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from packboost import _collective, _histogram
-from packboost._fixed_point import largest_and_total, to_fixed_point
+from packboost._fixed_point import grid_bounds_of_rows, largest_and_total, to_fixed_point
 from packboost._row_shard import RowShard
 from packboost._samples import TreeSamples
 
@@ -100,14 +100,21 @@ def test_a_failing_rank_is_a_lost_peer_for_the_others():
     assert "rank 1 fails" in str(error.value) or "rank" in str(error.value)
 
 
-def test_era_magnitude_sums_give_magnitude_sums_bounds():
+def test_era_magnitude_sums_and_their_bounds_against_a_row_loop():
     rng = np.random.default_rng(0)
     for sizes in ([1], [0, 3, 0], [5, 1, 7, 0, 2], [1000, 13]):
         values = rng.normal(size=sum(sizes)) * 10.0 ** rng.integers(-3, 3, size=sum(sizes))
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         per_era = _histogram.era_magnitude_sums(values, offsets)
-        assert per_era.shape == (len(sizes),)
-        assert largest_and_total(per_era) == _histogram.magnitude_sums(values, offsets)
+        # the oracle: each era's rows added one by one, the eras in order
+        largest = total = 0.0
+        for era in range(len(sizes)):
+            era_sum = 0.0
+            for value in values[offsets[era]:offsets[era + 1]].tolist():
+                era_sum += abs(value)
+            assert per_era[era] == era_sum
+            largest, total = max(largest, era_sum), total + era_sum
+        assert largest_and_total(per_era) == (largest, total)
 
 
 class _Gathered:
@@ -122,19 +129,12 @@ class _Gathered:
 
 
 def _shard_bounds(gradients, hessians, offsets, cuts):
-    """Each shard's grid_bounds input, as the shards of eras cut at ``cuts``."""
-    from packboost._fixed_point import count_bits_for
-
+    """Each shard's grid_bounds_of_rows, as the shards of eras cut at ``cuts``."""
     pieces = []
     for first, end in zip(cuts[:-1], cuts[1:], strict=True):
         rows = slice(offsets[first], offsets[end])
-        local = offsets[first:end + 1] - offsets[first]
-        h = hessians[rows]
-        pieces.append(dict(gradient_sums=_histogram.era_magnitude_sums(gradients[rows], local),
-                           hessian_sums=_histogram.era_magnitude_sums(h, local),
-                           count_bits=count_bits_for(local),
-                           first_hessian=float(h[0]) if len(h) else None,
-                           constant=len(h) == 0 or bool(np.all(h == h[0]))))
+        pieces.append(grid_bounds_of_rows(gradients[rows], hessians[rows],
+                                          offsets[first:end + 1] - offsets[first]))
     return pieces
 
 

@@ -134,28 +134,19 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
                          f"{gradients.shape} and {hessians.shape}")
     if len(era_offsets) == 0 or era_offsets[-1] != len(gradients):
         raise ValueError("era_offsets must end at the number of rows")
+    from packboost import _histogram, _partition  # the kernels (Cython) of this format
+
+    bounds = grid_bounds_of_rows(gradients, hessians, era_offsets, counted_rows)
     if shard is None:
-        if counted_rows is None:
-            count_bits = count_bits_for(era_offsets)
-        else:
-            running = np.concatenate(([0], np.cumsum(counted_rows, dtype=np.int64)))
-            count_bits = count_bits_for(running[era_offsets])
-        largest_era, total = _histogram_magnitude_sums(gradients, era_offsets)
-        hessian_total = _histogram_magnitude_sums(hessians, era_offsets)[1]
-        counted_hessians = hessians if counted_rows is None else hessians[counted_rows]
-        constant = len(counted_hessians) > 0 and bool(np.all(counted_hessians
-                                                              == counted_hessians[0]))
-        first_hessian = float(counted_hessians[0]) if constant else math.nan
+        grid = combine_grid_bounds([bounds])
         row_chunks = (None if counted_rows is None
-                      else _partition_counted_row_chunks(counted_rows))
+                      else _partition.counted_row_chunks(counted_rows))
     else:
-        (count_bits, largest_era, total, hessian_total, constant, first_hessian,
-         row_chunks) = shard.grid_bounds(gradients, hessians, era_offsets, counted_rows)
+        grid, row_chunks = shard.grid_bounds(bounds, counted_rows)
+    count_bits, largest_era, total, hessian_total, constant, first_hessian = grid
     if count_bits > 31:
         raise ValueError(f"an era of {2 ** (count_bits - 1)}+ rows is too large for the "
                          "fixed-point histograms (at most 2**31 - 1 rows per era)")
-
-    from packboost import _histogram  # the kernels (Cython) of this format
 
     # One spare bit each for the rounding (at most half a unit per row).
     gradient_scale = min(
@@ -187,22 +178,48 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
         row_chunks=row_chunks)
 
 
-def _partition_counted_row_chunks(counted_rows):
-    from packboost import _partition
-
-    return _partition.counted_row_chunks(counted_rows)
-
-
-def _histogram_magnitude_sums(values, era_offsets):
+def grid_bounds_of_rows(gradients: np.ndarray, hessians: np.ndarray,
+                        era_offsets: np.ndarray, counted_rows: np.ndarray | None = None) -> dict:
+    """What chooses the grid, of these rows (whole eras): each era's sum of
+    |g| and of |h|, the row-count bits of the largest era (its counted rows),
+    the number of counted rows, the first counted hessian (None without any)
+    and whether every counted hessian equals it. :func:`combine_grid_bounds`
+    takes these of one machine's rows or of every shard's."""
     from packboost import _histogram
 
-    return _histogram.magnitude_sums(values, era_offsets)
+    if counted_rows is None:
+        counted_offsets, counted_hessians = era_offsets, hessians
+    else:
+        running = np.concatenate(([0], np.cumsum(counted_rows, dtype=np.int64)))
+        counted_offsets, counted_hessians = running[era_offsets], hessians[counted_rows]
+    return dict(
+        gradient_sums=_histogram.era_magnitude_sums(gradients, era_offsets),
+        hessian_sums=_histogram.era_magnitude_sums(hessians, era_offsets),
+        count_bits=count_bits_for(counted_offsets), counted=int(counted_offsets[-1]),
+        first_hessian=float(counted_hessians[0]) if len(counted_hessians) else None,
+        constant=len(counted_hessians) == 0 or bool(np.all(counted_hessians
+                                                            == counted_hessians[0])))
+
+
+def combine_grid_bounds(parts: list) -> tuple:
+    """(count bits, largest era sum of |g|, sum of |g|, sum of |h|, is the
+    hessian of every counted row one constant, that constant or NaN) of the
+    rows of ``parts`` (:func:`grid_bounds_of_rows`, eras in order): the
+    per-era sums are taken and added in era order, so every shard of a
+    distributed fit chooses one machine's grid."""
+    largest, total = largest_and_total(np.concatenate([part["gradient_sums"]
+                                                       for part in parts]))
+    hessian_total = largest_and_total(np.concatenate([part["hessian_sums"]
+                                                      for part in parts]))[1]
+    firsts = [part["first_hessian"] for part in parts if part["first_hessian"] is not None]
+    constant = all(part["constant"] for part in parts) and len(set(firsts)) == 1
+    return (max(part["count_bits"] for part in parts), largest, total, hessian_total,
+            constant, firsts[0] if constant else math.nan)
 
 
 def largest_and_total(era_sums) -> tuple[float, float]:
-    """``_histogram.magnitude_sums``' two bounds from the per-era sums of |g|
-    (``_histogram.era_magnitude_sums``), taken and added in era order as it
-    does: the same two doubles."""
+    """The largest per-era sum of magnitudes (``_histogram.era_magnitude_sums``)
+    and their total, added in era order."""
     largest = total = 0.0
     for era_sum in np.asarray(era_sums, dtype=np.float64).tolist():
         largest = era_sum if era_sum > largest else largest

@@ -208,25 +208,10 @@ def slot_trees_of(node_of_row, Py_ssize_t n_slots):
     return np.maximum.accumulate(np.maximum(slot_tree, 0)).astype(np.int32)
 
 
-def magnitude_sums(const double[::1] values, const offset_t[::1] era_offsets):
-    """(largest per-era sum of |values|, sum of |values|): the bounds that
-    choose a fixed-point scale (_fixed_point.to_fixed_point), in one pass."""
-    cdef Py_ssize_t era, row
-    cdef double era_sum, largest = 0.0, total = 0.0
-    with nogil:
-        for era in range(era_offsets.shape[0] - 1):
-            era_sum = 0.0
-            for row in range(era_offsets[era], era_offsets[era + 1]):
-                era_sum += fabs(values[row])
-            largest = max(largest, era_sum)
-            total += era_sum
-    return largest, total
-
-
 def era_magnitude_sums(const double[::1] values, const offset_t[::1] era_offsets):
-    """Each era's sum of |values| (float64, one per era), added row by row in
-    the order magnitude_sums adds them: a shard of whole eras
-    (packboost._row_shard) gathers these to choose the grid of all rows."""
+    """Each era's sum of |values| (float64, one per era), added row by row:
+    the bounds that choose a fixed-point scale (_fixed_point.to_fixed_point;
+    a shard of whole eras gathers them to choose the grid of all rows)."""
     cdef Py_ssize_t n_eras = era_offsets.shape[0] - 1, era, row
     sums = np.zeros(max(n_eras, 0))
     cdef double[::1] view = sums

@@ -126,43 +126,21 @@ class RowShard:
         """Elementwise maximum over all shards (exact; NaN wins)."""
         return self.collective.allreduce(np.asarray(values, dtype=np.float64), "max")
 
-    def grid_bounds(self, gradients: np.ndarray, hessians: np.ndarray,
-                    era_offsets: np.ndarray, counted_rows: np.ndarray | None = None):
+    def grid_bounds(self, bounds: dict, counted_rows: np.ndarray | None = None):
         """What :func:`packboost._fixed_point.to_fixed_point` chooses the grid
-        from, over all shards' rows: (count bits, largest era sum of |g|, sum
-        of |g|, sum of |h|, is the hessian one constant, that constant, the
-        float sums' row chunks cut to this shard or None). The per-era sums
-        are gathered and added in era order, as one machine adds them;
-        ``counted_rows`` (this shard's) as to_fixed_point takes them."""
-        from packboost import _histogram
-        from packboost._fixed_point import count_bits_for, largest_and_total
+        from, over all shards' rows: :func:`~packboost._fixed_point.combine_grid_bounds`
+        of every shard's ``bounds`` (:func:`~packboost._fixed_point.grid_bounds_of_rows`
+        of its rows), and the float sums' row chunks of the counted rows of all
+        shards cut to this shard (None without ``counted_rows``)."""
+        from packboost._fixed_point import combine_grid_bounds
 
-        if counted_rows is None:
-            counted_offsets, counted_hessians = era_offsets, hessians
-        else:
-            running = np.concatenate(([0], np.cumsum(counted_rows, dtype=np.int64)))
-            counted_offsets, counted_hessians = running[era_offsets], hessians[counted_rows]
-        constant = len(counted_hessians) == 0 or bool(
-            np.all(counted_hessians == counted_hessians[0]))
-        local = dict(
-            gradient_sums=_histogram.era_magnitude_sums(gradients, era_offsets),
-            hessian_sums=_histogram.era_magnitude_sums(hessians, era_offsets),
-            count_bits=count_bits_for(counted_offsets),
-            first_hessian=float(counted_hessians[0]) if len(counted_hessians) else None,
-            constant=constant, counted=int(counted_offsets[-1]))
-        shards = self.collective.allgather(local)
-        largest, total = largest_and_total(np.concatenate([s["gradient_sums"] for s in shards]))
-        hessian_total = largest_and_total(np.concatenate([s["hessian_sums"]
-                                                          for s in shards]))[1]
-        firsts = [s["first_hessian"] for s in shards if s["first_hessian"] is not None]
-        constant = all(s["constant"] for s in shards) and len(set(firsts)) == 1
+        shards = self.collective.allgather(bounds)
         row_chunks = None
         if counted_rows is not None:
-            before = sum(s["counted"] for s in shards[:self.collective.rank])
+            before = sum(part["counted"] for part in shards[:self.collective.rank])
             row_chunks = self._counted_chunks(counted_rows, before,
-                                              sum(s["counted"] for s in shards))
-        return (max(s["count_bits"] for s in shards), largest, total, hessian_total, constant,
-                firsts[0] if constant else float("nan"), row_chunks)
+                                              sum(part["counted"] for part in shards))
+        return combine_grid_bounds(shards), row_chunks
 
     def _counted_chunks(self, counted_rows, before: int, total: int) -> np.ndarray:
         """_partition.counted_row_chunks of all shards' rows, cut to this
