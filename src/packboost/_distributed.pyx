@@ -345,7 +345,7 @@ def continue_era_weights(const int64_t[::1] cells, const int64_t[::1] base,
                     _era_sums(&view, &cells[base[position]], stride[position], widths[position],
                               slot, era, widths[position] - 2, 0, &g, &h, &lg, &lh, &lc,
                               &count)
-                    w = c.era_alpha + count
+                    w = _era_weight(&c, count)
                     acc[slot, position, 0] += w
                     acc[slot, position, 1] += w * g
                     acc[slot, position, 2] += w * h
@@ -385,7 +385,7 @@ def continue_weighted_bin(const int64_t[::1] cells, const int64_t[::1] base,
                         continue
                     _bin_sums(&view, &cells[base[position]], stride[position], slot, era, bin,
                               &g, &h, &count)
-                    w = c.era_alpha + era_rows[slot, era]
+                    w = _era_weight(&c, era_rows[slot, era])
                     acc[slot, position, 0] += w * g
                     acc[slot, position, 1] += w * h
     return out

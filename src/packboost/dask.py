@@ -501,8 +501,11 @@ def _place_partition(part, shard_of_row, n_shards):
         ranges = X.dtype, X.min(axis=0).astype(np.int64), X.max(axis=0).astype(np.int64)
     if n_shards == 1:
         return ranges, [X]
-    return ranges, [np.ascontiguousarray(X[shard_of_row == shard]) if np.any(
-        shard_of_row == shard) else None for shard in range(n_shards)]
+    pieces = []
+    for shard in range(n_shards):
+        mine = shard_of_row == shard
+        pieces.append(np.ascontiguousarray(X[mine]) if mine.any() else None)
+    return ranges, pieces
 
 
 def _piece(placed, shard):

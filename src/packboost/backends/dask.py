@@ -250,11 +250,13 @@ class ShardBackend(CpuBackend):
         last = collective.size - 1
         layout = (base, stride, widths)
 
-        def era_pass(mode, chosen, initial):
-            """The chain of the candidates ``chosen`` (indices) in ``mode``,
-            pipelined in blocks; their final states on the last rank."""
-            subset = {name: values[chosen] for name, values in candidates.items()}
-            blocks = candidate_blocks(len(chosen), collective.size)
+        def subset_of(chosen):
+            return {name: values[chosen] for name, values in candidates.items()}
+
+        def era_pass(mode, subset, initial):
+            """The chain of the candidates ``subset`` in ``mode``, pipelined in
+            blocks; their final states on the last rank (None elsewhere)."""
+            blocks = candidate_blocks(len(initial), collective.size)
 
             def step(block, state):
                 start, end = blocks[block]
@@ -268,18 +270,17 @@ class ShardBackend(CpuBackend):
         def scores_of(chosen):
             """The DES scores and gains of the candidates ``chosen``: their
             era pass, finished on the last rank (None elsewhere)."""
-            state = era_pass(_distributed.MODE_PASS, chosen,
+            subset = subset_of(chosen)
+            state = era_pass(_distributed.MODE_PASS, subset,
                              np.zeros((len(chosen), _distributed.N_STATE)))
             if state is None:
                 return None
-            subset = {name: values[chosen] for name, values in candidates.items()}
             return _distributed.candidate_pass(subset, slot_variance, split_params,
                                                _distributed.MODE_FINISH, state)
 
-        everything = np.arange(n)
         if newton:
             # Each candidate's mean of newton era gains, then the pass around it.
-            sums = era_pass(_distributed.MODE_NEWTON_MEAN, everything, np.zeros(n))
+            sums = era_pass(_distributed.MODE_NEWTON_MEAN, candidates, np.zeros(n))
             weight_total = (present[candidates["slot"]] if totals is None
                             else totals[candidates["slot"], candidates["position"], 0])
             candidates["mean"] = collective.broadcast(
