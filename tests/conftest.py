@@ -53,3 +53,24 @@ def make_binned_problem(seed, n_rows, n_features, n_eras, *, n_bins=5, missing_r
 @pytest.fixture
 def split_params():
     return dict(DEFAULT_SPLIT_PARAMS)
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A LocalCluster of 2 worker processes, one for every Dask test of a run
+    (tests/test_dask.py, tests/test_dask_inputs.py)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+def assert_same_model(local, distributed_model):
+    """Every node array and the base score of a Dask model are the local fit's."""
+    a, b = local.ensemble_.nodes, distributed_model.ensemble_.nodes
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    np.testing.assert_array_equal(local.ensemble_.base_score,
+                                  distributed_model.ensemble_.base_score)
+

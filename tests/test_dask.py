@@ -1,6 +1,6 @@
 """Distributed training on Dask (packboost.dask, docs/distributed.md).
 
-One LocalCluster (2 worker processes) for the module. The central claim: the
+One LocalCluster (2 worker processes, tests/conftest.py) for the run. The central claim: the
 distributed model is the local fit, bit for bit, whatever the partitioning.
 """
 
@@ -27,6 +27,8 @@ from packboost.dask import (  # noqa: E402
 )
 from packboost.datasets import make_numerai_like  # noqa: E402
 
+from conftest import assert_same_model  # noqa: E402
+
 PARAMS = dict(n_estimators=3, max_depth=3, min_samples_leaf=10, random_state=3, n_jobs=1)
 
 
@@ -48,27 +50,11 @@ def _fail_instead_of_hanging():
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def problem():
     data = make_numerai_like(n_rows=2400, n_features=6, n_eras=10, random_state=0)
     # Shuffled rows: every era spread over every input partition.
     perm = np.random.default_rng(0).permutation(len(data.y))
     return data.X[perm], data.y[perm], np.asarray(data.era)[perm]
-
-
-def assert_same_model(local, distributed_model):
-    a, b = local.ensemble_.nodes, distributed_model.ensemble_.nodes
-    for name in a:
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-    np.testing.assert_array_equal(local.ensemble_.base_score,
-                                  distributed_model.ensemble_.base_score)
 
 
 @pytest.mark.parametrize("extra", [

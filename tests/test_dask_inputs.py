@@ -18,15 +18,9 @@ from packboost import PackBoostClassifier, PackBoostRegressor, load_model  # noq
 from packboost.dask import DaskPackBoostClassifier, DaskPackBoostRegressor  # noqa: E402
 from packboost.datasets import make_numerai_like  # noqa: E402
 
+from conftest import assert_same_model  # noqa: E402
+
 PARAMS = dict(n_estimators=3, max_depth=3, min_samples_leaf=10, random_state=3, n_jobs=1)
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        yield client
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +34,6 @@ def _fitted(estimator_class, client, *args, **kwargs):
     model = estimator_class(**PARAMS)
     model.client = client
     return model.fit(*args, **kwargs)
-
-
-def assert_same_model(local, distributed_model):
-    a, b = local.ensemble_.nodes, distributed_model.ensemble_.nodes
-    for name in a:
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-    assert local.ensemble_.base_score == distributed_model.ensemble_.base_score
 
 
 def _with_an_empty_partition(frame):
