@@ -55,10 +55,11 @@ def split_params():
     return dict(DEFAULT_SPLIT_PARAMS)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def client():
-    """A LocalCluster of 2 worker processes, one for every Dask test of a run
-    (tests/test_dask.py, tests/test_dask_inputs.py)."""
+    """A LocalCluster of 2 worker processes for the Dask tests of one module
+    (tests/test_dask.py, tests/test_dask_inputs.py); closed with the module,
+    so that no cluster thread runs beside the other tests."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \

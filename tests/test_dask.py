@@ -1,6 +1,6 @@
 """Distributed training on Dask (packboost.dask, docs/distributed.md).
 
-One LocalCluster (2 worker processes, tests/conftest.py) for the run. The central claim: the
+One LocalCluster (2 worker processes, tests/conftest.py) for the module. The central claim: the
 distributed model is the local fit, bit for bit, whatever the partitioning.
 """
 
