@@ -12,7 +12,8 @@ from packboost._histogram import slot_kind as _slot_kind
 from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
 
 
-def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_slots=6):
+def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_slots=6,
+           cells_only=False):
     data, g, h = make_binned_problem(seed, n_rows, n_features, n_eras, weighted=weighted)
     if not weighted:
         h = np.ones_like(h)
@@ -29,16 +30,20 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
     uses = (rng.random((len(features), pack_size)) < 0.7).astype(np.uint8)
     uses[0] = 1   # every tree uses a feature
     words = 1 if fixed.hessian_is_constant else 2
-    cells = np.empty(_split.depth_cells_size(data.n_eras, n_slots, features, data.n_bins, words),
-                     np.int64)
-    _split.find_best_splits(
+    # Stale values in the buffer (a fit reuses it from depth to depth).
+    cells = np.full(_split.depth_cells_size(data.n_eras, n_slots, features, data.n_bins, words),
+                    -7, np.int64)
+    found = _split.find_best_splits(
         data.X_binned, fixed, data.all_rows, data.era_offsets, node_of_row, slot_tree,
         slot_open, features, uses, data.n_bins, dict(DEFAULT_SPLIT_PARAMS), 2,
         features_per_pass=2, depth_cells=cells,
         slot_kind=np.where(slot_open != 0, int(_slot_kind.SLOT_BUILD),
                            int(_slot_kind.SLOT_SKIP)).astype(np.uint8),
         slot_parent=np.full(n_slots, -1, np.int32),
-        tree_extra_feature=np.zeros((len(features), pack_size), np.uint8))
+        tree_extra_feature=np.zeros((len(features), pack_size), np.uint8),
+        cells_only=cells_only)
+    # cells_only: the cells and nothing scored.
+    assert found["found"].any() != cells_only
     return data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words
 
 
@@ -72,10 +77,11 @@ def _read(data, fixed, slot_tree, slot_open, features, uses, cells, words, n_thr
     return base, stride, widths, pooled, era_rows
 
 
+@pytest.mark.parametrize("cells_only", [False, True], ids=["scored", "cells-only"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
-def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted):
+def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted, cells_only):
     data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
-        _depth(3, weighted)
+        _depth(3, weighted, cells_only=cells_only)
     n_slots = len(slot_tree)
     base, stride, widths, pooled, era_rows = _read(data, fixed, slot_tree, slot_open,
                                                    features, uses, cells, words, 2)
@@ -96,6 +102,17 @@ def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted):
                 assert era_rows[slot, era] == expected[:, 2].sum()
             np.testing.assert_array_equal(pooled[slot, position, :width], sum(per_era))
     assert not era_rows[1].any()   # the closed slot
+
+
+def test_cells_only_needs_the_cells_to_fill():
+    data, g, h = make_binned_problem(0, 50, 3, 2)
+    fixed = to_fixed_point(g, h, data.era_offsets, 1)
+    with pytest.raises(ValueError, match="cells_only needs depth_cells"):
+        _split.find_best_splits(
+            data.X_binned, fixed, data.all_rows, data.era_offsets,
+            np.zeros((data.n_rows, 1), np.int32), np.zeros(1, np.int32), np.ones(1, np.uint8),
+            np.arange(3, dtype=np.int32), np.ones((3, 1), np.uint8), data.n_bins,
+            dict(DEFAULT_SPLIT_PARAMS), 1, cells_only=True)
 
 
 def test_era_pass_is_the_same_on_any_number_of_threads():

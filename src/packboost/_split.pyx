@@ -1031,6 +1031,7 @@ def find_best_splits(
         bint share_equal_rows=True,
         era_tree_rows=None,
         bint scattered_samples=False,
+        bint cells_only=False,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -1088,6 +1089,11 @@ def find_best_splits(
     ``scattered_samples``: the trees sample rows one by one (a row
     subsample), not whole eras: the era pass then finds each row's cells
     without a branch on its code (build_pack_histograms). The same results.
+
+    ``cells_only`` (with ``depth_cells``): fill ``depth_cells`` and score
+    nothing: every (slot, feature) is returned not found. For a caller that
+    scores the cells itself (a shard of a distributed fit scores the sums
+    over every shard's eras, backends/dask.py).
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -1156,6 +1162,8 @@ def find_best_splits(
     width_prefix = np.zeros(n_candidates + 1, dtype=np.intp)
     np.cumsum(np.asarray(n_bins)[np.asarray(features)] + 1, out=width_prefix[1:])
     cdef const Py_ssize_t[::1] width_prefix_view = width_prefix
+    if cells_only and not subtracting:
+        raise ValueError("cells_only needs depth_cells (the cells to fill)")
     if subtracting:
         if slot_kind is None or slot_parent is None or tree_extra_feature is None:
             raise ValueError("depth_cells needs slot_kind, slot_parent and tree_extra_feature")
@@ -1338,6 +1346,9 @@ def find_best_splits(
                                      &offset_view[part_start],
                                      &tree_uses_feature[first + part_start, 0],
                                      extra_pointer + part_start * pack_size)
+                if cells_only:
+                    group_start = group_end
+                    continue
                 block_view.cells = block_cells
                 block_view.group_start = group_start
                 block_view.n_group = n_group

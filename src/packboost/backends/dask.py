@@ -336,9 +336,8 @@ class ShardBackend(CpuBackend):
         """This shard's per-era cells of every slot over ``features``
         (find_best_splits' ``depth_cells``), by the CPU backend's pass: the
         open slots' rows, a child from its parent's cells where the parent
-        depth kept them over the same features (subtraction). The pass's
-        own scores, of this shard's eras alone, are not used: it scores by
-        pooled gains only (no era pass), the cheapest it can."""
+        depth kept them over the same features (subtraction). It scores
+        nothing (``cells_only``): scores come from every shard's cells."""
         data = self.data
         plan = self._subtraction_plan(slot_tree, slot_open, features, tree_uses_feature,
                                       keep_for_children=True, always=True)
@@ -347,17 +346,15 @@ class ShardBackend(CpuBackend):
         else:
             rows, era_offsets = _partition.active_rows(self.node_of_row, plan["visit"],
                                                        data.era_offsets, self.n_threads)
-        histogram_only = dict(split_params, lambda_dro=0.0, lambda_dir=0.0,
-                              era_gain="realized")
         _split.find_best_splits(
             data.X_binned, self.fixed, rows, era_offsets, self.node_of_row, slot_tree,
-            slot_open, features, tree_uses_feature, data.n_bins, histogram_only,
+            slot_open, features, tree_uses_feature, data.n_bins, split_params,
             self.n_threads, self.histogram_budget_bytes, self.features_per_pass,
             slot_variance, **{name: plan[name] for name in (
                 "depth_cells", "parent_cells", "slot_kind", "slot_parent",
                 "tree_extra_feature")},
-            best_per_slot=True, era_tree_rows=self._era_tree_rows,
-            scattered_samples=self._scattered_samples)
+            era_tree_rows=self._era_tree_rows, scattered_samples=self._scattered_samples,
+            cells_only=True)
         self._kept = dict(cells=plan["depth_cells"], features=features, uses=tree_uses_feature,
                           n_slots=len(slot_tree))
         self._best = None
