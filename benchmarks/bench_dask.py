@@ -117,9 +117,10 @@ def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
                 features=238, bins=5, pack_size=4, max_depth=6, latency_ms=0.1):
     """A Numerai-scale round on ``nodes`` workers: compute (the measured
     seconds per row and round of one worker, rows split evenly), network
-    (``gbit`` Gb/s; rank 0 receives and sends every shard's pooled sums, the
-    era-pass state hops shard to shard) and message latency, every depth
-    summed (every node splitting: slots double per depth)."""
+    (``gbit`` Gb/s; the pooled sums all-reduced around a ring: each link
+    carries 2 (n - 1) / n of them each way, the era-pass state hops shard to
+    shard) and message latency, every depth summed (every node splitting:
+    slots double per depth)."""
     link = gbit * 1e9 / 8
     width = bins + 1
     compute = seconds_per_row_round * rows / nodes
@@ -128,8 +129,9 @@ def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
         slots = pack_size * 2 ** depth
         candidates = slots * features * (bins - 1)
         pooled = slots * features * width * 3 * 8
-        network += (2 * (nodes - 1) * pooled + (nodes - 1) * STATE_BYTES * candidates) / link
-        latency += (4 + PIPELINE_BLOCKS * nodes + nodes) * latency_ms * 1e-3
+        network += (2 * (nodes - 1) / nodes * pooled
+                    + (nodes - 1) * STATE_BYTES * candidates) / link
+        latency += (4 + 2 * (nodes - 1) + PIPELINE_BLOCKS * nodes + nodes) * latency_ms * 1e-3
     return {"nodes": nodes, "gbit_s": gbit, "rows": rows, "features_per_depth": features,
             "pack_size": pack_size, "max_depth": max_depth,
             "round_compute_s": compute, "round_network_s": network,

@@ -41,6 +41,49 @@ def run_ranks(n_ranks, function):
     return results
 
 
+@pytest.mark.parametrize("n_ranks", [3, 4, 5])
+@pytest.mark.parametrize("n_values", [1, 4, 37])
+def test_the_ring_reduces_as_the_star(monkeypatch, n_ranks, n_values):
+    """Arrays large enough for the ring (here: any) give every rank the sums
+    and maxima of the star, for any size (fewer values than ranks: empty
+    pieces) and shape; each rank sends about 2 (n - 1) / n of the array."""
+    rng = np.random.default_rng(n_ranks * 100 + n_values)
+    counts = rng.integers(-2**40, 2**40, size=(n_ranks, n_values, 3))
+    floats = rng.normal(size=(n_ranks, 2, n_values))
+    floats[1, 0, 0] = np.nan
+
+    def work(collective, ring_bytes):
+        monkeypatch.setattr(_collective, "RING_MIN_BYTES", ring_bytes)
+        rank = collective.rank
+        sums = collective.allreduce(counts[rank], "sum")
+        maxima = collective.allreduce(floats[rank], "max")
+        return sums, maxima, collective.bytes_sent
+
+    ring = run_ranks(n_ranks, lambda collective: work(collective, 0))
+    star = run_ranks(n_ranks, lambda collective: work(collective, 1 << 60))
+    for (sums, maxima, _), (star_sums, star_maxima, _) in zip(ring, star, strict=True):
+        np.testing.assert_array_equal(sums, counts.sum(axis=0))
+        np.testing.assert_array_equal(sums, star_sums)
+        np.testing.assert_array_equal(maxima, np.maximum.reduce(floats, axis=0))
+        np.testing.assert_array_equal(maxima, star_maxima)
+        assert sums.shape == (n_values, 3) and maxima.shape == (2, n_values)
+    if n_values == 37:
+        # rank 0 of the star sends n - 1 whole arrays, every rank of the ring less
+        assert max(item[2] for item in ring) < star[0][2]
+
+
+def test_a_rank_lost_in_the_ring_is_a_lost_peer(monkeypatch):
+    monkeypatch.setattr(_collective, "RING_MIN_BYTES", 0)
+
+    def work(collective):
+        if collective.rank == 2:
+            raise RuntimeError("rank 2 fails")
+        collective.allreduce(np.zeros(1000), "sum")
+
+    with pytest.raises((RuntimeError, _collective.PeerLostError)):
+        run_ranks(3, work)
+
+
 @pytest.mark.parametrize("n_ranks", [1, 2, 3])
 def test_allreduce_allgather_broadcast(n_ranks):
     def work(collective):

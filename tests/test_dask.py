@@ -167,12 +167,17 @@ def test_candidate_blocks_cover_the_candidates_in_order():
     assert all(a[1] == b[0] for a, b in zip(blocks[:-1], blocks[1:], strict=True))
 
 
-def test_threaded_workers_of_one_process(problem):
+@pytest.mark.parametrize("n_workers", [2, 3])
+def test_threaded_workers_of_one_process(problem, monkeypatch, n_workers):
     # Workers sharing a process share the worker-side registry: shards are
-    # kept apart by their own keys.
+    # kept apart by their own keys. Three workers: the pooled sums all-reduced
+    # around the ring (every array, however small).
+    from packboost import _collective
+
+    monkeypatch.setattr(_collective, "RING_MIN_BYTES", 0)
     X, y, era = problem
     local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+    with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
                                   dashboard_address=":0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as threaded:
         model = DaskPackBoostRegressor(**PARAMS)

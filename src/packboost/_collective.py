@@ -14,8 +14,11 @@ Ranks are the shards in era order. Every operation is called by every rank
 in the same order (the driver's decisions are identical on all ranks), so
 the messages need no tags: each connection is a FIFO.
 
-* :meth:`Collective.allreduce` -- sums (exact: fixed-point values) or maxima,
-  reduced at rank 0 in rank order, then broadcast;
+* :meth:`Collective.allreduce` -- sums (exact: fixed-point values) or maxima:
+  a small array reduced at rank 0 and broadcast (two messages deep), a large
+  one around a ring (reduce-scatter, then allgather: every rank sends and
+  receives 2 (n - 1) / n of it, where rank 0 of the star would move
+  2 (n - 1) whole arrays, the pooled histograms of a depth);
 * :meth:`Collective.allgather`, :meth:`Collective.broadcast`;
 * :meth:`Collective.chain` -- a state continued rank after rank, in blocks so
   that the ranks work as a pipeline (the DES era pass, docs/distributed.md §3).
@@ -29,6 +32,7 @@ from __future__ import annotations
 import pickle
 import socket
 import struct
+import threading
 import time
 
 import numpy as np
@@ -38,6 +42,9 @@ import numpy as np
 # is noticed sooner by the client, which watches the workers.)
 CONNECT_TIMEOUT_SECONDS = 600.0
 _HEADER = struct.Struct("<Q")
+# Arrays of at least this many bytes are all-reduced around the ring (when
+# there are more than two ranks; with two, the star moves the same bytes).
+RING_MIN_BYTES = 1 << 18
 
 
 class PeerLostError(ConnectionError):
@@ -149,23 +156,68 @@ class Collective:
 
     def allreduce(self, array: np.ndarray, operation: str = "sum") -> np.ndarray:
         """``array`` summed (``"sum"``) or maximised (``"max"``, NaN wins)
-        over the ranks, reduced in rank order."""
+        over the ranks; every rank gets the same numbers. Sums are added in
+        an order that depends on the array's size: give them exact values
+        (integers, fixed point) where the result must not depend on it."""
         if operation not in ("sum", "max"):
             raise ValueError(f"operation must be 'sum' or 'max', got {operation!r}")
         if self.size == 1:
             return array
+        array = np.asarray(array)
+        if self.size > 2 and array.nbytes >= RING_MIN_BYTES:
+            return self._ring_allreduce(array, operation)
         if self.rank == 0:
             total = np.array(array, copy=True)
             for other in range(1, self.size):
-                part = self.receive(other)
-                if operation == "sum":
-                    total += part
-                else:
-                    np.maximum(total, part, out=total)
+                _combine(total, self.receive(other), operation)
         else:
             self.send(0, array)
             total = None
         return self.broadcast(total, root=0)
+
+    def _ring_allreduce(self, array: np.ndarray, operation: str) -> np.ndarray:
+        """The ring: the array cut into one piece per rank; n - 1 steps in
+        which every rank hands a piece on to the next rank and adds the one
+        from the previous (after them, rank r holds piece r + 1 reduced over
+        all ranks), then n - 1 steps passing the reduced pieces round."""
+        n, rank = self.size, self.rank
+        flat = np.array(array, copy=True).reshape(-1)
+        edges = np.linspace(0, flat.size, n + 1).astype(np.int64)
+
+        def piece(index):
+            index %= n
+            return flat[edges[index]:edges[index + 1]]
+
+        following, preceding = (rank + 1) % n, (rank - 1) % n
+        for step in range(n - 1):
+            incoming = self._exchange(following, piece(rank - step), preceding)
+            _combine(piece(rank - step - 1), incoming, operation)
+        for step in range(n - 1):
+            piece(rank - step)[:] = self._exchange(following, piece(rank + 1 - step),
+                                                   preceding)
+        return flat.reshape(array.shape)
+
+    def _exchange(self, send_to: int, value, receive_from: int):
+        """Send ``value`` to one rank while receiving from another: with
+        every rank sending at once, sends that waited for the receiver's
+        buffer to drain would wait for each other forever."""
+        failure = []
+
+        def send():
+            try:
+                self.send(send_to, value)
+            except PeerLostError as error:
+                failure.append(error)
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        # A failed receive raises at once: closing the collective (the
+        # caller's cleanup) then ends a send still waiting.
+        received = self.receive(receive_from)
+        sender.join()
+        if failure:
+            raise failure[0]
+        return received
 
     def chain(self, step, initial_blocks: list):
         """Continue each block's state rank after rank: rank 0 starts from
@@ -206,6 +258,13 @@ class Collective:
                 if index + 1 < n_steps and self.size > 1:
                     self.send(0, state)
         return finals if self.rank == last else None
+
+
+def _combine(total: np.ndarray, part: np.ndarray, operation: str) -> None:
+    if operation == "sum":
+        total += part
+    else:
+        np.maximum(total, part, out=total)
 
 
 def _receive_exactly(connection: socket.socket, size: int, other=None) -> bytes:

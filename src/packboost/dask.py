@@ -424,7 +424,10 @@ def _wait(client, shards, futures) -> list:
         pending = [future for future in futures if future.status == "pending"]
         if pending:
             try:
-                wait(pending, timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
+                # distributed.wait asks for the current client: this fit's,
+                # which need not be the default one (Client(set_as_default=False)).
+                with client.as_current():
+                    wait(pending, timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 pass
         failed = [future for future in futures if future.status in ("error", "cancelled")]
