@@ -489,6 +489,27 @@ def test_prebinned_row_order_gathers_rows(order):
     np.testing.assert_array_equal(gathered, X[row_order].T)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32])
+@pytest.mark.parametrize("n_features", [3, 1_100])
+@pytest.mark.parametrize("use_row_order", [False, True])
+def test_prebinned_codes_are_the_values_across_row_blocks(dtype, n_features, use_row_order):
+    # In-range codes are copied, not counted against cuts: rows in C order
+    # cross the kernel's row blocks (their size depends on the width: the
+    # floor of 64 rows at 1,100 int8 features), with and without a row order.
+    rng = np.random.default_rng(n_features)
+    n_rows = 1_500
+    X = rng.integers(0, 5, size=(n_rows, n_features)).astype(dtype)
+    X[:, 0] = 4   # every column's codes 0..4 (one column constant)
+    mapper = BinMapper().fit(X)
+    assert mapper.prebinned_
+    row_order = rng.permutation(n_rows)[:-3] if use_row_order else None
+    expected = (X if row_order is None else X[row_order]).T
+    for variant in (X, np.asfortranarray(X)):
+        binned = mapper.transform(variant, row_order=row_order)
+        np.testing.assert_array_equal(binned, expected)
+        assert binned.dtype == np.uint8
+
+
 def test_layouts_give_the_same_bins():
     rng = np.random.default_rng(17)
     X = rng.normal(size=(600, 40)).astype(np.float32)

@@ -247,7 +247,8 @@ class BinMapper:
         map_to_bins(X, arrays["bin_cuts"], arrays["bin_cut_offsets"], arrays["bin_n_bins"],
                     np.zeros(0, dtype=np.int64) if row_order is None
                     else row_order.astype(np.int64, copy=False),
-                    X_binned, available_cpus() if n_threads is None else int(n_threads))
+                    X_binned, available_cpus() if n_threads is None else int(n_threads),
+                    codes_are_values=bool(in_range))
         return X_binned
 
     def _can_share_memory(self, X, row_order):
