@@ -134,3 +134,30 @@ def test_era_pass_is_the_same_on_any_number_of_threads():
                                           threads) for threads in (1, 3)]
     np.testing.assert_array_equal(states[0], states[1])
     assert np.all(states[0][:, 0] > 0)   # every candidate pushed eras
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("cut", [0, 1, 501, 1299, 1300])
+def test_slot_sums_chained_over_shards_are_the_local_sums(n_threads, cut):
+    """The float slot sums continued shard after shard (two shards cut at
+    row ``cut``; a chunk may straddle them, a shard may be empty) are the
+    local slot_sums bit for bit, on any number of threads."""
+    from packboost import _partition
+    from packboost._distributed import SUM_CHUNKS
+
+    rng = np.random.default_rng(cut)
+    n_rows, n_slots, pack_size = 1300, 5, 2
+    gradients = rng.normal(size=n_rows) * 10.0 ** rng.integers(-3, 4, size=n_rows)
+    hessians = rng.uniform(0.1, 2.0, size=n_rows)
+    node_of_row = rng.integers(-1, n_slots, size=(n_rows, pack_size)).astype(np.int32)
+    expected = _partition.slot_sums(gradients, hessians, node_of_row, n_slots, 1)
+    chunk_rows = -(-n_rows // SUM_CHUNKS)
+    global_bounds = np.minimum(np.arange(SUM_CHUNKS + 1, dtype=np.int64) * chunk_rows, n_rows)
+    partial = _partition.chunk_partials(n_slots)
+    for first, end in ((0, cut), (cut, n_rows)):
+        bounds = np.clip(global_bounds - first, 0, end - first)
+        partial = _distributed.chained_slot_sums(
+            gradients[first:end], hessians[first:end],
+            np.ascontiguousarray(node_of_row[first:end]), n_slots, bounds, partial, n_threads)
+    for got, want in zip(_partition.chunk_totals(partial, n_slots), expected, strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -57,12 +57,14 @@ MODE_FINISH = PASS_FINISH
 
 def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
                       const node_index_t[:, ::1] node_of_row, Py_ssize_t n_slots,
-                      const int64_t[::1] chunk_bounds, partial):
+                      const int64_t[::1] chunk_bounds, partial, int n_threads=1):
     """Continue _partition.slot_sums' chunk partials (SUM_CHUNKS, n_slots +
     TRASH_ROWS, 4; _partition.chunk_partials) over this shard's rows; in
     place. ``chunk_bounds`` (SUM_CHUNKS + 1,): the global row chunks cut to
     this shard (chunk c is its rows chunk_bounds[c] .. chunk_bounds[c + 1] - 1,
-    RowShard.chunk_bounds)."""
+    RowShard.chunk_bounds). Chunks are independent sums: ``n_threads``
+    threads share them out, each chunk's rows added in row order, as
+    _partition.slot_sums does."""
     cdef double[:, :, ::1] view = partial
     cdef Py_ssize_t n_rows = node_of_row.shape[0], chunk
     if n_slots <= 0:
@@ -73,12 +75,12 @@ def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
     if chunk_bounds.shape[0] != ROW_CHUNKS + 1 or chunk_bounds[0] < 0 \
             or chunk_bounds[ROW_CHUNKS] > n_rows:
         raise ValueError(f"chunk_bounds must be {ROW_CHUNKS + 1} rows of the shard")
-    with nogil:
-        for chunk in range(ROW_CHUNKS):
-            if chunk_bounds[chunk + 1] > chunk_bounds[chunk]:
-                add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row,
-                                  chunk_bounds[chunk], chunk_bounds[chunk + 1],
-                                  &view[chunk, 0, 0], -1)  # by a branch: shards take no flag
+    for chunk in prange(ROW_CHUNKS, nogil=True, schedule='dynamic',
+                        num_threads=max(1, min(n_threads, ROW_CHUNKS))):
+        if chunk_bounds[chunk + 1] > chunk_bounds[chunk]:
+            add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row,
+                              chunk_bounds[chunk], chunk_bounds[chunk + 1],
+                              &view[chunk, 0, 0], -1)  # by a branch: shards take no flag
     return partial
 
 

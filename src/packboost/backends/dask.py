@@ -190,7 +190,7 @@ class ShardBackend(CpuBackend):
         def continue_sums(_block, partial):
             return _distributed.chained_slot_sums(fixed.gradients, fixed.hessians,
                                                   self.node_of_row, n_slots, bounds,
-                                                  np.array(partial, copy=True))
+                                                  np.array(partial, copy=True), self.n_threads)
 
         finals = self.collective.chain(continue_sums, [_partition.chunk_partials(n_slots)])
         partial = self.collective.broadcast(None if finals is None else finals[0],
