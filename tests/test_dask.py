@@ -167,11 +167,12 @@ def test_candidate_blocks_cover_the_candidates_in_order():
     assert all(a[1] == b[0] for a, b in zip(blocks[:-1], blocks[1:], strict=True))
 
 
-@pytest.mark.parametrize("n_workers", [2, 3])
-def test_threaded_workers_of_one_process(problem, monkeypatch, n_workers):
+@pytest.mark.parametrize(("n_workers", "n_jobs"), [(2, 1), (3, 2)])
+def test_threaded_workers_of_one_process(problem, monkeypatch, n_workers, n_jobs):
     # Workers sharing a process share the worker-side registry: shards are
     # kept apart by their own keys. Three workers: the pooled sums all-reduced
-    # around the ring (every array, however small).
+    # around the ring (every array, however small), each shard's kernels on
+    # two threads.
     from packboost import _collective
 
     monkeypatch.setattr(_collective, "RING_MIN_BYTES", 0)
@@ -180,7 +181,7 @@ def test_threaded_workers_of_one_process(problem, monkeypatch, n_workers):
     with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
                                   dashboard_address=":0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as threaded:
-        model = DaskPackBoostRegressor(**PARAMS)
+        model = DaskPackBoostRegressor(**dict(PARAMS, n_jobs=n_jobs))
         model.client = threaded
         model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
                   era=da.from_array(era, chunks=700))
