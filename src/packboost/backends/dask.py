@@ -116,6 +116,7 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
     shard = _shard(key)
     start_cpu, start_wall = time.process_time(), time.perf_counter()
     collective = Collective.connect(rank, addresses, shard.listener)
+    backend = None
     try:
         row_shard = RowShard(collective, global_era_offsets, shard.first_era, shard.end_era,
                              shard.X_binned.shape[0])
@@ -142,6 +143,7 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
             backend.close()
     finally:
         shard.stats = dict(cpu_seconds=time.process_time() - start_cpu,
+                           era_pass_seconds=getattr(backend, "era_pass_seconds", 0.0),
                            seconds=time.perf_counter() - start_wall,
                            bytes_sent=collective.bytes_sent,
                            seconds_waiting=collective.seconds_waiting,
@@ -182,6 +184,10 @@ class ShardBackend(CpuBackend):
     def __init__(self, data, pack_size: int, n_threads: int, collective):
         super().__init__(data, pack_size, n_threads)
         self.collective = collective
+        # Seconds this shard computed in the chained era passes (not waiting):
+        # summed over the shards, the work the chain does one rank at a
+        # time (benchmarks/bench_dask.py's extrapolation).
+        self.era_pass_seconds = 0.0
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         shard, fixed = self.data.shard, self.fixed
@@ -261,9 +267,12 @@ class ShardBackend(CpuBackend):
             def step(block, state):
                 start, end = blocks[block]
                 part = {name: values[start:end] for name, values in subset.items()}
-                return _distributed.candidate_pass(part, slot_variance, split_params, mode,
-                                                   state, cells, layout, era_rows, fixed,
-                                                   n_slots, self.n_threads)
+                began = time.perf_counter()
+                state = _distributed.candidate_pass(part, slot_variance, split_params, mode,
+                                                    state, cells, layout, era_rows, fixed,
+                                                    n_slots, self.n_threads)
+                self.era_pass_seconds += time.perf_counter() - began
+                return state
             finals = collective.chain(step, [initial[start:end] for start, end in blocks])
             return None if finals is None else np.concatenate(finals)
 
