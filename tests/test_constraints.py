@@ -418,8 +418,6 @@ def test_backends_without_constraints_raise():
     with pytest.raises(ValueError, match="monotone_constraints and interaction_constraints "
                                          "are not supported with device='cuda'"):
         _constraints.resolve_for_fit(params, 2, None)
-    with pytest.raises(ValueError, match="not supported with the Dask estimators"):
-        _constraints.resolve_for_fit({**params, "device": "cpu"}, 2, None, distributed=True)
     # Nothing constrained: any backend.
     assert _constraints.resolve_for_fit({**params, "monotone_constraints": [0, 0]}, 2,
                                         None)["monotone_constraints"] is None

@@ -73,6 +73,11 @@ def problem():
     # each tree draws its own eras (the pass skips the others)
     dict(era_subsample=0.6, lambda_dir=0.3, lambda_dro=0.2),
     dict(era_subsample=0.7, row_subsample=0.8, era_gain="newton", lambda_dro=0.3),
+    # constraints: clipped values in bounded nodes, monotone orders, allowed pairs
+    dict(monotone_constraints=[1, -1, 0, 1, 0, 0], lambda_dir=0.3, max_depth=4),
+    dict(monotone_constraints=[0, 1, 0, 0, -1, 0], era_gain="newton", lambda_dro=0.3,
+         interaction_constraints=[[0, 1], [1, 2, 3]]),
+    dict(interaction_constraints=[[0, 4], [2, 3, 5]], era_weighting="count", lambda_dir=0.2),
 ])
 def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra, monkeypatch):
     # Small blocks: the pipelined chain runs many blocks (they change no result).
@@ -288,14 +293,6 @@ def test_unsupported_parameters_are_refused(client, problem):
     with pytest.raises(NotImplementedError, match="objective='quantile'"):
         model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
                   era=da.from_array(era, chunks=1000))
-    for constraint in (dict(monotone_constraints=[1] + [0] * (X.shape[1] - 1)),
-                       dict(interaction_constraints=[[0, 1]])):
-        model = DaskPackBoostRegressor(**constraint, **PARAMS)
-        model.client = client
-        with pytest.raises(ValueError, match="monotone_constraints and interaction_constraints "
-                                             "are not supported with the Dask estimators"):
-            model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
-                      era=da.from_array(era, chunks=1000))
 
 
 @pytest.mark.parametrize("kind", ["targets", "classes"])

@@ -165,18 +165,15 @@ def unsupported(where: str) -> ValueError:
                       f"train on the CPU (device='cpu') or leave both None")
 
 
-def resolve_for_fit(params: dict, n_features: int, feature_names, *,
-                    distributed: bool = False) -> dict:
+def resolve_for_fit(params: dict, n_features: int, feature_names) -> dict:
     """``params`` with both constraints resolved against the training matrix
     (the grower's arrays, or None). Raises before any work when they are set
-    and the backend cannot apply them (device="cuda", the Dask estimators)."""
+    and the backend cannot apply them (device="cuda")."""
     resolved = dict(params)
     resolved[MONOTONE] = resolve_monotone(params[MONOTONE], n_features, feature_names)
     resolved[INTERACTIONS] = resolve_interactions(params[INTERACTIONS], n_features,
                                                   feature_names)
     if resolved[MONOTONE] is not None or resolved[INTERACTIONS] is not None:
-        if distributed:
-            raise unsupported("the Dask estimators")
         if params["device"] != "cpu":
             raise unsupported(f"device={params['device']!r}")
     return resolved

@@ -25,14 +25,16 @@ import numpy as np
 from cython.parallel cimport prange
 
 from libc.math cimport INFINITY
-from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t
+from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
+                                      monotone_order_holds,
                                       DES_ERA_GAIN_NEWTON, PB_ERA_WEIGHTING_COUNT)
 from packboost._slot_sums cimport SUM_CHUNKS as ROW_CHUNKS, TRASH_ROWS, add_rows_to_chunk
 from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
-                             des_candidate_begin, des_era_gain, des_realized_mean,
+                             des_candidate_begin, des_candidate_begin_bounded,
+                             des_bounded_gain, des_era_gain, des_realized_mean,
                              des_candidate_set_mean, des_candidate_set_noise,
                              des_candidate_push, des_candidate_finish)
 
@@ -205,15 +207,37 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                          const feature_index_t[::1] features,
                          const uint8_t[:, ::1] tree_uses_feature,
                          const bin_index_t[::1] n_bins, dict params, totals=None,
-                         weighted_left=None):
+                         weighted_left=None, constraints=None):
     """The candidates _split.score_tile scores, in its order, from the pooled
     (all eras) per-bin sums (n_slots, n_features_d, width, 3), with their
     pooled node/left sums and, for realized gains, their closed-form mean.
     Equal era weights: weight_total = eras present, weighted sums = pooled.
     Count weights: ``totals`` (n_slots, n_features_d, 5) and ``weighted_left``
     (n_slots, n_features_d, width, 2), the era-weighted sums of all eras
-    (continue_era_weights, continue_weighted_bin)."""
+    (continue_era_weights, continue_weighted_bin). ``constraints``: None or
+    find_best_splits' constraint arrays (``slot_bounds``,
+    ``feature_monotone``, ``slot_allows_feature``, each optional): a pair
+    not allowed has no candidate, a monotone feature's candidates keep its
+    order, and bounded nodes use clipped values (candidate_pass takes the
+    same dict)."""
     cdef pb_split_params c = make_split_params(params)
+    cdef const double[:, ::1] bounds_view
+    cdef const int8_t[::1] monotone_view
+    cdef const uint8_t[:, ::1] allows_view
+    cdef bint has_bounds = False, has_monotone = False, has_allows = False
+    cdef double lower = -INFINITY, upper = INFINITY
+    cdef int monotone = 0
+    cdef bint bounded
+    constraints = constraints or {}
+    if constraints.get("slot_bounds") is not None:
+        bounds_view = constraints["slot_bounds"]
+        has_bounds = True
+    if constraints.get("feature_monotone") is not None:
+        monotone_view = constraints["feature_monotone"]
+        has_monotone = True
+    if constraints.get("slot_allows_feature") is not None:
+        allows_view = constraints["slot_allows_feature"]
+        has_allows = True
     cdef bint count_weights = c.era_weighting == PB_ERA_WEIGHTING_COUNT
     cdef const double[:, :, ::1] total_view
     cdef const double[:, :, :, ::1] left_view
@@ -245,9 +269,16 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
             if not slot_open[slot]:
                 continue
             weight_total = eras_present[slot]
+            if has_bounds:
+                lower = bounds_view[slot, 0]
+                upper = bounds_view[slot, 1]
             for position in range(n_cand):
                 if not tree_uses_feature[position, slot_tree[slot]]:
                     continue
+                if has_allows and not allows_view[slot, position]:
+                    continue
+                monotone = monotone_view[position] if has_monotone else 0
+                bounded = monotone != 0 or lower > -INFINITY or upper < INFINITY
                 nb = n_bins[features[position]]
                 sum_g = sum_h = sum_count = 0.0
                 for b in range(nb + 1):
@@ -280,9 +311,18 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                         if not candidate_is_scored(&c, missing_left, left_count, miss_count,
                                                    cand_count, cand_h, sum_count, sum_h):
                             continue
-                        des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h,
-                                            c.reg_lambda, c.reg_alpha, c.era_gain,
-                                            c.dir_tanh_scale, c.lambda_dir != 0.0)
+                        if monotone != 0 and not monotone_order_holds(
+                                monotone, cand_g, cand_h, sum_g, sum_h, lower, upper, &c):
+                            continue
+                        if bounded:
+                            des_candidate_begin_bounded(&state, sum_g, sum_h, cand_g, cand_h,
+                                                        lower, upper, c.reg_lambda, c.reg_alpha,
+                                                        c.era_gain, c.dir_tanh_scale,
+                                                        c.lambda_dir != 0.0)
+                        else:
+                            des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h,
+                                                c.reg_lambda, c.reg_alpha, c.era_gain,
+                                                c.dir_tanh_scale, c.lambda_dir != 0.0)
                         o_slot[n] = slot
                         o_position[n] = position
                         o_threshold[n] = b
@@ -468,9 +508,24 @@ cdef inline double _era_weight(const pb_split_params* c, double count) noexcept 
     return c.era_alpha + count if c.era_weighting == PB_ERA_WEIGHTING_COUNT else 1.0
 
 
+cdef inline void _begin(des_candidate_t* state, const pb_split_params* c, int with_direction,
+                        double sum_g, double sum_h, double left_g, double left_h,
+                        bint bounded, double lower, double upper) noexcept nogil:
+    """A candidate's DES state as score_tile begins it (clipped values in a
+    bounded node: a monotone feature or a constrained slot)."""
+    if bounded:
+        des_candidate_begin_bounded(state, sum_g, sum_h, left_g, left_h, lower, upper,
+                                    c.reg_lambda, c.reg_alpha, c.era_gain, c.dir_tanh_scale,
+                                    with_direction)
+    else:
+        des_candidate_begin(state, sum_g, sum_h, left_g, left_h, c.reg_lambda, c.reg_alpha,
+                            c.era_gain, c.dir_tanh_scale, with_direction)
+
+
 cdef void _continue_candidate(const pb_split_params* c, int mode, int with_direction,
                               double sum_g, double sum_h, double left_g, double left_h,
-                              double mean, double slot_noise, const era_cells_t* view,
+                              double mean, double slot_noise, bint bounded, double lower,
+                              double upper, const era_cells_t* view,
                               const int64_t* feature_cells, Py_ssize_t stride,
                               Py_ssize_t width, Py_ssize_t slot, Py_ssize_t threshold,
                               int missing_left, const double* slot_era_rows,
@@ -480,8 +535,7 @@ cdef void _continue_candidate(const pb_split_params* c, int mode, int with_direc
     cdef des_candidate_t s
     cdef double g, h, lg, lh, lc, total_count
     cdef Py_ssize_t era
-    des_candidate_begin(&s, sum_g, sum_h, left_g, left_h, c.reg_lambda, c.reg_alpha,
-                        c.era_gain, c.dir_tanh_scale, with_direction)
+    _begin(&s, c, with_direction, sum_g, sum_h, left_g, left_h, bounded, lower, upper)
     if mode == PASS_NEWTON_MEAN:
         for era in range(n_eras):
             if slot_era_rows[era] == 0.0:
@@ -513,7 +567,7 @@ cdef void _continue_candidate(const pb_split_params* c, int mode, int with_direc
 
 def candidate_pass(dict candidates, const double[::1] slot_variance, dict params, int mode,
                    state, cells=None, layout=None, era_rows=None, fixed=None,
-                   Py_ssize_t n_slots=0, int n_threads=1):
+                   Py_ssize_t n_slots=0, int n_threads=1, constraints=None):
     """Continue every candidate's era-order sums over this shard's eras.
 
     ``state`` is (n_candidates, N_STATE) for MODE_PASS, (n_candidates,) for
@@ -525,8 +579,14 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     the features' widths, ``era_rows`` the rows per (slot, era), eras in
     order; ``fixed`` the round's FixedPointGradients. Candidates are
     independent: ``n_threads`` threads share them out (each candidate's own
-    eras in order, so the result does not depend on the thread count)."""
+    eras in order, so the result does not depend on the thread count).
+    ``constraints``: enumerate_candidates' (the bounds and monotone features
+    that clip the candidates' values)."""
     cdef pb_split_params c = make_split_params(params)
+    # Per candidate: is its node bounded, and its bounds (score_tile's rule).
+    lower_of, upper_of, bounded_of = _candidate_bounds(candidates, constraints)
+    cdef const double[::1] c_lower = lower_of, c_upper = upper_of
+    cdef const uint8_t[::1] c_bounded = bounded_of
     cdef const int32_t[::1] cand_slot = candidates["slot"]
     cdef const int32_t[::1] cand_pos = candidates["position"]
     cdef const int32_t[::1] cand_t = candidates["threshold"]
@@ -562,9 +622,8 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     gain_view = gain
     if mode == MODE_FINISH:
         for i in range(n):
-            des_candidate_begin(&s, c_sum_g[i], c_sum_h[i], c_left_g[i], c_left_h[i],
-                                c.reg_lambda, c.reg_alpha, c.era_gain, c.dir_tanh_scale,
-                                with_direction)
+            _begin(&s, &c, with_direction, c_sum_g[i], c_sum_h[i], c_left_g[i], c_left_h[i],
+                   c_bounded[i], c_lower[i], c_upper[i])
             des_candidate_set_mean(&s, c_mean[i])
             if c.era_std_between:
                 des_candidate_set_noise(&s, slot_variance[cand_slot[i]])
@@ -575,8 +634,12 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
             s.weight_squares = acc[i, 4]
             result = des_candidate_finish(&s, c.lambda_dro, c.lambda_dir)
             score_view[i] = result.score
-            gain_view[i] = des_pooled_gain(c_sum_g[i], c_sum_h[i], c_left_g[i], c_left_h[i],
-                                           c.reg_lambda, c.reg_alpha)
+            if c_bounded[i]:
+                gain_view[i] = des_bounded_gain(&s, c_sum_g[i], c_sum_h[i], c_left_g[i],
+                                                c_left_h[i])
+            else:
+                gain_view[i] = des_pooled_gain(c_sum_g[i], c_sum_h[i], c_left_g[i],
+                                               c_left_h[i], c.reg_lambda, c.reg_alpha)
         return score, gain
     if n == 0:
         return out
@@ -585,7 +648,8 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     for i in prange(n, nogil=True, schedule='dynamic', chunksize=64,
                     num_threads=max(1, min(n_threads, n))):
         _continue_candidate(&c, mode, with_direction, c_sum_g[i], c_sum_h[i], c_left_g[i],
-                            c_left_h[i], c_mean[i], slot_variance[cand_slot[i]], &view,
+                            c_left_h[i], c_mean[i], slot_variance[cand_slot[i]],
+                            c_bounded[i], c_lower[i], c_upper[i], &view,
                             &cell_view[base_view[cand_pos[i]]], stride_view[cand_pos[i]],
                             width_view[cand_pos[i]], cand_slot[i], cand_t[i], cand_ml[i],
                             &rows_view[cand_slot[i], 0], n_eras,
@@ -593,3 +657,20 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     return out
 
 
+def _candidate_bounds(dict candidates, constraints):
+    """(lower, upper, bounded) per candidate: its slot's value bounds and
+    whether its node is bounded (a bound or a monotone feature), as
+    score_tile decides."""
+    n = len(candidates["slot"])
+    constraints = constraints or {}
+    lower, upper = np.full(n, -np.inf), np.full(n, np.inf)
+    bounded = np.zeros(n, dtype=np.uint8)
+    if constraints.get("slot_bounds") is not None:
+        slot_bounds = np.asarray(constraints["slot_bounds"], dtype=np.float64)
+        lower = np.ascontiguousarray(slot_bounds[candidates["slot"], 0])
+        upper = np.ascontiguousarray(slot_bounds[candidates["slot"], 1])
+        bounded |= ((lower > -np.inf) | (upper < np.inf)).astype(np.uint8)
+    if constraints.get("feature_monotone") is not None:
+        monotone = np.asarray(constraints["feature_monotone"])[candidates["position"]]
+        bounded |= (monotone != 0).astype(np.uint8)
+    return lower, upper, bounded

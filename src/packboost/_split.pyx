@@ -72,6 +72,7 @@ from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SC
 from packboost._pooled cimport pb_pool_layout, pb_pool_rows
 from packboost._histogram import HIST_DTYPE
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
+                                      monotone_order_holds,
                                       DES_ERA_GAIN_NEWTON,
                                       DES_ERA_GAIN_REALIZED, PB_ERA_WEIGHTING_COUNT,
                                       PB_ERA_WEIGHTING_EQUAL)
@@ -185,23 +186,6 @@ cdef inline void begin_candidate(
         des_candidate_begin(state, sum_g, sum_h, cand_g[0], cand_h[0], params.reg_lambda,
                             params.reg_alpha, params.era_gain, params.dir_tanh_scale,
                             with_direction)
-
-
-cdef inline bint monotone_order_holds(
-        int monotone, double left_g, double left_h, double sum_g, double sum_h,
-        double lower, double upper, const pb_split_params* params) noexcept nogil:
-    """May a split on a feature with constraint ``monotone`` (+1: increasing,
-    -1: decreasing) have these children? Their values, clipped to the node's
-    bounds, must be ordered (left <= right for +1); the missing rows count on
-    the side they go to (docs/des.md §14)."""
-    cdef double value_left = des_clip(des_leaf_value(left_g, left_h, params.reg_lambda,
-                                                     params.reg_alpha), lower, upper)
-    cdef double value_right = des_clip(des_leaf_value(sum_g - left_g, sum_h - left_h,
-                                                      params.reg_lambda, params.reg_alpha),
-                                       lower, upper)
-    if monotone > 0:
-        return value_left <= value_right
-    return value_left >= value_right
 
 
 cdef inline Py_ssize_t list_candidates(

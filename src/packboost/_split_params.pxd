@@ -8,6 +8,8 @@
 
 from libc.stdint cimport int32_t
 
+from packboost._des cimport des_clip, des_leaf_value
+
 
 cdef extern from "des.h" nogil:
     int DES_ERA_GAIN_REALIZED
@@ -84,3 +86,21 @@ cdef inline bint candidate_is_scored(
                 or sum_count - cand_count < params.min_samples_leaf
                 or cand_h < params.min_child_weight
                 or sum_h - cand_h < params.min_child_weight)
+
+
+cdef inline bint monotone_order_holds(
+        int monotone, double left_g, double left_h, double sum_g, double sum_h,
+        double lower, double upper, const pb_split_params* params) noexcept nogil:
+    """May a split on a feature with constraint ``monotone`` (+1: increasing,
+    -1: decreasing) have these children? Their values, clipped to the node's
+    bounds, must be ordered (left <= right for +1); the missing rows count on
+    the side they go to (docs/des.md §14). The CPU split finder and the
+    Dask shards (_distributed.pyx) call this."""
+    cdef double value_left = des_clip(des_leaf_value(left_g, left_h, params.reg_lambda,
+                                                     params.reg_alpha), lower, upper)
+    cdef double value_right = des_clip(des_leaf_value(sum_g - left_g, sum_h - left_h,
+                                                      params.reg_lambda, params.reg_alpha),
+                                       lower, upper)
+    if monotone > 0:
+        return value_left <= value_right
+    return value_left >= value_right

@@ -204,8 +204,7 @@ class _DaskEstimator:
                                  "X (continuing init_model)")
             if feature_names is None:
                 feature_names = init.get("feature_names_in_")
-        params = _constraints.resolve_for_fit(params, n_features, feature_names,
-                                              distributed=True)
+        params = _constraints.resolve_for_fit(params, n_features, feature_names)
         n_rows = int(lengths.sum())
         starts = np.concatenate([[0], np.cumsum(lengths)])
 

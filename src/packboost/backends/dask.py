@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from packboost import _constraints, _distributed, _partition, _split
+from packboost import _distributed, _partition, _split
 from packboost.backends.cpu import CpuBackend
 from packboost.backends.interface import BestSplits, SlotSums
 from packboost.callback import CallbackList
@@ -208,8 +208,6 @@ class ShardBackend(CpuBackend):
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
-        if constraints is not None:
-            raise _constraints.unsupported("the Dask estimators")
         data, collective, fixed = self.data, self.collective, self.fixed
         self._slot_tree = np.ascontiguousarray(slot_tree, dtype=np.int32)
         n_slots, n_candidates = len(slot_tree), len(features)
@@ -242,7 +240,7 @@ class ShardBackend(CpuBackend):
                  era_rows, split_params, fixed), width)
         candidates = _distributed.enumerate_candidates(
             pooled, present, slot_tree, slot_open, features, tree_uses_feature, data.n_bins,
-            split_params, totals, weighted_left)
+            split_params, totals, weighted_left, constraints)
         n = len(candidates["slot"])
         newton = split_params["era_gain"] == "newton"
         needs_pass = (split_params["lambda_dro"] != 0.0 or split_params["lambda_dir"] != 0.0
@@ -251,7 +249,7 @@ class ShardBackend(CpuBackend):
             # Nothing to add over eras: every shard finishes the same scores.
             score, gain = _distributed.candidate_pass(
                 candidates, slot_variance, split_params, _distributed.MODE_FINISH,
-                np.zeros((n, _distributed.N_STATE)))
+                np.zeros((n, _distributed.N_STATE)), constraints=constraints)
             return _best_splits(candidates, score, gain, n_slots, n_candidates)
         last = collective.size - 1
         layout = (base, stride, widths)
@@ -270,7 +268,7 @@ class ShardBackend(CpuBackend):
                 began = time.perf_counter()
                 state = _distributed.candidate_pass(part, slot_variance, split_params, mode,
                                                     state, cells, layout, era_rows, fixed,
-                                                    n_slots, self.n_threads)
+                                                    n_slots, self.n_threads, constraints)
                 self.era_pass_seconds += time.perf_counter() - began
                 return state
             finals = collective.chain(step, [initial[start:end] for start, end in blocks])
@@ -285,7 +283,8 @@ class ShardBackend(CpuBackend):
             if state is None:
                 return None
             return _distributed.candidate_pass(subset, slot_variance, split_params,
-                                               _distributed.MODE_FINISH, state)
+                                               _distributed.MODE_FINISH, state,
+                                               constraints=constraints)
 
         if newton:
             # Each candidate's mean of newton era gains, then the pass around it.
