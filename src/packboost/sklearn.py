@@ -356,10 +356,6 @@ class _PackBoostEstimator(BaseEstimator):
             raise ValueError(
                 f"objective: a classifier's callable objective trains two classes, but y "
                 f"has {what}; leave objective unset to train the softmax loss")
-        if params["device"] != "cpu":
-            raise NotImplementedError(
-                f"device={params['device']!r} does not train models of several outputs "
-                f"(y has {what}) yet; use device='cpu'")
 
     # A callable objective of several targets takes and returns (n_rows, n_targets).
     _callable_takes_outputs = True
