@@ -690,6 +690,30 @@ def assert_same_model_as_cpu(cpu, gpu, X, method):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_fit_of_several_targets_copies_X_to_the_device_once(monkeypatch):
+    """One device context per fit, whatever the number of outputs: X goes to
+    the device once, and each output's round only uploads its gradients."""
+    from packboost import _cuda
+
+    created, rounds = [], []
+
+    class CountingContext(_cuda.CudaContext):
+        def __init__(self, X_binned, *args):
+            created.append(X_binned.shape)
+
+        def begin_round(self, gradients, *args):
+            rounds.append(len(gradients))
+            return super().begin_round(gradients, *args)
+
+    monkeypatch.setattr(_cuda, "CudaContext", CountingContext)
+    X, Y, era = several_targets(5, 120, 3, 4, unknown=True)
+    packboost.PackBoostRegressor(device="cuda", **OUTPUT_PARAMS).fit(X, Y, era=era)
+    assert created == [(3, 120)]
+    assert rounds == [120] * (OUTPUT_PARAMS["n_estimators"] * Y.shape[1])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
 def test_gpu_multiclass_matches_cpu():
     X, y, era, _ = random_problem(4, 200, 3, 5)
     labels = np.digitize(y, np.quantile(y, [0.33, 0.66]))
