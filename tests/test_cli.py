@@ -701,6 +701,9 @@ def test_a_target_pattern_naming_several_columns_trains_them_all(tmp_path, capsy
     assert aux.format_summary() in out
     assert main([*evaluate, "--target", "target,era"]) == 1
     assert "--target names others: ['era']" in _one_line_error(capsys, "evaluate")
+    assert main(["evaluate", str(tmp_path / "live.parquet"), "--model",
+                 str(tmp_path / "m.pbm")]) == 1
+    assert "no column of the model's targets" in _one_line_error(capsys, "evaluate")
 
     # predict: a column per target, named after it; or one target's output.
     predict = ["predict", str(tmp_path / "m.pbm"), str(tmp_path / "valid.parquet")]
@@ -725,6 +728,10 @@ def test_a_target_pattern_naming_several_columns_trains_them_all(tmp_path, capsy
     assert main(["predict", str(unnamed), str(tmp_path / "valid.parquet"), "-o",
                  str(tmp_path / "u.csv")]) == 0
     assert list(read_columns(tmp_path / "u.csv")) == ["id", "prediction_0", "prediction_1"]
+    assert main(["predict", str(unnamed), str(tmp_path / "valid.parquet"), "-o",
+                 str(tmp_path / "u1.csv"), "--target", "1"]) == 0
+    np.testing.assert_allclose(np.asarray(read_columns(tmp_path / "u1.csv")["prediction"],
+                                          dtype=float), predictions[:, 1], rtol=1e-12)
     assert main(["evaluate", str(tmp_path / "valid.parquet"), "--model", str(unnamed),
                  "--target", "target"]) == 1
     assert "the model has 2 targets" in _one_line_error(capsys, "evaluate")

@@ -39,7 +39,8 @@ def add_parser(commands):
                          metavar="NAME", help="name of the output column (default: prediction)")
     predict.add_argument("--target", default=None, metavar="NAME",
                          help="for a model of several targets: write only this target's "
-                              "output (a name the model was trained on, or its index)")
+                              "output, in --prediction-column (a target's name; for a "
+                              "model saved without target names, its index: 0, 1, ...)")
     group = predict.add_argument_group("columns")
     group.add_argument("--features", default=None, metavar="NAMES",
                        help="feature columns, for a model saved without feature names")
