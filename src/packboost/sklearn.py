@@ -789,7 +789,8 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
 
     fit.__doc__ = ("Fit on ``X`` (rows x features) and ``y``: one target, or a 2-D ``y`` of "
                    "several (rows x targets), one set of trees per target grown in the same "
-                   "rounds.\n") + _FIT_DOC % {
+                   "rounds; a table ``y`` of several targets names them "
+                   "(``target_names_``).\n") + _FIT_DOC % {
         "default": '``["rmse"]``'}
 
     def predict(self, X, iteration_range=None, *, pred_contrib=False):

@@ -33,7 +33,8 @@ def add_parser(commands):
         description=(
             "Score predictions era by era: those of --model on DATA, or a column of DATA "
             "(--prediction-column). Prints one row per era and a summary (mean, std, "
-            "Sharpe, worst era, max drawdown) per correlation and target."
+            "Sharpe, worst era, max drawdown) per correlation and target, then, for "
+            "several targets, one table of them all."
         ),
     )
     evaluate.add_argument("data", help="data with era and target columns (.parquet or .csv)")
