@@ -417,6 +417,20 @@ def test_several_targets_through_the_gpu_driver_match_cpu(monkeypatch, unknown, 
         np.testing.assert_array_equal(emulated.predict(X), cpu.predict(X))
 
 
+# With sampling on, the round's draws are still shared by the targets and
+# cut to each one's known rows: the same cut on both backends.
+SAMPLED_OUTPUTS = dict(OUTPUT_PARAMS, n_estimators=3, era_subsample=0.6, row_subsample=0.7,
+                       layer_feature_fraction=0.7, tree_feature_fraction=0.8)
+
+
+def test_sampled_nan_targets_through_the_gpu_driver_match_cpu(monkeypatch):
+    X, Y, era = several_targets(12, 240, 4, 6, unknown=True)
+    cpu = packboost.PackBoostRegressor(**SAMPLED_OUTPUTS).fit(X, Y, era=era)
+    with host_kernels_for_fit(monkeypatch):
+        emulated = packboost.PackBoostRegressor(**SAMPLED_OUTPUTS).fit(X, Y, era=era)
+    assert_same_model_as_cpu(cpu, emulated, X, "predict")
+
+
 def test_multiclass_through_the_gpu_driver_matches_cpu(monkeypatch):
     X, y, era, _ = random_problem(4, 300, 4, 6)
     labels = np.digitize(y, np.quantile(y, [0.33, 0.66]))
@@ -686,6 +700,15 @@ def assert_same_model_as_cpu(cpu, gpu, X, method):
     np.testing.assert_allclose(getattr(gpu, method)(X), expected, rtol=1e-12, atol=1e-12)
     gpu.set_params(device="cpu")
     np.testing.assert_array_equal(getattr(gpu, method)(X), expected)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_fits_sampled_nan_targets_as_the_cpu():
+    X, Y, era = several_targets(12, 160, 4, 5, unknown=True)
+    cpu = packboost.PackBoostRegressor(**SAMPLED_OUTPUTS).fit(X, Y, era=era)
+    gpu = packboost.PackBoostRegressor(device="cuda", **SAMPLED_OUTPUTS).fit(X, Y, era=era)
+    assert_same_model_as_cpu(cpu, gpu, X, "predict")
 
 
 @pytest.mark.cuda
