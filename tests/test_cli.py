@@ -646,10 +646,14 @@ def test_outputs_are_written_whole_and_charts_atomically(small, capsys):
 
 def test_a_target_pattern_naming_several_columns_trains_them_all(tmp_path, capsys):
     """``--target 'target*'``: one model of both targets (the auxiliary one NaN
-    in some rows), the model a 2-D fit in Python gives; ``evaluate`` scores
-    each output on its target."""
+    in some rows), the model a 2-D fit in Python gives, that keeps their
+    names; ``evaluate`` scores each output on its target, ``predict`` writes
+    a column per target."""
     import numpy as np
     import pyarrow.parquet as pq
+
+    from packboost._files import read_columns
+    from packboost.reports import era_report, format_target_summaries
 
     _write_numerai_files(tmp_path)
     arguments = ["--n-estimators", "4", "--max-depth", "3", "--seed", "0", "--n-jobs", "1"]
@@ -670,12 +674,65 @@ def test_a_target_pattern_naming_several_columns_trains_them_all(tmp_path, capsy
     np.testing.assert_array_equal(model.predict(frame[features]),
                                   expected.predict(frame[features]))
 
-    assert main(["evaluate", str(tmp_path / "valid.parquet"), "--model", str(tmp_path / "m.pbm"),
-                 "--target", "target*", "--summary-only"]) == 0
+    assert list(model.target_names_) == ["target", "target_aux"]
+
+    evaluate = ["evaluate", str(tmp_path / "valid.parquet"), "--model", str(tmp_path / "m.pbm")]
+    assert main([*evaluate, "--target", "target*", "--summary-only"]) == 0
     out = capsys.readouterr().out
     assert "(output 0) on" in out and "target 'target':" in out
     assert "(output 1) on" in out and "target 'target_aux':" in out
-    assert main(["evaluate", str(tmp_path / "valid.parquet"), "--model", str(tmp_path / "m.pbm"),
+    assert "summary over 2 targets" in out and "mean of 2" in out
+    # Without --target: the targets the model was trained on, matched by name.
+    assert main([*evaluate, "--summary-only"]) == 0
+    assert capsys.readouterr().out == out
+    valid = pq.read_table(tmp_path / "valid.parquet").to_pandas()
+    predictions = model.predict(valid[features])
+    known = valid["target_aux"].notna().to_numpy()
+    aux = era_report(valid["target_aux"].to_numpy()[known], predictions[known, 1],
+                     valid["era"].to_numpy()[known])
+    assert aux.format_summary() in out
+    main_target = era_report(valid["target"].to_numpy(), predictions[:, 0], valid["era"])
+    table = format_target_summaries({"target": main_target, "target_aux": aux})
+    assert table in out
+    # One of the targets, by name: its own output.
+    assert main([*evaluate, "--target", "target_aux", "--summary-only"]) == 0
+    out = capsys.readouterr().out
+    assert "(output 1) on" in out and "(output 0)" not in out and "summary over" not in out
+    assert aux.format_summary() in out
+    assert main([*evaluate, "--target", "target,era"]) == 1
+    assert "--target names others: ['era']" in _one_line_error(capsys, "evaluate")
+    assert main(["evaluate", str(tmp_path / "live.parquet"), "--model",
+                 str(tmp_path / "m.pbm")]) == 1
+    assert "no column of the model's targets" in _one_line_error(capsys, "evaluate")
+
+    # predict: a column per target, named after it; or one target's output.
+    predict = ["predict", str(tmp_path / "m.pbm"), str(tmp_path / "valid.parquet")]
+    assert main([*predict, "-o", str(tmp_path / "p.csv")]) == 0
+    written = read_columns(tmp_path / "p.csv")
+    assert list(written) == ["id", "prediction_target", "prediction_target_aux"]
+    for index, name in enumerate(["prediction_target", "prediction_target_aux"]):
+        np.testing.assert_allclose(np.asarray(written[name], dtype=float),
+                                   predictions[:, index], rtol=1e-12)
+    assert main([*predict, "-o", str(tmp_path / "aux.csv"), "--target", "target_aux"]) == 0
+    written = read_columns(tmp_path / "aux.csv")
+    assert list(written) == ["id", "prediction"]
+    np.testing.assert_allclose(np.asarray(written["prediction"], dtype=float),
+                               predictions[:, 1], rtol=1e-12)
+    assert main([*predict, "-o", str(tmp_path / "x.csv"), "--target", "target_x"]) == 1
+    assert "not one of the model's targets" in _one_line_error(capsys, "predict")
+
+    # A model of several targets fitted on an array has no target names: its
+    # outputs are numbered, and scored on the --target columns in file order.
+    unnamed = tmp_path / "unnamed.pbm"
+    expected.save_model(unnamed)
+    assert main(["predict", str(unnamed), str(tmp_path / "valid.parquet"), "-o",
+                 str(tmp_path / "u.csv")]) == 0
+    assert list(read_columns(tmp_path / "u.csv")) == ["id", "prediction_0", "prediction_1"]
+    assert main(["predict", str(unnamed), str(tmp_path / "valid.parquet"), "-o",
+                 str(tmp_path / "u1.csv"), "--target", "1"]) == 0
+    np.testing.assert_allclose(np.asarray(read_columns(tmp_path / "u1.csv")["prediction"],
+                                          dtype=float), predictions[:, 1], rtol=1e-12)
+    assert main(["evaluate", str(tmp_path / "valid.parquet"), "--model", str(unnamed),
                  "--target", "target"]) == 1
     assert "the model has 2 targets" in _one_line_error(capsys, "evaluate")
     assert main(["train", str(tmp_path / "train.parquet"), "--target", "target*",
@@ -684,11 +741,11 @@ def test_a_target_pattern_naming_several_columns_trains_them_all(tmp_path, capsy
     assert not (tmp_path / "c.pbm").exists()
 
 
-def test_multiclass_is_refused_by_train_and_predict(small, capsys):
+def test_multiclass_is_refused_by_train_predicted_a_column_per_class(small, capsys):
     import numpy as np
 
     from packboost import PackBoostClassifier
-    from packboost._files import write_columns
+    from packboost._files import read_columns, write_columns
 
     columns = _small_columns()
     columns["target"] = np.arange(len(columns["target"])) % 3
@@ -699,8 +756,19 @@ def test_multiclass_is_refused_by_train_and_predict(small, capsys):
     PackBoostClassifier(n_estimators=2, n_jobs=1).fit(
         packboost._inputs.NamedMatrix(X, [f"feature_{k}" for k in range(3)]),
         columns["target"]).save_model(small / "three.pbm")
-    assert main(["predict", "three.pbm", "three.csv", "-o", "p.csv"]) == 1
-    assert "3 outputs" in _one_line_error(capsys, "predict")
+    assert main(["predict", "three.pbm", "three.csv", "-o", "p.csv"]) == 0
+    model = packboost.load_model(small / "three.pbm")
+    written = read_columns(small / "p.csv")
+    assert list(written) == ["id", "prediction_0", "prediction_1", "prediction_2"]
+    probabilities = model.predict_proba(
+        packboost._inputs.NamedMatrix(X, [f"feature_{k}" for k in range(3)]))
+    for label in range(3):
+        np.testing.assert_allclose(np.asarray(written[f"prediction_{label}"], dtype=float),
+                                   probabilities[:, label], rtol=1e-12)
+    assert main(["predict", "three.pbm", "three.csv", "-o", "q.csv", "--target", "0"]) == 2
+    assert "the model has one target" in capsys.readouterr().err
+    assert main(["evaluate", "three.csv", "--model", "three.pbm"]) == 1
+    assert "3 outputs" in _one_line_error(capsys, "evaluate")
 
 
 def test_constraints_from_the_config_file_and_json_flags(small, capsys):

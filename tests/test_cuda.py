@@ -347,6 +347,102 @@ def test_classifier_through_the_gpu_driver_matches_cpu(monkeypatch):
         np.testing.assert_allclose(emulated.predict_proba(X), cpu.predict_proba(X), rtol=1e-5)
 
 
+# -- several outputs (targets, NaN targets, classes; docs/packs.md §10) -------------------
+
+# Every sampling off: each target's trees are then those of a one-target fit
+# on its known rows (docs/guide/many-targets.md).
+OUTPUT_PARAMS = dict(n_estimators=2, pack_size=2, max_depth=3, min_samples_leaf=3,
+                     random_state=3, n_jobs=1, era_subsample=1.0, row_subsample=1.0,
+                     tree_feature_fraction=1.0, layer_feature_fraction=1.0)
+
+
+def several_targets(seed, n_rows, n_features, n_eras, unknown):
+    """Codes 0..4 in every column (so any row subset bins X alike) and three
+    targets; with ``unknown``, target 1 is NaN in the first two eras (it
+    starts later), target 2 in scattered rows and the whole last era."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 5, size=(n_rows, n_features)).astype(np.float64)
+    era = rng.integers(0, n_eras, n_rows)
+    y = X[:, 0] * np.where(era % 2 == 0, 1.0, -0.5) + 0.3 * X[:, 1] + rng.normal(size=n_rows)
+    Y = np.column_stack([y, -3.0 * y + rng.normal(0, 0.5, n_rows), (y - y.mean()) ** 2])
+    if unknown:
+        Y[era < 2, 1] = np.nan
+        Y[rng.random(n_rows) < 0.2, 2] = np.nan
+        Y[era == n_eras - 1, 2] = np.nan
+    for target in range(Y.shape[1]):
+        known = ~np.isnan(Y[:, target])
+        assert all(len(np.unique(X[known, column])) == 5 for column in range(n_features))
+    return X, Y, era
+
+
+def assert_each_target_is_its_own_fit(fit, X, Y, era, weight):
+    """``fit(X, y, era, weight)`` of several targets: every output's trees
+    and predictions are bit for bit those of a one-target ``fit`` on the
+    rows where that target is known."""
+    joint = fit(X, Y, era, weight)
+    prediction = joint.predict(X)
+    for target in range(Y.shape[1]):
+        known = ~np.isnan(Y[:, target])
+        alone = fit(X[known], Y[known, target], era[known],
+                    None if weight is None else weight[known])
+        expected = alone.ensemble_.nodes
+        got = joint.ensemble_.output_ensemble(target).nodes
+        for name, values in expected.items():
+            np.testing.assert_array_equal(got[name], values, err_msg=f"{target}: {name}")
+        np.testing.assert_array_equal(prediction[:, target], alone.predict(X))
+    return joint
+
+
+# A callable objective of several targets takes and returns (n_rows, n_targets),
+# NaN where a target is unknown (the driver clears them): its gradients are
+# computed on the host for every device.
+OUTPUT_CASES = [(False, {}), (True, {}), (True, {"objective": _pseudo_huber})]
+OUTPUT_IDS = ["complete", "nan-targets", "nan-targets-callable"]
+
+
+@pytest.mark.parametrize("unknown, extra", OUTPUT_CASES, ids=OUTPUT_IDS)
+def test_several_targets_through_the_gpu_driver_match_cpu(monkeypatch, unknown, extra):
+    X, Y, era = several_targets(11, 240, 3, 6, unknown)
+    weight = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    params = dict(OUTPUT_PARAMS, **extra)
+    cpu = packboost.PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
+
+    def fit(X, y, era, weight):
+        return packboost.PackBoostRegressor(**params).fit(X, y, era=era, sample_weight=weight)
+
+    with host_kernels_for_fit(monkeypatch):
+        emulated = assert_each_target_is_its_own_fit(fit, X, Y, era, weight)
+    assert emulated.ensemble_.n_outputs == 3
+    if assert_same_splits(cpu.ensemble_.nodes, emulated.ensemble_.nodes):
+        np.testing.assert_array_equal(emulated.predict(X), cpu.predict(X))
+
+
+# With sampling on, the round's draws are still shared by the targets and
+# cut to each one's known rows: the same cut on both backends.
+SAMPLED_OUTPUTS = dict(OUTPUT_PARAMS, n_estimators=3, era_subsample=0.6, row_subsample=0.7,
+                       layer_feature_fraction=0.7, tree_feature_fraction=0.8)
+
+
+def test_sampled_nan_targets_through_the_gpu_driver_match_cpu(monkeypatch):
+    X, Y, era = several_targets(12, 240, 4, 6, unknown=True)
+    cpu = packboost.PackBoostRegressor(**SAMPLED_OUTPUTS).fit(X, Y, era=era)
+    with host_kernels_for_fit(monkeypatch):
+        emulated = packboost.PackBoostRegressor(**SAMPLED_OUTPUTS).fit(X, Y, era=era)
+    assert_same_model_as_cpu(cpu, emulated, X, "predict")
+
+
+def test_multiclass_through_the_gpu_driver_matches_cpu(monkeypatch):
+    X, y, era, _ = random_problem(4, 300, 4, 6)
+    labels = np.digitize(y, np.quantile(y, [0.33, 0.66]))
+    params = dict(n_estimators=3, pack_size=2, max_depth=3, random_state=1, n_jobs=1)
+    cpu = packboost.PackBoostClassifier(**params).fit(X, labels, era=era)
+    with host_kernels_for_fit(monkeypatch):
+        emulated = packboost.PackBoostClassifier(**params).fit(X, labels, era=era)
+    assert emulated.ensemble_.n_outputs == 3
+    if assert_same_splits(cpu.ensemble_.nodes, emulated.ensemble_.nodes):
+        np.testing.assert_array_equal(emulated.predict_proba(X), cpu.predict_proba(X))
+
+
 # -- device parameter, availability, errors without a GPU --------------------------------
 
 
@@ -561,7 +657,7 @@ def test_gpu_classifier_matches_cpu():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
-def test_gpu_predicts_and_refuses_to_train_several_outputs():
+def test_gpu_predicts_several_outputs():
     X, y, era, _ = random_problem(8, 600, 5, 12)
     Y = np.column_stack([y, -2.0 * y])
     params = dict(n_estimators=3, pack_size=2, max_depth=3, random_state=1)
@@ -569,8 +665,87 @@ def test_gpu_predicts_and_refuses_to_train_several_outputs():
     expected = cpu.predict(X)
     cpu.set_params(device="cuda")  # predicts each output's trees on the GPU
     np.testing.assert_allclose(cpu.predict(X), expected, rtol=1e-12, atol=1e-12)
-    with pytest.raises(NotImplementedError, match="device='cuda'"):
-        packboost.PackBoostRegressor(device="cuda", **params).fit(X, Y, era=era)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+@pytest.mark.parametrize("unknown, extra", OUTPUT_CASES, ids=OUTPUT_IDS)
+def test_gpu_fits_several_targets_as_the_cpu(unknown, extra):
+    """k targets on the GPU: the CPU's model (up to the ties of
+    assert_same_splits), and each target's trees bit for bit those of a
+    one-target GPU fit on the rows where it is known."""
+    X, Y, era = several_targets(11, 160, 3, 5, unknown)
+    weight = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    params = dict(OUTPUT_PARAMS, **extra)
+
+    def fit(X, y, era, weight):
+        return packboost.PackBoostRegressor(device="cuda", **params).fit(
+            X, y, era=era, sample_weight=weight)
+
+    gpu = assert_each_target_is_its_own_fit(fit, X, Y, era, weight)
+    cpu = packboost.PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
+    assert_same_model_as_cpu(cpu, gpu, X, "predict")
+
+
+def assert_same_model_as_cpu(cpu, gpu, X, method):
+    """Same splits (up to assert_same_splits' ties); then the same leaves bit
+    for bit, so the same predictions on the CPU, and on the GPU to rounding
+    (docs/cuda-kernels.md §10)."""
+    if not assert_same_splits(cpu.ensemble_.nodes, gpu.ensemble_.nodes):
+        return
+    for name in ("value", "n_samples", "sum_hessian"):
+        np.testing.assert_array_equal(gpu.ensemble_.nodes[name], cpu.ensemble_.nodes[name],
+                                      err_msg=name)
+    expected = getattr(cpu, method)(X)
+    np.testing.assert_allclose(getattr(gpu, method)(X), expected, rtol=1e-12, atol=1e-12)
+    gpu.set_params(device="cpu")
+    np.testing.assert_array_equal(getattr(gpu, method)(X), expected)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_fits_sampled_nan_targets_as_the_cpu():
+    X, Y, era = several_targets(12, 160, 4, 5, unknown=True)
+    cpu = packboost.PackBoostRegressor(**SAMPLED_OUTPUTS).fit(X, Y, era=era)
+    gpu = packboost.PackBoostRegressor(device="cuda", **SAMPLED_OUTPUTS).fit(X, Y, era=era)
+    assert_same_model_as_cpu(cpu, gpu, X, "predict")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_fit_of_several_targets_copies_X_to_the_device_once(monkeypatch):
+    """One device context per fit, whatever the number of outputs: X goes to
+    the device once, and each output's round only uploads its gradients."""
+    from packboost import _cuda
+
+    created, rounds = [], []
+
+    class CountingContext(_cuda.CudaContext):
+        def __init__(self, X_binned, *args):
+            created.append(X_binned.shape)
+
+        def begin_round(self, gradients, *args):
+            rounds.append(len(gradients))
+            return super().begin_round(gradients, *args)
+
+    monkeypatch.setattr(_cuda, "CudaContext", CountingContext)
+    X, Y, era = several_targets(5, 120, 3, 4, unknown=True)
+    packboost.PackBoostRegressor(device="cuda", **OUTPUT_PARAMS).fit(X, Y, era=era)
+    assert created == [(3, 120)]
+    assert rounds == [120] * (OUTPUT_PARAMS["n_estimators"] * Y.shape[1])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_multiclass_matches_cpu():
+    X, y, era, _ = random_problem(4, 200, 3, 5)
+    labels = np.digitize(y, np.quantile(y, [0.33, 0.66]))
+    params = dict(n_estimators=2, pack_size=2, max_depth=3, max_bins=8, random_state=1,
+                  n_jobs=1)
+    cpu = packboost.PackBoostClassifier(**params).fit(X, labels, era=era)
+    gpu = packboost.PackBoostClassifier(device="cuda", **params).fit(X, labels, era=era)
+    assert gpu.ensemble_.n_outputs == 3
+    assert_same_model_as_cpu(cpu, gpu, X, "predict_proba")
 
 
 @pytest.mark.cuda

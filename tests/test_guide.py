@@ -40,3 +40,9 @@ def test_many_targets_page_runs(tmp_path, monkeypatch, capsys):
     assert "3 targets ('target', 'target_aux', 'target_late')" in out
     assert "(output 2) on data/validation_aux.parquet, target 'target_late'" in out
     assert (tmp_path / "many.pbm").stat().st_size > 0
+    assert "summary over 3 targets" in out
+    from packboost._files import read_columns
+
+    assert list(read_columns(tmp_path / "many.csv")) == [
+        "id", "prediction_target", "prediction_target_aux", "prediction_target_late"]
+    assert list(read_columns(tmp_path / "upload.csv")) == ["id", "prediction"]

@@ -413,3 +413,48 @@ def test_standalone_predictor_is_bit_identical(fitted, kind):
                                   (0, model.ensemble_.n_outputs))
     if kind == "classes":
         np.testing.assert_array_equal(predictor.predict_proba(X), model.predict_proba(X))
+
+
+# -- target names -------------------------------------------------------------------------
+
+
+def test_a_table_of_targets_names_the_outputs_and_the_file_keeps_them(numerai, tmp_path):
+    pd = pytest.importorskip("pandas")
+    X, Y, era = numerai
+    names = ["target", "target_neg", "target_codes"]
+    model = PackBoostRegressor(**dict(PARAMS, n_estimators=2)).fit(
+        X, pd.DataFrame(Y, columns=names), era=era)
+    assert list(model.target_names_) == names
+    same = PackBoostRegressor(**dict(PARAMS, n_estimators=2)).fit(X, Y, era=era)
+    assert not hasattr(same, "target_names_")  # an array has no names
+    np.testing.assert_array_equal(model.predict(X), same.predict(X))
+    path = tmp_path / "model.pbm"
+    model.save_model(path)
+    assert read_model_file(path)[0]["target_names"] == names
+    assert list(load_model(path).target_names_) == names
+    # Continued training on an array keeps the names of the model it continues.
+    more = PackBoostRegressor(**dict(PARAMS, n_estimators=1)).fit(X, Y, era=era,
+                                                                  init_model=path)
+    assert list(more.target_names_) == names
+    # A refit on an array drops them.
+    model.fit(X, Y, era=era)
+    assert not hasattr(model, "target_names_")
+    same.save_model(path)
+    assert "target_names" not in read_model_file(path)[0]
+
+
+@pytest.mark.parametrize("kind, names", [
+    ("targets", ["a", "b"]),
+    ("targets", ["a", "b", 3]),
+    ("targets", "abc"),
+    ("classes", ["a", "b", "c"]),
+])
+def test_forged_target_names_are_refused(fitted, kind, names, tmp_path):
+    model, _ = fitted[kind]
+    path = tmp_path / "model.pbm"
+    model.save_model(path)
+    metadata, arrays = read_model_file(path)
+    metadata["target_names"] = names
+    write_model_file(path, metadata, arrays)
+    with pytest.raises(ModelFileError, match="target_names"):
+        load_model(path)

@@ -19,6 +19,9 @@ ATTRIBUTE_DOC = """
     era_column_ : str, only when ``era`` was a column name of X
         That column is dropped from a table given to ``predict``: the frame
         used in ``fit`` can be predicted as it is.
+    target_names_ : ndarray of str, only for a regressor of several targets whose ``y``
+        was a table with string column names (or continued from a model with them);
+        output ``j`` predicts target ``target_names_[j]``. Model files store them.
     n_eras_ : int
         Number of distinct eras seen in ``fit`` (1 when ``era`` is None).
     n_iter_ : int

@@ -134,6 +134,8 @@ def save_estimator(estimator, path) -> None:
     }
     if ensemble.n_outputs > 1:
         metadata["n_outputs"] = int(ensemble.n_outputs)
+    if getattr(estimator, "target_names_", None) is not None:
+        metadata["target_names"] = [str(name) for name in estimator.target_names_]
     if callable(estimator.get_params()["objective"]):
         function = estimator.get_params()["objective"]
         metadata["custom_objective"] = (
@@ -392,6 +394,14 @@ def _build_estimator(metadata: dict, arrays: dict):
                 or not all(isinstance(item, str) for item in names)):
             raise ModelFileError(f"feature_names must be {n_features} strings")
         estimator.feature_names_in_ = np.asarray(names, dtype=object)
+    target_names = metadata.get("target_names")  # only for several named targets
+    if target_names is not None:
+        if (hasattr(estimator, "predict_proba") or not isinstance(target_names, list)
+                or len(target_names) != n_outputs or n_outputs < 2
+                or not all(isinstance(item, str) for item in target_names)):
+            raise ModelFileError(f"target_names must be {n_outputs} strings, one per output "
+                                 "of a regressor of several targets")
+        estimator.target_names_ = np.asarray(target_names, dtype=object)
     estimator.n_eras_ = _count(metadata, "n_eras", 1)
     era_column = metadata.get("era_column")  # absent from files written before it existed
     if era_column is not None:

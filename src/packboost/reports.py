@@ -22,7 +22,7 @@ from packboost.metrics import (
     feature_neutral_correlation,
 )
 
-__all__ = ["EraReport", "era_report"]
+__all__ = ["EraReport", "era_report", "format_target_summaries"]
 
 
 @dataclass
@@ -145,6 +145,36 @@ def era_report(y_true, y_pred, era=None, *, methods=("pearson", "spearman", "num
         scores["feature_neutral"] = feature_neutral_correlation(y_true, y_pred, features,
                                                                 era)[1]
     return EraReport(eras=scorer.labels, n_rows=scorer.groups.sizes.copy(), scores=scores)
+
+
+def format_target_summaries(reports: dict) -> str:
+    """Several targets' era reports as one table (``packboost evaluate`` of a
+    model of several targets).
+
+    Parameters
+    ----------
+    reports : dict of str to EraReport
+        Per target name, its report (the same scores in each).
+
+    Returns
+    -------
+    str
+        A row per (target, score) with its :func:`~packboost.metrics.era_summary`,
+        then per score the mean of each statistic over the targets.
+    """
+    header = ["target", "score", *ERA_STATISTICS, "n_eras"]
+    lines = []
+    for target, report in reports.items():
+        for name, summary in report.summary.items():
+            lines.append([target, name] + [f"{summary[key]:.4f}" for key in ERA_STATISTICS]
+                         + [str(summary["n_eras"])])
+    first = next(iter(reports.values()))
+    for name in first.scores:
+        summaries = [report.summary[name] for report in reports.values()]
+        lines.append([f"mean of {len(reports)}", name]
+                     + [f"{np.mean([item[key] for item in summaries]):.4f}"
+                        for key in ERA_STATISTICS] + [""])
+    return _format_columns(header, lines)
 
 
 def _plain(label):

@@ -63,7 +63,7 @@ MAX_PACK_SIZE = _parameters.MAX_PACK_SIZE
 # round of ``evals_result_``). A fit publishes them all in one step, and keeps
 # the same values, as one dict, in _SNAPSHOT; see _PackBoostEstimator._view.
 _FITTED = ("ensemble_", "bin_mapper_", "n_features_in_", "feature_names_in_", "era_column_",
-           "n_eras_", "category_encoder_",
+           "n_eras_", "category_encoder_", "target_names_",
            "n_iter_", "evals_result_", "best_iteration_", "best_score_", "classes_",
            "_evals_first_round")
 _SNAPSHOT = "_fitted_snapshot"
@@ -356,10 +356,6 @@ class _PackBoostEstimator(BaseEstimator):
             raise ValueError(
                 f"objective: a classifier's callable objective trains two classes, but y "
                 f"has {what}; leave objective unset to train the softmax loss")
-        if params["device"] != "cpu":
-            raise NotImplementedError(
-                f"device={params['device']!r} does not train models of several outputs "
-                f"(y has {what}) yet; use device='cpu'")
 
     # A callable objective of several targets takes and returns (n_rows, n_targets).
     _callable_takes_outputs = True
@@ -646,6 +642,24 @@ def _fitted_state(target, ensemble, mapper, n_features, n_eras, info, feature_na
     return fitted
 
 
+def _target_names(y) -> tuple:
+    """``(y, names)``: the column names of a table ``y`` of several targets
+    when they are all strings (an object array), else None; a
+    :class:`packboost._inputs.NamedMatrix` (what the command line passes) is
+    unwrapped to its values."""
+    from packboost._inputs import NamedMatrix, column_names, frame_kind
+
+    if isinstance(y, NamedMatrix):
+        y, names = y.values, y.names
+    elif frame_kind(y) is not None:
+        names = column_names(y)
+    else:
+        return y, None
+    if len(names) < 2 or not all(isinstance(name, str) for name in names):
+        return y, None
+    return y, np.asarray(names, dtype=object)
+
+
 def _check_categorical_supported(params, encoder, feature_names) -> None:
     """Refuse, before any work, what categorical features cannot do yet."""
     names = [feature_names[k] if feature_names is not None else int(k)
@@ -775,7 +789,8 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
 
     fit.__doc__ = ("Fit on ``X`` (rows x features) and ``y``: one target, or a 2-D ``y`` of "
                    "several (rows x targets), one set of trees per target grown in the same "
-                   "rounds.\n") + _FIT_DOC % {
+                   "rounds; a table ``y`` of several targets names them "
+                   "(``target_names_``).\n") + _FIT_DOC % {
         "default": '``["rmse"]``'}
 
     def predict(self, X, iteration_range=None, *, pred_contrib=False):
@@ -799,7 +814,9 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
         return self._raw_predict(X, iteration_range)
 
     def _learn_target(self, y, n_rows, init):
-        """``y``: (n_rows,), or (n_rows, n_targets) for several targets."""
+        """``y``: (n_rows,), or (n_rows, n_targets) for several targets; a
+        table of several targets names them (``target_names_``)."""
+        y, names = _target_names(y)
         y = _validation.check_y(y, n_rows, several=True)
         if init is not None:
             expected = init["ensemble_"].n_outputs
@@ -807,7 +824,11 @@ class PackBoostRegressor(RegressorMixin, _PackBoostEstimator):
                 raise ValueError(
                     f"y has {self._outputs_description(self._n_outputs(y, {}))}, but "
                     f"init_model was trained on {self._outputs_description(expected)}")
-        return y, {}
+            if names is None:
+                names = init.get("target_names_")
+        if y.ndim == 1 or names is None:
+            return y, {}
+        return y, {"target_names_": names}
 
     def _encode_target(self, y, n_rows, target, argument="y", n_outputs=1):
         y = _validation.check_y(y, n_rows, argument=argument, several=n_outputs > 1)

@@ -33,7 +33,8 @@ def add_parser(commands):
         description=(
             "Score predictions era by era: those of --model on DATA, or a column of DATA "
             "(--prediction-column). Prints one row per era and a summary (mean, std, "
-            "Sharpe, worst era, max drawdown) per correlation and target."
+            "Sharpe, worst era, max drawdown) per correlation and target, then, for "
+            "several targets, one table of them all."
         ),
     )
     evaluate.add_argument("data", help="data with era and target columns (.parquet or .csv)")
@@ -63,7 +64,7 @@ def add_parser(commands):
 
 def run(args, parser) -> int:
     from packboost import _files, load_model
-    from packboost.reports import era_report
+    from packboost.reports import era_report, format_target_summaries
 
     check_paths(parser, inputs=[("DATA", args.data), ("--model", args.model),
                                 ("--features-file", args.features_file)],
@@ -76,8 +77,17 @@ def run(args, parser) -> int:
             parser.error(f"--methods: {method!r} is not one of {', '.join(CORRELATION_CHOICES)}")
     available = _files.list_file_columns(args.data)
     era_column = choose_era_column(args.era, available)
-    targets = choose_target_columns(args.target, available)
     model = load_model(args.model) if args.model else None
+    trained_on = _target_names(model)
+    if args.target is None and trained_on is not None:
+        # A model of named targets is scored on them by default.
+        missing = [name for name in trained_on if name not in available]
+        if missing:
+            raise CommandError(f"{args.data}: no column of the model's targets {missing[:5]}; "
+                               "name the targets to score with --target")
+        targets = list(trained_on)
+    else:
+        targets = choose_target_columns(args.target, available)
     if model is not None:
         features = choose_model_feature_columns(model, args.features, available)
     else:
@@ -95,13 +105,22 @@ def run(args, parser) -> int:
     prediction_of = {}
     if model is not None and _target_outputs(model) > 1:
         # A model of several targets ('packboost train --target' of several
-        # columns): output j is scored on the j-th target, in file order.
-        if len(targets) != _target_outputs(model):
+        # columns): each output is scored on its target, found by name (the
+        # model file's target names), else output j on the j-th target.
+        if trained_on is not None:
+            unknown = [name for name in targets if name not in trained_on]
+            if unknown:
+                raise CommandError(f"the model was trained on the targets {trained_on[:10]}; "
+                                   f"--target names others: {unknown[:5]}")
+            output_of = {target: trained_on.index(target) for target in targets}
+        elif len(targets) != _target_outputs(model):
             raise CommandError(
                 f"the model has {_target_outputs(model)} targets: --target must name as many "
                 f"columns, those it was trained on, got {len(targets)} ({targets[:5]})")
+        else:
+            output_of = {target: index for index, target in enumerate(targets)}
         predictions = np.asarray(model.predict(named(X, features)), dtype=np.float64)
-        prediction_of = {target: predictions[:, index] for index, target in enumerate(targets)}
+        prediction_of = {target: predictions[:, output] for target, output in output_of.items()}
         prediction = None
         source = f"model {args.model}"
     elif model is not None:
@@ -127,7 +146,7 @@ def run(args, parser) -> int:
             methods=methods,
             features=X[keep] if args.feature_neutral and X is not None else None)
         reports[target] = report
-        output = (f" (output {targets.index(target)})" if prediction_of else "")
+        output = (f" (output {output_of[target]})" if prediction_of else "")
         print(f"{source}{output} on {args.data}, target {target!r}: {int(keep.sum())} rows, "
               f"{len(report.eras)} eras")
         if not args.summary_only:
@@ -136,6 +155,10 @@ def run(args, parser) -> int:
         print(report.format_summary())
         print()
 
+    if len(reports) > 1:
+        print(f"summary over {len(reports)} targets")
+        print(format_target_summaries(reports))
+        print()
     first = next(iter(reports.values()))
     if (args.csv is not None or args.png is not None) and any(
             not np.array_equal(report.eras, first.eras) for report in reports.values()):
@@ -176,6 +199,12 @@ def save_report_png(reports, path):
             f"{target} {name}": values for target, item in reports.items()
             for name, values in item.scores.items()})
     plot_era_report(report, path=path)
+
+
+def _target_names(model) -> list | None:
+    """The names of a model's targets (model files of several named targets), else None."""
+    names = None if model is None else getattr(model, "target_names_", None)
+    return None if names is None else [str(name) for name in names]
 
 
 def _target_outputs(model) -> int:

@@ -109,7 +109,10 @@ def run(args, parser) -> int:
     shown = ", ".join(f"{name}={value!r}" for name, value in sorted(params.items()))
     print(f"fit:   {estimator_class.__name__}({shown})")
     started = time.perf_counter()
-    model.fit(named(X, names), y, early_stopping_rounds=args.early_stopping_rounds,
+    # Several targets are fitted by name: the model file keeps them (target_names_),
+    # so that predict and evaluate name and match each output.
+    model.fit(named(X, names), named(y, columns.targets) if y.ndim == 2 else y,
+              early_stopping_rounds=args.early_stopping_rounds,
               callbacks=callbacks, init_model=args.init_model, progress=args.progress,
               **fit_kwargs)
     elapsed = time.perf_counter() - started
