@@ -489,9 +489,10 @@ def speed_part(args, train, holdout, peer, report):
                   f"the first {args.cpu_rounds} round(s): {row['same_splits']}")
         if peer is not None:
             trees = args.rounds * args.pack
+            # PackBoost's rate 0.01 a round is 0.01 / pack_size a tree (docstring).
             booster, peer_row = peer.fit(trees, args.warmup * args.pack, **peer_arguments(
-                args, max_depth=args.depth, learning_rate=0.01, feature_fraction=fraction,
-                min_samples_leaf=20))
+                args, max_depth=args.depth, learning_rate=0.01 / args.pack,
+                feature_fraction=fraction, min_samples_leaf=20))
             peer_row.update(held_out_quality(peer.predict(booster, holdout[0]), holdout))
             row["peer"] = peer_row
             print(f"feature fraction {fraction}: {peer.describe}: {trees} trees, steady "
