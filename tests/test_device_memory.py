@@ -212,9 +212,16 @@ def test_the_context_check_names_the_data_and_the_pack():
     components = _memory.device_context_bytes(n_rows=2_700_000, n_features=2376,
                                               bytes_per_bin=1, pack_size=8, n_eras=600)
     needed = sum(size for size, _ in components.values())
-    _memory.check_device_context(components, needed, pack_size=8)
-    with pytest.raises(MemoryError, match=r"binned matrix 5\.97 GiB .*pack_size \(now 8\)"):
-        _memory.check_device_context(components, needed - 1, pack_size=8)
+    per_tree = 2_700_000 * 12
+    _memory.check_device_context(components, needed, pack_size=8, n_rows=2_700_000)
+    with pytest.raises(MemoryError, match=r"binned matrix 5\.97 GiB .*pack_size <= 7 \(now 8\)"):
+        _memory.check_device_context(components, needed - 1, pack_size=8, n_rows=2_700_000)
+    with pytest.raises(MemoryError, match=r"pack_size <= 1 \(now 8\)"):
+        _memory.check_device_context(components, needed - 7 * per_tree, pack_size=8,
+                                     n_rows=2_700_000)
+    with pytest.raises(MemoryError, match=r"no pack_size fits \(now 8\)"):
+        _memory.check_device_context(components, needed - 7 * per_tree - 1, pack_size=8,
+                                     n_rows=2_700_000)
 
 
 @pytest.mark.cuda

@@ -311,18 +311,24 @@ def device_memory_estimate(*, n_rows: int, n_features: int, bytes_per_bin: int, 
             + largest_scratch}
 
 
-def check_device_context(components: dict, free_bytes: int, *, pack_size: int) -> None:
-    """Raise :class:`MemoryError` when the fit's device data cannot fit
-    ``free_bytes`` (before anything is allocated)."""
+def check_device_context(components: dict, free_bytes: int, *, pack_size: int,
+                         n_rows: int) -> None:
+    """Raise :class:`MemoryError` when the fit's device data
+    (:func:`device_context_bytes`) cannot fit ``free_bytes`` (before anything
+    is allocated); names the ``pack_size`` that would fit, if one does."""
     needed = sum(size for size, _ in components.values())
     if needed <= free_bytes:
         return
     detail = "; ".join(f"{name} {_gib(size)} ({how})" for name, (size, how) in
                        sorted(components.items(), key=lambda item: -item[1][0]))
+    per_tree = n_rows * _DEVICE_BYTES_PER_ROW_AND_TREE
+    fitting_pack = (free_bytes - needed + pack_size * per_tree) // max(1, per_tree)
+    pack_advice = (f"pack_size <= {fitting_pack} (now {pack_size}) would fit"
+                   if fitting_pack >= 1 else f"no pack_size fits (now {pack_size})")
     raise MemoryError(
         f"device='cuda' needs {_gib(needed)} of GPU memory for the training data but the GPU "
-        f"has {_gib(free_bytes)} free: {detail}. Reduce the rows or features, or pack_size "
-        f"(now {pack_size}), or fit with device='cpu'.")
+        f"has {_gib(free_bytes)} free: {detail}. {pack_advice}; reduce the rows or features, "
+        f"or fit with device='cpu'.")
 
 
 def histogram_floor(slot_tree, slot_open, tree_uses_feature, tile_bytes: int) -> tuple:

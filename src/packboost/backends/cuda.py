@@ -50,7 +50,7 @@ class CudaBackend:
         _memory.check_device_context(_memory.device_context_bytes(
             n_rows=data.X_binned.shape[1], n_features=data.X_binned.shape[0],
             bytes_per_bin=data.X_binned.itemsize, pack_size=pack_size, n_eras=data.n_eras),
-            free, pack_size=pack_size)
+            free, pack_size=pack_size, n_rows=data.X_binned.shape[1])
         kernels = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras,
                               pack_size, device, histogram_budget_bytes)
         if timings is not None:
