@@ -512,6 +512,47 @@ def test_gpu_grows_the_cpu_pack_at_scale(case):
         np.testing.assert_allclose(by_gpu, by_cpu, rtol=1e-12, atol=1e-12)
 
 
+def deep_pack_problem():
+    """Depth 10, pack 8: more than 1,536 slots at the deep depths, where the
+    slot sums no longer fit shared memory (cuda/partition.cu) and a tree's
+    slots need several histogram items -- what Numerai's deep recipe runs."""
+    data, gradients, hessians = make_binned_problem(5, 30_000, 8, 16, n_bins=31)
+    params = grower_params(max_depth=10, min_samples_leaf=3)
+    samples, layers, masks = pack_draws(data, 8, 5, params.max_depth)
+    return data, gradients, hessians, samples, layers, masks, params
+
+
+def grow_counting_slots(backend, problem):
+    """The pack, and the most slots one depth summed."""
+    data, gradients, hessians, samples, layers, masks, params = problem
+    seen = []
+    slot_sums = backend.slot_sums
+    backend.slot_sums = lambda n_slots: (seen.append(n_slots), slot_sums(n_slots))[1]
+    return grow(backend, data, gradients, hessians, samples, layers, masks, params), max(seen)
+
+
+def test_the_deep_pack_problem_reaches_a_wide_frontier():
+    problem = deep_pack_problem()
+    _, widest = grow_counting_slots(CpuBackend(problem[0], 8, 1), problem)
+    assert widest > 1536
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_grows_the_deep_cpu_pack():
+    problem = deep_pack_problem()
+    data = problem[0]
+    cpu, _ = grow_counting_slots(CpuBackend(data, 8, 2), problem)
+    gpu_backend = CudaBackend.on_gpu(data, 8)
+    try:
+        gpu, widest = grow_counting_slots(gpu_backend, problem)
+    finally:
+        gpu_backend.close()
+    assert widest > 1536
+    assert_same_pack(cpu, gpu, data)
+    assert_same_splits(cpu.nodes, gpu.nodes)
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
 @pytest.mark.parametrize("seed, n_rows, n_features, n_eras, extra, weighted", FIT_CASES)
