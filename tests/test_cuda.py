@@ -647,6 +647,42 @@ def test_gpu_context_kernels_match_host_kernels():
         gpu.slot_sums(1)
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_context_kernels_sum_a_wide_frontier():
+    # Every slot splits at every depth: 4 trees reach 2,048 slots, past the
+    # 1,536 whose sums fit shared memory (then they are added in global memory).
+    from packboost._cuda import CudaContext
+
+    data, gradients, hessians = make_binned_problem(4, 3000, 5, 7, n_bins=9)
+    pack_size = 4
+    samples, _, _ = pack_draws(data, pack_size, 1, 1)
+    fixed = to_fixed_point(gradients, hessians, data.era_offsets)
+    args = (fixed.gradients, fixed.hessians, samples, fixed.gradient_scale, fixed.hessian_scale,
+            squared_gradient_scale(fixed.gradients))
+    host = HostKernels(data, pack_size)
+    gpu = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras, pack_size)
+    rng = np.random.default_rng(0)
+    try:
+        host.begin_round(*args)
+        gpu.begin_round(*args)
+        n_slots = pack_size
+        for _ in range(10):
+            for got, expected in zip(gpu.slot_sums(n_slots), host.slot_sums(n_slots),
+                                     strict=True):
+                np.testing.assert_array_equal(got, expected)
+            split = (rng.integers(0, data.n_features, n_slots).astype(np.int32),
+                     rng.integers(0, 8, n_slots).astype(np.int32),
+                     rng.integers(0, 2, n_slots).astype(np.uint8),
+                     2 * np.arange(n_slots, dtype=np.int32), np.zeros(n_slots, dtype=np.int32))
+            host.route_rows(*split)
+            gpu.route_rows(*split)
+            n_slots *= 2
+        assert n_slots // 2 == 2048
+    finally:
+        gpu.close()
+
+
 def test_open_backend_is_the_one_device_switch():
     data, _, _ = make_binned_problem(0, 40, 2, 3)
     with backends.open_backend("cpu", data, 4, 1) as backend:
