@@ -67,6 +67,9 @@ int pbc_driver_version(int *version);
 /* cudaGetDeviceCount: fails (e.g. 35, 100) where no driver or GPU exists. */
 int pbc_device_count(int *count);
 int pbc_device_name(int device, char *name, int length);
+/* cudaMemGetInfo on `device`: bytes free now and in all, so that a caller can
+ * refuse, before allocating, a request that cannot fit. */
+int pbc_device_memory(int device, int64_t *free_bytes, int64_t *total_bytes);
 
 /*
  * A fit's device state. X_binned is feature-major (n_features, n_rows), uint8

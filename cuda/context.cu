@@ -69,6 +69,18 @@ extern "C" int pbc_device_name(int device, char *name, int length)
     return PBC_OK;
 }
 
+extern "C" int pbc_device_memory(int device, int64_t *free_bytes, int64_t *total_bytes)
+{
+    size_t free_now = 0, total = 0;
+    if (!free_bytes || !total_bytes)
+        return PBC_ERROR_INVALID_ARGUMENT;
+    PBC_CHECK(cudaSetDevice(device));
+    PBC_CHECK(cudaMemGetInfo(&free_now, &total));
+    *free_bytes = (int64_t)free_now;
+    *total_bytes = (int64_t)total;
+    return PBC_OK;
+}
+
 /* -- timers ---------------------------------------------------------------- */
 
 static int pbc_timer_begin(pbc_context *ctx)

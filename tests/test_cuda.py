@@ -608,6 +608,47 @@ def test_gpu_grows_the_cpu_pack_at_scale(case):
         np.testing.assert_allclose(by_gpu, by_cpu, rtol=1e-12, atol=1e-12)
 
 
+def deep_pack_problem():
+    """Depth 10, pack 8: more than 1,536 slots at the deep depths, where the
+    slot sums no longer fit shared memory (cuda/partition.cu) and a tree's
+    slots need several histogram items -- what Numerai's deep recipe runs."""
+    data, gradients, hessians = make_binned_problem(5, 30_000, 8, 16, n_bins=31)
+    params = grower_params(max_depth=10, min_samples_leaf=3)
+    samples, layers, masks = pack_draws(data, 8, 5, params.max_depth)
+    return data, gradients, hessians, samples, layers, masks, params
+
+
+def grow_counting_slots(backend, problem):
+    """The pack, and the most slots one depth summed."""
+    data, gradients, hessians, samples, layers, masks, params = problem
+    seen = []
+    slot_sums = backend.slot_sums
+    backend.slot_sums = lambda n_slots: (seen.append(n_slots), slot_sums(n_slots))[1]
+    return grow(backend, data, gradients, hessians, samples, layers, masks, params), max(seen)
+
+
+def test_the_deep_pack_problem_reaches_a_wide_frontier():
+    problem = deep_pack_problem()
+    _, widest = grow_counting_slots(CpuBackend(problem[0], 8, 1), problem)
+    assert widest > 1536
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_grows_the_deep_cpu_pack():
+    problem = deep_pack_problem()
+    data = problem[0]
+    cpu, _ = grow_counting_slots(CpuBackend(data, 8, 2), problem)
+    gpu_backend = CudaBackend.on_gpu(data, 8)
+    try:
+        gpu, widest = grow_counting_slots(gpu_backend, problem)
+    finally:
+        gpu_backend.close()
+    assert widest > 1536
+    assert_same_pack(cpu, gpu, data)
+    assert_same_splits(cpu.nodes, gpu.nodes)
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
 @pytest.mark.parametrize("seed, n_rows, n_features, n_eras, extra, weighted", FIT_CASES)
@@ -779,6 +820,42 @@ def test_gpu_context_kernels_match_host_kernels():
     gpu.close()
     with pytest.raises(ValueError, match="closed"):
         gpu.slot_sums(1)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_context_kernels_sum_a_wide_frontier():
+    # Every slot splits at every depth: 4 trees reach 2,048 slots, past the
+    # 1,536 whose sums fit shared memory (then they are added in global memory).
+    from packboost._cuda import CudaContext
+
+    data, gradients, hessians = make_binned_problem(4, 3000, 5, 7, n_bins=9)
+    pack_size = 4
+    samples, _, _ = pack_draws(data, pack_size, 1, 1)
+    fixed = to_fixed_point(gradients, hessians, data.era_offsets)
+    args = (fixed.gradients, fixed.hessians, samples, fixed.gradient_scale, fixed.hessian_scale,
+            squared_gradient_scale(fixed.gradients))
+    host = HostKernels(data, pack_size)
+    gpu = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras, pack_size)
+    rng = np.random.default_rng(0)
+    try:
+        host.begin_round(*args)
+        gpu.begin_round(*args)
+        n_slots = pack_size
+        for _ in range(10):
+            for got, expected in zip(gpu.slot_sums(n_slots), host.slot_sums(n_slots),
+                                     strict=True):
+                np.testing.assert_array_equal(got, expected)
+            split = (rng.integers(0, data.n_features, n_slots).astype(np.int32),
+                     rng.integers(0, 8, n_slots).astype(np.int32),
+                     rng.integers(0, 2, n_slots).astype(np.uint8),
+                     2 * np.arange(n_slots, dtype=np.int32), np.zeros(n_slots, dtype=np.int32))
+            host.route_rows(*split)
+            gpu.route_rows(*split)
+            n_slots *= 2
+        assert n_slots // 2 == 2048
+    finally:
+        gpu.close()
 
 
 def test_open_backend_is_the_one_device_switch():

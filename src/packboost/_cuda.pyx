@@ -37,6 +37,7 @@ cdef extern from "packboost_cuda.h" nogil:
     int pbc_driver_version(int *version)
     int pbc_device_count(int *count)
     int pbc_device_name(int device, char *name, int length)
+    int pbc_device_memory(int device, int64_t *free_bytes, int64_t *total_bytes)
     int pbc_context_create(int device, const void *X_binned, int bytes_per_bin,
                            int64_t n_features, int64_t n_rows, const int32_t *n_bins,
                            const int32_t *row_era, int32_t n_eras, int32_t pack_size,
@@ -119,6 +120,13 @@ def device_name(int device=0):
     cdef char name[256]
     check(pbc_device_name(device, name, 256), "cudaGetDeviceProperties")
     return name.decode("utf-8", "replace")
+
+
+def device_memory(int device=0):
+    """(free, total) bytes of GPU ``device``'s memory now (cudaMemGetInfo)."""
+    cdef int64_t free_bytes = 0, total_bytes = 0
+    check(pbc_device_memory(device, &free_bytes, &total_bytes), "cudaMemGetInfo")
+    return int(free_bytes), int(total_bytes)
 
 
 

@@ -22,8 +22,9 @@ import os
 
 import numpy as np
 
-__all__ = ["available_memory_bytes", "check_fit_memory", "data_memory_estimate",
-           "training_memory_estimate"]
+__all__ = ["available_memory_bytes", "check_device_context", "check_device_histogram",
+           "check_fit_memory", "data_memory_estimate", "device_memory_estimate",
+           "histogram_floor", "training_memory_estimate"]
 
 # Bytes of one fixed-point histogram cell: one int64 (gradient sum | count),
 # a second one for the hessian sum when hessians differ between rows
@@ -46,6 +47,23 @@ _BYTES_PER_ROW_AND_TREE = 4 + 4
 # copies are made one output at a time and reused.
 _BYTES_PER_ROW_AND_OUTPUT = 4 * 8
 _GIB = 1024 ** 3
+
+# The CUDA backend's device memory (docs/cuda-kernels.md §11; cuda/context.cu).
+# One histogram cell: fixed-point g, h sums and a row count (pbc_cell, 3 x int64).
+DEVICE_CELL_BYTES = 24
+# Per row: g, h, g * g (int64), the round's upload staging and the
+# prediction output (float64).
+_DEVICE_BYTES_PER_ROW = 3 * 8 + 8 + 8
+# Per row and tree of a pack: the tree's sample list, node_of_row, leaf_of_row (int32).
+_DEVICE_BYTES_PER_ROW_AND_TREE = 3 * 4
+# Per era-aligned row tile of at most PBC_TILE_ROWS rows: begin, end (int64), era (int32).
+_DEVICE_TILE_ROWS = 4096
+_DEVICE_BYTES_PER_TILE = 8 + 8 + 4
+# Per (slot, candidate): its tile's best split (score, gain, threshold,
+# missing side, found) in the depth's scratch.
+_DEVICE_BYTES_PER_TILE_RESULT = 8 + 8 + 4 + 1 + 1
+# Per histogram item (pbc_hist_item) and its block index.
+_DEVICE_BYTES_PER_ITEM = 32 + 4
 
 
 def available_memory_bytes() -> tuple[int | None, str]:
@@ -215,3 +233,146 @@ def check_fit_memory(components: dict, *, who: str = "fit") -> None:
 
 def _gib(nbytes: int) -> str:
     return f"{nbytes / _GIB:.3g} GiB" if nbytes >= _GIB / 100 else f"{nbytes / 1024**2:.3g} MiB"
+
+
+def device_context_bytes(*, n_rows: int, n_features: int, bytes_per_bin: int, pack_size: int,
+                         n_eras: int) -> dict:
+    """What ``pbc_context_create`` allocates on the device for a whole fit.
+    ``{component: (bytes, how)}``."""
+    n_tiles = n_eras + n_rows // _DEVICE_TILE_ROWS  # at most, for era-aligned tiles
+    per_row = _DEVICE_BYTES_PER_ROW + _DEVICE_BYTES_PER_ROW_AND_TREE * pack_size
+    return {
+        "binned matrix": (n_rows * n_features * bytes_per_bin,
+                          f"{n_rows} rows x {n_features} features x {bytes_per_bin} B"),
+        "per-row arrays": (n_rows * per_row,
+                           f"{n_rows} rows x ({_DEVICE_BYTES_PER_ROW} B + pack_size "
+                           f"{pack_size} x {_DEVICE_BYTES_PER_ROW_AND_TREE} B)"),
+        "row tiles": (n_tiles * _DEVICE_BYTES_PER_TILE,
+                      f"{n_tiles} era-aligned row tiles x {_DEVICE_BYTES_PER_TILE} B"),
+    }
+
+
+def device_memory_estimate(*, n_rows: int, n_features: int, bytes_per_bin: int, pack_size: int,
+                           n_eras: int, max_width: int, n_candidates: int,
+                           tree_candidates: int, max_depth: int, min_samples_leaf: int,
+                           histogram_budget_bytes: int = 1 << 30) -> dict:
+    """Upper bound of the CUDA backend's device memory, depth by depth
+    (docs/cuda-kernels.md §11).
+
+    Parameters
+    ----------
+    max_width : int
+        Histogram cells per (era, feature): the most bins of a feature, plus
+        the missing bin.
+    n_candidates, tree_candidates : int
+        Features drawn per depth (``layer_feature_fraction`` of them) and, of
+        those, scored by each tree (``tree_feature_fraction`` of them).
+    histogram_budget_bytes : int
+        The context's budget: candidates are histogrammed in chunks whose
+        tiles fit it, but a chunk holds at least one candidate.
+
+    Returns
+    -------
+    dict
+        ``context`` (:func:`device_context_bytes`), ``depths`` (one dict per
+        depth that searches splits: ``depth``, ``slots_per_tree`` -- at most
+        ``2**depth`` and, below the root, at most ``n_rows //
+        min_samples_leaf``, as every node keeps that many rows --,
+        ``tile_bytes`` of one (candidate, slot), ``all_tiles_bytes`` of the
+        depth, ``largest_candidate_bytes`` (one candidate drawn by every
+        tree), ``histogram_buffer_bytes`` (what the chunk buffer may reach),
+        ``chunks`` (at least) and ``scratch_bytes``), and ``peak_bytes``: the
+        context plus the largest histogram buffer and scratch (each is kept
+        and grown from depth to depth, never shrunk within a fit).
+    """
+    context = device_context_bytes(n_rows=n_rows, n_features=n_features,
+                                   bytes_per_bin=bytes_per_bin, pack_size=pack_size,
+                                   n_eras=n_eras)
+    tile_bytes = n_eras * max_width * DEVICE_CELL_BYTES
+    budget = max(DEVICE_CELL_BYTES, histogram_budget_bytes)
+    depths = []
+    for depth in range(max(0, max_depth)):
+        slots_per_tree = 1 if depth == 0 else min(
+            2 ** depth, max(1, n_rows // max(1, min_samples_leaf)))
+        all_tiles = pack_size * tree_candidates * slots_per_tree * tile_bytes
+        largest = pack_size * slots_per_tree * tile_bytes
+        buffer = largest if largest > budget else min(all_tiles, budget)
+        n_slots = pack_size * slots_per_tree
+        depths.append({
+            "depth": depth, "slots_per_tree": slots_per_tree, "tile_bytes": tile_bytes,
+            "all_tiles_bytes": all_tiles, "largest_candidate_bytes": largest,
+            "histogram_buffer_bytes": buffer, "chunks": -(-all_tiles // max(buffer, 1)),
+            "scratch_bytes": n_slots * n_candidates * _DEVICE_BYTES_PER_TILE_RESULT
+            + n_candidates * pack_size * (8 + _DEVICE_BYTES_PER_ITEM)})
+    largest_buffer = max((d["histogram_buffer_bytes"] for d in depths), default=0)
+    largest_scratch = max((d["scratch_bytes"] for d in depths), default=0)
+    return {"context": context, "depths": depths,
+            "peak_bytes": sum(size for size, _ in context.values()) + largest_buffer
+            + largest_scratch}
+
+
+def check_device_context(components: dict, free_bytes: int, *, pack_size: int,
+                         n_rows: int) -> None:
+    """Raise :class:`MemoryError` when the fit's device data
+    (:func:`device_context_bytes`) cannot fit ``free_bytes`` (before anything
+    is allocated); names the ``pack_size`` that would fit, if one does."""
+    needed = sum(size for size, _ in components.values())
+    if needed <= free_bytes:
+        return
+    detail = "; ".join(f"{name} {_gib(size)} ({how})" for name, (size, how) in
+                       sorted(components.items(), key=lambda item: -item[1][0]))
+    per_tree = n_rows * _DEVICE_BYTES_PER_ROW_AND_TREE
+    fitting_pack = (free_bytes - needed + pack_size * per_tree) // max(1, per_tree)
+    pack_advice = (f"pack_size <= {fitting_pack} (now {pack_size}) would fit"
+                   if fitting_pack >= 1 else f"no pack_size fits (now {pack_size})")
+    raise MemoryError(
+        f"device='cuda' needs {_gib(needed)} of GPU memory for the training data but the GPU "
+        f"has {_gib(free_bytes)} free: {detail}. {pack_advice}; reduce the rows or features, "
+        f"or fit with device='cpu'.")
+
+
+def histogram_floor(slot_tree, slot_open, tree_uses_feature, tile_bytes: int) -> tuple:
+    """The least histogram buffer a depth of the CUDA backend reserves.
+
+    ``pbc_plan_histograms`` (cuda/histogram.cu) puts at least one candidate in
+    a chunk, and a candidate's tiles are every slot of every open tree that
+    draws it: ``(bytes, trees, slots)`` of the largest candidate.
+    """
+    uses = np.asarray(tree_uses_feature, dtype=bool)          # (n_candidates, pack_size)
+    slot_tree = np.asarray(slot_tree, dtype=np.int64)
+    pack_size = uses.shape[1]
+    if uses.shape[0] == 0 or len(slot_tree) == 0:
+        return 0, 0, 0
+    tree_slots = np.bincount(slot_tree, minlength=pack_size)
+    tree_open = np.bincount(slot_tree, weights=np.asarray(slot_open, dtype=np.float64),
+                            minlength=pack_size) > 0
+    counted = uses & tree_open
+    slots = counted @ tree_slots
+    largest = int(np.argmax(slots))
+    return (int(slots[largest]) * tile_bytes, int(counted[largest].sum()),
+            int(slots[largest]))
+
+
+def check_device_histogram(*, depth: int, needed_bytes: int, trees: int, slots: int,
+                           free_bytes: int, held_bytes: int, n_eras: int, max_width: int,
+                           pack_size: int) -> None:
+    """Raise :class:`MemoryError` when a depth's least histogram buffer
+    (:func:`histogram_floor`) cannot fit: ``free_bytes`` plus ``held_bytes``,
+    the most the buffer of the previous depths may hold (it is freed before
+    it grows). Names what would fit."""
+    available = free_bytes + held_bytes
+    if needed_bytes <= available:
+        return
+    slot_bytes = n_eras * max_width * DEVICE_CELL_BYTES
+    fitting_pack = available * trees // max(1, slots * slot_bytes)
+    fitting_bins = available // max(1, slots * n_eras * DEVICE_CELL_BYTES) - 1
+    raise MemoryError(
+        f"device='cuda' cannot hold depth {depth}'s histograms: one candidate feature drawn "
+        f"by {trees} trees of the pack needs {_gib(needed_bytes)} of GPU memory ({slots} "
+        f"nodes at depth {depth} x {n_eras} eras x {max_width} bins x {DEVICE_CELL_BYTES} B), "
+        f"and the GPU has {_gib(free_bytes)} free besides the {_gib(held_bytes)} it may hold. "
+        f"At this depth pack_size <= {max(0, fitting_pack)} (now {pack_size}) or max_bins <= "
+        f"{max(0, fitting_bins)} (now {max_width - 1}) would fit; or max_depth <= {depth}, a "
+        f"larger min_samples_leaf (a tree keeps at most n_rows / min_samples_leaf nodes a "
+        f"depth), fewer eras, or device='cpu' (docs/cuda-kernels.md §11).")
+

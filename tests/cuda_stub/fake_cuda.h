@@ -224,6 +224,15 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *properties, int devic
     std::strcpy(properties->name, "fake CUDA device (host threads)");
     return cudaSuccess;
 }
+/* The fake device's memory: PBC_FAKE_DEVICE_MEMORY bytes free and in all
+ * (16 GiB when unset), so that tests can make a request that cannot fit. */
+inline cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    const char *setting = std::getenv("PBC_FAKE_DEVICE_MEMORY");
+    *free_bytes = *total_bytes = setting ? (size_t)std::strtoull(setting, nullptr, 10)
+                                         : (size_t)16 << 30;
+    return cudaSuccess;
+}
 inline cudaError_t cudaRuntimeGetVersion(int *version) { *version = 13000; return cudaSuccess; }
 inline cudaError_t cudaDriverGetVersion(int *version) { *version = 13000; return cudaSuccess; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from packboost import _constraints
+from packboost import _constraints, _memory
 from packboost._fixed_point import squared_gradient_scale
 from packboost.backends.interface import BestSplits, SlotSums
 
@@ -30,19 +30,36 @@ class CudaBackend:
         self.kernels = kernels
         self.timings = timings
         self.inverse_scales = (1.0, 1.0, 1.0)
+        # Device memory checks (docs/cuda-kernels.md §11): free_memory() -> bytes
+        # free on the GPU (None: no check), the histogram cells of a (candidate,
+        # slot) as (n_eras, max_width), the context's budget, the depth in the pack.
+        self.free_memory = None
+        self.histogram_shape = (0, 0)
+        self.histogram_budget_bytes = 1 << 30
+        self._depth = 0
+        self._histogram_held = 0
 
     @classmethod
     def on_gpu(cls, data, pack_size: int, device: int = 0, timings: list | None = None,
                histogram_budget_bytes: int = 1 << 30):
         """The backend on GPU ``device``; ``histogram_budget_bytes`` caps a depth's
         device histograms (candidate features are taken in chunks under it)."""
-        from packboost._cuda import CudaContext
+        from packboost._cuda import CudaContext, device_memory
 
+        free, _ = device_memory(device)
+        _memory.check_device_context(_memory.device_context_bytes(
+            n_rows=data.X_binned.shape[1], n_features=data.X_binned.shape[0],
+            bytes_per_bin=data.X_binned.itemsize, pack_size=pack_size, n_eras=data.n_eras),
+            free, pack_size=pack_size, n_rows=data.X_binned.shape[1])
         kernels = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras,
                               pack_size, device, histogram_budget_bytes)
         if timings is not None:
             kernels.set_timing(True)
-        return cls(kernels, timings)
+        backend = cls(kernels, timings)
+        backend.free_memory = lambda: device_memory(device)[0]
+        backend.histogram_shape = (data.n_eras, int(np.max(data.n_bins, initial=0)) + 1)
+        backend.histogram_budget_bytes = histogram_budget_bytes
+        return backend
 
     def close(self) -> None:
         self.kernels.close()
@@ -58,6 +75,7 @@ class CudaBackend:
                                1.0 / scale_g2)
         if self.timings is not None:
             self.timings.append([])
+        self._depth = 0
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         fixed_g, fixed_h, count, fixed_g2 = self.kernels.slot_sums(n_slots)
@@ -71,10 +89,30 @@ class CudaBackend:
         if constraints is not None:
             raise _constraints.unsupported("device='cuda'")
         # keep_for_children: the GPU kernels do not subtract histograms (yet); a hint only.
+        self.check_histogram_memory(slot_tree, slot_open, tree_uses_feature)
         best = self.kernels.find_splits(np.ascontiguousarray(slot_tree, dtype=np.int32),
                                         slot_open, features, tree_uses_feature, slot_variance,
                                         split_params)
         return BestSplits(**best)
+
+    def check_histogram_memory(self, slot_tree, slot_open, tree_uses_feature) -> None:
+        """MemoryError before the kernels allocate a depth's histogram buffer
+        that cannot fit (docs/cuda-kernels.md §11)."""
+        n_eras, max_width = self.histogram_shape
+        if self.free_memory is None or n_eras == 0:
+            return
+        needed, trees, slots = _memory.histogram_floor(
+            slot_tree, slot_open, tree_uses_feature,
+            n_eras * max_width * _memory.DEVICE_CELL_BYTES)
+        # The buffer is kept between depths: only a larger one allocates.
+        if needed <= max(self._histogram_held, self.histogram_budget_bytes):
+            return
+        _memory.check_device_histogram(
+            depth=self._depth, needed_bytes=needed, trees=trees, slots=slots,
+            free_bytes=self.free_memory(),
+            held_bytes=max(self._histogram_held, self.histogram_budget_bytes), n_eras=n_eras,
+            max_width=max_width, pack_size=np.shape(tree_uses_feature)[1])
+        self._histogram_held = needed
 
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node, *, split_children=True) -> None:
@@ -87,6 +125,7 @@ class CudaBackend:
                                 np.ascontiguousarray(slot_node, dtype=np.int32))
         if self.timings is not None:
             self.timings[-1].append(self.kernels.read_timers(reset=True))
+        self._depth += 1
 
     def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
         self.kernels.add_leaf_values(
