@@ -413,3 +413,30 @@ def test_standalone_predictor_is_bit_identical(fitted, kind):
                                   (0, model.ensemble_.n_outputs))
     if kind == "classes":
         np.testing.assert_array_equal(predictor.predict_proba(X), model.predict_proba(X))
+
+
+@pytest.mark.parametrize("params", [
+    dict(era_subsample=0.75, tree_feature_fraction=0.5),                  # whole eras drawn
+    dict(era_subsample=1.0, row_subsample=0.7, tree_feature_fraction=0.5),  # rows drawn
+    dict(era_subsample=1.0, tree_feature_fraction=1.0, pack_size=2),      # trees alike
+    dict(era_subsample=0.75, tree_feature_fraction=0.5, era_gain="newton"),  # era-major only
+])
+def test_k_targets_equal_single_fits_where_every_cpu_path_runs(params):
+    """At a size where the CPU backend takes its feature pairs and shared
+    root eras (many rows per era and slot, Numerai's 5 codes) and, below the
+    roots, the node-ordered route (realized gains) or the era-major pass with
+    histogram subtraction (newton gains), on two threads: each target's
+    trees are still its single fit's."""
+    data = make_numerai_like(n_rows=12_000, n_features=16, n_eras=12, random_state=4)
+    rng = np.random.default_rng(4)
+    Y = np.column_stack([data.y, data.y + rng.normal(0, np.std(data.y), len(data.y)),
+                         rng.normal(0, 1, len(data.y))])
+    settings = dict(dict(n_estimators=3, max_depth=5, pack_size=4, random_state=3, n_jobs=2,
+                         lambda_dro=0.0), **params)
+    joint = PackBoostRegressor(**settings).fit(data.X, Y, era=data.era)
+    for target in range(Y.shape[1]):
+        alone = PackBoostRegressor(**settings).fit(data.X, Y[:, target], era=data.era)
+        own = joint.ensemble_.output_ensemble(target)
+        for name, values in alone.ensemble_.nodes.items():
+            np.testing.assert_array_equal(own.nodes[name], values, err_msg=name)
+        assert own.nodes["feature"].max() >= 0      # the trees split
