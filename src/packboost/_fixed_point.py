@@ -103,6 +103,16 @@ class OutputsFixedPoint:
     def hessian_is_constant(self) -> bool:
         return self.outputs[0].hessian_is_constant
 
+    @cached_property
+    def gradients(self) -> np.ndarray:
+        """(n_outputs * n_rows,) the outputs' rounded gradients, output-major
+        (the float sums' input, _partition.slot_sums(tree_output=...))."""
+        return np.concatenate([item.gradients for item in self.outputs])
+
+    @cached_property
+    def hessians(self) -> np.ndarray:
+        return np.concatenate([item.hessians for item in self.outputs])
+
 
 def count_bits_for(era_offsets: np.ndarray) -> int:
     """Low bits of a packed cell that hold its row count: enough for the

@@ -199,20 +199,14 @@ class CpuBackend:
         return np.ascontiguousarray(self.node_of_row[:, trees[0]:trees[-1] + 1])
 
     def _output_sums(self, n_slots: int) -> SlotSums:
-        """slot_sums of a pack of several outputs: each output's slots summed
-        over its own gradients, from its trees' columns of the table (slot
-        ids are the pack's), so every slot's sums are those of its output's
-        pack alone, bit for bit. A slot gets zeros from the other outputs'
-        tables (none of their trees has a row in it), and adding an exact
-        zero leaves a float sum as it is."""
-        fixed, total = self.fixed, None
-        for output, item in enumerate(fixed.outputs):
-            sums = _partition.slot_sums(item.gradients, item.hessians,
-                                        self._output_table(output), n_slots, self.n_threads,
-                                        scattered_samples=self._scattered_samples)
-            total = sums if total is None else [a + b for a, b in zip(total, sums,
-                                                                      strict=True)]
-        return SlotSums(*total)
+        """slot_sums of a pack of several outputs: each tree adds its
+        output's gradients, so every slot's sums are those of its output's
+        pack alone, bit for bit (the routing sums one gradient per row)."""
+        fixed = self.fixed
+        return SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
+                                              self.node_of_row, n_slots, self.n_threads,
+                                              scattered_samples=self._scattered_samples,
+                                              tree_output=fixed.tree_output))
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
