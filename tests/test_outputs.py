@@ -424,10 +424,9 @@ def test_standalone_predictor_is_bit_identical(fitted, kind):
 def test_k_targets_equal_single_fits_where_every_cpu_path_runs(params):
     """At a size where the CPU backend takes its feature pairs and shared
     root eras (many rows per era and slot, Numerai's 5 codes) and, below the
-    roots, the era-major pass with histogram subtraction (the joint fit's
-    one pass for the targets, and the single fits with newton gains) or the
-    node-ordered route (the single fits with realized gains), on two
-    threads: each target's trees are still its single fit's."""
+    roots, the node-ordered route (realized gains) or the era-major pass with
+    histogram subtraction (newton gains), on two threads, the targets' packs
+    grown as one: each target's trees are still its single fit's."""
     data = make_numerai_like(n_rows=12_000, n_features=16, n_eras=12, random_state=4)
     rng = np.random.default_rng(4)
     Y = np.column_stack([data.y, data.y + rng.normal(0, np.std(data.y), len(data.y)),

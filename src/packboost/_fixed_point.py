@@ -103,6 +103,15 @@ class OutputsFixedPoint:
     def hessian_is_constant(self) -> bool:
         return self.outputs[0].hessian_is_constant
 
+    @property
+    def count_bits(self) -> int:
+        return self.outputs[0].count_bits
+
+    @property
+    def largest_gradient_units(self) -> int:
+        """The largest of the outputs' (the node-ordered route's chunks)."""
+        return max(item.largest_gradient_units for item in self.outputs)
+
     @cached_property
     def gradients(self) -> np.ndarray:
         """(n_outputs * n_rows,) the outputs' rounded gradients, output-major

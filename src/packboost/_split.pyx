@@ -1793,7 +1793,7 @@ cdef double score_slot_by_node(
     highest bound first (lowest position on ties) until the next bound is
     below the best score found; each scored tile's per-era cells are summed
     from the slot's rows. Returns the slot's best score (-inf: none)."""
-    cdef const fixed_point_rows* rows = work.rows
+    cdef const fixed_point_rows* rows = rows_of_tree(work.rows, work.slot_tree[slot])
     cdef Py_ssize_t position, best_position, bin_idx, width, entry, words = rows.words
     cdef Py_ssize_t pw = work.pooled_words, era, last_era = -1
     cdef const int64_t* pooled = work.pooled + slot * work.slot_cells * pw
@@ -1942,7 +1942,11 @@ def find_best_splits_by_node(
     cdef const double[::1] slot_noise = slot_noise_of(slot_gradient_variance, n_slots)
     check_constraint_shapes(n_slots, n_candidates, slot_bounds, feature_monotone,
                             slot_allows_feature)
-    cdef fixed_point_rows rows = view_fixed_point(fixed, n_rows)
+    # One view per output: a slot's rows are summed and scored with its
+    # tree's output's (rows_of_tree).
+    cdef fixed_point_rows output_rows[MAX_PACK_SIZE]
+    view_outputs(fixed, n_rows, pack_size, &output_rows[0])
+    cdef fixed_point_rows* rows = &output_rows[0]
     cdef Py_ssize_t pw = 2 if rows.words == 1 else 3
 
     feature_array = np.asarray(features, dtype=np.intp)
@@ -2073,7 +2077,8 @@ def find_best_splits_by_node(
                   else partial_pointer + item_partial_view[item] * slot_size)
         for cell_index in range(slot_size):
             target[cell_index] = 0
-        pool_rows(&X_rows[0, 0], n_candidates, &rows, &slot_row_view[low], high - low,
+        pool_rows(&X_rows[0, 0], n_candidates, rows_of_tree(rows, tree_of_slot),
+                  &slot_row_view[low], high - low,
                   &column_view[0, tree_of_slot, 0], &tree_cell_view[0, tree_of_slot, 0],
                   &column_bin_view[0], tree_count_view[0, tree_of_slot],
                   chunk_rows, &chunk_view[threadid(), 0], target)
@@ -2103,7 +2108,8 @@ def find_best_splits_by_node(
                                          + column_bin_view[column_view[1, tree_of_slot, j]]
                                          + 1) * pw):
                     target[cell_index] = 0
-            pool_rows(&X_rows[0, 0], n_candidates, &rows, &slot_row_view[start_view[slot]],
+            pool_rows(&X_rows[0, 0], n_candidates, rows_of_tree(rows, tree_of_slot),
+                      &slot_row_view[start_view[slot]],
                       start_view[slot + 1] - start_view[slot], &column_view[1, tree_of_slot, 0],
                       &tree_cell_view[1, tree_of_slot, 0], &column_bin_view[0],
                       tree_count_view[1, tree_of_slot], chunk_rows, &chunk_view[threadid(), 0],
@@ -2114,7 +2120,7 @@ def find_best_splits_by_node(
     work.n_rows = n_rows
     work.era_of_row = &era_of_row[0]
     work.n_eras = n_eras
-    work.rows = &rows
+    work.rows = rows
     work.params = &c_params
     work.slot_rows = &slot_row_view[0]
     work.slot_start = &start_view[0]

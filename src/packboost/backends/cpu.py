@@ -282,7 +282,6 @@ class CpuBackend:
         its budget (NODE_ROUTE_MAX_COPY_BYTES)."""
         kept, data = self._kept, self.data
         if (kept is None or self._slot_parent is None or self._counts is None
-                or getattr(self.fixed, "outputs", None) is not None
                 or data.X_binned.dtype != np.uint8
                 or split_params.get("era_gain") != "realized"
                 or split_params.get("era_weighting") != "equal"
