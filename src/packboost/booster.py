@@ -244,10 +244,12 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     :class:`~packboost.objectives.Softmax`) makes a model of that many
     outputs: each round computes every output's gradients from the scores
     before the round, draws once, and grows one pack per output with those
-    draws on the same backend (the binned data and its buffers are shared);
-    each output has its own gradient rescaling. Output ``j``'s trees are
-    therefore those of a one-output fit of its gradients with the same seed
-    (docs/packs.md §10).
+    draws on the same backend (the binned data and its buffers are shared):
+    where it can, all of them as one pack, one pass over the rows per depth
+    for every output (:func:`packboost.grower.grow_output_packs`), else one
+    after the other; each output has its own gradient rescaling. Output
+    ``j``'s trees are therefore those of a one-output fit of its gradients
+    with the same seed (docs/packs.md §10).
 
     ``backend`` (:func:`packboost.backends.open_backend`) runs the passes
     over the rows; the round's draws are made here whatever the backend, so
