@@ -7,7 +7,7 @@ from packboost import _constraints, _predict
 from packboost._fixed_point import to_fixed_point
 from packboost.backends.cpu import CpuBackend
 from packboost.booster import draw_round, grower_params
-from packboost.grower import grow_pack
+from packboost.grower import grow_output_packs, grow_pack
 
 from conftest import make_binned_problem
 from oracles import reference as _reference
@@ -688,3 +688,71 @@ def test_node_sums_come_from_the_rows_when_the_splits_are_not_the_ones_found(cha
                           children.gradients_squared), again, strict=True):
         np.testing.assert_array_equal(got, want)
     assert np.sum(children.count) == np.sum(sums.count)
+
+
+# -- several outputs in one pack (grow_output_packs, docs/packs.md §10) --------------
+
+
+def _outputs_problem(case, seed, n_outputs, weighted=True):
+    """The case's data with ``n_outputs`` gradient columns of different
+    scales, hessians constant in every output or in none."""
+    data, g, h = make_binned_problem(seed, **dict(CASES[case], weighted=weighted))
+    if data.X_binned.max() > 255:
+        data.X_binned = data.X_binned.astype(np.uint16)
+    rng = np.random.default_rng(seed + 1)
+    gradients = np.stack([g * (1.0 + 3 * output) + rng.normal(0, output, len(g))
+                          for output in range(n_outputs)])
+    hessians = np.stack([h if output == 0 or not weighted
+                         else rng.uniform(0.2, 2.0, len(h)) for output in range(n_outputs)])
+    return data, gradients, hessians
+
+
+@pytest.mark.parametrize("overrides", [{}, PARAMS["newton"], PARAMS["no-sampling"],
+                                       dict(row_subsample=1.0, pack_size=4),
+                                       dict(era_subsample=1.0, pack_size=1)])
+@pytest.mark.parametrize("case", ["many-eras", "few-rows-absent-eras", "one-row", "one-era",
+                                  "equal-hessians-paired-and-single", "all-paired"])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_output_packs_are_the_packs_grown_one_by_one(case, overrides, n_threads):
+    """One pack of k x pack_size trees, each summing its output's gradients,
+    gives every output the pack grown alone, bit for bit, and the same
+    update of its raw scores; the backend then grows a one-output pack again."""
+    weighted = not case.startswith("equal-hessians")
+    data, gradients, hessians = _outputs_problem(case, 3, 3, weighted)
+    params = {**BASE, **overrides}
+    draws = draw_round(np.random.default_rng(5), data, params)
+    settings = grower_params(params)
+    backend = CpuBackend(data, params["pack_size"], n_threads)
+    packs = grow_output_packs(backend, data, gradients, hessians, draws.tree_samples,
+                              draws.layer_features, draws.tree_feature_masks, settings,
+                              n_threads)
+    assert packs is not None and len(packs) == 3
+    scores = np.zeros((3, data.n_rows))
+    for output, pack in enumerate(packs):
+        backend.add_output_pack(pack, scores[output], output)
+    for output, pack in enumerate(packs):
+        alone, alone_backend = grow_on_cpu(data, gradients[output], hessians[output], draws,
+                                           settings, n_threads, keep_backend=True)
+        for name, values in alone.nodes.items():
+            np.testing.assert_array_equal(pack.nodes[name], values, err_msg=name)
+        np.testing.assert_array_equal(pack.tree_offsets, alone.tree_offsets)
+        alone_scores = np.zeros(data.n_rows)
+        alone_backend.add_pack(alone, alone_scores)
+        np.testing.assert_array_equal(scores[output], alone_scores)
+    # The same backend, one output again (its tables narrowed back).
+    again = grow_pack(backend, data, gradients[1], hessians[1], draws.tree_samples,
+                      draws.layer_features, draws.tree_feature_masks, settings, n_threads)
+    np.testing.assert_array_equal(again.nodes["feature"], packs[1].nodes["feature"])
+
+
+def test_output_packs_need_one_cell_format():
+    """Outputs whose rounded hessians differ in kind (constant in one, not in
+    another) cannot share the cells of one pass: nothing is grown."""
+    data, gradients, hessians = _outputs_problem("many-eras", 3, 2)
+    hessians[1] = 1.0
+    params = dict(BASE)
+    draws = draw_round(np.random.default_rng(5), data, params)
+    backend = CpuBackend(data, params["pack_size"], 1)
+    assert grow_output_packs(backend, data, gradients, hessians, draws.tree_samples,
+                             draws.layer_features, draws.tree_feature_masks,
+                             grower_params(params), 1) is None

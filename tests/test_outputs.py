@@ -458,3 +458,69 @@ def test_forged_target_names_are_refused(fitted, kind, names, tmp_path):
     write_model_file(path, metadata, arrays)
     with pytest.raises(ModelFileError, match="target_names"):
         load_model(path)
+
+
+@pytest.mark.parametrize("params", [
+    dict(era_subsample=0.75, tree_feature_fraction=0.5),                  # whole eras drawn
+    dict(era_subsample=1.0, row_subsample=0.7, tree_feature_fraction=0.5),  # rows drawn
+    dict(era_subsample=1.0, tree_feature_fraction=1.0, pack_size=2),      # trees alike
+    dict(era_subsample=0.75, tree_feature_fraction=0.5, era_gain="newton"),  # era-major only
+])
+def test_k_targets_equal_single_fits_where_every_cpu_path_runs(params):
+    """At a size where the CPU backend takes its feature pairs and shared
+    root eras (many rows per era and slot, Numerai's 5 codes) and, below the
+    roots, the node-ordered route (realized gains) or the era-major pass with
+    histogram subtraction (newton gains), on two threads, the targets' packs
+    grown as one: each target's trees are still its single fit's."""
+    data = make_numerai_like(n_rows=12_000, n_features=16, n_eras=12, random_state=4)
+    rng = np.random.default_rng(4)
+    Y = np.column_stack([data.y, data.y + rng.normal(0, np.std(data.y), len(data.y)),
+                         rng.normal(0, 1, len(data.y))])
+    settings = dict(dict(n_estimators=3, max_depth=5, pack_size=4, random_state=3, n_jobs=2,
+                         lambda_dro=0.0), **params)
+    joint = PackBoostRegressor(**settings).fit(data.X, Y, era=data.era)
+    for target in range(Y.shape[1]):
+        alone = PackBoostRegressor(**settings).fit(data.X, Y[:, target], era=data.era)
+        own = joint.ensemble_.output_ensemble(target)
+        for name, values in alone.ensemble_.nodes.items():
+            np.testing.assert_array_equal(own.nodes[name], values, err_msg=name)
+        assert own.nodes["feature"].max() >= 0      # the trees split
+
+
+@pytest.mark.parametrize("kind", ["targets in two passes", "classes"])
+def test_one_pass_for_the_outputs_grows_what_one_pack_at_a_time_grows(numerai, blobs, kind,
+                                                                      monkeypatch):
+    """A round's packs grown as one pack (docs/packs.md §10) are the packs
+    grown one after the other, bit for bit: several targets whose trees
+    exceed one pass (3 x 24 > 64 trees: two outputs, then one) and the
+    classes of a softmax (gradients coupled through the scores)."""
+    from packboost import booster
+    from packboost.backends.cpu import CpuBackend
+
+    if kind == "classes":
+        X, y, era = blobs
+        make = lambda: PackBoostClassifier(**dict(PARAMS, n_jobs=2))  # noqa: E731
+    else:
+        X, y, era = numerai
+        make = lambda: PackBoostRegressor(**dict(PARAMS, pack_size=24, n_jobs=2))  # noqa: E731
+    passes = []
+    grow = booster.grow_output_packs
+
+    def counted(backend, data, gradients, *args):
+        passes.append(len(gradients))
+        return grow(backend, data, gradients, *args)
+
+    monkeypatch.setattr(booster, "grow_output_packs", counted)
+    one_pass = make().fit(X, y, era=era)
+    # Per round: the three classes in one pass; two targets in one, the third alone.
+    assert passes == [3 if kind == "classes" else 2] * PARAMS["n_estimators"]
+    monkeypatch.setattr(CpuBackend, "grows_outputs_in_one_pass", False)
+    passes.clear()
+    one_by_one = make().fit(X, y, era=era)
+    assert passes == []
+    for name, values in one_by_one.ensemble_.nodes.items():
+        np.testing.assert_array_equal(one_pass.ensemble_.nodes[name], values, err_msg=name)
+    np.testing.assert_array_equal(one_pass.predict_proba(X) if kind == "classes"
+                                  else one_pass.predict(X),
+                                  one_by_one.predict_proba(X) if kind == "classes"
+                                  else one_by_one.predict(X))

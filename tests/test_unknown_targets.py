@@ -142,3 +142,32 @@ def test_a_callable_objective_gets_the_nan_and_its_values_there_are_not_used(num
         known = ~np.isnan(Y[:, target])
         alone = PackBoostRegressor(**params).fit(X[known], Y[known, target], era=era[known])
         _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_awkward_eras_one_row_and_no_known_row_for_a_target(weighted):
+    """Eras of one row, and eras where a target has no known row (absent for
+    it alone): each target is still the fit on its known rows, bit for bit."""
+    data = make_numerai_like(n_rows=600, n_features=6, n_eras=6, random_state=5)
+    rng = np.random.default_rng(5)
+    X = np.asarray(data.X)
+    era = np.asarray(data.era).astype(np.int64)
+    y = np.asarray(data.y, dtype=np.float64)
+    # Three one-row eras after the others (rows stay era-sorted).
+    X = np.vstack([X, X[[3, 100, 400]]])
+    era = np.concatenate([era, [10, 11, 12]])
+    y = np.concatenate([y, [0.25, 0.75, 0.5]])
+    Y = np.column_stack([y, y + rng.normal(0, 0.1, len(y)), 1.0 - y])
+    Y[era == 11, 0] = np.nan                  # a one-row era unknown for target 0
+    Y[era == 2, 1] = np.nan                   # a whole era unknown for target 1
+    Y[(era == 4) & (rng.random(len(y)) < 0.5), 2] = np.nan
+    Y[era == 10, 2] = np.nan
+    weight = rng.uniform(0.5, 2.0, len(y)) if weighted else None
+    params = dict(NO_SAMPLING, max_depth=3, n_jobs=2)
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
+    for target in range(Y.shape[1]):
+        known = ~np.isnan(Y[:, target])
+        alone = PackBoostRegressor(**params).fit(
+            X[known], Y[known, target], era=era[known],
+            sample_weight=None if weight is None else weight[known])
+        _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)

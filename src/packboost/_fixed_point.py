@@ -77,6 +77,52 @@ class FixedPointGradients:
         return int(np.max(np.abs(self.packed >> self.count_bits), initial=1))
 
 
+@dataclass(frozen=True)
+class OutputsFixedPoint:
+    """Several outputs' gradients for one pack holding the trees of all of
+    them (docs/packs.md §10, one pass for k outputs): tree ``t`` sums
+    ``outputs[tree_output[t]]``. Each output keeps its own grid (scales), so
+    its cells hold the integers of a one-output pack; the histogram cells of
+    all outputs share one format (``same_format``)."""
+
+    outputs: list               # FixedPointGradients, one per output
+    tree_output: np.ndarray     # (n_trees,) int32
+
+    row_chunks = None           # equal chunks for every output's float sums
+
+    @staticmethod
+    def same_format(outputs: list) -> bool:
+        """Can these outputs share one pass: cells of one layout (constant
+        hessian or not, the same count bits) and the equal float chunks."""
+        first = outputs[0]
+        return all(item.hessian_is_constant == first.hessian_is_constant
+                   and item.count_bits == first.count_bits and item.row_chunks is None
+                   for item in outputs)
+
+    @property
+    def hessian_is_constant(self) -> bool:
+        return self.outputs[0].hessian_is_constant
+
+    @property
+    def count_bits(self) -> int:
+        return self.outputs[0].count_bits
+
+    @property
+    def largest_gradient_units(self) -> int:
+        """The largest of the outputs' (the node-ordered route's chunks)."""
+        return max(item.largest_gradient_units for item in self.outputs)
+
+    @cached_property
+    def gradients(self) -> np.ndarray:
+        """(n_outputs * n_rows,) the outputs' rounded gradients, output-major
+        (the float sums' input, _partition.slot_sums(tree_output=...))."""
+        return np.concatenate([item.gradients for item in self.outputs])
+
+    @cached_property
+    def hessians(self) -> np.ndarray:
+        return np.concatenate([item.hessians for item in self.outputs])
+
+
 def count_bits_for(era_offsets: np.ndarray) -> int:
     """Low bits of a packed cell that hold its row count: enough for the
     largest era (a cell never holds rows of two eras)."""

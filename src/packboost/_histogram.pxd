@@ -60,6 +60,19 @@ cdef struct fixed_point_rows:
     double inverse_gradient_scale      # 1 / scale (powers of two: exact)
     double inverse_hessian_scale
     double constant_hessian            # used when words == 1
+    # Several outputs grown as one pack (docs/packs.md §10): NULL for one
+    # output; else (pack_size,) each tree's output, and this struct is the
+    # first of one per output (same words and count_bits, each its own rows
+    # and scales): tree t reads rows_of_tree(rows, t).
+    const int32_t* tree_output
+
+
+cdef inline const fixed_point_rows* rows_of_tree(const fixed_point_rows* rows,
+                                                 Py_ssize_t tree) noexcept nogil:
+    """The gradients tree ``tree`` of the pack sums: its output's."""
+    if rows.tree_output == NULL:
+        return rows
+    return rows + rows.tree_output[tree]
 
 
 cdef inline const uint8_t* era_tree_flags(const uint8_t[:, ::1] flags, Py_ssize_t n_eras,
@@ -93,7 +106,39 @@ cdef inline fixed_point_rows view_fixed_point(fixed, Py_ssize_t n_rows) except *
     rows.inverse_gradient_scale = 1.0 / fixed.gradient_scale
     rows.inverse_hessian_scale = 1.0 / fixed.hessian_scale
     rows.constant_hessian = fixed.constant_hessian
+    rows.tree_output = NULL
     return rows
+
+
+cdef inline Py_ssize_t view_outputs(fixed, Py_ssize_t n_rows, Py_ssize_t pack_size,
+                                    fixed_point_rows* views) except -1:
+    """The kernels' view of ``fixed`` -- one output's FixedPointGradients, or
+    several outputs' (_fixed_point.OutputsFixedPoint: ``outputs`` and
+    ``tree_output``) -- into ``views`` (room for ``pack_size`` structs: a
+    pack has at most one output per tree); returns the number of outputs.
+    The views borrow ``fixed``'s arrays: keep it alive while in use."""
+    outputs = getattr(fixed, "outputs", None)
+    if outputs is None:
+        views[0] = view_fixed_point(fixed, n_rows)
+        return 1
+    cdef const int32_t[::1] tree_output = fixed.tree_output
+    cdef Py_ssize_t n_outputs = len(outputs), output
+    if tree_output.shape[0] != pack_size:
+        raise ValueError(f"tree_output must have {pack_size} entries, got "
+                         f"{tree_output.shape[0]}")
+    if n_outputs < 1 or n_outputs > pack_size:
+        raise ValueError(f"expected 1 to {pack_size} outputs, got {n_outputs}")
+    for output in range(n_outputs):
+        views[output] = view_fixed_point(outputs[output], n_rows)
+        views[output].tree_output = &tree_output[0]
+        if (views[output].words != views[0].words
+                or views[output].count_bits != views[0].count_bits):
+            raise ValueError("the outputs' fixed-point gradients must share their cell "
+                             "format (constant hessian or not, count bits)")
+    for output in range(pack_size):
+        if not 0 <= tree_output[output] < n_outputs:
+            raise ValueError(f"tree_output holds {tree_output[output]}, not an output")
+    return n_outputs
 
 
 cdef inline Py_ssize_t block_cell_offsets(
@@ -794,6 +839,7 @@ cdef inline void build_pack_histograms(
     cdef Py_ssize_t tree_first_slot[MAX_PACK_SIZE]
     cdef Py_ssize_t tree_last_slot[MAX_PACK_SIZE]
     cdef bint consecutive, pairs_free, singles_free
+    cdef const fixed_point_rows* tree_rows
     if n_block == 0:
         return
     # Each tree's first and last slot of the group (slots are grouped by
@@ -841,22 +887,24 @@ cdef inline void build_pack_histograms(
         source_tree = -1
         if share_equal_rows:
             source_tree = shared_source(active_rows, era_offsets[era], era_offsets[era + 1],
-                                        node_of_row, slot_start, n_group, slot_kind, sharing)
+                                        node_of_row, slot_start, n_group, slot_kind,
+                                        rows.tree_output, sharing)
         for tree in range(pack_size):
-            if source_tree >= 0 and sharing[tree] and tree != source_tree:
-                continue  # the source's cells, copied below
+            if source_tree >= 0 and sharing[tree] and tree != sharing[tree] - 1:
+                continue  # its source's cells, copied below
             if tree_last_slot[tree] < tree_first_slot[tree]:
                 continue  # no slot of this tree in the group
             if era_tree_rows != NULL and not era_tree_rows[era * pack_size + tree]:
                 continue  # an era the tree did not draw: none of its rows is in a slot
+            tree_rows = rows_of_tree(rows, tree)
             n_used = 0
             n_extra = 0
             n_single = 0
             for block in range(n_block):
                 uses = tree_uses_feature[block * pack_size + tree]
-                if tree == source_tree:
+                if source_tree >= 0 and sharing[tree] == tree + 1:
                     for other in range(pack_size):
-                        uses = uses or (sharing[other]
+                        uses = uses or (sharing[other] == tree + 1
                                         and tree_uses_feature[block * pack_size + other])
                 if uses:
                     column[n_used] = &X_binned[block_features[block], 0]
@@ -951,19 +999,20 @@ cdef inline void build_pack_histograms(
                                  <uint32_t>(max_slot - min_slot + 1), pair_cells,
                                  pair_cells + (max_slot - min_slot + 1) * pair_run_cells,
                                  <const uint8_t**>pair_first, <const uint8_t**>pair_second,
-                                 n_pairs, rows.packed, rows.hessian_fixed, scattered_samples)
+                                 n_pairs, tree_rows.packed, tree_rows.hessian_fixed,
+                                 scattered_samples)
                 if n_single > 0:
                     add_era_singles(X_binned, node_of_row, tree, active_rows[era_offsets[era]],
                                     era_offsets[era + 1] - era_offsets[era], slot_start,
                                     tree_first_slot[tree], tree_last_slot[tree], era_cells,
                                     run_cells, pair_scratch, single_column, single_offset,
-                                    n_single, rows, scattered_samples)
+                                    n_single, tree_rows, scattered_samples)
                 chunk_start = era_offsets[era + 1]
             elif n_pairs == 0 and singles_free:
                 add_era_singles(X_binned, node_of_row, tree, active_rows[era_offsets[era]],
                                 era_offsets[era + 1] - era_offsets[era], slot_start,
                                 tree_first_slot[tree], tree_last_slot[tree], era_cells,
-                                run_cells, pair_scratch, column, offset, n_used, rows,
+                                run_cells, pair_scratch, column, offset, n_used, tree_rows,
                                 scattered_samples)
                 chunk_start = era_offsets[era + 1]
             while chunk_start < era_offsets[era + 1]:
@@ -992,14 +1041,14 @@ cdef inline void build_pack_histograms(
                 if n_pairs > 0:
                     pb_add_row_pairs(pair_run, listed_row, n_listed,
                                      <const uint8_t**>pair_first, <const uint8_t**>pair_second,
-                                     n_pairs, rows.packed, rows.hessian_fixed)
+                                     n_pairs, tree_rows.packed, tree_rows.hessian_fixed)
                     if n_single > 0:
                         add_rows(listed_run, listed_row, n_listed, single_column,
-                                 single_offset, n_single, rows)
+                                 single_offset, n_single, tree_rows)
                 else:
-                    add_rows(listed_run, listed_row, n_listed, column, offset, n_used, rows)
+                    add_rows(listed_run, listed_row, n_listed, column, offset, n_used, tree_rows)
                 add_rows(extra_run, extra_row, n_extra_listed, extra_column, extra_offset,
-                         n_extra, rows)
+                         n_extra, tree_rows)
                 chunk_start = chunk_end
             if n_pairs > 0:
                 for pair_slot in range(min_slot, max_slot + 1):
@@ -1011,10 +1060,10 @@ cdef inline void build_pack_histograms(
         if source_tree >= 0:
             first_row = active_rows[era_offsets[era]]
             for tree in range(pack_size):
-                if sharing[tree] and tree != source_tree:
+                if sharing[tree] and tree != sharing[tree] - 1:
                     memcpy(era_cells + (node_of_row[first_row, tree] - slot_start) * run_cells
                            + first_cell,
-                           era_cells + (node_of_row[first_row, source_tree] - slot_start)
+                           era_cells + (node_of_row[first_row, sharing[tree] - 1] - slot_start)
                            * run_cells + first_cell,
                            (end_cell - first_cell) * sizeof(int64_t))
 
@@ -1027,26 +1076,42 @@ cdef inline Py_ssize_t shared_source(
         Py_ssize_t slot_start,
         Py_ssize_t n_group,
         const uint8_t* slot_kind,
-        uint8_t* sharing,                       # OUT (pack_size,) trees whose slot is built
-                                                #     here and holds every row of the era
+        const int32_t* tree_output,             # IN  (pack_size,) each tree's output, or NULL
+        uint8_t* sharing,                       # OUT (pack_size,) 1 + the source tree of each
+                                                #     tree whose slot is built here and holds
+                                                #     every row of the era; 0: none
 ) noexcept nogil:
     """For build_pack_histograms' ``share_equal_rows``: if every active row
-    of the era has the first row's codes in every tree and at least two
-    trees' slots are built in this group, mark those trees in ``sharing`` and
-    return the first (the source); otherwise -1."""
-    cdef Py_ssize_t pack_size = node_of_row.shape[1], tree, position, n_sharing = 0
+    of the era has the first row's codes in every tree, the trees whose
+    slots are built in this group share their cells with the first such
+    tree of their output (the source; trees of different outputs sum
+    different gradients), where at least two do: ``sharing`` says which,
+    and the first source is returned; otherwise -1."""
+    cdef Py_ssize_t pack_size = node_of_row.shape[1], tree, position, output
     cdef Py_ssize_t source = -1
     cdef const node_index_t* first = &node_of_row[active_rows[start], 0]
     cdef size_t slot
+    cdef Py_ssize_t output_source[MAX_PACK_SIZE]
+    cdef uint8_t members[MAX_PACK_SIZE]
+    for tree in range(pack_size):
+        output_source[tree] = -1
+        members[tree] = 0
     for tree in range(pack_size):
         slot = <size_t>(first[tree] - slot_start)
-        sharing[tree] = slot < <size_t>n_group and (
-            slot_kind == NULL or slot_kind[slot + slot_start] == SLOT_BUILD)
-        if sharing[tree]:
-            n_sharing += 1
-            if source < 0:
-                source = tree
-    if n_sharing < 2:
+        sharing[tree] = 0
+        if slot < <size_t>n_group and (
+                slot_kind == NULL or slot_kind[slot + slot_start] == SLOT_BUILD):
+            output = tree_output[tree] if tree_output != NULL else 0
+            if output_source[output] < 0:
+                output_source[output] = tree
+            sharing[tree] = <uint8_t>(output_source[output] + 1)
+            members[output_source[output]] += 1
+    for tree in range(pack_size):
+        if sharing[tree] and members[sharing[tree] - 1] < 2:
+            sharing[tree] = 0     # alone in its output: nothing to share
+        elif sharing[tree] and source < 0:
+            source = tree
+    if source < 0:
         return -1
     for position in range(start + 1, end):
         if memcmp(&node_of_row[active_rows[position], 0], first,

@@ -889,10 +889,16 @@ def slot_sums(
         int n_threads=1,
         bint scattered_samples=False,
         chunk_bounds=None,
+        const int32_t[::1] tree_output=None,
 ):
     """Pooled gradient, squared-gradient and hessian sums and row counts of every slot.
 
     ``scattered_samples``: as route_rows takes it (the same sums).
+
+    ``tree_output`` (pack_size,): the pack holds several outputs' trees
+    (docs/packs.md §10); ``gradients`` and ``hessians`` are then
+    (n_outputs * n_rows,), output-major, and tree t sums its output's. Each
+    slot's sums are those of its output's pack alone, bit for bit.
 
     Rows are cut into SUM_CHUNKS fixed chunks summed in parallel, then the
     chunks' partial sums are added in chunk order: the result does not
@@ -905,12 +911,25 @@ def slot_sums(
     cdef double[:, :, ::1] partial_view = partial
     cdef Py_ssize_t chunk
     cdef const int64_t[::1] bounds = row_chunk_bounds(n_rows, chunk_bounds)
+    cdef const int32_t* output_pointer = NULL
+    cdef Py_ssize_t n_outputs = 1, tree
+    if tree_output is not None:
+        if tree_output.shape[0] != pack_size:
+            raise ValueError(f"tree_output must have {pack_size} entries")
+        for tree in range(pack_size):
+            n_outputs = max(n_outputs, tree_output[tree] + 1)
+            if tree_output[tree] < 0:
+                raise ValueError("tree_output holds a negative output")
+        output_pointer = &tree_output[0] if pack_size else NULL
+    if gradients.shape[0] != n_outputs * n_rows or hessians.shape[0] != n_outputs * n_rows:
+        raise ValueError(f"gradients and hessians must have {n_outputs * n_rows} entries")
     if n_rows > 0 and n_slots > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
             add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, bounds[chunk],
                               bounds[chunk + 1], &partial_view[chunk, 0, 0],
-                              <node_index_t>n_slots if scattered_samples else -1)
+                              <node_index_t>n_slots if scattered_samples else -1,
+                              output_pointer, n_rows)
     return chunk_totals(partial, n_slots)
 
 

@@ -7,7 +7,7 @@
 # slot's (g, h, count, g^2) side by side, added as two pairs
 # (add_row_to_slot), then trash rows that the rows no tree sampled add to.
 
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from packboost.tree cimport node_index_t
 from packboost._types cimport gradient_t
@@ -177,6 +177,9 @@ cdef inline void add_row_to_chunk(
         double* sums,                           # IN/OUT one chunk's (n_slots + TRASH_ROWS, 4)
         node_index_t trash_slot,                # IN  n_slots: the partial's first trash row,
                                                 #     or -1: a branch (whole eras)
+        const int32_t* tree_output=NULL,        # IN  (pack_size,) each tree's output, or NULL:
+        Py_ssize_t output_stride=0,             #     one; tree t's gradients and hessians
+                                                #     then at + tree_output[t] * output_stride
 ) noexcept nogil:
     """Add ``row`` to its slot's sums in every tree that sampled it (trees in
     order). With ``trash_slot`` (the trees sample rows one by one) the slot
@@ -185,9 +188,25 @@ cdef inline void add_row_to_chunk(
     and the branch on them was mispredicted half the time; where trees draw
     whole eras the branch is predicted, and 15% faster (RESULTS.md,
     2026-11-27 6973e8a)."""
-    cdef Py_ssize_t tree, pack_size = node_of_row.shape[1]
+    cdef Py_ssize_t tree, pack_size = node_of_row.shape[1], at
     cdef node_index_t code
-    cdef double gradient = gradients[row]
+    cdef double gradient
+    if tree_output != NULL:
+        # Several outputs' trees in one pack (docs/packs.md §10): each adds
+        # its output's values, in the same order as a pack of its own.
+        for tree in range(pack_size):
+            code = node_of_row[row, tree]
+            at = tree_output[tree] * output_stride + row
+            gradient = gradients[at]
+            if trash_slot < 0:
+                if code >= 0:
+                    add_row_to_slot(sums + 4 * code, gradient, hessians[at],
+                                    gradient * gradient)
+                continue
+            add_row_to_slot(sums + 4 * slot_or_trash(code, code, trash_slot, tree), gradient,
+                            hessians[at], gradient * gradient)
+        return
+    gradient = gradients[row]
     for tree in range(pack_size):
         code = node_of_row[row, tree]
         if trash_slot < 0:
@@ -207,7 +226,10 @@ cdef inline void add_rows_to_chunk(
         double* sums,                           # IN/OUT one chunk's (n_slots + TRASH_ROWS, 4)
         node_index_t trash_slot,                # IN  n_slots (chunk_partials' first trash
                                                 #     row) or -1 (add_row_to_chunk)
+        const int32_t* tree_output=NULL,        # IN  as add_row_to_chunk takes them
+        Py_ssize_t output_stride=0,
 ) noexcept nogil:
     cdef Py_ssize_t row
     for row in range(row_start, row_end):
-        add_row_to_chunk(gradients, hessians, node_of_row, row, sums, trash_slot)
+        add_row_to_chunk(gradients, hessians, node_of_row, row, sums, trash_slot, tree_output,
+                         output_stride)

@@ -64,7 +64,7 @@ from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index
 from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
 from packboost._tasks cimport ROWS_PER_TASK
 from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
-                                   fixed_point_rows,
+                                   fixed_point_rows, rows_of_tree, view_outputs,
                                    view_fixed_point, era_tree_flags, block_cell_offsets,
                                    tree_cell_offsets, build_pack_histograms, derive_slots,
                                    unpack_tile,
@@ -761,7 +761,7 @@ cdef struct scoring_block:
     Py_ssize_t offset_stride             # 0 (one table) or MAX_FEATURES_PER_PASS (per tree)
     const feature_index_t* features      # (n_candidates,)
     const bin_index_t* n_bins            # (n_features,)
-    const fixed_point_rows* rows
+    const fixed_point_rows* rows         # slot s reads rows_of_tree(rows, slot_tree[s])
     const pb_split_params* params
     const double* slot_noise             # (n_slots,) gradient variance per slot
     const double* slot_bounds            # (n_slots, 2) or NULL
@@ -833,8 +833,8 @@ cdef double score_block_tile(
     unpack_tile(block.cells + ((slot - block.group_start) * block.slot_stride
                                + block.member_offset[block.slot_tree[slot] * block.offset_stride
                                                      + member]) * words,
-                block.n_group * block.slot_stride, block.n_eras, width, block.rows,
-                tile, width, True)
+                block.n_group * block.slot_stride, block.n_eras, width,
+                rows_of_tree(block.rows, block.slot_tree[slot]), tile, width, True)
     best = score_tile(tile, width, block.n_eras, block.n_bins[feature], block.params,
                       block.slot_noise[slot], lower, upper, monotone, floor,
                       pool.era_ids + thread * pool.era_ids_stride,
@@ -861,7 +861,8 @@ cdef void bound_block_slot(
                      block.n_block,
                      block.member_offset + block.slot_tree[slot] * block.offset_stride,
                      block.features + block.first,
-                     block.n_bins, member_scored, block.rows, block.params,
+                     block.n_bins, member_scored,
+                     rows_of_tree(block.rows, block.slot_tree[slot]), block.params,
                      block.slot_bounds[2 * slot] if block.slot_bounds != NULL else -INFINITY,
                      block.slot_bounds[2 * slot + 1] if block.slot_bounds != NULL
                      else INFINITY,
@@ -1127,7 +1128,11 @@ def find_best_splits(
     if node_of_row.shape[1] > MAX_PACK_SIZE:
         raise ValueError(f"pack_size must be at most {MAX_PACK_SIZE}, "
                          f"got {node_of_row.shape[1]}")
-    cdef fixed_point_rows rows = view_fixed_point(fixed, node_of_row.shape[0])
+    # One view per output (tree t sums its output's gradients, rows_of_tree);
+    # rows is the first.
+    cdef fixed_point_rows output_rows[MAX_PACK_SIZE]
+    view_outputs(fixed, node_of_row.shape[0], node_of_row.shape[1], &output_rows[0])
+    cdef fixed_point_rows* rows = &output_rows[0]
     cdef Py_ssize_t words = rows.words
     cdef Py_ssize_t n_blocks
     features_per_pass, n_blocks = feature_blocks(n_candidates, features_per_pass)
@@ -1230,7 +1235,7 @@ def find_best_splits(
     block_view.member_offset = &offset_view[0]
     block_view.features = &features[0] if n_candidates else NULL
     block_view.n_bins = &n_bins[0]
-    block_view.rows = &rows
+    block_view.rows = rows
     block_view.params = &c_params
     block_view.slot_noise = &slot_noise[0] if n_slots else NULL
     block_view.slot_bounds = bounds_pointer
@@ -1312,7 +1317,7 @@ def find_best_splits(
                     part_start = (item % n_parts) * part_width
                     part_size = min(part_width, n_block - part_start)
                     build_pack_histograms(X_binned, &features[first + part_start], part_size,
-                                          n_bins, &rows, active_rows, era_offsets, era, era + 1,
+                                          n_bins, rows, active_rows, era_offsets, era, era + 1,
                                           node_of_row, &tree_uses_feature[first + part_start, 0],
                                           group_start, group_end, n_slots,
                                           &offset_view[part_start],
@@ -1783,7 +1788,7 @@ cdef double score_slot_by_node(
     highest bound first (lowest position on ties) until the next bound is
     below the best score found; each scored tile's per-era cells are summed
     from the slot's rows. Returns the slot's best score (-inf: none)."""
-    cdef const fixed_point_rows* rows = work.rows
+    cdef const fixed_point_rows* rows = rows_of_tree(work.rows, work.slot_tree[slot])
     cdef Py_ssize_t position, best_position, bin_idx, width, entry, words = rows.words
     cdef Py_ssize_t pw = work.pooled_words, era, last_era = -1
     cdef const int64_t* pooled = work.pooled + slot * work.slot_cells * pw
@@ -1932,7 +1937,11 @@ def find_best_splits_by_node(
     cdef const double[::1] slot_noise = slot_noise_of(slot_gradient_variance, n_slots)
     check_constraint_shapes(n_slots, n_candidates, slot_bounds, feature_monotone,
                             slot_allows_feature)
-    cdef fixed_point_rows rows = view_fixed_point(fixed, n_rows)
+    # One view per output: a slot's rows are summed and scored with its
+    # tree's output's (rows_of_tree).
+    cdef fixed_point_rows output_rows[MAX_PACK_SIZE]
+    view_outputs(fixed, n_rows, pack_size, &output_rows[0])
+    cdef fixed_point_rows* rows = &output_rows[0]
     cdef Py_ssize_t pw = 2 if rows.words == 1 else 3
 
     feature_array = np.asarray(features, dtype=np.intp)
@@ -2063,7 +2072,8 @@ def find_best_splits_by_node(
                   else partial_pointer + item_partial_view[item] * slot_size)
         for cell_index in range(slot_size):
             target[cell_index] = 0
-        pool_rows(&X_rows[0, 0], n_candidates, &rows, &slot_row_view[low], high - low,
+        pool_rows(&X_rows[0, 0], n_candidates, rows_of_tree(rows, tree_of_slot),
+                  &slot_row_view[low], high - low,
                   &column_view[0, tree_of_slot, 0], &tree_cell_view[0, tree_of_slot, 0],
                   &column_bin_view[0], tree_count_view[0, tree_of_slot],
                   chunk_rows, &chunk_view[threadid(), 0], target)
@@ -2093,7 +2103,8 @@ def find_best_splits_by_node(
                                          + column_bin_view[column_view[1, tree_of_slot, j]]
                                          + 1) * pw):
                     target[cell_index] = 0
-            pool_rows(&X_rows[0, 0], n_candidates, &rows, &slot_row_view[start_view[slot]],
+            pool_rows(&X_rows[0, 0], n_candidates, rows_of_tree(rows, tree_of_slot),
+                      &slot_row_view[start_view[slot]],
                       start_view[slot + 1] - start_view[slot], &column_view[1, tree_of_slot, 0],
                       &tree_cell_view[1, tree_of_slot, 0], &column_bin_view[0],
                       tree_count_view[1, tree_of_slot], chunk_rows, &chunk_view[threadid(), 0],
@@ -2104,7 +2115,7 @@ def find_best_splits_by_node(
     work.n_rows = n_rows
     work.era_of_row = &era_of_row[0]
     work.n_eras = n_eras
-    work.rows = &rows
+    work.rows = rows
     work.params = &c_params
     work.slot_rows = &slot_row_view[0]
     work.slot_start = &start_view[0]

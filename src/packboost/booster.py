@@ -26,11 +26,12 @@ from packboost._divergence import DivergenceWatch
 from packboost._eval_metrics import check_distinct_names
 from packboost._fixed_point import GradientScaling
 from packboost._leaf_refit import refit_quantile_leaves
+from packboost._parameters import MAX_PACK_SIZE
 from packboost._samples import TreeSamples
 from packboost._unknown_targets import KnownTargets
 from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
-from packboost.grower import GrowerParams, TrainingData, grow_pack
+from packboost.grower import GrowerParams, TrainingData, grow_output_packs, grow_pack
 from packboost.metrics import EraScorer, era_summary, pooled_metric
 from packboost.objectives import MultiTarget, ObjectiveError
 
@@ -243,10 +244,12 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     :class:`~packboost.objectives.Softmax`) makes a model of that many
     outputs: each round computes every output's gradients from the scores
     before the round, draws once, and grows one pack per output with those
-    draws on the same backend (the binned data and its buffers are shared);
-    each output has its own gradient rescaling. Output ``j``'s trees are
-    therefore those of a one-output fit of its gradients with the same seed
-    (docs/packs.md §10).
+    draws on the same backend (the binned data and its buffers are shared):
+    where it can, all of them as one pack, one pass over the rows per depth
+    for every output (:func:`packboost.grower.grow_output_packs`), else one
+    after the other; each output has its own gradient rescaling. Output
+    ``j``'s trees are therefore those of a one-output fit of its gradients
+    with the same seed (docs/packs.md §10).
 
     ``backend`` (:func:`packboost.backends.open_backend`) runs the passes
     over the rows; the round's draws are made here whatever the backend, so
@@ -305,6 +308,20 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                                  gradients)
     unscaled_settings = grower_params(params)
     settings = [scaling.grower_params(unscaled_settings) for scaling in scalings]
+    # Several outputs: each round's packs grown as one pack, one pass over the
+    # rows per depth for all of them (grower.grow_output_packs, docs/packs.md
+    # §10), where the backend can and the outputs grow alike: the same
+    # rescaling and rows, no quantile refit, categories or constraints. Up to
+    # MAX_PACK_SIZE trees a pass. Otherwise one pack after the other.
+    outputs_per_pass = 1
+    if (n_outputs > 1 and known is None and shard is None
+            and getattr(backend, "grows_outputs_in_one_pass", False)
+            and not getattr(output_objective, "refits_leaves_to_quantile", False)
+            and not data.category_words
+            and unscaled_settings.monotone_constraints is None
+            and unscaled_settings.interaction_constraints is None
+            and all(scaling == scalings[0] for scaling in scalings)):
+        outputs_per_pass = max(1, MAX_PACK_SIZE // params["pack_size"])
     for eval_set in eval_sets:
         eval_set.raw_prediction = (
             np.repeat(base_scores[np.newaxis, :], eval_set.X.shape[0], axis=0).reshape(
@@ -333,31 +350,52 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
             draws = draw_round(rng, shard.global_rows, params)
             draws.tree_samples = shard.local_samples(draws.tree_samples)
         round_packs = []
-        for output in range(n_outputs):
-            samples, counted_rows = draws.tree_samples, None
-            if known is not None:
-                samples = known.tree_samples(output, samples)
-                counted_rows = known.counted_rows(output)
-            scalings[output].apply(gradients[output], hessians[output])
-            pack = grow_pack(backend, data, gradients[output], hessians[output],
-                             samples, draws.layer_features,
-                             draws.tree_feature_masks, settings[output], n_threads,
-                             counted_rows=counted_rows)
-            scalings[output].restore(pack.nodes, pack.value_bounds)
-            if getattr(output_objective, "refits_leaves_to_quantile", False):
-                refit_quantile_leaves(pack, data, y if n_outputs == 1 else y[output],
-                                      raw_prediction[output], sample_weight,
-                                      samples, output_objective.alpha,
-                                      params["learning_rate"] / params["pack_size"], n_threads)
-            if not np.isfinite(pack.nodes["value"]).all():
-                # Never keep training on garbage: inputs are bounded at the public
-                # boundary, so this is a safety net, not an expected path.
-                raise FloatingPointError(
-                    f"training diverged in round {begin + round_index}: a leaf value is not "
-                    f"finite; lower learning_rate (now {params['learning_rate']!r}), rescale "
-                    "y or sample_weight, or raise reg_lambda")
-            backend.add_pack(pack, raw_prediction[output])
-            round_packs.append(pack)
+        for first in range(0, n_outputs, outputs_per_pass):
+            end = min(n_outputs, first + outputs_per_pass)
+            grown = None
+            if end - first > 1:
+                for output in range(first, end):
+                    scalings[output].apply(gradients[output], hessians[output])
+                # None where the outputs' fixed-point cells differ: then one
+                # by one below, on the gradients rescaled here.
+                grown = grow_output_packs(backend, data, gradients[first:end],
+                                          hessians[first:end], draws.tree_samples,
+                                          draws.layer_features, draws.tree_feature_masks,
+                                          settings[first], n_threads)
+            for output in range(first, end):
+                if grown is not None:
+                    pack = grown[output - first]
+                    scalings[output].restore(pack.nodes, pack.value_bounds)
+                else:
+                    samples, counted_rows = draws.tree_samples, None
+                    if known is not None:
+                        samples = known.tree_samples(output, samples)
+                        counted_rows = known.counted_rows(output)
+                    if end - first == 1:
+                        scalings[output].apply(gradients[output], hessians[output])
+                    pack = grow_pack(backend, data, gradients[output], hessians[output],
+                                     samples, draws.layer_features,
+                                     draws.tree_feature_masks, settings[output], n_threads,
+                                     counted_rows=counted_rows)
+                    scalings[output].restore(pack.nodes, pack.value_bounds)
+                    if getattr(output_objective, "refits_leaves_to_quantile", False):
+                        refit_quantile_leaves(pack, data, y if n_outputs == 1 else y[output],
+                                              raw_prediction[output], sample_weight,
+                                              samples, output_objective.alpha,
+                                              params["learning_rate"] / params["pack_size"],
+                                              n_threads)
+                if not np.isfinite(pack.nodes["value"]).all():
+                    # Never keep training on garbage: inputs are bounded at the public
+                    # boundary, so this is a safety net, not an expected path.
+                    raise FloatingPointError(
+                        f"training diverged in round {begin + round_index}: a leaf value is "
+                        f"not finite; lower learning_rate (now {params['learning_rate']!r}), "
+                        "rescale y or sample_weight, or raise reg_lambda")
+                if grown is None:
+                    backend.add_pack(pack, raw_prediction[output])
+                else:
+                    backend.add_output_pack(pack, raw_prediction[output], output - first)
+                round_packs.append(pack)
         divergence.after_round(raw_prediction, begin + round_index)
         packs.extend(round_packs)
         if eval_sets:

@@ -26,7 +26,8 @@ from functools import cached_property
 import numpy as np
 
 from packboost import _constraints, _split
-from packboost._fixed_point import to_fixed_point
+from packboost._fixed_point import OutputsFixedPoint, to_fixed_point
+from packboost._samples import TreeSamples
 from packboost.ensemble import empty_nodes
 
 
@@ -190,11 +191,65 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
         The only rows ``tree_samples`` may hold (the target's known rows,
         packboost._unknown_targets); None: any row.
     """
-    pack_size = len(tree_samples)
     # Rounded once for the whole pack (docs/fixed-point.md); both backends sum
     # these values exactly, so the trees do not depend on the backend.
     fixed = to_fixed_point(gradients, hessians, data.era_offsets, n_threads,
                            counted_rows=counted_rows, shard=data.shard)
+    return _grow(backend, data, fixed, tree_samples, layer_features, tree_feature_masks, params)
+
+
+def grow_output_packs(backend, data: TrainingData, gradients: np.ndarray,
+                      hessians: np.ndarray, tree_samples: TreeSamples, layer_features: list,
+                      tree_feature_masks: list, params: GrowerParams,
+                      n_threads: int) -> list[Pack] | None:
+    """The packs of k outputs grown as one pack of ``k * pack_size`` trees
+    (docs/packs.md §10): one pass over the rows per depth for all of them,
+    tree ``j * pack_size + t`` being tree ``t`` of output ``j`` with output
+    ``j``'s gradients (rows ``j`` of the (k, n_rows) ``gradients`` and
+    ``hessians``) and the round's draws. Every slot is split on its own sums,
+    so each output's pack is the one :func:`grow_pack` grows alone, bit for
+    bit. The backend must accept :class:`~packboost._fixed_point.OutputsFixedPoint`
+    (``grows_outputs_in_one_pass``); every output is grown with ``params``
+    and on all rows (no unknown targets).
+
+    Returns the k packs, or None (nothing grown) where the outputs' rounded
+    gradients cannot share one pass (OutputsFixedPoint.same_format): grow
+    them one by one then.
+    """
+    n_outputs, pack_size = len(gradients), len(tree_samples)
+    outputs = [to_fixed_point(gradients[output], hessians[output], data.era_offsets,
+                              n_threads, shard=data.shard) for output in range(n_outputs)]
+    if not OutputsFixedPoint.same_format(outputs):
+        return None
+    fixed = OutputsFixedPoint(outputs, np.repeat(np.arange(n_outputs, dtype=np.int32),
+                                                 pack_size))
+    samples = TreeSamples(np.tile(tree_samples.era_keep, (n_outputs, 1)),
+                          list(tree_samples.row_keep) * n_outputs, tree_samples.era_offsets)
+    masks = [None if mask is None else np.tile(mask, (n_outputs, 1))
+             for mask in tree_feature_masks]
+    pack = _grow(backend, data, fixed, samples, layer_features, masks, params)
+    return [output_pack(pack, output * pack_size, (output + 1) * pack_size)
+            for output in range(n_outputs)]
+
+
+def output_pack(pack: Pack, first_tree: int, end_tree: int) -> Pack:
+    """Trees ``[first_tree, end_tree)`` of ``pack`` as a pack of their own
+    (children renumbered from its first node)."""
+    begin, end = int(pack.tree_offsets[first_tree]), int(pack.tree_offsets[end_tree])
+    nodes = {name: values[begin:end].copy() for name, values in pack.nodes.items()}
+    for name in ("left_child", "right_child"):
+        nodes[name] = np.where(nodes[name] >= 0, nodes[name] - begin, -1).astype(
+            pack.nodes[name].dtype)
+    return Pack(nodes=nodes, tree_offsets=pack.tree_offsets[first_tree:end_tree + 1] - begin,
+                layer_features=list(pack.layer_features),
+                value_bounds=None if pack.value_bounds is None
+                else pack.value_bounds[begin:end].copy())
+
+
+def _grow(backend, data: TrainingData, fixed, tree_samples, layer_features: list,
+          tree_feature_masks: list, params: GrowerParams) -> Pack:
+    """grow_pack's depth loop on the round's fixed-point gradients."""
+    pack_size = len(tree_samples)
     backend.begin_pack(fixed, tree_samples)
 
     slot_tree = np.arange(pack_size, dtype=np.int32)   # slot t is the root of tree t

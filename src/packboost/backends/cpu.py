@@ -66,7 +66,15 @@ class CpuBackend:
     block of features). ``subtraction_budget_bytes`` caps the histograms kept
     for subtraction (None: the default, or a quarter of the available memory
     if less; 0 turns subtraction off). None of them changes the trees.
+
+    It grows several outputs' packs as one pack (``grows_outputs_in_one_pass``,
+    grower.grow_output_packs): ``begin_pack`` then takes an
+    :class:`~packboost._fixed_point.OutputsFixedPoint`, the histogram pass
+    sums each tree's output's gradients, and the node sums are taken per
+    output (``_output_sums``).
     """
+
+    grows_outputs_in_one_pass = True
 
     def __init__(self, data, pack_size: int, n_threads: int, *,
                  histogram_budget_bytes: int = _split.DEFAULT_HISTOGRAM_BUDGET_BYTES,
@@ -130,8 +138,14 @@ class CpuBackend:
         self._free_buffers()
 
     def begin_pack(self, fixed, tree_samples: list) -> None:
-        if len(tree_samples) != self.pack_size:
-            raise ValueError(f"expected {self.pack_size} tree samples, got {len(tree_samples)}")
+        n_trees = self.pack_size
+        if getattr(fixed, "outputs", None) is not None:
+            n_trees = len(fixed.tree_output)   # every output's trees (grow_output_packs)
+        if len(tree_samples) != n_trees:
+            raise ValueError(f"expected {n_trees} tree samples, got {len(tree_samples)}")
+        if self.node_of_row is not None and self.node_of_row.shape[1] != n_trees:
+            self.node_of_row = np.empty((self.data.n_rows, n_trees), dtype=np.int32)
+            self.leaf_of_row = np.empty((self.data.n_rows, n_trees), dtype=np.int32)
         self.fixed = fixed
         self._forget_depth()
         self._era_tree_rows = None
@@ -159,9 +173,11 @@ class CpuBackend:
         routed, self._routed_sums = self._routed_sums, None
         if routed is not None and routed[0] == n_slots:
             sums = routed[1]
+        elif getattr(fixed, "outputs", None) is not None:
+            sums = self._output_sums(n_slots)
         elif (self._at_roots and self._era_tree_rows is not None
               and not self._scattered_samples and fixed.row_chunks is None
-              and n_slots == self.pack_size):
+              and n_slots == self.node_of_row.shape[1]):
             # The roots from the era flags, not the table: the same sums
             # (root_sums), in under half the time.
             sums = SlotSums(*_partition.root_sums(fixed.gradients, fixed.hessians,
@@ -175,6 +191,22 @@ class CpuBackend:
         self._counts = sums.count
         self._sums = sums
         return sums
+
+    def _output_table(self, output: int) -> np.ndarray:
+        """The columns of ``node_of_row`` of one output's trees (an
+        OutputsFixedPoint pack), contiguous, as a one-output pack's table."""
+        trees = np.flatnonzero(self.fixed.tree_output == output)
+        return np.ascontiguousarray(self.node_of_row[:, trees[0]:trees[-1] + 1])
+
+    def _output_sums(self, n_slots: int) -> SlotSums:
+        """slot_sums of a pack of several outputs: each tree adds its
+        output's gradients, so every slot's sums are those of its output's
+        pack alone, bit for bit (the routing sums one gradient per row)."""
+        fixed = self.fixed
+        return SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
+                                              self.node_of_row, n_slots, self.n_threads,
+                                              scattered_samples=self._scattered_samples,
+                                              tree_output=fixed.tree_output))
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
@@ -450,7 +482,14 @@ class CpuBackend:
             # The depth's features row-major (the node-ordered route's copy):
             # a row's split codes for every tree from one run of its codes.
             options.update(codes_by_row=block[1], block_features=block[0])
-        if children is None:
+        if getattr(self.fixed, "outputs", None) is not None:
+            # Several outputs: the routing sums one gradient per row, so the
+            # next frontier's sums are taken per output (_output_sums).
+            _partition.route_rows(*route, **options)
+            sums = self._output_sums(n_next)
+            if children is not None:
+                sums = SlotSums(*children, sums.gradients_squared)
+        elif children is None:
             # The next frontier's sums come with the routing (one pass over
             # the table, same numbers as slot_sums): slot_sums hands them out.
             sums = SlotSums(*_partition.route_rows(*route, self.fixed.gradients,
@@ -536,6 +575,19 @@ class CpuBackend:
         in_slot = codes != -1
         return np.where(in_slot, self._last_slot_node[np.where(in_slot, slots, 0)],
                         self.leaf_of_row)
+
+    def add_output_pack(self, pack, raw_prediction: np.ndarray, output: int) -> None:
+        """add_pack for output ``output``'s pack of a pack of several outputs
+        (grower.grow_output_packs): its trees' leaves, into its raw scores."""
+        if self._last_slot_node is None:
+            raise RuntimeError("add_output_pack before the pack's last route_rows")
+        trees = np.flatnonzero(self.fixed.tree_output == output)
+        columns = slice(trees[0], trees[-1] + 1)
+        _predict.add_leaf_values(np.ascontiguousarray(self.leaf_of_row[:, columns]),
+                                 pack.nodes["value"],
+                                 np.ascontiguousarray(pack.tree_offsets[:-1]), raw_prediction,
+                                 self.n_threads, node_of_row=self._output_table(output),
+                                 slot_node=self._last_slot_node)
 
     def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
         if self._last_slot_node is None:

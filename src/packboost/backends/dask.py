@@ -181,6 +181,9 @@ class ShardBackend(CpuBackend):
     threads and histogram subtraction), with the sums over all eras from the
     other shards (module docstring)."""
 
+    # Its sums go through the collective one output at a time.
+    grows_outputs_in_one_pass = False
+
     def __init__(self, data, pack_size: int, n_threads: int, collective):
         super().__init__(data, pack_size, n_threads)
         self.collective = collective

@@ -15,6 +15,14 @@ runs the passes over them. Per pack:
     add_pack(pack, raw_prediction)        += the pack on the training rows (a
                                           lookup of the recorded leaves)
 
+A backend with ``grows_outputs_in_one_pass = True`` (the CPU one) also
+takes the packs of several outputs as one pack of all their trees
+(grower.grow_output_packs, docs/packs.md §10): ``begin_pack`` then gets a
+:class:`packboost._fixed_point.OutputsFixedPoint` (tree ``t`` sums output
+``tree_output[t]``'s gradients) and ``add_output_pack(pack, raw_prediction,
+output)`` adds one output's trees; without it the driver grows the outputs'
+packs one after the other.
+
 Both backends take the round's gradients in the one fixed-point form
 (:mod:`packboost._fixed_point`, docs/fixed-point.md), so their sums are exact
 and equal, and both grow the same trees for the same inputs.
