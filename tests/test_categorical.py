@@ -215,6 +215,18 @@ def test_fit_splits_on_the_category_and_predicts_its_training_scores():
     np.testing.assert_array_equal(eval_model.predict(X), model.predict(X))
 
 
+def test_a_table_of_categorical_features_only():
+    # Every candidate feature categorical: no threshold split to compare with.
+    model, X, y, era = fitted()
+    only = PackBoostRegressor(n_estimators=4, max_depth=3, random_state=0, n_jobs=1,
+                              min_data_per_group=20).fit(X[["sector"]], y, era=era)
+    nodes = only.ensemble_.nodes
+    assert np.all(nodes["threshold_bin"][nodes["feature"] >= 0] == -1)
+    assert np.any(nodes["feature"] == 0)
+    np.testing.assert_array_equal(only.standalone_predictor().predict(X[["sector"]]),
+                                  only.predict(X[["sector"]]))
+
+
 def test_unseen_categories_and_nan_take_the_missing_side():
     import pandas as pd
 
@@ -362,17 +374,6 @@ def test_importance_counts_category_splits():
     gains = model.get_feature_importance("gain")
     assert np.isclose(gains[0], model.ensemble_.nodes["gain"][
         model.ensemble_.nodes["threshold_bin"] == -1].sum())
-
-
-def test_dask_refuses_categorical_features_by_name():
-    pytest.importorskip("distributed")
-    from packboost.dask import DaskPackBoostRegressor
-
-    X, y, _, _ = era_table()
-    with pytest.raises(NotImplementedError, match="categorical feature 'sector'.*Dask"):
-        DaskPackBoostRegressor(n_estimators=1, categorical_features=["sector"]).fit(X, y)
-    with pytest.raises(NotImplementedError, match="categorical feature 'sector'.*Dask"):
-        DaskPackBoostRegressor(n_estimators=1).fit(X, y)
 
 
 def test_cuda_predict_refuses_a_categorical_model():

@@ -219,17 +219,30 @@ class CpuBackend:
         """The best category-set split of every open slot over the depth's
         categorical ``features`` (packboost/_categorical.pyx): its per-era
         category cells from the slots' rows, scored by DES."""
+        hist = self._category_cells(slot_tree, slot_open, features)
+        return self._score_category_cells(hist, slot_tree, slot_open, features,
+                                          tree_uses_feature, slot_variance, params,
+                                          constraints)
+
+    def _category_cells(self, slot_tree, slot_open, features) -> np.ndarray:
+        """Per (feature, slot, era, code) of the categorical ``features``: the
+        sums of g, h and the rows of this backend's rows (its eras)."""
         from packboost import _categorical
 
         data = self.data
-        features = np.ascontiguousarray(features, dtype=np.int32)
-        n_categories = np.ascontiguousarray(data.n_bins[features], dtype=np.int32)
         width = int(np.max(data.n_bins[data.categorical])) + 1
-        hist = _categorical.category_histograms(
-            data.X_binned, features, self.node_of_row,
+        return _categorical.category_histograms(
+            data.X_binned, np.ascontiguousarray(features, dtype=np.int32), self.node_of_row,
             np.ascontiguousarray(slot_tree, dtype=np.int32),
             np.ascontiguousarray(slot_open, dtype=np.uint8), self.fixed.gradients,
             self.fixed.hessians, data.row_era, data.n_eras, width, self.n_threads)
+
+    def _score_category_cells(self, hist, slot_tree, slot_open, features, tree_uses_feature,
+                              slot_variance, params, constraints) -> dict:
+        """find_category_splits' choice from the cells of every era."""
+        from packboost import _categorical
+
+        n_categories = np.ascontiguousarray(self.data.n_bins[features], dtype=np.int32)
         constraints = constraints or {}
         return _categorical.best_category_splits(
             hist, n_categories, np.ascontiguousarray(slot_open, dtype=np.uint8),
