@@ -105,6 +105,26 @@ def test_best_category_split_matches_the_oracle(case, n_eras, n_categories, cat_
                                        atol=1e-12)
 
 
+def test_tied_categories_are_never_cut_apart():
+    # cat_order="era": categories 0, 1, 2 flip between the two eras (their
+    # shrunk ratios are all 0); 4 is low, 5 and 3 high in both. The order is
+    # 4 | 0 1 2 | 5 | 3, and no prefix cuts the tied block.
+    stable, flip = np.array([0.1, -0.1, 0.05, 1.0, -1.0, 0.5]), np.array(
+        [0.5, 0.6, 0.4, 0.1, 0.1, 0.0])
+    cells = np.zeros((2, 7, 3))
+    cells[:, :6, 2] = cells[:, :6, 1] = 10.0
+    cells[0, :6, 0], cells[1, :6, 0] = 10 * (stable + flip), 10 * (stable - flip)
+    params = dict(DEFAULT_SPLIT_PARAMS, lambda_dro=1.0, min_samples_leaf=1)
+    options = dict(max_cat_to_onehot=1, max_cat_threshold=64, cat_smooth=0.0,
+                   min_data_per_group=1)
+    lefts = [c["left"] for c in category_candidates(cells, 6, params, cat_order="era",
+                                                    **options)]
+    assert lefts == [[4], [0, 1, 2, 4], [0, 1, 2, 4, 5]]
+    found = kernel_best([cells], 6, params, options, cat_order="era")
+    chosen = sorted(np.flatnonzero(found["left_categories"][0][:6]).tolist())
+    assert chosen in lefts or sorted(set(range(6)) - set(chosen)) in lefts
+
+
 def test_a_set_that_helps_only_some_eras_loses_like_a_threshold():
     """Category 0 pulls up in half of the eras and down in the others; category
     1 pulls up in every era, less. DES takes {1}; the pooled gain takes {0}."""

@@ -287,6 +287,10 @@ cdef category_best score_feature(
         if not one_vs_rest:
             if j + 1 > max_cat_threshold and k - j - 1 > max_cat_threshold:
                 continue
+            if ranked[j].ratio == ranked[j + 1].ratio:
+                # Tied categories are one block: the order says nothing
+                # between them (docs/guide/categorical.md §2).
+                continue
             if p_left_c < min_data_per_group or sum_c - m_c - p_left_c < min_data_per_group:
                 continue
         for side in range(2):
