@@ -130,7 +130,7 @@ class GrowerParams:
     max_cat_threshold: int = 32
     cat_smooth: float = 10.0
     min_data_per_group: int = 100
-    cat_order: str = "pooled"
+    cat_order: str = "era"
 
 
 @dataclass

@@ -95,7 +95,7 @@ class _PackBoostEstimator(BaseEstimator):
                  dir_tanh_scale=1.0, era_std="between", monotone_constraints=None,
                  interaction_constraints=None, categorical_features=None,
                  max_cat_to_onehot=4, max_cat_threshold=32, cat_smooth=10.0,
-                 min_data_per_group=100, cat_order="pooled", n_jobs=None,
+                 min_data_per_group=100, cat_order="era", n_jobs=None,
                  random_state=None,
                  device="cpu",
                  importance_type="gain"):
