@@ -162,3 +162,16 @@ def test_combine_takes_declared_lists_or_the_sorted_union():
     with pytest.raises(ValueError, match="same categorical features"):
         _categories.combine([numeric[0],
                              _categories.learn_encoder(np.array([[1.0, 2.0]]), [1])])
+
+
+def test_eval_set_with_categories_as_locally(client):
+    X, y, era, _ = era_table(seed=3)
+    train, valid = era < 8, era >= 8
+    X_train, X_valid = X[train].reset_index(drop=True), X[valid].reset_index(drop=True)
+    fit_args = dict(eval_set=[(X_valid, y[valid], era[valid])], eval_metric=["rmse"],
+                    early_stopping_rounds=2)
+    params = {**PARAMS, "n_estimators": 6, "learning_rate": 0.5}
+    local = PackBoostRegressor(**params).fit(X_train, y[train], era=era[train], **fit_args)
+    model = _dask_fit(client, params, X_train, y[train], era[train], **fit_args)
+    assert model.evals_result_ == local.evals_result_
+    assert_same_model(local, model)
