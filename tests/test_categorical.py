@@ -324,12 +324,6 @@ def test_monotone_on_a_categorical_feature_is_refused():
     assert np.all(model.predict(high) >= model.predict(low) - 1e-12)
 
 
-def test_cuda_refuses_categorical_features_by_name():
-    X, y, _, _ = era_table()
-    with pytest.raises(NotImplementedError, match="categorical feature 'sector'.*device='cuda'"):
-        PackBoostRegressor(n_estimators=1, device="cuda").fit(X, y)
-
-
 def test_model_file_round_trip(tmp_path):
     model, X, _, _ = fitted()
     path = tmp_path / "model.pb"
@@ -396,13 +390,15 @@ def test_importance_counts_category_splits():
         model.ensemble_.nodes["threshold_bin"] == -1].sum())
 
 
-def test_cuda_predict_refuses_a_categorical_model():
+def test_a_categorical_model_predicts_on_the_cpu_whatever_the_device():
+    # The GPU predictor walks thresholds, not category sets: device='cuda'
+    # predicts such a model on the CPU (no GPU needed).
     from packboost import backends
 
     model, X, _, _ = fitted()
     codes = model.category_encoder_.transform(X).values
-    with pytest.raises(NotImplementedError, match="categorical features.*device='cuda'"):
-        backends.predict_raw("cuda", model.ensemble_, codes, 1)
+    np.testing.assert_array_equal(backends.predict_raw("cuda", model.ensemble_, codes, 1),
+                                  model.ensemble_.predict_raw(codes, 1))
 
 
 def test_shap_by_the_recursive_path_matches_the_tables(monkeypatch):

@@ -406,24 +406,3 @@ def set_category_bins(mapper, encoder) -> None:
     from packboost.binning import _binned_dtype
 
     mapper.binned_dtype_ = _binned_dtype(mapper.n_bins_)
-
-
-def refuse_on_device(X, categorical_features, device: str, era_column=None) -> None:
-    """NotImplementedError naming the first categorical feature of ``X``
-    (by type, or listed in ``categorical_features``): category-set splits
-    run on the CPU backend only."""
-    names = []
-    kind = _inputs.frame_kind(X)
-    if kind is not None:
-        if kind == "polars" and type(X).__name__ == "LazyFrame":
-            X = X.collect()
-        columns = _inputs.column_names(X)
-        if _has_categorical_type(X, kind):
-            names = [name for name in columns if name != era_column
-                     and _is_categorical_type(_column(X, kind, name))]
-    names += list(categorical_features or ())
-    if names:
-        raise NotImplementedError(
-            f"categorical feature {names[0]!r} cannot be trained with device={device!r}: "
-            f"category-set splits run on the CPU backend only; use device='cpu', or encode "
-            f"the feature as numbers")

@@ -234,9 +234,6 @@ class _PackBoostEstimator(BaseEstimator):
             source = vars(self).copy()
         params = self._validated_params(source)
         _validation.warn_unusual_params(params)
-        if params["device"] != "cpu":
-            _categories.refuse_on_device(X, params["categorical_features"], params["device"],
-                                         era if isinstance(era, str) else None)
         backends.check_device(params["device"])
         if early_stopping_rounds is not None and (
                 isinstance(early_stopping_rounds, bool)
@@ -650,11 +647,6 @@ def _check_categorical_supported(params, encoder, feature_names) -> None:
     """Refuse, before any work, what categorical features cannot do yet."""
     names = [feature_names[k] if feature_names is not None else int(k)
              for k in encoder.features.tolist()]
-    if params["device"] != "cpu":
-        raise NotImplementedError(
-            f"categorical feature {names[0]!r} cannot be trained with "
-            f"device={params['device']!r}: categorical splits run on the CPU backend only "
-            f"(device='cpu'), or encode the feature as numbers")
     monotone = params.get("monotone_constraints")
     if monotone is not None:
         constrained = [name for name, k in zip(names, encoder.features.tolist(), strict=True)
