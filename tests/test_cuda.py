@@ -430,17 +430,29 @@ def test_gpu_reads_and_writes_the_rows_slots():
         context.close()
 
 
-def test_gpu_fit_on_categorical_features_needs_no_refusal():
+@pytest.mark.skipif(CUDA, reason="checks the error without a GPU")
+def test_without_a_gpu_the_device_is_refused_not_the_categories():
     X, y, era = category_problem(1, 200, 4)
-    model = packboost.PackBoostRegressor(n_estimators=1, device="cuda")
-    if CUDA:
-        model.fit(X, y, era=era)
-        assert model.category_encoder_ is not None
-    else:
-        # Without a GPU the device is what is refused, not the categories.
-        with pytest.raises(Exception) as raised:
-            model.fit(X, y, era=era)
-        assert "categor" not in str(raised.value)
+    with pytest.raises(packboost.CudaError) as raised:
+        packboost.PackBoostRegressor(n_estimators=1, device="cuda").fit(X, y, era=era)
+    assert "categor" not in str(raised.value)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_categorical_fit_matches_cpu():
+    X, y, era = category_problem(3, 400, 6)
+    # few bins on the numeric features: the host-thread stand-in stays quick
+    X = X.assign(x0=np.clip(np.round(X["x0"]), -2, 2), x1=np.clip(np.round(X["x1"]), -2, 2))
+    params = dict(n_estimators=3, pack_size=2, max_depth=3, min_samples_leaf=5,
+                  min_data_per_group=10, random_state=0, n_jobs=1)
+    cpu = packboost.PackBoostRegressor(**params).fit(X, y, era=era)
+    gpu = packboost.PackBoostRegressor(device="cuda", **params).fit(X, y, era=era)
+    assert np.any(cpu.ensemble_.nodes["threshold_bin"] == -1)
+    if assert_same_splits(cpu.ensemble_.nodes, gpu.ensemble_.nodes):
+        np.testing.assert_array_equal(gpu.ensemble_.nodes["category_words"],
+                                      cpu.ensemble_.nodes["category_words"])
+        np.testing.assert_allclose(gpu.predict(X), cpu.predict(X), rtol=1e-5, atol=1e-12)
 
 
 # -- device parameter, availability, errors without a GPU --------------------------------
