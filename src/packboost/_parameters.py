@@ -296,9 +296,9 @@ SCHEMA: tuple = (
               "Features to split on as categories (indices or names), besides the columns "
               "that are categorical by type (pandas ``category``, polars "
               "``Categorical``/``Enum``, Arrow dictionary), which always are. A listed "
-              "column holds integer (or other numeric) codes. The categories seen at fit "
-              "are stored with the model; at predict an unseen category or NaN takes the "
-              "split's missing side (docs/guide/categorical.md). CPU only.",
+              "column holds labels: integer (or other numeric) codes, or strings. The "
+              "categories seen at fit are stored with the model; at predict an unseen "
+              "category or NaN takes the split's missing side (docs/guide/categorical.md).",
               ("estimator",), type_doc="list of int or str, or None", before=None,
               cli_json=True, cli_help="JSON list of feature indices or names"),
     _int("max_cat_to_onehot", 4,
