@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define PBC_API_VERSION 2
+#define PBC_API_VERSION 3
 
 #define PBC_OK 0
 #define PBC_ERROR_INVALID_ARGUMENT (-1)
@@ -147,6 +147,15 @@ int pbc_route_rows(pbc_context *context, int32_t n_slots, const int32_t *split_f
  */
 int pbc_add_leaf_values(pbc_context *context, int64_t n_nodes, const double *value,
                         const int64_t *tree_roots, double *out);
+
+/*
+ * node_of_row (n_rows, pack_size) int32 to the host, and back from it: the
+ * categorical splits (packboost/backends/cuda.py) sum their per-era category
+ * cells and move the rows of category-set splits on the host, between the
+ * device's route_rows and the next depth (docs/cuda-kernels.md).
+ */
+int pbc_read_node_of_row(pbc_context *context, int32_t *node_of_row);
+int pbc_write_node_of_row(pbc_context *context, const int32_t *node_of_row);
 
 /* Raw-value prediction (no context). X is row-major (n_rows, n_features). */
 #define PBC_DTYPE_FLOAT64 0

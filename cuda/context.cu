@@ -622,6 +622,30 @@ extern "C" int pbc_add_leaf_values(pbc_context *ctx, int64_t n_nodes, const doub
     return rc;
 }
 
+extern "C" int pbc_read_node_of_row(pbc_context *ctx, int32_t *node_of_row)
+{
+    if (!ctx || !node_of_row)
+        return PBC_ERROR_INVALID_ARGUMENT;
+    PBC_CHECK(cudaSetDevice(ctx->device));
+    int rc = pbc_copies(ctx, pbc_download(ctx, node_of_row, ctx->node_of_row,
+                                          ctx->n_rows * ctx->pack_size * sizeof(int32_t)));
+    if (rc == PBC_OK)
+        rc = (int)cudaStreamSynchronize(ctx->stream);
+    return rc;
+}
+
+extern "C" int pbc_write_node_of_row(pbc_context *ctx, const int32_t *node_of_row)
+{
+    if (!ctx || !node_of_row)
+        return PBC_ERROR_INVALID_ARGUMENT;
+    PBC_CHECK(cudaSetDevice(ctx->device));
+    int rc = pbc_copies(ctx, pbc_upload(ctx, ctx->node_of_row, node_of_row,
+                                        ctx->n_rows * ctx->pack_size * sizeof(int32_t)));
+    if (rc == PBC_OK)
+        rc = (int)cudaStreamSynchronize(ctx->stream);
+    return rc;
+}
+
 extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_rows,
                                int64_t n_features, int64_t n_nodes, const int32_t *feature,
                                const double *threshold, const uint8_t *missing_left,

@@ -105,6 +105,26 @@ def test_best_category_split_matches_the_oracle(case, n_eras, n_categories, cat_
                                        atol=1e-12)
 
 
+def test_tied_categories_are_never_cut_apart():
+    # cat_order="era": categories 0, 1, 2 flip between the two eras (their
+    # shrunk ratios are all 0); 4 is low, 5 and 3 high in both. The order is
+    # 4 | 0 1 2 | 5 | 3, and no prefix cuts the tied block.
+    stable, flip = np.array([0.1, -0.1, 0.05, 1.0, -1.0, 0.5]), np.array(
+        [0.5, 0.6, 0.4, 0.1, 0.1, 0.0])
+    cells = np.zeros((2, 7, 3))
+    cells[:, :6, 2] = cells[:, :6, 1] = 10.0
+    cells[0, :6, 0], cells[1, :6, 0] = 10 * (stable + flip), 10 * (stable - flip)
+    params = dict(DEFAULT_SPLIT_PARAMS, lambda_dro=1.0, min_samples_leaf=1)
+    options = dict(max_cat_to_onehot=1, max_cat_threshold=64, cat_smooth=0.0,
+                   min_data_per_group=1)
+    lefts = [c["left"] for c in category_candidates(cells, 6, params, cat_order="era",
+                                                    **options)]
+    assert lefts == [[4], [0, 1, 2, 4], [0, 1, 2, 4, 5]]
+    found = kernel_best([cells], 6, params, options, cat_order="era")
+    chosen = sorted(np.flatnonzero(found["left_categories"][0][:6]).tolist())
+    assert chosen in lefts or sorted(set(range(6)) - set(chosen)) in lefts
+
+
 def test_a_set_that_helps_only_some_eras_loses_like_a_threshold():
     """Category 0 pulls up in half of the eras and down in the others; category
     1 pulls up in every era, less. DES takes {1}; the pooled gain takes {0}."""
@@ -215,6 +235,18 @@ def test_fit_splits_on_the_category_and_predicts_its_training_scores():
     np.testing.assert_array_equal(eval_model.predict(X), model.predict(X))
 
 
+def test_a_table_of_categorical_features_only():
+    # Every candidate feature categorical: no threshold split to compare with.
+    model, X, y, era = fitted()
+    only = PackBoostRegressor(n_estimators=4, max_depth=3, random_state=0, n_jobs=1,
+                              min_data_per_group=20).fit(X[["sector"]], y, era=era)
+    nodes = only.ensemble_.nodes
+    assert np.all(nodes["threshold_bin"][nodes["feature"] >= 0] == -1)
+    assert np.any(nodes["feature"] == 0)
+    np.testing.assert_array_equal(only.standalone_predictor().predict(X[["sector"]]),
+                                  only.predict(X[["sector"]]))
+
+
 def test_unseen_categories_and_nan_take_the_missing_side():
     import pandas as pd
 
@@ -292,12 +324,6 @@ def test_monotone_on_a_categorical_feature_is_refused():
     assert np.all(model.predict(high) >= model.predict(low) - 1e-12)
 
 
-def test_cuda_refuses_categorical_features_by_name():
-    X, y, _, _ = era_table()
-    with pytest.raises(NotImplementedError, match="categorical feature 'sector'.*device='cuda'"):
-        PackBoostRegressor(n_estimators=1, device="cuda").fit(X, y)
-
-
 def test_model_file_round_trip(tmp_path):
     model, X, _, _ = fitted()
     path = tmp_path / "model.pb"
@@ -364,24 +390,15 @@ def test_importance_counts_category_splits():
         model.ensemble_.nodes["threshold_bin"] == -1].sum())
 
 
-def test_dask_refuses_categorical_features_by_name():
-    pytest.importorskip("distributed")
-    from packboost.dask import DaskPackBoostRegressor
-
-    X, y, _, _ = era_table()
-    with pytest.raises(NotImplementedError, match="categorical feature 'sector'.*Dask"):
-        DaskPackBoostRegressor(n_estimators=1, categorical_features=["sector"]).fit(X, y)
-    with pytest.raises(NotImplementedError, match="categorical feature 'sector'.*Dask"):
-        DaskPackBoostRegressor(n_estimators=1).fit(X, y)
-
-
-def test_cuda_predict_refuses_a_categorical_model():
+def test_a_categorical_model_predicts_on_the_cpu_whatever_the_device():
+    # The GPU predictor walks thresholds, not category sets: device='cuda'
+    # predicts such a model on the CPU (no GPU needed).
     from packboost import backends
 
     model, X, _, _ = fitted()
     codes = model.category_encoder_.transform(X).values
-    with pytest.raises(NotImplementedError, match="categorical features.*device='cuda'"):
-        backends.predict_raw("cuda", model.ensemble_, codes, 1)
+    np.testing.assert_array_equal(backends.predict_raw("cuda", model.ensemble_, codes, 1),
+                                  model.ensemble_.predict_raw(codes, 1))
 
 
 def test_shap_by_the_recursive_path_matches_the_tables(monkeypatch):

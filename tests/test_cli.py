@@ -828,3 +828,70 @@ def test_an_empty_list_option_says_that_it_selects_nothing(small, capsys, comman
     """`--features ","` ended in "Found array with 0 sample(s) (shape=(0, 0))"."""
     assert main(command) == 1
     assert message in _one_line_error(capsys, command[0])
+
+
+# ----------------------------------------------------------------------------- categorical
+
+
+def _write_category_files(directory):
+    """A parquet file whose 'sector' column is a pandas category (saved as a
+    dictionary column), and the same rows as CSV (plain strings)."""
+    np = pytest.importorskip("numpy")
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(5)
+    n_rows = 1200
+    sector = rng.choice(["banks", "energy", "retail", "tech", "media", "autos"], n_rows)
+    x = rng.normal(size=n_rows)
+    frame = pd.DataFrame({
+        "era": np.repeat(np.arange(12), n_rows // 12),
+        "feature_sector": pd.Categorical(sector),
+        "feature_x": x,
+        "target": np.where(np.isin(sector, ["tech", "media"]), 1.0, 0.0) + 0.3 * x
+        + rng.normal(size=n_rows)})
+    frame.loc[::29, "feature_sector"] = None
+    frame.to_parquet(directory / "train.parquet")
+    frame.to_csv(directory / "train.csv", index=False)
+    return frame
+
+
+def test_train_and_predict_with_categorical_columns(tmp_path, capsys):
+    np = pytest.importorskip("numpy")
+    frame = _write_category_files(tmp_path)
+    flags = ["--n-estimators", "4", "--max-depth", "3", "--min-data-per-group", "20",
+             "--n-jobs", "1", "--seed", "0"]
+    # parquet: categorical by its type
+    assert main(["train", str(tmp_path / "train.parquet"), "-o", str(tmp_path / "p.pbm"),
+                 *flags]) == 0
+    assert "categorical by type: 'feature_sector'" in capsys.readouterr().out
+    # CSV: plain strings, named by --categorical-features
+    assert main(["train", str(tmp_path / "train.csv"), "-o", str(tmp_path / "c.pbm"),
+                 "--categorical-features", '["feature_sector"]', *flags]) == 0
+    from packboost import PackBoostRegressor, load_model
+
+    expected = PackBoostRegressor(n_estimators=4, max_depth=3, min_data_per_group=20,
+                                  n_jobs=1, random_state=0,
+                                  categorical_features=["feature_sector"])
+    features = frame[["feature_sector", "feature_x"]]
+    expected.fit(features, frame["target"].to_numpy(), era=frame["era"].to_numpy())
+    assert np.any(expected.ensemble_.nodes["threshold_bin"] == -1)
+    for name in ("p.pbm", "c.pbm"):
+        model = load_model(tmp_path / name)
+        assert model.category_encoder_.categories == expected.category_encoder_.categories
+        np.testing.assert_array_equal(model.ensemble_.nodes["category_words"],
+                                      expected.ensemble_.nodes["category_words"])
+        np.testing.assert_array_equal(model.predict(features), expected.predict(features))
+    # predict and evaluate read the labels of the model's categorical columns
+    assert main(["predict", str(tmp_path / "p.pbm"), str(tmp_path / "train.csv"),
+                 "-o", str(tmp_path / "out.csv")]) == 0
+    from packboost import _files
+
+    written = _files.read_columns(tmp_path / "out.csv")["prediction"]
+    np.testing.assert_allclose(written, expected.predict(features), rtol=1e-12)
+    assert main(["evaluate", str(tmp_path / "train.parquet"), "--model",
+                 str(tmp_path / "p.pbm"), "--feature-neutral", "--summary-only"]) == 0
+    # a string column that is not named is refused, naming the way out
+    capsys.readouterr()
+    assert main(["train", str(tmp_path / "train.csv"), "-o", str(tmp_path / "x.pbm"),
+                 *flags]) != 0
+    assert "non-numeric column 'feature_sector'" in capsys.readouterr().err

@@ -281,7 +281,8 @@ def test_host_kernels_grow_the_cpu_pack(seed, n_rows, n_features, n_eras, n_bins
 def host_kernels_for_fit(monkeypatch):
     """Route estimator fits through the CUDA backend over host kernels."""
     monkeypatch.setattr(backends, "open_backend", lambda device, data, pack_size, n_threads:
-                        contextlib.closing(CudaBackend(HostKernels(data, pack_size))))
+                        contextlib.closing(CudaBackend(HostKernels(data, pack_size), data=data,
+                                                       n_threads=n_threads)))
     yield
 
 
@@ -443,6 +444,113 @@ def test_multiclass_through_the_gpu_driver_matches_cpu(monkeypatch):
         np.testing.assert_array_equal(emulated.predict_proba(X), cpu.predict_proba(X))
 
 
+def category_problem(seed, n_rows, n_eras):
+    """A pandas table: a 9-category driver whose effect flips in some eras
+    (with missing labels), a category column of few categories, two
+    numeric columns with NaN."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(seed)
+    era = rng.integers(0, n_eras, n_rows)
+    sector = rng.integers(0, 9, n_rows)
+    x = rng.normal(size=(n_rows, 2))
+    flip = np.where(era % 4 == 1, -1.0, 1.0)
+    y = (flip * np.where(np.isin(sector, [1, 4, 6]), 1.0, -0.5) + 0.3 * x[:, 0]
+         + rng.normal(size=n_rows))
+    x[rng.random(x.shape) < 0.05] = np.nan
+    labels = np.array([f"s{k}" for k in range(9)], dtype=object)[sector]
+    labels[rng.random(n_rows) < 0.05] = None
+    X = pd.DataFrame({"x0": x[:, 0], "sector": pd.Categorical(labels),
+                      "side": pd.Categorical(rng.choice(["a", "b", "c"], n_rows)),
+                      "x1": x[:, 1]})
+    return X, y, era
+
+
+@pytest.mark.parametrize("n_eras, extra", [
+    (6, {}),
+    (1, {}),                                               # one era
+    (8, dict(era_subsample=0.6, row_subsample=0.8)),       # eras a tree leaves empty
+    (8, dict(cat_order="pooled", lambda_dir=0.3, era_gain="newton")),
+])
+def test_categorical_fit_through_the_gpu_driver_matches_cpu(monkeypatch, n_eras, extra):
+    # Category splits on device='cuda': the rows' slots read from the device,
+    # cells and scores by the CPU code, set rows moved on the host and
+    # written back: the CPU's trees.
+    X, y, era = category_problem(3, 600, n_eras)
+    params = dict(n_estimators=4, pack_size=3, max_depth=4, min_samples_leaf=5,
+                  min_data_per_group=10, random_state=1, n_jobs=1, **extra)
+    cpu = packboost.PackBoostRegressor(**params).fit(X, y, era=era)
+    assert np.any(cpu.ensemble_.nodes["threshold_bin"] == -1)   # it split by sets
+    with host_kernels_for_fit(monkeypatch):
+        emulated = packboost.PackBoostRegressor(**params).fit(X, y, era=era)
+    if assert_same_splits(cpu.ensemble_.nodes, emulated.ensemble_.nodes):
+        np.testing.assert_array_equal(emulated.ensemble_.nodes["category_words"],
+                                      cpu.ensemble_.nodes["category_words"])
+        unseen = X.assign(sector=["never-seen"] * len(X))
+        for rows in (X, unseen, X.iloc[:1]):
+            np.testing.assert_allclose(emulated.predict(rows), cpu.predict(rows), rtol=1e-5,
+                                       atol=1e-12)
+
+
+def test_host_kernels_read_and_write_the_rows_slots():
+    data, gradients, hessians = make_binned_problem(2, 50, 3, 4)
+    kernels = HostKernels(data, 2)
+    kernels.begin_round(gradients, hessians, [np.arange(0, 50, 2), np.arange(50)],
+                        1.0, 1.0, 1.0)
+    codes = kernels.read_node_of_row()
+    assert codes.shape == (50, 2) and codes[1, 0] == -2 and codes[1, 1] == 1
+    codes[:, 1] = 7
+    assert kernels.node_of_row[0, 1] == 1      # a copy, not the state
+    kernels.write_node_of_row(codes)
+    np.testing.assert_array_equal(kernels.read_node_of_row(), codes)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_reads_and_writes_the_rows_slots():
+    from packboost._cuda import CudaContext
+
+    data, gradients, hessians = make_binned_problem(2, 50, 3, 4)
+    samples = [np.arange(0, 50, 2), np.arange(50)]
+    host = HostKernels(data, 2)
+    host.begin_round(gradients, hessians, samples, 1.0, 1.0, 1.0)
+    context = CudaContext(data.X_binned, data.n_bins, data.row_era, data.n_eras, 2, 0, 1 << 20)
+    try:
+        context.begin_round(gradients, hessians, samples, 1.0, 1.0, 1.0)
+        np.testing.assert_array_equal(context.read_node_of_row(), host.read_node_of_row())
+        codes = np.ascontiguousarray(np.arange(100, dtype=np.int32).reshape(50, 2) % 5)
+        context.write_node_of_row(codes)
+        np.testing.assert_array_equal(context.read_node_of_row(), codes)
+        with pytest.raises(ValueError, match="node_of_row must be"):
+            context.write_node_of_row(codes[:10])
+    finally:
+        context.close()
+
+
+@pytest.mark.skipif(CUDA, reason="checks the error without a GPU")
+def test_without_a_gpu_the_device_is_refused_not_the_categories():
+    X, y, era = category_problem(1, 200, 4)
+    with pytest.raises(packboost.CudaError) as raised:
+        packboost.PackBoostRegressor(n_estimators=1, device="cuda").fit(X, y, era=era)
+    assert "categor" not in str(raised.value)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_categorical_fit_matches_cpu():
+    X, y, era = category_problem(3, 400, 6)
+    # few bins on the numeric features: the host-thread stand-in stays quick
+    X = X.assign(x0=np.clip(np.round(X["x0"]), -2, 2), x1=np.clip(np.round(X["x1"]), -2, 2))
+    params = dict(n_estimators=3, pack_size=2, max_depth=3, min_samples_leaf=5,
+                  min_data_per_group=10, random_state=0, n_jobs=1)
+    cpu = packboost.PackBoostRegressor(**params).fit(X, y, era=era)
+    gpu = packboost.PackBoostRegressor(device="cuda", **params).fit(X, y, era=era)
+    assert np.any(cpu.ensemble_.nodes["threshold_bin"] == -1)
+    if assert_same_splits(cpu.ensemble_.nodes, gpu.ensemble_.nodes):
+        np.testing.assert_array_equal(gpu.ensemble_.nodes["category_words"],
+                                      cpu.ensemble_.nodes["category_words"])
+        np.testing.assert_allclose(gpu.predict(X), cpu.predict(X), rtol=1e-5, atol=1e-12)
+
+
 # -- device parameter, availability, errors without a GPU --------------------------------
 
 
@@ -500,7 +608,7 @@ def test_device_must_be_cpu_or_cuda():
 def test_c_api_error_strings_and_build_facts():
     from packboost import _cuda
 
-    assert _cuda.api_version() == 2
+    assert _cuda.api_version() == 3
     assert "sm_" in _cuda.build_arch() or "compute_" in _cuda.build_arch()
     assert "invalid argument" in _cuda.error_string(-1)
     assert _cuda.error_string(2) == "out of memory"

@@ -11,10 +11,14 @@ left and the missing code to its missing side (docs/guide/categorical.md §2):
     categories with rows in the node:   k
     k <= max_cat_to_onehot:  one against the rest   {c} | rest,   c in code order
     k >  max_cat_to_onehot:  prefixes of the order of G_c / (H_c + cat_smooth)
-                             (pooled over the node's eras, ascending, ties by code):
+                             (cat_order="era": its per-era values' mean shrunk by
+                             lambda_dro x their spread; "pooled": over the node's
+                             eras pooled; ascending, ties by code):
                              {o_1 .. o_j} | rest,  j = 1 .. k - 1, with at most
-                             max_cat_threshold categories on the smaller side and
-                             at least min_data_per_group non-missing rows on each
+                             max_cat_threshold categories on the smaller side, at
+                             least min_data_per_group non-missing rows on each,
+                             and o_j, o_{j+1} of different ratios (a block of
+                             tied categories is never cut)
 
 and every candidate, with the missing rows on the left, then on the right
 (docs/des.md §9's rules for which of the two is scored), is scored by
@@ -286,6 +290,10 @@ cdef category_best score_feature(
             w_left_h = w_left_h + era_w[i] * left_h[i]
         if not one_vs_rest:
             if j + 1 > max_cat_threshold and k - j - 1 > max_cat_threshold:
+                continue
+            if ranked[j].ratio == ranked[j + 1].ratio:
+                # Tied categories are one block: the order says nothing
+                # between them (docs/guide/categorical.md §2).
                 continue
             if p_left_c < min_data_per_group or sum_c - m_c - p_left_c < min_data_per_group:
                 continue

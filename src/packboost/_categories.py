@@ -279,6 +279,55 @@ def learn(X, categorical_features, *, argument: str = "X"):
     Returns ``(encoder, X)``: ``(None, X)`` unchanged when ``X`` has no
     categorical feature, else the encoder and ``X`` encoded by it.
     """
+    encoder, X = _learn_encoder(X, categorical_features, argument)
+    if encoder is None:
+        return None, X
+    return encoder, encoder.transform(X, argument=argument)
+
+
+def learn_encoder(X, categorical_features, *, argument: str = "X"):
+    """:func:`learn`'s encoder alone (None without categorical features):
+    what a part of a distributed table learns, for :func:`combine`."""
+    return _learn_encoder(X, categorical_features, argument)[0]
+
+
+def combine(encoders: list):
+    """One encoder from those learned on the parts of one table (rows cut
+    into parts; :func:`learn_encoder` on each, None where it had none).
+
+    Per feature, the categories every part lists alike (a categorical
+    type's declared categories, the same in every part), else the sorted
+    union of the parts' lists: :func:`learn`'s sorted distinct values of
+    the whole column. Categories that cannot be ordered together raise."""
+    encoders = [encoder for encoder in encoders if encoder is not None]
+    if not encoders:
+        return None
+    first = encoders[0]
+    for encoder in encoders[1:]:
+        if (not np.array_equal(encoder.features, first.features)
+                or encoder.n_features != first.n_features):
+            raise ValueError("the parts of X do not have the same categorical features "
+                             "(a column is categorical in some partitions only)")
+    categories = []
+    for position, k in enumerate(first.features.tolist()):
+        lists = [encoder.categories[position] for encoder in encoders]
+        if all(labels == lists[0] for labels in lists[1:]):
+            categories.append(list(lists[0]))
+            continue
+        try:
+            union = sorted({label for labels in lists for label in labels})
+        except TypeError:
+            raise TypeError(f"categorical feature {k} mixes categories that cannot be "
+                            f"ordered (e.g. strings and numbers)") from None
+        if len(union) > MAX_CATEGORIES:
+            raise ValueError(f"categorical feature {k} has {len(union)} categories, more "
+                             f"than the {MAX_CATEGORIES} a feature may have")
+        categories.append(union)
+    return CategoryEncoder(first.features, categories, first.n_features)
+
+
+def _learn_encoder(X, categorical_features, argument):
+    """(encoder or None, X with a lazy polars frame collected)."""
     check_categorical_features(categorical_features)
     kind = _inputs.frame_kind(X)
     if kind is None and not isinstance(X, _inputs.NamedMatrix) and not categorical_features:
@@ -303,8 +352,7 @@ def learn(X, categorical_features, *, argument: str = "X"):
         categories.append(labels)
     if not features:
         return None, X
-    encoder = CategoryEncoder(features, categories, len(columns))
-    return encoder, encoder.transform(X, argument=argument)
+    return CategoryEncoder(features, categories, len(columns)), X
 
 
 def _has_categorical_type(frame, kind) -> bool:
@@ -343,48 +391,18 @@ def fit_bins(mapper, X, encoder, row_order, n_threads):
     feature (codes 0 .. K-1 are their own bins, NaN the missing bin), and bin
     ``X``."""
     mapper.fit(X)
-    if encoder is not None:
-        for k, labels in zip(encoder.features.tolist(), encoder.categories, strict=True):
-            mapper.cuts_[k] = np.arange(max(len(labels) - 1, 0), dtype=np.float64) + 0.5
-            mapper.n_bins_[k] = max(len(labels), 1)
-        from packboost.binning import _binned_dtype
-
-        mapper.binned_dtype_ = _binned_dtype(mapper.n_bins_)
+    set_category_bins(mapper, encoder)
     return mapper.transform(X, row_order=row_order, n_threads=n_threads)
 
 
-def refuse_on_device(X, categorical_features, device: str, era_column=None) -> None:
-    """NotImplementedError naming the first categorical feature of ``X``
-    (by type, or listed in ``categorical_features``): category-set splits
-    run on the CPU backend only."""
-    names = []
-    kind = _inputs.frame_kind(X)
-    if kind is not None:
-        if kind == "polars" and type(X).__name__ == "LazyFrame":
-            X = X.collect()
-        columns = _inputs.column_names(X)
-        if _has_categorical_type(X, kind):
-            names = [name for name in columns if name != era_column
-                     and _is_categorical_type(_column(X, kind, name))]
-    names += list(categorical_features or ())
-    if names:
-        raise NotImplementedError(
-            f"categorical feature {names[0]!r} cannot be trained with device={device!r}: "
-            f"category-set splits run on the CPU backend only; use device='cpu', or encode "
-            f"the feature as numbers")
+def set_category_bins(mapper, encoder) -> None:
+    """A fitted ``mapper`` with one bin per category of every categorical
+    feature of ``encoder`` (None: unchanged)."""
+    if encoder is None:
+        return
+    for k, labels in zip(encoder.features.tolist(), encoder.categories, strict=True):
+        mapper.cuts_[k] = np.arange(max(len(labels) - 1, 0), dtype=np.float64) + 0.5
+        mapper.n_bins_[k] = max(len(labels), 1)
+    from packboost.binning import _binned_dtype
 
-
-def refuse_distributed(X, categorical_features, estimator: str) -> None:
-    """NotImplementedError naming the first categorical feature of a Dask
-    fit (listed, or a column of ``category`` dtype): its workers do not
-    split by category sets yet."""
-    names = list(categorical_features or ())
-    dtypes = getattr(X, "dtypes", None)
-    if not names and dtypes is not None and hasattr(dtypes, "items"):
-        names = [name for name, dtype in dtypes.items()
-                 if type(dtype).__name__ == "CategoricalDtype"]
-    if names:
-        raise NotImplementedError(
-            f"categorical feature {names[0]!r} cannot be trained by {estimator} (the Dask "
-            f"backend): category-set splits run on the local CPU backend only; fit "
-            f"PackBoostRegressor/PackBoostClassifier, or encode the feature as numbers")
+    mapper.binned_dtype_ = _binned_dtype(mapper.n_bins_)

@@ -63,6 +63,8 @@ cdef extern from "packboost_cuda.h" nogil:
                        const int32_t *left_child_slot, const int32_t *slot_node)
     int pbc_add_leaf_values(pbc_context *context, int64_t n_nodes, const double *value,
                             const int64_t *tree_roots, double *out)
+    int pbc_read_node_of_row(pbc_context *context, int32_t *node_of_row)
+    int pbc_write_node_of_row(pbc_context *context, const int32_t *node_of_row)
     int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_rows,
                         int64_t n_features, int64_t n_nodes, const int32_t *feature,
                         const double *threshold, const uint8_t *missing_left,
@@ -310,6 +312,29 @@ cdef class CudaContext:
             code = pbc_add_leaf_values(context, value.shape[0], &value[0], &tree_roots[0],
                                        &out[0])
         check(code, "the pack update on the GPU")
+
+    def read_node_of_row(self):
+        """(n_rows, pack_size) int32: every row's slot code, from the device."""
+        out = np.empty((self.n_rows, self.pack_size), dtype=np.int32)
+        cdef int32_t[:, ::1] view = out
+        cdef pbc_context *context = self.live()
+        cdef int code = 0
+        if self.n_rows:
+            with nogil:
+                code = pbc_read_node_of_row(context, &view[0, 0])
+        check(code, "reading the rows' slots from the GPU")
+        return out
+
+    def write_node_of_row(self, const int32_t[:, ::1] node_of_row):
+        """Replace the device's slot codes of every row (n_rows, pack_size)."""
+        if node_of_row.shape[0] != self.n_rows or node_of_row.shape[1] != self.pack_size:
+            raise ValueError(f"node_of_row must be ({self.n_rows}, {self.pack_size})")
+        cdef pbc_context *context = self.live()
+        cdef int code = 0
+        if self.n_rows:
+            with nogil:
+                code = pbc_write_node_of_row(context, &node_of_row[0, 0])
+        check(code, "writing the rows' slots to the GPU")
 
 
 _RAW_DTYPES = {np.dtype(np.float64): PBC_DTYPE_FLOAT64, np.dtype(np.float32): PBC_DTYPE_FLOAT32,

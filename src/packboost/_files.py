@@ -155,6 +155,25 @@ def list_file_columns(path) -> list:
     return _check_unique(path, names)
 
 
+def dictionary_columns(path) -> list:
+    """Names of the dictionary-encoded columns of a parquet file (what pandas
+    ``category`` and polars ``Categorical`` columns are saved as); none for
+    a CSV file."""
+    path = _existing(path)
+    if not _is_parquet(path):
+        return []
+    with _reading(path):
+        library = _parquet_library()
+        if library.__name__ == "pyarrow.parquet":
+            import pyarrow as pa
+
+            schema = library.read_schema(path)
+            return [field.name for field in schema if pa.types.is_dictionary(field.type)]
+        schema = library.scan_parquet(path).collect_schema()
+        return [name for name, dtype in schema.items()
+                if type(dtype).__name__ in ("Categorical", "Enum")]
+
+
 def read_columns(path, columns=None) -> dict:
     """Columns of a parquet or CSV file as ``{name: 1-D ndarray}`` (file order).
 
@@ -197,6 +216,10 @@ def _arrow_column(path, column, name, *, text=False):
 
     if pa.types.is_null(column.type):
         return np.full(len(column), np.nan)
+    if pa.types.is_dictionary(column.type):
+        # Labels, None where null (a dictionary column's own to_numpy can
+        # give a label for a null).
+        column = column.cast(column.type.value_type)
     if text and (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
         raise FileReadError(f"{path}: column {name!r} is not UTF-8 text; save the file "
                             "as UTF-8")

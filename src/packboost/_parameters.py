@@ -296,9 +296,9 @@ SCHEMA: tuple = (
               "Features to split on as categories (indices or names), besides the columns "
               "that are categorical by type (pandas ``category``, polars "
               "``Categorical``/``Enum``, Arrow dictionary), which always are. A listed "
-              "column holds integer (or other numeric) codes. The categories seen at fit "
-              "are stored with the model; at predict an unseen category or NaN takes the "
-              "split's missing side (docs/guide/categorical.md). CPU only.",
+              "column holds labels: integer (or other numeric) codes, or strings. The "
+              "categories seen at fit are stored with the model; at predict an unseen "
+              "category or NaN takes the split's missing side (docs/guide/categorical.md).",
               ("estimator",), type_doc="list of int or str, or None", before=None,
               cli_json=True, cli_help="JSON list of feature indices or names"),
     _int("max_cat_to_onehot", 4,
@@ -320,14 +320,14 @@ SCHEMA: tuple = (
          "Least rows (missing ones not counted) on each side of a split by ordered "
          "categories (LightGBM's ``min_data_per_group``).",
          ("grower",), low=1, before=100),
-    _choice("cat_order", ("pooled", "era"),
+    _choice("cat_order", ("era", "pooled"),
             "The order whose prefixes are a node's candidate category sets (above "
-            "``max_cat_to_onehot`` categories). ``\"pooled\"``: the ratio ``G / (H + "
-            "cat_smooth)`` of the node's rows (LightGBM's and XGBoost's order). "
-            "``\"era\"``: that ratio in each era, its mean shrunk towards 0 by "
-            "``lambda_dro`` times its standard deviation over the eras, so that categories "
-            "whose effect flips between eras sit in the middle of the order "
-            "(docs/guide/categorical.md §2).",
+            "``max_cat_to_onehot`` categories). ``\"era\"``: the ratio ``G / (H + "
+            "cat_smooth)`` in each era, its mean shrunk towards 0 by ``lambda_dro`` times "
+            "its standard deviation over the eras, so that categories whose effect flips "
+            "between eras sit in the middle of the order, one block that no prefix cuts. "
+            "``\"pooled\"``: that ratio of the node's rows, all eras pooled (LightGBM's "
+            "and XGBoost's order) (docs/guide/categorical.md §2).",
             ("grower",), before="pooled"),
     Parameter("n_jobs", OTHER, None,
               "Threads; None or -1 uses every CPU this process may use.",

@@ -43,6 +43,7 @@ from packboost.objectives import get_objective, make_objective
 from packboost.sklearn import (
     PackBoostClassifier,
     PackBoostRegressor,
+    _check_categorical_supported,
     _fitted_state,
     _resolve_n_jobs,
 )
@@ -78,10 +79,23 @@ def shard_plan(era_rows: np.ndarray, n_workers: int) -> list:
     return [(cuts[k], cuts[k + 1]) for k in range(n_shards)]
 
 
-def _select_rows(part, index):
+def _checked(part, encoder):
+    """One input partition as the local fit checks X, its categorical
+    columns first replaced by their codes (``encoder``, None: none)."""
+    if encoder is not None:
+        part = encoder.transform(part)
+    return _validation.check_X(part)[0]
+
+
+def _select_rows(part, index, encoder=None):
     """Rows ``index`` of one input partition, validated as the local fit would."""
-    X, _ = _validation.check_X(part)
-    return np.ascontiguousarray(X[index])
+    return np.ascontiguousarray(_checked(part, encoder)[index])
+
+
+def _partition_categories(part, categorical_features):
+    """The categorical features of one input partition and their categories
+    (_categories.learn_encoder; combined over the partitions on the client)."""
+    return _categories.learn_encoder(part, categorical_features)
 
 
 # How often the client checks that the shards' workers are alive while it waits.
@@ -159,7 +173,6 @@ class _DaskEstimator:
         params = self._validated_params()
         init = self._dask_init_model(init_model, params["pack_size"])
         _validation.warn_unusual_params(params)
-        _categories.refuse_distributed(X, params["categorical_features"], type(self).__name__)
         if params["device"] != "cpu":
             raise ValueError(f"device must be 'cpu' for {type(self).__name__} (the workers "
                              f"run the CPU kernels), got {params['device']!r}")
@@ -231,20 +244,38 @@ class _DaskEstimator:
         shard_of_row = shard_of_era[era_codes]
 
         part_futures = client.compute(parts)
+        # The categories of the categorical features, from every partition's
+        # rows (the local fit learns them from the whole X); continued
+        # training keeps the model's own.
+        encoder = None if init is None else init.get("category_encoder_")
+        if encoder is None and _may_have_categories(X, params["categorical_features"]):
+            encoder = _categories.combine(client.gather([
+                client.submit(_partition_categories, part, params["categorical_features"],
+                              pure=False)
+                for part, length in zip(part_futures, lengths, strict=True) if length]))
+            if encoder is not None and init is not None:
+                raise ValueError("init_model was trained without categorical features; "
+                                 "continue it on the same numeric features")
+        if encoder is not None:
+            _check_categorical_supported(params, encoder, feature_names)
         # One pass over each partition where it lives: validated as the local
         # fit validates X, its dtype and integer column ranges, and its rows
         # cut into the shards' pieces. Empty partitions (what a filter leaves)
         # hold no rows to validate or bin.
         placed = [client.submit(_place_partition, part, shard_of_row[start:end], len(plan),
-                                pure=False) if end > start else None
+                                encoder, pure=False) if end > start else None
                   for part, start, end in zip(part_futures, starts[:-1], starts[1:], strict=True)]
         ranges = client.gather([client.submit(operator.getitem, item, 0, pure=False)
                                 for item in placed if item is not None])
         filled = [part for part, length in zip(part_futures, lengths, strict=True) if length]
         filled_lengths = lengths[lengths > 0]
         # Continued training bins with the saved cuts, so old and new trees agree.
-        mapper = (self._fit_mapper(ranges, client, n_rows, params, filled, filled_lengths)
-                  if init is None else init["bin_mapper_"])
+        if init is None:
+            mapper = self._fit_mapper(ranges, client, n_rows, params, filled, filled_lengths,
+                                      encoder)
+            _categories.set_category_bins(mapper, encoder)   # as the local fit's fit_bins
+        else:
+            mapper = init["bin_mapper_"]
         init_ensemble = None if init is None else init["ensemble_"]
         dtype = np.result_type(*[dtype for dtype, _, _ in ranges])
 
@@ -282,7 +313,7 @@ class _DaskEstimator:
 
         eval_set = _computed_eval_set(eval_set)
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, n_features, feature_names,
-                                            target, n_outputs)
+                                            target, n_outputs, encoder=encoder)
         metrics = self._resolve_metrics(eval_metric, eval_sets, params, n_outputs)
         # Callbacks run on rank 0's worker: a progress bar there shows nothing here.
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, False)
@@ -291,6 +322,7 @@ class _DaskEstimator:
             make_objective(params["objective"], alpha=params["alpha"],
                            link=get_objective(self._objective_name).transform), n_outputs)
         training = dict(params=params, n_bins=mapper.n_bins_, cuts=mapper.cuts_,
+                        categorical=None if encoder is None else encoder.mask(),
                         objective=objective, metrics=metrics, init_ensemble=init_ensemble,
                         base_score=(objective.base_score(y, sample_weight) if init is None
                                     else None))
@@ -308,8 +340,11 @@ class _DaskEstimator:
         finally:
             # Diagnostics of the last fit (benchmarks/bench_dask.py), not model state.
             self.worker_stats_ = _drop_shards(client, shards)
-        return _fitted_state(target, ensemble, mapper, n_features, n_eras, info,
-                             feature_names, era_column)
+        fitted = _fitted_state(target, ensemble, mapper, n_features, n_eras, info,
+                               feature_names, era_column)
+        if encoder is not None:
+            fitted["category_encoder_"] = encoder
+        return fitted
 
     def _dask_init_model(self, init_model, pack_size):
         """The fitted state to continue from: a fitted local or Dask estimator
@@ -331,7 +366,7 @@ class _DaskEstimator:
         return self._resolve_init_model(view, pack_size)
 
     @staticmethod
-    def _fit_mapper(ranges, client, n_rows, params, part_futures, lengths):
+    def _fit_mapper(ranges, client, n_rows, params, part_futures, lengths, encoder=None):
         """The local fit's BinMapper, exactly: pre-binned integer codes from the
         global column ranges; otherwise fitted on the local fit's row sample
         (gathered) and, for the columns with few distinct values, their
@@ -347,7 +382,7 @@ class _DaskEstimator:
                 return mapper.fit(np.stack([np.zeros_like(high), high]).astype(np.int64))
         sample_rows = mapper.sample_rows(n_rows)
         if sample_rows is None:
-            X_all = np.concatenate([_validation.check_X(part)[0]
+            X_all = np.concatenate([_checked(part, encoder)
                                     for part in client.gather(part_futures)])
             return mapper.fit(X_all)
         # The local fit's row sample, gathered from the partitions (rows in
@@ -357,12 +392,12 @@ class _DaskEstimator:
         sample = np.concatenate(client.gather([
             client.submit(_select_rows, part,
                           sample_rows[(sample_rows >= start) & (sample_rows < end)] - start,
-                          pure=False)
+                          encoder, pure=False)
             for part, start, end in zip(part_futures, starts[:-1], starts[1:], strict=True)]))
 
         def column_distinct(features):
             parts = client.gather([client.submit(_distinct_values, part, features,
-                                                 mapper.max_bins, pure=False)
+                                                 mapper.max_bins, encoder, pure=False)
                                    for part in part_futures])
             union = []
             for k in range(len(features)):
@@ -483,20 +518,21 @@ def _drop_shards(client, shards) -> list:
     return stats
 
 
-def _distinct_values(part, features, max_bins):
+def _distinct_values(part, features, max_bins, encoder=None):
     """Per feature of ``features``: its distinct values in this partition
     (binning.distinct_values)."""
     from packboost.binning import distinct_values
 
-    X, _ = _validation.check_X(part)
+    X = _checked(part, encoder)
     return [distinct_values(X[:, k], max_bins) for k in features]
 
 
-def _place_partition(part, shard_of_row, n_shards):
-    """One partition validated as the local fit validates X: (its dtype and,
-    for integers, its column minima and maxima), and its rows of each shard
-    (in partition order; None for a shard with none)."""
-    X, _ = _validation.check_X(part)
+def _place_partition(part, shard_of_row, n_shards, encoder=None):
+    """One partition validated as the local fit validates X (categorical
+    columns as their codes): (its dtype and, for integers, its column minima
+    and maxima), and its rows of each shard (in partition order; None for a
+    shard with none)."""
+    X = _checked(part, encoder)
     if X.dtype.kind not in "iu" or X.shape[0] == 0:
         ranges = X.dtype, np.zeros(0, dtype=np.int64), np.zeros(X.shape[1], dtype=np.int64)
     else:
@@ -508,6 +544,16 @@ def _place_partition(part, shard_of_row, n_shards):
         mine = shard_of_row == shard
         pieces.append(np.ascontiguousarray(X[mine]) if mine.any() else None)
     return ranges, pieces
+
+
+def _may_have_categories(X, categorical_features) -> bool:
+    """Could the Dask collection ``X`` have categorical features: some are
+    named, or a column has the pandas ``category`` dtype?"""
+    if categorical_features:
+        return True
+    dtypes = getattr(X, "dtypes", None)
+    return dtypes is not None and hasattr(dtypes, "items") and any(
+        type(dtype).__name__ == "CategoricalDtype" for _, dtype in dtypes.items())
 
 
 def _piece(placed, shard):

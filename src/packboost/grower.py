@@ -131,7 +131,7 @@ class GrowerParams:
     max_cat_threshold: int = 32
     cat_smooth: float = 10.0
     min_data_per_group: int = 100
-    cat_order: str = "pooled"
+    cat_order: str = "era"
 
 
 @dataclass
@@ -419,7 +419,10 @@ def _split_level(backend, data, slot_tree, pack_size, counts, slot_variance, fea
             np.ascontiguousarray(tree_uses_feature[category]), slot_variance, params,
             constraints=_constraint_columns(constraints, category))
         category_wins = _category_wins(best, features[numeric], found, features[category])
-        column = np.where(best.column >= 0, numeric[np.maximum(best.column, 0)], -1)
+        # (numeric may be empty: every candidate feature categorical)
+        column = np.full(len(best.column), -1, dtype=np.int64)
+        has_numeric = best.column >= 0
+        column[has_numeric] = numeric[best.column[has_numeric]]
         column[category_wins] = category[found["column"][category_wins]]
         score = np.where(category_wins, found["score"], best.score)
         gain = np.where(category_wins, found["gain"], best.gain)

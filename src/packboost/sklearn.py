@@ -95,7 +95,7 @@ class _PackBoostEstimator(BaseEstimator):
                  dir_tanh_scale=1.0, era_std="between", monotone_constraints=None,
                  interaction_constraints=None, categorical_features=None,
                  max_cat_to_onehot=4, max_cat_threshold=32, cat_smooth=10.0,
-                 min_data_per_group=100, cat_order="pooled", n_jobs=None,
+                 min_data_per_group=100, cat_order="era", n_jobs=None,
                  random_state=None,
                  device="cpu",
                  importance_type="gain"):
@@ -234,9 +234,6 @@ class _PackBoostEstimator(BaseEstimator):
             source = vars(self).copy()
         params = self._validated_params(source)
         _validation.warn_unusual_params(params)
-        if params["device"] != "cpu":
-            _categories.refuse_on_device(X, params["categorical_features"], params["device"],
-                                         era if isinstance(era, str) else None)
         backends.check_device(params["device"])
         if early_stopping_rounds is not None and (
                 isinstance(early_stopping_rounds, bool)
@@ -664,11 +661,6 @@ def _check_categorical_supported(params, encoder, feature_names) -> None:
     """Refuse, before any work, what categorical features cannot do yet."""
     names = [feature_names[k] if feature_names is not None else int(k)
              for k in encoder.features.tolist()]
-    if params["device"] != "cpu":
-        raise NotImplementedError(
-            f"categorical feature {names[0]!r} cannot be trained with "
-            f"device={params['device']!r}: categorical splits run on the CPU backend only "
-            f"(device='cpu'), or encode the feature as numbers")
     monotone = params.get("monotone_constraints")
     if monotone is not None:
         constrained = [name for name, k in zip(names, encoder.features.tolist(), strict=True)

@@ -46,12 +46,15 @@ def category_candidates(cells, n_categories, params, *, max_cat_to_onehot, max_c
                               for code in codes])
         else:
             ratio = pooled[codes, 0] / (pooled[codes, 1] + cat_smooth)
-        order = codes[np.lexsort((codes, ratio))]
+        ranking = np.lexsort((codes, ratio))
+        order, ratio = codes[ranking], ratio[ranking]
         sides = []
         for j in range(1, k):
             left = order[:j]
             if j > max_cat_threshold and k - j > max_cat_threshold:
                 continue
+            if ratio[j - 1] == ratio[j]:
+                continue    # a cut inside a block of tied categories
             left_rows = pooled[left, 2].sum()
             if (left_rows < min_data_per_group
                     or pooled[:, 2].sum() - left_rows < min_data_per_group):

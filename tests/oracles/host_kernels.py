@@ -132,6 +132,12 @@ class HostKernels:
             child = left_child_slot[slot] + np.where(left, 0, 1)
             self.node_of_row[rows, tree] = np.where(sampled, child, -2 - child)
 
+    def read_node_of_row(self):
+        return self.node_of_row.copy()
+
+    def write_node_of_row(self, node_of_row):
+        self.node_of_row = np.array(node_of_row, dtype=np.int32, copy=True)
+
     def add_leaf_values(self, value, tree_roots, out):
         for tree in range(self.pack_size):
             out += value[tree_roots[tree] + self.leaf_of_row[:, tree]]

@@ -45,16 +45,16 @@ def open_backend(device: str, data, pack_size: int, n_threads: int):
     if device == "cuda":
         from packboost.backends.cuda import CudaBackend
 
-        return contextlib.closing(CudaBackend.on_gpu(data, pack_size))
+        return contextlib.closing(CudaBackend.on_gpu(data, pack_size, n_threads=n_threads))
     raise AssertionError(device)  # check_device accepted it
 
 
 def predict_raw(device: str, ensemble, X, n_threads: int, n_rounds=None, start_round=0):
-    """Raw scores of ``ensemble`` (base score plus the selected rounds) on ``device``."""
+    """Raw scores of ``ensemble`` (base score plus the selected rounds) on
+    ``device``; a model with categorical features on the CPU whatever the
+    device (the GPU predictor walks thresholds, not category sets)."""
     if device == "cuda" and "category_words" in ensemble.nodes:
-        raise NotImplementedError(
-            "a model with categorical features cannot predict with device='cuda': "
-            "category-set splits run on the CPU backend only; set device='cpu'")
+        device = "cpu"
     check_device(device)
     if device == "cuda":
         from packboost.backends.cuda import predict_raw_on_gpu

@@ -55,6 +55,40 @@ def _one_of_two(buffers: list, size: int, avoid) -> np.ndarray:
     raise AssertionError("two buffers, one parent")
 
 
+def category_cells(data, node_of_row, fixed, slot_tree, slot_open, features,
+                   n_threads) -> np.ndarray:
+    """Per (feature, slot, era, code) of the categorical ``features``: the
+    sums of g, h and the rows of the slots' rows (``node_of_row``'s codes),
+    in row order (packboost/_categorical.pyx). Shared by the backends whose
+    rows' slots are at hand on the host."""
+    from packboost import _categorical
+
+    width = int(np.max(data.n_bins[data.categorical])) + 1
+    return _categorical.category_histograms(
+        data.X_binned, np.ascontiguousarray(features, dtype=np.int32), node_of_row,
+        np.ascontiguousarray(slot_tree, dtype=np.int32),
+        np.ascontiguousarray(slot_open, dtype=np.uint8), fixed.gradients, fixed.hessians,
+        data.row_era, data.n_eras, width, n_threads)
+
+
+def score_category_cells(data, hist, slot_tree, slot_open, features, tree_uses_feature,
+                         slot_variance, params, constraints, n_threads) -> dict:
+    """find_category_splits' choice from the category cells of every era."""
+    from packboost import _categorical
+
+    n_categories = np.ascontiguousarray(data.n_bins[features], dtype=np.int32)
+    constraints = constraints or {}
+    return _categorical.best_category_splits(
+        hist, n_categories, np.ascontiguousarray(slot_open, dtype=np.uint8),
+        np.ascontiguousarray(slot_tree, dtype=np.int32),
+        np.ascontiguousarray(tree_uses_feature, dtype=np.uint8), slot_variance,
+        params.split, params.max_cat_to_onehot, params.max_cat_threshold,
+        params.cat_smooth, params.min_data_per_group, n_threads,
+        slot_bounds=constraints.get("slot_bounds"),
+        slot_allows_feature=constraints.get("slot_allows_feature"),
+        order_by_eras=params.cat_order == "era")
+
+
 class CpuBackend:
     """:class:`packboost.backends.interface.Backend` on this machine's cores.
 
@@ -251,27 +285,23 @@ class CpuBackend:
         """The best category-set split of every open slot over the depth's
         categorical ``features`` (packboost/_categorical.pyx): its per-era
         category cells from the slots' rows, scored by DES."""
-        from packboost import _categorical
+        hist = self._category_cells(slot_tree, slot_open, features)
+        return self._score_category_cells(hist, slot_tree, slot_open, features,
+                                          tree_uses_feature, slot_variance, params,
+                                          constraints)
 
-        data = self.data
-        features = np.ascontiguousarray(features, dtype=np.int32)
-        n_categories = np.ascontiguousarray(data.n_bins[features], dtype=np.int32)
-        width = int(np.max(data.n_bins[data.categorical])) + 1
-        hist = _categorical.category_histograms(
-            data.X_binned, features, self.node_of_row,
-            np.ascontiguousarray(slot_tree, dtype=np.int32),
-            np.ascontiguousarray(slot_open, dtype=np.uint8), self.fixed.gradients,
-            self.fixed.hessians, data.row_era, data.n_eras, width, self.n_threads)
-        constraints = constraints or {}
-        return _categorical.best_category_splits(
-            hist, n_categories, np.ascontiguousarray(slot_open, dtype=np.uint8),
-            np.ascontiguousarray(slot_tree, dtype=np.int32),
-            np.ascontiguousarray(tree_uses_feature, dtype=np.uint8), slot_variance,
-            params.split, params.max_cat_to_onehot, params.max_cat_threshold,
-            params.cat_smooth, params.min_data_per_group, self.n_threads,
-            slot_bounds=constraints.get("slot_bounds"),
-            slot_allows_feature=constraints.get("slot_allows_feature"),
-            order_by_eras=params.cat_order == "era")
+    def _category_cells(self, slot_tree, slot_open, features) -> np.ndarray:
+        """Per (feature, slot, era, code) of the categorical ``features``: the
+        sums of g, h and the rows of this backend's rows (its eras)."""
+        return category_cells(self.data, self.node_of_row, self.fixed, slot_tree, slot_open,
+                              features, self.n_threads)
+
+    def _score_category_cells(self, hist, slot_tree, slot_open, features, tree_uses_feature,
+                              slot_variance, params, constraints) -> dict:
+        """find_category_splits' choice from the cells of every era."""
+        return score_category_cells(self.data, hist, slot_tree, slot_open, features,
+                                    tree_uses_feature, slot_variance, params, constraints,
+                                    self.n_threads)
 
     def _takes_node_route(self, features, split_params) -> bool:
         """Does this depth take the node-ordered route? Below a pack's roots

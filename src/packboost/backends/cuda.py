@@ -26,7 +26,7 @@ class CudaBackend:
     kernel times (ms) per depth; the pack update is added to its last depth.
     """
 
-    def __init__(self, kernels, timings: list | None = None):
+    def __init__(self, kernels, timings: list | None = None, *, data=None, n_threads: int = 1):
         self.kernels = kernels
         self.timings = timings
         self.inverse_scales = (1.0, 1.0, 1.0)
@@ -38,10 +38,15 @@ class CudaBackend:
         self.histogram_budget_bytes = 1 << 30
         self._depth = 0
         self._histogram_held = 0
+        # The training data and the round's gradients on the host: category
+        # splits are summed and scored there (find_category_splits).
+        self.data = data
+        self.n_threads = n_threads
+        self.fixed = None
 
     @classmethod
     def on_gpu(cls, data, pack_size: int, device: int = 0, timings: list | None = None,
-               histogram_budget_bytes: int = 1 << 30):
+               histogram_budget_bytes: int = 1 << 30, n_threads: int = 1):
         """The backend on GPU ``device``; ``histogram_budget_bytes`` caps a depth's
         device histograms (candidate features are taken in chunks under it)."""
         from packboost._cuda import CudaContext, device_memory
@@ -55,7 +60,7 @@ class CudaBackend:
                               pack_size, device, histogram_budget_bytes)
         if timings is not None:
             kernels.set_timing(True)
-        backend = cls(kernels, timings)
+        backend = cls(kernels, timings, data=data, n_threads=n_threads)
         backend.free_memory = lambda: device_memory(device)[0]
         backend.histogram_shape = (data.n_eras, int(np.max(data.n_bins, initial=0)) + 1)
         backend.histogram_budget_bytes = histogram_budget_bytes
@@ -67,6 +72,7 @@ class CudaBackend:
     def begin_pack(self, fixed, tree_samples: list) -> None:
         # The values are on the fixed-point grid already: the device's
         # x * scale is an exact integer, so its sums are the CPU's.
+        self.fixed = fixed
         scale_g2 = squared_gradient_scale(fixed.gradients)
         self.kernels.begin_round(fixed.gradients, fixed.hessians, list(tree_samples),
                                  fixed.gradient_scale, fixed.hessian_scale, scale_g2)
@@ -114,8 +120,24 @@ class CudaBackend:
             max_width=max_width, pack_size=np.shape(tree_uses_feature)[1])
         self._histogram_held = needed
 
+    def find_category_splits(self, slot_tree, slot_open, features, tree_uses_feature,
+                             slot_variance, params, *, constraints=None) -> dict:
+        """The CPU backend's category splits: the rows' slots from the device,
+        then the per-era category cells and their DES scores on the host by
+        the CPU code (packboost/_categorical.pyx), from the round's gradients
+        the device holds too: the CPU's sets, scores and ties, exactly."""
+        from packboost.backends.cpu import category_cells, score_category_cells
+
+        if constraints is not None:
+            raise _constraints.unsupported("device='cuda'")
+        hist = category_cells(self.data, self.kernels.read_node_of_row(), self.fixed,
+                              slot_tree, slot_open, features, self.n_threads)
+        return score_category_cells(self.data, hist, slot_tree, slot_open, features,
+                                    tree_uses_feature, slot_variance, params, None,
+                                    self.n_threads)
+
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
-                   slot_node, *, split_children=True) -> None:
+                   slot_node, *, split_children=True, category_splits=None) -> None:
         # split_children is a hint this backend does not use (it always sums
         # the squared gradients).
         self.kernels.route_rows(np.ascontiguousarray(split_feature, dtype=np.int32),
@@ -123,6 +145,17 @@ class CudaBackend:
                                 np.ascontiguousarray(split_missing_left, dtype=np.uint8),
                                 np.ascontiguousarray(left_child_slot, dtype=np.int32),
                                 np.ascontiguousarray(slot_node, dtype=np.int32))
+        if category_splits is not None:
+            # A set split's threshold (-1) sent its non-missing rows right;
+            # the rows whose category is in its set move left, on the host.
+            from packboost import _categorical
+
+            node_of_row = self.kernels.read_node_of_row()
+            _categorical.move_left_by_category(self.data.X_binned, node_of_row,
+                                               category_splits["child_feature"],
+                                               category_splits["child_left_set"],
+                                               self.n_threads)
+            self.kernels.write_node_of_row(node_of_row)
         if self.timings is not None:
             self.timings[-1].append(self.kernels.read_timers(reset=True))
         self._depth += 1

@@ -122,7 +122,8 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
                              shard.X_binned.shape[0])
         data = TrainingData(X_binned=shard.X_binned, n_bins=training["n_bins"],
                             row_era=shard.row_era, n_eras=shard.end_era - shard.first_era,
-                            cuts=training["cuts"], shard=row_shard)
+                            cuts=training["cuts"], shard=row_shard,
+                            categorical=training.get("categorical"))
         params, n_threads = training["params"], training["n_threads"]
         leader = rank == 0
         callbacks = (_LeaderCallbacks(training["callbacks"], collective) if leader
@@ -371,16 +372,34 @@ class ShardBackend(CpuBackend):
         self._best = None
         return plan["depth_cells"]
 
+    def find_category_splits(self, slot_tree, slot_open, features, tree_uses_feature,
+                             slot_variance, params, *, constraints=None) -> dict:
+        """The CPU backend's category splits over every shard's eras: each
+        shard's per-era category cells (its own eras' sums, the local fit's
+        numbers) gathered in era order -- the shards hold contiguous era
+        ranges in rank order -- and scored alike on every shard by the CPU
+        code (docs/distributed.md, "Categorical features"), with the depth's
+        constraints as locally."""
+        cells = self._category_cells(slot_tree, slot_open, features)
+        hist = np.concatenate(self.collective.allgather(cells), axis=2)
+        return self._score_category_cells(hist, slot_tree, slot_open, features,
+                                          tree_uses_feature, slot_variance, params,
+                                          constraints)
+
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node, *, split_children=True, category_splits=None) -> None:
         """The CPU backend's routing, without the children's sums: slot_sums
-        gathers them from every shard. (No category splits: the Dask
-        estimators refuse categorical features.)"""
+        gathers them from every shard."""
         self._at_roots = False
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
         if len(split) == 0:
             self._last_slot_node = np.ascontiguousarray(slot_node, dtype=np.int32)
             self._slot_parent = None
+            return
+        if category_splits is not None:
+            # By threshold, then the sets' categories left (no sums either).
+            self._route_by_categories(split_feature, split_threshold, split_missing_left,
+                                      left_child_slot, slot_node, split, category_splits)
             return
         self._route_without_sums(split_feature, split_threshold, split_missing_left,
                                  left_child_slot, slot_node, split)

@@ -208,17 +208,82 @@ def _check_feature_names(names, where) -> list:
     return names
 
 
-def feature_matrix(data, features) -> np.ndarray:
+def feature_matrix(data, features, categorical=()):
+    """The feature columns as the estimators take them: one numeric matrix;
+    or, when some are ``categorical`` (names), a table (pyarrow, pandas or
+    polars, whichever is installed) in which those keep their labels."""
     from packboost import _inputs
 
-    return _inputs.columns_to_matrix([data[name] for name in features], features,
-                                     argument="the feature columns")
+    if not categorical:
+        return _inputs.columns_to_matrix([data[name] for name in features], features,
+                                         argument="the feature columns")
+    return _table({name: _labels(data[name]) if name in categorical else data[name]
+                   for name in features})
+
+
+def _labels(values):
+    """A categorical column's labels; an empty text field (CSV) is missing."""
+    if values.dtype != object:
+        return values
+    return np.array([None if value == "" else value for value in values.tolist()],
+                    dtype=object)
+
+
+def _table(columns: dict):
+    try:
+        import pyarrow as pa
+    except ImportError:
+        pa = None
+    if pa is not None:
+        return pa.table({name: pa.array(values, from_pandas=True)
+                         for name, values in columns.items()})
+    try:
+        import pandas as pd
+    except ImportError:
+        pd = None
+    if pd is not None:
+        return pd.DataFrame(columns)
+    from packboost._compat import import_optional
+
+    polars = import_optional("polars", "categorical feature columns")
+    return polars.DataFrame({name: polars.Series(name, values)
+                             for name, values in columns.items()})
+
+
+def categorical_names(model, features) -> list:
+    """The names of a fitted model's categorical features (none: [])."""
+    encoder = getattr(model, "category_encoder_", None)
+    if encoder is None:
+        return []
+    return [features[k] for k in encoder.features.tolist()]
+
+
+def with_declared_categories(params: dict, path, features) -> list:
+    """``params`` with the feature columns that ``path`` declares categorical
+    (parquet dictionary columns: pandas ``category``, polars ``Categorical``)
+    added to ``categorical_features``; returns the categorical names."""
+    from packboost import _files
+
+    listed = params.get("categorical_features") or []
+    names = [features[entry] if isinstance(entry, int) and entry < len(features) else entry
+             for entry in listed]
+    declared = [name for name in _files.dictionary_columns(path)
+                if name in features and name not in names]
+    if declared:
+        by_index = bool(listed) and all(isinstance(entry, int) for entry in listed)
+        params["categorical_features"] = list(listed) + [
+            features.index(name) if by_index else name for name in declared]
+        print(f"note:  {path}: categorical by type: {', '.join(map(repr, declared))}")
+    return [name for name in names if isinstance(name, str)] + declared
 
 
 def named(X, names):
-    """``X`` with its column names, so that the model keeps and checks them."""
+    """``X`` with its column names, so that the model keeps and checks them
+    (a table has its own)."""
     from packboost._inputs import NamedMatrix
 
+    if not isinstance(X, np.ndarray):
+        return X
     return NamedMatrix(X, names)
 
 

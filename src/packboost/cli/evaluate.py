@@ -14,6 +14,7 @@ from packboost.cli._common import (
 from packboost.cli.columns import (
     DEFAULT_TARGET_COLUMN,
     add_column_arguments,
+    categorical_names,
     choose_era_column,
     choose_feature_columns,
     choose_model_feature_columns,
@@ -101,7 +102,11 @@ def run(args, parser) -> int:
     wanted = list(dict.fromkeys(targets + ([era_column] if era_column else []) + features
                                 + ([args.prediction_column] if model is None else [])))
     data = _files.read_columns(args.data, wanted)
-    X = feature_matrix(data, features) if features else None
+    categorical = categorical_names(model, features)
+    X = feature_matrix(data, features, categorical) if features else None
+    # Neutralized against the numeric features (a category's codes measure nothing).
+    numeric = [name for name in features if name not in categorical]
+    neutral = feature_matrix(data, numeric) if args.feature_neutral and numeric else None
     prediction_of = {}
     if model is not None and _target_outputs(model) > 1:
         # A model of several targets ('packboost train --target' of several
@@ -144,7 +149,7 @@ def run(args, parser) -> int:
         report = era_report(
             y[keep], predicted[keep], era[keep] if era is not None else None,
             methods=methods,
-            features=X[keep] if args.feature_neutral and X is not None else None)
+            features=neutral[keep] if neutral is not None else None)
         reports[target] = report
         output = (f" (output {output_of[target]})" if prediction_of else "")
         print(f"{source}{output} on {args.data}, target {target!r}: {int(keep.sum())} rows, "

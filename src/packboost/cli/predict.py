@@ -10,6 +10,7 @@ from packboost.cli._common import CommandError, check_paths, check_table_output
 from packboost.cli.columns import (
     DEFAULT_ID_COLUMN,
     DEFAULT_PREDICTION_COLUMN,
+    categorical_names,
     choose_model_feature_columns,
     feature_matrix,
     named,
@@ -90,7 +91,7 @@ def run(args, parser) -> int:
                      "output column with --prediction-column")
     wanted = features + ([id_column] if id_column and id_column not in features else [])
     data = _files.read_columns(args.data, wanted)
-    X = feature_matrix(data, features)
+    X = feature_matrix(data, features, categorical_names(model, features))
     started = time.perf_counter()
     output = {}
     if id_column:

@@ -23,6 +23,7 @@ from packboost.cli.columns import (
     feature_matrix,
     named,
     split_list,
+    with_declared_categories,
 )
 from packboost.cli.predict import prediction_values
 
@@ -80,12 +81,15 @@ def run(args, parser) -> int:
     params = load_config(args.config, estimator_class) if args.config else {}
     params.update({key[len("param_"):]: value for key, value in vars(args).items()
                    if key.startswith("param_") and value is not None})
+    columns = TrainColumns.resolve(args, args.data)
+    # Categorical: the features named by --categorical-features and those the
+    # file declares (parquet dictionary columns), read as their labels.
+    columns.categorical = with_declared_categories(params, args.data, columns.features)
     model = estimator_class(**params)
     # Before reading any data: out-of-range parameters, and a device that cannot
     # run here (CudaError), fail now rather than after loading the files.
     backends.check_device(model._validated_params()["device"])
 
-    columns = TrainColumns.resolve(args, args.data)
     X, y, era, names = columns.load(args.data, args.classifier)
     if args.classifier and len(np.unique(y)) > 2:
         # The command writes and scores one number per row (the probability of
@@ -152,6 +156,8 @@ class TrainColumns:
     def __init__(self, era, targets, features):
         self.era, self.targets, self.features = era, list(targets), features
         self.target = self.targets[0]
+        # Feature columns read as labels (categorical features), by name.
+        self.categorical = []
 
     def describe_targets(self) -> str:
         if len(self.targets) == 1:
@@ -202,11 +208,11 @@ class TrainColumns:
                   "value are skipped")
         else:
             keep = None
-        X = feature_matrix(data, self.features)
-        era = data[self.era] if self.era else None
         if keep is not None:
-            X, y = X[keep], y[keep]
-            era = era[keep] if era is not None else None
+            data = {name: values[keep] for name, values in data.items()}
+            y = data[self.target]
+        X = feature_matrix(data, self.features, self.categorical)
+        era = data[self.era] if self.era else None
         if not classifier and y.dtype.kind not in "biuf":
             raise CommandError(f"target {self.target!r} is not numeric (dtype {y.dtype}); "
                                "use --classifier for labels")
@@ -232,13 +238,13 @@ class TrainColumns:
                 print(f"note:  {path}: target {name!r} is missing in {unknown} rows: "
                       "its trees and scores leave them out")
         keep = ~np.isnan(y).all(axis=1)
-        X = feature_matrix(data, self.features)
-        era = data[self.era] if self.era else None
         if not keep.all():
             print(f"note:  {path}: {int((~keep).sum())} rows without any target value "
                   "are skipped")
-            X, y = X[keep], y[keep]
-            era = era[keep] if era is not None else None
+            data = {name: values[keep] for name, values in data.items()}
+            y = y[keep]
+        X = feature_matrix(data, self.features, self.categorical)
+        era = data[self.era] if self.era else None
         return X, y, era, self.features
 
 
