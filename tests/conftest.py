@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
 import pytest
 
@@ -53,6 +55,25 @@ def make_binned_problem(seed, n_rows, n_features, n_eras, *, n_bins=5, missing_r
 @pytest.fixture
 def split_params():
     return dict(DEFAULT_SPLIT_PARAMS)
+
+
+# A Dask test that waits longer than this fails instead of hanging the suite
+# (a lost result once made a fit wait forever; CI must end either way).
+DASK_HANG_SECONDS = 180
+
+
+@pytest.fixture
+def fail_instead_of_hanging():
+    """The Dask test modules' guard (``pytestmark = pytest.mark.usefixtures(...)``):
+    a TimeoutError after DASK_HANG_SECONDS instead of a suite that never ends."""
+    def expire(signum, frame):
+        raise TimeoutError(f"no result within {DASK_HANG_SECONDS} s: the Dask fit hangs")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(DASK_HANG_SECONDS)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ distributed model is the local fit, bit for bit, whatever the partitioning.
 
 import pickle
 import re
-import signal
 
 import numpy as np
 import pytest
@@ -32,21 +31,8 @@ from conftest import assert_same_model  # noqa: E402
 PARAMS = dict(n_estimators=3, max_depth=3, min_samples_leaf=10, random_state=3, n_jobs=1)
 
 
-# A Dask test that waits longer than this fails instead of hanging the suite
-# (a lost result once made a fit wait forever; CI must end either way).
-HANG_SECONDS = 180
-
-
-@pytest.fixture(autouse=True)
-def _fail_instead_of_hanging():
-    def expire(signum, frame):
-        raise TimeoutError(f"no result within {HANG_SECONDS} s: the Dask fit hangs")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(HANG_SECONDS)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+# A Dask test that hangs fails instead (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fail_instead_of_hanging")
 
 
 @pytest.fixture(scope="module")

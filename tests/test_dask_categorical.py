@@ -3,8 +3,6 @@
 category cells gathered from every shard, and the model the local fit's, bit
 for bit."""
 
-import signal
-
 import numpy as np
 import pytest
 
@@ -20,19 +18,8 @@ from conftest import assert_same_model  # noqa: E402
 
 PARAMS = dict(n_estimators=4, max_depth=3, min_samples_leaf=5, random_state=2, n_jobs=1,
               min_data_per_group=5)
-HANG_SECONDS = 180
-
-
-@pytest.fixture(autouse=True)
-def _fail_instead_of_hanging():
-    def expire(signum, frame):
-        raise TimeoutError(f"no result within {HANG_SECONDS} s: the Dask fit hangs")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(HANG_SECONDS)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+# A Dask test that hangs fails instead (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fail_instead_of_hanging")
 
 
 def era_table(seed=0, n_rows=1500, n_eras=10):

@@ -36,6 +36,15 @@ def _assert_same_trees(ensemble, alone):
         np.testing.assert_array_equal(ensemble.nodes[name], values, err_msg=name)
 
 
+def _single_target_fits(params, X, Y, era, weight):
+    """Per target: a one-target fit on its known rows (and their weights)."""
+    for target in range(Y.shape[1]):
+        known = ~np.isnan(Y[:, target])
+        yield target, PackBoostRegressor(**params).fit(
+            X[known], Y[known, target], era=era[known],
+            sample_weight=None if weight is None else weight[known])
+
+
 @pytest.mark.parametrize("objective", ["squared_error", "huber", "quantile"])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("n_jobs", [1, 2])
@@ -46,11 +55,7 @@ def test_each_target_is_a_fit_on_its_known_rows(numerai, objective, weighted, n_
     joint = PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
     prediction = joint.predict(X)
     assert joint.n_eras_ == 15
-    for target in range(Y.shape[1]):
-        known = ~np.isnan(Y[:, target])
-        alone = PackBoostRegressor(**params).fit(
-            X[known], Y[known, target], era=era[known],
-            sample_weight=None if weight is None else weight[known])
+    for target, alone in _single_target_fits(params, X, Y, era, weight):
         _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)
         np.testing.assert_array_equal(prediction[:, target], alone.predict(X))
 
@@ -165,9 +170,5 @@ def test_awkward_eras_one_row_and_no_known_row_for_a_target(weighted):
     weight = rng.uniform(0.5, 2.0, len(y)) if weighted else None
     params = dict(NO_SAMPLING, max_depth=3, n_jobs=2)
     joint = PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
-    for target in range(Y.shape[1]):
-        known = ~np.isnan(Y[:, target])
-        alone = PackBoostRegressor(**params).fit(
-            X[known], Y[known, target], era=era[known],
-            sample_weight=None if weight is None else weight[known])
+    for target, alone in _single_target_fits(params, X, Y, era, weight):
         _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)

@@ -218,8 +218,9 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
     find_best_splits' constraint arrays (``slot_bounds``,
     ``feature_monotone``, ``slot_allows_feature``, each optional): a pair
     not allowed has no candidate, a monotone feature's candidates keep its
-    order, and bounded nodes use clipped values (candidate_pass takes the
-    same dict)."""
+    order, and bounded nodes use clipped values: each candidate records
+    whether its node is ``bounded`` and its ``lower`` and ``upper`` bounds,
+    which candidate_pass reads."""
     cdef pb_split_params c = make_split_params(params)
     cdef const double[:, ::1] bounds_view
     cdef const int8_t[::1] monotone_view
@@ -255,9 +256,10 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
     position_out = np.empty(capacity, dtype=np.int32)
     threshold_out = np.empty(capacity, dtype=np.int32)
     missing_out = np.empty(capacity, dtype=np.uint8)
-    sums = np.empty((5, capacity))
+    bounded_out = np.empty(capacity, dtype=np.uint8)
+    sums = np.empty((7, capacity))
     cdef int32_t[::1] o_slot = slot_out, o_position = position_out, o_threshold = threshold_out
-    cdef uint8_t[::1] o_missing = missing_out
+    cdef uint8_t[::1] o_missing = missing_out, o_bounded = bounded_out
     cdef double[:, ::1] o_sums = sums
     cdef Py_ssize_t slot, position, b, nb, n = 0
     cdef int side, missing_left
@@ -327,6 +329,9 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                         o_position[n] = position
                         o_threshold[n] = b
                         o_missing[n] = missing_left
+                        o_bounded[n] = bounded
+                        o_sums[5, n] = lower
+                        o_sums[6, n] = upper
                         o_sums[0, n] = sum_g
                         o_sums[1, n] = sum_h
                         o_sums[2, n] = cand_g
@@ -349,7 +354,8 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
             "threshold": threshold_out[:n].copy(), "missing_left": missing_out[:n].copy(),
             "sum_g": sums[0, :n].copy(), "sum_h": sums[1, :n].copy(),
             "left_g": sums[2, :n].copy(), "left_h": sums[3, :n].copy(),
-            "mean": sums[4, :n].copy()}
+            "mean": sums[4, :n].copy(), "bounded": bounded_out[:n].copy(),
+            "lower": sums[5, :n].copy(), "upper": sums[6, :n].copy()}
 
 
 def continue_era_weights(const int64_t[::1] cells, const int64_t[::1] base,
@@ -567,7 +573,7 @@ cdef void _continue_candidate(const pb_split_params* c, int mode, int with_direc
 
 def candidate_pass(dict candidates, const double[::1] slot_variance, dict params, int mode,
                    state, cells=None, layout=None, era_rows=None, fixed=None,
-                   Py_ssize_t n_slots=0, int n_threads=1, constraints=None):
+                   Py_ssize_t n_slots=0, int n_threads=1):
     """Continue every candidate's era-order sums over this shard's eras.
 
     ``state`` is (n_candidates, N_STATE) for MODE_PASS, (n_candidates,) for
@@ -580,13 +586,11 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     order; ``fixed`` the round's FixedPointGradients. Candidates are
     independent: ``n_threads`` threads share them out (each candidate's own
     eras in order, so the result does not depend on the thread count).
-    ``constraints``: enumerate_candidates' (the bounds and monotone features
-    that clip the candidates' values)."""
+    A bounded candidate (enumerate_candidates' ``bounded``, ``lower``,
+    ``upper``) uses values clipped to its node's bounds."""
     cdef pb_split_params c = make_split_params(params)
-    # Per candidate: is its node bounded, and its bounds (score_tile's rule).
-    lower_of, upper_of, bounded_of = _candidate_bounds(candidates, constraints)
-    cdef const double[::1] c_lower = lower_of, c_upper = upper_of
-    cdef const uint8_t[::1] c_bounded = bounded_of
+    cdef const double[::1] c_lower = candidates["lower"], c_upper = candidates["upper"]
+    cdef const uint8_t[::1] c_bounded = candidates["bounded"]
     cdef const int32_t[::1] cand_slot = candidates["slot"]
     cdef const int32_t[::1] cand_pos = candidates["position"]
     cdef const int32_t[::1] cand_t = candidates["threshold"]
@@ -655,22 +659,3 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
                             &rows_view[cand_slot[i], 0], n_eras,
                             state_pointer + i * width_of_state)
     return out
-
-
-def _candidate_bounds(dict candidates, constraints):
-    """(lower, upper, bounded) per candidate: its slot's value bounds and
-    whether its node is bounded (a bound or a monotone feature), as
-    score_tile decides."""
-    n = len(candidates["slot"])
-    constraints = constraints or {}
-    lower, upper = np.full(n, -np.inf), np.full(n, np.inf)
-    bounded = np.zeros(n, dtype=np.uint8)
-    if constraints.get("slot_bounds") is not None:
-        slot_bounds = np.asarray(constraints["slot_bounds"], dtype=np.float64)
-        lower = np.ascontiguousarray(slot_bounds[candidates["slot"], 0])
-        upper = np.ascontiguousarray(slot_bounds[candidates["slot"], 1])
-        bounded |= ((lower > -np.inf) | (upper < np.inf)).astype(np.uint8)
-    if constraints.get("feature_monotone") is not None:
-        monotone = np.asarray(constraints["feature_monotone"])[candidates["position"]]
-        bounded |= (monotone != 0).astype(np.uint8)
-    return lower, upper, bounded

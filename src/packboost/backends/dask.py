@@ -253,7 +253,7 @@ class ShardBackend(CpuBackend):
             # Nothing to add over eras: every shard finishes the same scores.
             score, gain = _distributed.candidate_pass(
                 candidates, slot_variance, split_params, _distributed.MODE_FINISH,
-                np.zeros((n, _distributed.N_STATE)), constraints=constraints)
+                np.zeros((n, _distributed.N_STATE)))
             return _best_splits(candidates, score, gain, n_slots, n_candidates)
         last = collective.size - 1
         layout = (base, stride, widths)
@@ -272,7 +272,7 @@ class ShardBackend(CpuBackend):
                 began = time.perf_counter()
                 state = _distributed.candidate_pass(part, slot_variance, split_params, mode,
                                                     state, cells, layout, era_rows, fixed,
-                                                    n_slots, self.n_threads, constraints)
+                                                    n_slots, self.n_threads)
                 self.era_pass_seconds += time.perf_counter() - began
                 return state
             finals = collective.chain(step, [initial[start:end] for start, end in blocks])
@@ -287,8 +287,7 @@ class ShardBackend(CpuBackend):
             if state is None:
                 return None
             return _distributed.candidate_pass(subset, slot_variance, split_params,
-                                               _distributed.MODE_FINISH, state,
-                                               constraints=constraints)
+                                               _distributed.MODE_FINISH, state)
 
         if newton:
             # Each candidate's mean of newton era gains, then the pass around it.
