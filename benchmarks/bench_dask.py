@@ -14,9 +14,8 @@ after the data is placed and binned), whether trees and held-out predictions
 are bit-identical to the local fit, each worker's seconds and CPU seconds in
 its fit task, the bytes and messages the workers sent each other per round,
 and the Dask tasks of a fit, and the seconds each worker computed in the
-chained DES era pass. Then extrapolates a Numerai-scale round to 10 nodes
-from the measured per-row cost, the era pass counted in series
-(``extrapolate``).
+DES era pass. Then extrapolates a Numerai-scale round to 10 nodes from the
+measured per-row cost (``extrapolate``).
 """
 
 from __future__ import annotations
@@ -35,8 +34,12 @@ SIZES = {
     "numerai": dict(n_rows=2_700_000, n_features=500, n_eras=600),
 }
 
-STATE_BYTES = 40        # _distributed.N_STATE float64 per candidate
-PIPELINE_BLOCKS = 4      # backends/dask.py PIPELINE_BLOCKS_PER_SHARD
+# The era pass per scored candidate: N_TERMS float64 maxima, then N_TERMS
+# int64 grid sums (_distributed.candidate_pass), each all-reduced.
+ERA_PASS_BYTES = 2 * 3 * 8
+# Allreduces per depth: pooled cells, era stats, and the era pass's maxima
+# and sums for the slots' leaders and for their contenders.
+ALLREDUCES_PER_DEPTH = 6
 
 
 def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max_depth,
@@ -119,32 +122,30 @@ def _task_seconds(tasks) -> dict:
 
 def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
                 features=238, bins=5, pack_size=4, max_depth=6, latency_ms=0.1,
-                chain_seconds_per_row_round=0.0):
+                era_pass_seconds_per_row_round=0.0):
     """A Numerai-scale round on ``nodes`` workers: compute (the measured
-    seconds per row and round of one worker, rows split evenly; of it, the
-    DES era pass, ``chain_seconds_per_row_round``, runs one shard after the
-    other: the chain's blocks overlap only where a depth has many candidates,
-    so it is counted in series, undivided), network
-    (``gbit`` Gb/s; the pooled sums all-reduced around a ring: each link
-    carries 2 (n - 1) / n of them each way, the era-pass state hops shard to
-    shard) and message latency, every depth summed (every node splitting:
-    slots double per depth)."""
+    seconds per row and round of one worker, rows split evenly; a shard
+    computes its era-pass terms twice, for the maxima and on the grid, so
+    half of the shards' measured era-pass seconds,
+    ``era_pass_seconds_per_row_round``, is added), network (``gbit`` Gb/s;
+    every allreduce around a ring: each link carries 2 (n - 1) / n of the
+    pooled sums and of the era pass's maxima and grid sums, every candidate
+    counted as scored) and message latency (2 (n - 1) per ring allreduce,
+    n for the chained slot sums), every depth summed (every node
+    splitting: slots double per depth)."""
     link = gbit * 1e9 / 8
     width = bins + 1
-    chain = chain_seconds_per_row_round * rows
-    compute = (seconds_per_row_round - chain_seconds_per_row_round) * rows / nodes + chain
+    compute = (seconds_per_row_round + era_pass_seconds_per_row_round / 2) * rows / nodes
     network = latency = 0.0
     for depth in range(max_depth):
         slots = pack_size * 2 ** depth
         candidates = slots * features * (bins - 1)
         pooled = slots * features * width * 3 * 8
-        network += (2 * (nodes - 1) / nodes * pooled
-                    + (nodes - 1) * STATE_BYTES * candidates) / link
-        latency += (4 + 2 * (nodes - 1) + PIPELINE_BLOCKS * nodes + nodes) * latency_ms * 1e-3
+        network += 2 * (nodes - 1) / nodes * (pooled + ERA_PASS_BYTES * candidates) / link
+        latency += (ALLREDUCES_PER_DEPTH * 2 * (nodes - 1) + nodes) * latency_ms * 1e-3
     return {"nodes": nodes, "gbit_s": gbit, "rows": rows, "features_per_depth": features,
             "pack_size": pack_size, "max_depth": max_depth,
-            "round_compute_s": compute, "round_chain_compute_s": chain,
-            "round_network_s": network,
+            "round_compute_s": compute, "round_network_s": network,
             "round_latency_s": latency, "round_s": compute + network + latency,
             "single_node_round_s": seconds_per_row_round * rows}
 
@@ -169,10 +170,10 @@ def main() -> None:
                          / (results["rows"] * args.rounds))
         # The era pass's work, all shards of the largest fit together.
         widest = results["runs"][-1]
-        chain_per_row_round = (sum(widest["worker_era_pass_s"])
-                               / (results["rows"] * args.rounds))
-        results["extrapolation"] = extrapolate(per_row_round,
-                                               chain_seconds_per_row_round=chain_per_row_round)
+        era_pass_per_row_round = (sum(widest["worker_era_pass_s"])
+                                  / (results["rows"] * args.rounds))
+        results["extrapolation"] = extrapolate(
+            per_row_round, era_pass_seconds_per_row_round=era_pass_per_row_round)
         report.append(results)
         print(json.dumps(results, indent=1, default=str), flush=True)
 

@@ -23,13 +23,18 @@
  *                             direction sign and scale
  *   mean of the era gains     realized: des_realized_mean(), closed form from
  *                             weighted pooled sums (the gains are linear in the
- *                             era sums); newton: a pass of des_era_gain()
+ *                             era sums); newton: w_e des_era_gain() summed on a
+ *                             grid (des_grid_exponent, des_to_grid)
  *   des_candidate_set_mean()
  *   des_candidate_set_noise() optional (era_std = "between"): the per-row
  *                             gradient variance of the node
- *   des_candidate_push()      once per era with rows in the node: the centred
+ *   des_candidate_era_terms() once per era with rows in the node: the centred
  *                             square (gain_e - mean)^2, the era's sampling
- *                             noise and the direction vote
+ *                             noise and the direction vote; their largest
+ *                             magnitudes (des_terms_max) give the grids
+ *                             (des_grid_of), on which the terms are added as
+ *                             integers (des_grid_add), in any order
+ *   des_candidate_set_sums()  the sums and the era weights' totals
  *   des_candidate_finish()    DES score, mean, std, direction
  *
  * The variance is the centred two-pass form sum w (x - mean)^2 / W: it stays
@@ -347,26 +352,31 @@ DES_FN void des_candidate_set_noise(des_candidate_t *state, double gradient_vari
 }
 
 /*
- * Add one era with rows in the node, of weight w_e > 0. The era votes on the
- * direction only if it has rows on both sides (its own v_eL - v_eR exists).
- * The vote reads the era's own L2 Newton values without the L1 threshold: an
- * era's sums are a fraction of the node's, and alpha (sized for a leaf) would
- * silence most eras' votes.
+ * One era's terms of the pass, for an era with rows in the node, of weight
+ * w_e > 0: the centred square w_e (gain_e - mean)^2, the era's sampling noise
+ * w_e nu_e (era_std = "between") and its direction vote w_e d vote_e. The era
+ * votes on the direction only if it has rows on both sides (its own
+ * v_eL - v_eR exists). The vote reads the era's own L2 Newton values without
+ * the L1 threshold: an era's sums are a fraction of the node's, and alpha
+ * (sized for a leaf) would silence most eras' votes.
  */
-DES_FN void des_candidate_push(des_candidate_t *state, double era_weight,
-                               double era_g, double era_h,
-                               double era_left_g, double era_left_h,
-                               double era_left_count, double era_right_count)
+typedef struct {
+    double square, noise, direction;
+} des_era_terms_t;
+
+DES_FN des_era_terms_t des_candidate_era_terms(const des_candidate_t *state, double era_weight,
+                                               double era_g, double era_h,
+                                               double era_left_g, double era_left_h,
+                                               double era_left_count, double era_right_count)
 {
+    des_era_terms_t terms;
     double deviation = des_era_gain(state, era_g, era_h, era_left_g, era_left_h) - state->mean;
-    state->weight_total += era_weight;
-    state->sum_squares += era_weight * deviation * deviation;
-    if (state->gradient_variance > 0.0) {
-        state->noise_sum += era_weight * state->gradient_variance
-                          * (state->noise_left * era_left_count
-                             + state->noise_right * era_right_count);
-        state->weight_squares += era_weight * era_weight;
-    }
+    terms.square = era_weight * deviation * deviation;
+    terms.noise = 0.0;
+    terms.direction = 0.0;
+    if (state->gradient_variance > 0.0)
+        terms.noise = era_weight * state->gradient_variance
+                    * (state->noise_left * era_left_count + state->noise_right * era_right_count);
     if (state->with_direction && state->direction_sign != 0.0
             && era_left_count > 0.0 && era_right_count > 0.0) {
         double lambda = state->reg_lambda;
@@ -375,8 +385,133 @@ DES_FN void des_candidate_push(des_candidate_t *state, double era_weight,
         double vote = state->direction_inv_scale > 0.0
                     ? tanh(era_delta * state->direction_inv_scale)
                     : des_sign(era_delta);
-        state->direction += era_weight * state->direction_sign * vote;
+        terms.direction = era_weight * state->direction_sign * vote;
     }
+    return terms;
+}
+
+/*
+ * Order-free sums over eras (docs/des.md §6.3). Float additions depend on
+ * their order, so a pass split over threads, GPU lanes or Dask workers would
+ * give other last bits than one loop over the eras -- and a near-tie between
+ * two candidates could then flip. Each sum of the pass is instead taken on a
+ * power-of-two grid, as the gradients are (docs/fixed-point.md): with M the
+ * largest |term| of the sum (a maximum: exact in any order) and n_terms an
+ * upper bound on the number of terms, the step is 2^k, the smallest power of
+ * two with M n_terms < 2^(k + DES_GRID_BITS); every term is rounded once to a
+ * whole number of steps (round half to even) and the integers are added in
+ * int64, which cannot overflow (|sum| <= 2^62 + n_terms / 2) and gives the
+ * same sum in any order. The step is about 2^-52 of the largest term for a
+ * thousand eras: the rounding changes a score by less than float64 sums of
+ * that many terms would.
+ */
+#define DES_GRID_BITS 62
+/* The smallest step: 2^-1022 keeps 2^k a normal double and 2^-k finite. */
+#define DES_GRID_MIN_EXPONENT (-1022)
+
+/* The exponent k of the grid step 2^k for n_terms terms of magnitude <= max_abs. */
+DES_FN int des_grid_exponent(double max_abs, double n_terms)
+{
+    int exponent;
+    if (!(max_abs > 0.0))
+        return DES_GRID_MIN_EXPONENT;  /* every term is 0 */
+    (void)frexp(max_abs * (n_terms > 1.0 ? n_terms : 1.0), &exponent);  /* < 2^exponent */
+    exponent -= DES_GRID_BITS;
+    return exponent < DES_GRID_MIN_EXPONENT ? DES_GRID_MIN_EXPONENT : exponent;
+}
+
+/* 2^-k: a term times it is its (unrounded) number of steps, exactly. */
+DES_FN double des_grid_inverse_step(int exponent)
+{
+    return ldexp(1.0, -exponent);
+}
+
+/* The whole number of steps nearest term * inverse_step (half to even). */
+DES_FN long long des_to_grid(double term, double inverse_step)
+{
+#ifdef __CUDA_ARCH__
+    return __double2ll_rn(term * inverse_step);
+#else
+    return llrint(term * inverse_step);
+#endif
+}
+
+DES_FN double des_from_grid(long long steps, int exponent)
+{
+    return ldexp((double)steps, exponent);
+}
+
+/* The grids of a candidate's three sums, from the largest |term| of each. */
+typedef struct {
+    int square, noise, direction;
+} des_grid_t;
+
+/* A candidate's three sums in steps of their grids. */
+typedef struct {
+    long long square, noise, direction;
+} des_grid_sums_t;
+
+DES_FN void des_terms_max(des_era_terms_t *max_abs, const des_era_terms_t *terms)
+{
+    double square = fabs(terms->square), noise = fabs(terms->noise);
+    double direction = fabs(terms->direction);
+    if (square > max_abs->square)
+        max_abs->square = square;
+    if (noise > max_abs->noise)
+        max_abs->noise = noise;
+    if (direction > max_abs->direction)
+        max_abs->direction = direction;
+}
+
+DES_FN des_grid_t des_grid_of(const des_era_terms_t *max_abs, double n_terms)
+{
+    des_grid_t grid;
+    grid.square = des_grid_exponent(max_abs->square, n_terms);
+    grid.noise = des_grid_exponent(max_abs->noise, n_terms);
+    grid.direction = des_grid_exponent(max_abs->direction, n_terms);
+    return grid;
+}
+
+/* Add one era's terms to sums on the grid (inverse steps: des_grid_inverse_step). */
+DES_FN void des_grid_add(des_grid_sums_t *sums, const des_era_terms_t *terms,
+                         double inverse_square, double inverse_noise, double inverse_direction)
+{
+    sums->square += des_to_grid(terms->square, inverse_square);
+    sums->noise += des_to_grid(terms->noise, inverse_noise);
+    sums->direction += des_to_grid(terms->direction, inverse_direction);
+}
+
+/*
+ * The era weights' totals sum_e w_e and sum_e w_e^2 over the n_present eras
+ * with rows in the node, from integers (exact in any order): equal weights
+ * (w_e = 1) give n_present; count weights (w_e = era_alpha + n_e) give
+ * n_present alpha + sum n_e and n_present alpha^2 + 2 alpha sum n_e + sum n_e^2,
+ * with rows = sum_e n_e and rows_squared = sum_e n_e^2.
+ */
+DES_FN double des_weight_total(int count_weights, double n_present, double rows,
+                               double era_alpha)
+{
+    return count_weights ? n_present * era_alpha + rows : n_present;
+}
+
+DES_FN double des_weight_squares(int count_weights, double n_present, double rows,
+                                 double rows_squared, double era_alpha)
+{
+    return count_weights
+        ? n_present * era_alpha * era_alpha + 2.0 * era_alpha * rows + rows_squared
+        : n_present;
+}
+
+/* Close the era pass: the weight totals and the three sums on their grids. */
+DES_FN void des_candidate_set_sums(des_candidate_t *state, double weight_total,
+                                   double weight_squares, const des_grid_sums_t *sums,
+                                   const des_grid_t *grid)
+{
+    state->weight_total = weight_total;
+    state->weight_squares = weight_squares;
+    state->sum_squares = des_from_grid(sums->square, grid->square);
+    state->noise_sum = des_from_grid(sums->noise, grid->noise);
+    state->direction = des_from_grid(sums->direction, grid->direction);
 }
 
 /*
@@ -397,6 +532,12 @@ DES_FN des_result_t des_candidate_finish(const des_candidate_t *state,
             variance -= shrinkage * state->noise_sum / total;
         }
         result.direction = state->direction / total;
+        /* |D| <= 1 also after rounding: the pruning bound mu + lambda_dir |mu|
+           (docs/des.md §9) then holds for every score */
+        if (result.direction > 1.0)
+            result.direction = 1.0;
+        else if (result.direction < -1.0)
+            result.direction = -1.0;
     }
     result.mean = state->mean;
     result.std = variance > 0.0 ? sqrt(variance) : 0.0;

@@ -53,10 +53,12 @@ typedef struct {
     long long count;
 } pbc_cell;
 
-/* Sums over a tile's eras (pooled: exact integers; era-weighted: reals). */
+/* Sums over a tile's eras (pooled: exact integers; era-weighted: reals);
+   present and rows_squared (eras with rows, sum of their squared row counts)
+   give the era weights' totals (des_weight_total, des_weight_squares). */
 typedef struct {
-    long long g, h, count, missing_g, missing_h, missing_count;
-    double weight, w_g, w_h, w_missing_g, w_missing_h;
+    long long g, h, count, missing_g, missing_h, missing_count, present, rows_squared;
+    double w_g, w_h, w_missing_g, w_missing_h;
 } pbc_totals;
 
 /* Sums of the non-missing bins <= t over a tile's eras. */
@@ -64,11 +66,6 @@ typedef struct {
     long long g, h, count;
     double w_g, w_h;
 } pbc_left;
-
-/* The era pass of one candidate: des_candidate_t's accumulators. */
-typedef struct {
-    double weight, sum_squares, direction, noise_sum, weight_squares;
-} pbc_pass;
 
 /* Best candidate of a tile. */
 typedef struct {
@@ -92,7 +89,8 @@ PBC_FN double pbc_era_weight(const pb_split_params *params, long long count)
 PBC_FN void pbc_totals_zero(pbc_totals *t)
 {
     t->g = t->h = t->count = t->missing_g = t->missing_h = t->missing_count = 0;
-    t->weight = t->w_g = t->w_h = t->w_missing_g = t->w_missing_h = 0.0;
+    t->present = t->rows_squared = 0;
+    t->w_g = t->w_h = t->w_missing_g = t->w_missing_h = 0.0;
 }
 
 PBC_FN pbc_totals pbc_totals_add(pbc_totals a, pbc_totals b)
@@ -100,7 +98,8 @@ PBC_FN pbc_totals pbc_totals_add(pbc_totals a, pbc_totals b)
     a.g += b.g; a.h += b.h; a.count += b.count;
     a.missing_g += b.missing_g; a.missing_h += b.missing_h;
     a.missing_count += b.missing_count;
-    a.weight += b.weight; a.w_g += b.w_g; a.w_h += b.w_h;
+    a.present += b.present; a.rows_squared += b.rows_squared;
+    a.w_g += b.w_g; a.w_h += b.w_h;
     a.w_missing_g += b.w_missing_g; a.w_missing_h += b.w_missing_h;
     return a;
 }
@@ -112,16 +111,45 @@ PBC_FN pbc_left pbc_left_add(pbc_left a, pbc_left b)
     return a;
 }
 
-PBC_FN pbc_pass pbc_pass_add(pbc_pass a, pbc_pass b)
+/* The largest of two maxima (exact, commutative: the butterfly's order is moot). */
+PBC_FN double pbc_double_max(double a, double b)
 {
-    a.weight += b.weight; a.sum_squares += b.sum_squares; a.direction += b.direction;
-    a.noise_sum += b.noise_sum; a.weight_squares += b.weight_squares;
+    return a > b ? a : b;
+}
+
+PBC_FN des_era_terms_t pbc_terms_max(des_era_terms_t a, des_era_terms_t b)
+{
+    a.square = pbc_double_max(a.square, b.square);
+    a.noise = pbc_double_max(a.noise, b.noise);
+    a.direction = pbc_double_max(a.direction, b.direction);
     return a;
 }
 
-PBC_FN double pbc_double_add(double a, double b)
+PBC_FN long long pbc_steps_add(long long a, long long b)
 {
     return a + b;
+}
+
+PBC_FN des_grid_sums_t pbc_grid_sums_add(des_grid_sums_t a, des_grid_sums_t b)
+{
+    a.square += b.square;
+    a.noise += b.noise;
+    a.direction += b.direction;
+    return a;
+}
+
+/* The era weights' totals of a tile (csrc/des.h; exact in any order). */
+PBC_FN double pbc_weight_total(const pb_split_params *params, const pbc_totals *totals)
+{
+    return des_weight_total(params->era_weighting == PB_ERA_WEIGHTING_COUNT,
+                            (double)totals->present, (double)totals->count, params->era_alpha);
+}
+
+PBC_FN double pbc_weight_squares(const pb_split_params *params, const pbc_totals *totals)
+{
+    return des_weight_squares(params->era_weighting == PB_ERA_WEIGHTING_COUNT,
+                              (double)totals->present, (double)totals->count,
+                              (double)totals->rows_squared, params->era_alpha);
 }
 
 /*
@@ -160,7 +188,8 @@ PBC_FN pbc_totals pbc_lane_totals(pbc_cell *cells, long long era_stride, int n_e
         totals.missing_g += row[n_bins].sum_g;
         totals.missing_h += row[n_bins].sum_h;
         totals.missing_count += row[n_bins].count;
-        totals.weight += w;
+        totals.present += 1;
+        totals.rows_squared += c * c;
         totals.w_g += w * ((double)g * inv_scale_g);
         totals.w_h += w * ((double)h * inv_scale_h);
         totals.w_missing_g += w * ((double)row[n_bins].sum_g * inv_scale_g);
@@ -222,51 +251,111 @@ PBC_FN pbc_era_sums pbc_era_candidate(const pbc_cell *row, int n_bins, int thres
     return s;
 }
 
-/* Lane's share of sum_e w_e gain_e (newton era gains need it for their mean). */
-PBC_FN double pbc_lane_gain_sum(const des_candidate_t *state, const pbc_cell *cells,
+/* Era e's newton-gain term w_e gain_e of a candidate (0 for an era without rows). */
+PBC_FN double pbc_era_gain_term(const des_candidate_t *state, const pbc_cell *row, int n_bins,
+                                int threshold, int missing_left,
+                                const pb_split_params *params, double inv_scale_g,
+                                double inv_scale_h)
+{
+    long long c = pbc_era_count(row, n_bins);
+    pbc_era_sums s;
+    if (c == 0)
+        return 0.0;
+    s = pbc_era_candidate(row, n_bins, threshold, missing_left, inv_scale_g, inv_scale_h);
+    return pbc_era_weight(params, c) * des_era_gain(state, s.g, s.h, s.left_g, s.left_h);
+}
+
+/* Lane's largest |w_e gain_e| (newton era gains: the grid of their sum). */
+PBC_FN double pbc_lane_gain_max(const des_candidate_t *state, const pbc_cell *cells,
                                 long long era_stride, int n_eras, int n_bins, int threshold,
                                 int missing_left, const pb_split_params *params,
                                 double inv_scale_g, double inv_scale_h, int lane, int n_lanes)
 {
-    double total = 0.0;
+    double largest = 0.0;
     int era;
-    for (era = lane; era < n_eras; era += n_lanes) {
-        const pbc_cell *row = cells + era * era_stride;
-        long long c = pbc_era_count(row, n_bins);
-        pbc_era_sums s;
-        if (c == 0)
-            continue;
-        s = pbc_era_candidate(row, n_bins, threshold, missing_left, inv_scale_g, inv_scale_h);
-        total += pbc_era_weight(params, c) * des_era_gain(state, s.g, s.h, s.left_g, s.left_h);
-    }
-    return total;
+    for (era = lane; era < n_eras; era += n_lanes)
+        largest = pbc_double_max(largest, fabs(pbc_era_gain_term(
+            state, cells + era * era_stride, n_bins, threshold, missing_left, params,
+            inv_scale_g, inv_scale_h)));
+    return largest;
 }
 
-/* Lane's share of the era pass (spread and direction) of a begun candidate. */
-PBC_FN pbc_pass pbc_lane_pass(const des_candidate_t *state, const pbc_cell *cells,
-                              long long era_stride, int n_eras, int n_bins, int threshold,
-                              int missing_left, const pb_split_params *params,
-                              double inv_scale_g, double inv_scale_h, int lane, int n_lanes)
+/* Lane's share of sum_e w_e gain_e, in steps of the grid 2^exponent. */
+PBC_FN long long pbc_lane_gain_steps(const des_candidate_t *state, const pbc_cell *cells,
+                                     long long era_stride, int n_eras, int n_bins,
+                                     int threshold, int missing_left,
+                                     const pb_split_params *params, double inv_scale_g,
+                                     double inv_scale_h, int exponent, int lane, int n_lanes)
 {
-    des_candidate_t local = *state;
-    pbc_pass pass;
+    double inverse_step = des_grid_inverse_step(exponent);
+    long long steps = 0;
     int era;
+    for (era = lane; era < n_eras; era += n_lanes)
+        steps += des_to_grid(pbc_era_gain_term(state, cells + era * era_stride, n_bins,
+                                               threshold, missing_left, params, inv_scale_g,
+                                               inv_scale_h),
+                             inverse_step);
+    return steps;
+}
+
+/* Era e's terms of a begun candidate's pass; *present = 0 for an era without rows. */
+PBC_FN des_era_terms_t pbc_era_terms(const des_candidate_t *state, const pbc_cell *row,
+                                     int n_bins, int threshold, int missing_left,
+                                     const pb_split_params *params, double inv_scale_g,
+                                     double inv_scale_h, int *present)
+{
+    des_era_terms_t terms = {0.0, 0.0, 0.0};
+    long long c = pbc_era_count(row, n_bins);
+    pbc_era_sums s;
+    *present = c != 0;
+    if (c == 0)
+        return terms;
+    s = pbc_era_candidate(row, n_bins, threshold, missing_left, inv_scale_g, inv_scale_h);
+    return des_candidate_era_terms(state, pbc_era_weight(params, c), s.g, s.h, s.left_g,
+                                   s.left_h, s.left_count, s.count - s.left_count);
+}
+
+/* Lane's largest |term| of each sum of the era pass (their grids: des_grid_of). */
+PBC_FN des_era_terms_t pbc_lane_terms_max(const des_candidate_t *state, const pbc_cell *cells,
+                                          long long era_stride, int n_eras, int n_bins,
+                                          int threshold, int missing_left,
+                                          const pb_split_params *params, double inv_scale_g,
+                                          double inv_scale_h, int lane, int n_lanes)
+{
+    des_era_terms_t largest = {0.0, 0.0, 0.0};
+    int era, present;
     for (era = lane; era < n_eras; era += n_lanes) {
-        const pbc_cell *row = cells + era * era_stride;
-        long long c = pbc_era_count(row, n_bins);
-        pbc_era_sums s;
-        if (c == 0)
-            continue;
-        s = pbc_era_candidate(row, n_bins, threshold, missing_left, inv_scale_g, inv_scale_h);
-        des_candidate_push(&local, pbc_era_weight(params, c), s.g, s.h, s.left_g, s.left_h,
-                           s.left_count, s.count - s.left_count);
+        des_era_terms_t terms = pbc_era_terms(state, cells + era * era_stride, n_bins,
+                                              threshold, missing_left, params, inv_scale_g,
+                                              inv_scale_h, &present);
+        if (present)
+            des_terms_max(&largest, &terms);
     }
-    pass.weight = local.weight_total;
-    pass.sum_squares = local.sum_squares;
-    pass.direction = local.direction;
-    pass.noise_sum = local.noise_sum;
-    pass.weight_squares = local.weight_squares;
-    return pass;
+    return largest;
+}
+
+/* Lane's share of the era pass's sums, in steps of their grids. The terms are
+   computed again rather than kept: a lane's eras are not bounded in number. */
+PBC_FN des_grid_sums_t pbc_lane_grid_sums(const des_candidate_t *state, const pbc_cell *cells,
+                                          long long era_stride, int n_eras, int n_bins,
+                                          int threshold, int missing_left,
+                                          const pb_split_params *params, double inv_scale_g,
+                                          double inv_scale_h, const des_grid_t *grid,
+                                          int lane, int n_lanes)
+{
+    des_grid_sums_t sums = {0, 0, 0};
+    double inverse_square = des_grid_inverse_step(grid->square);
+    double inverse_noise = des_grid_inverse_step(grid->noise);
+    double inverse_direction = des_grid_inverse_step(grid->direction);
+    int era, present;
+    for (era = lane; era < n_eras; era += n_lanes) {
+        des_era_terms_t terms = pbc_era_terms(state, cells + era * era_stride, n_bins,
+                                              threshold, missing_left, params, inv_scale_g,
+                                              inv_scale_h, &present);
+        if (present)
+            des_grid_add(&sums, &terms, inverse_square, inverse_noise, inverse_direction);
+    }
+    return sums;
 }
 
 /* Does the tile's era pass run at all (DES needs it for std, direction, newton)? */
@@ -334,18 +423,18 @@ PBC_FN void pbc_candidate_noise(des_candidate_t *state, const pb_split_params *p
         des_candidate_set_noise(state, gradient_variance);
 }
 
-/* Close a candidate and keep it if strictly better (first maximum wins ties). */
+/* Close a candidate and keep it if strictly better (first maximum wins ties);
+   sums and grid: its era pass (NULL: none ran). */
 PBC_FN void pbc_candidate_close(pbc_best *best, des_candidate_t *state,
-                                const pbc_candidate *cand, const pbc_pass *pass,
+                                const pbc_candidate *cand, const pbc_totals *totals,
+                                const des_grid_sums_t *sums, const des_grid_t *grid,
                                 const pb_split_params *params, int threshold,
                                 int missing_left)
 {
     des_result_t result;
-    state->weight_total = pass->weight;
-    state->sum_squares = pass->sum_squares;
-    state->direction = pass->direction;
-    state->noise_sum = pass->noise_sum;
-    state->weight_squares = pass->weight_squares;
+    if (sums != NULL)
+        des_candidate_set_sums(state, pbc_weight_total(params, totals),
+                               pbc_weight_squares(params, totals), sums, grid);
     result = des_candidate_finish(state, params->lambda_dro, params->lambda_dir);
     if (result.score > best->score) {
         best->found = 1;
@@ -398,8 +487,10 @@ static pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n
     pbc_best best = pbc_best_none();
     pbc_totals totals[PBC_WARP_LANES];
     pbc_left left[PBC_WARP_LANES];
-    pbc_pass pass[PBC_WARP_LANES];
-    double gains[PBC_WARP_LANES];
+    des_era_terms_t largest[PBC_WARP_LANES];
+    des_grid_sums_t sums[PBC_WARP_LANES];
+    double gain_max[PBC_WARP_LANES];
+    long long gain_steps[PBC_WARP_LANES];
     int lane, threshold, side, needs_pass = pbc_needs_pass(params);
     if (n_bins < 1 || n_eras < 1)
         return best;
@@ -417,7 +508,7 @@ static pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n
         for (side = 0; side < 2; ++side) {
             int missing_left = side == 0;
             des_candidate_t state;
-            pbc_pass none = {0.0, 0.0, 0.0, 0.0, 0.0};
+            des_grid_t grid;
             double mean;
             pbc_candidate cand = pbc_candidate_sums(&totals[0], &left[0], missing_left,
                                                     params, inv_scale_g, inv_scale_h);
@@ -425,30 +516,47 @@ static pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n
                 continue;
             pbc_candidate_start(&state, &cand, params);
             if (params->era_gain == DES_ERA_GAIN_NEWTON) {
+                int exponent;
                 for (lane = 0; lane < PBC_WARP_LANES; ++lane)
-                    gains[lane] = pbc_lane_gain_sum(&state, cells, era_stride, n_eras, n_bins,
-                                                    threshold, missing_left, params,
-                                                    inv_scale_g, inv_scale_h, lane,
-                                                    PBC_WARP_LANES);
-                PBC_BUTTERFLY(double, pbc_double_add, gains);
-                mean = gains[0] / totals[0].weight;
+                    gain_max[lane] = pbc_lane_gain_max(&state, cells, era_stride, n_eras,
+                                                       n_bins, threshold, missing_left, params,
+                                                       inv_scale_g, inv_scale_h, lane,
+                                                       PBC_WARP_LANES);
+                PBC_BUTTERFLY(double, pbc_double_max, gain_max);
+                exponent = des_grid_exponent(gain_max[0], (double)n_eras);
+                for (lane = 0; lane < PBC_WARP_LANES; ++lane)
+                    gain_steps[lane] = pbc_lane_gain_steps(&state, cells, era_stride, n_eras,
+                                                           n_bins, threshold, missing_left,
+                                                           params, inv_scale_g, inv_scale_h,
+                                                           exponent, lane, PBC_WARP_LANES);
+                PBC_BUTTERFLY(long long, pbc_steps_add, gain_steps);
+                mean = des_from_grid(gain_steps[0], exponent)
+                     / pbc_weight_total(params, &totals[0]);
             } else {
                 mean = des_realized_mean(&state, totals[0].w_g, totals[0].w_h, cand.left_w_g,
-                                         cand.left_w_h, totals[0].weight);
+                                         cand.left_w_h, pbc_weight_total(params, &totals[0]));
             }
             des_candidate_set_mean(&state, mean);
             pbc_candidate_noise(&state, params, gradient_variance);
             if (needs_pass) {
                 for (lane = 0; lane < PBC_WARP_LANES; ++lane)
-                    pass[lane] = pbc_lane_pass(&state, cells, era_stride, n_eras, n_bins,
-                                               threshold, missing_left, params, inv_scale_g,
-                                               inv_scale_h, lane, PBC_WARP_LANES);
-                PBC_BUTTERFLY(pbc_pass, pbc_pass_add, pass);
-                pbc_candidate_close(&best, &state, &cand, &pass[0], params, threshold,
-                                    missing_left);
+                    largest[lane] = pbc_lane_terms_max(&state, cells, era_stride, n_eras,
+                                                       n_bins, threshold, missing_left, params,
+                                                       inv_scale_g, inv_scale_h, lane,
+                                                       PBC_WARP_LANES);
+                PBC_BUTTERFLY(des_era_terms_t, pbc_terms_max, largest);
+                grid = des_grid_of(&largest[0], (double)n_eras);
+                for (lane = 0; lane < PBC_WARP_LANES; ++lane)
+                    sums[lane] = pbc_lane_grid_sums(&state, cells, era_stride, n_eras, n_bins,
+                                                    threshold, missing_left, params,
+                                                    inv_scale_g, inv_scale_h, &grid, lane,
+                                                    PBC_WARP_LANES);
+                PBC_BUTTERFLY(des_grid_sums_t, pbc_grid_sums_add, sums);
+                pbc_candidate_close(&best, &state, &cand, &totals[0], &sums[0], &grid, params,
+                                    threshold, missing_left);
             } else {
-                pbc_candidate_close(&best, &state, &cand, &none, params, threshold,
-                                    missing_left);
+                pbc_candidate_close(&best, &state, &cand, &totals[0], NULL, NULL, params,
+                                    threshold, missing_left);
             }
         }
     }

@@ -6,9 +6,11 @@
  * One warp per tile (docs/cuda-kernels.md §5.3): lane l owns eras l, l + 32, ...; it first
  * prefix-scans its eras' bins in place (the histogram is scratch), then for
  * each threshold the warp sums the left side over eras with a butterfly of
- * __shfl_xor_sync, and for each missing side the era pass (spread, direction)
- * likewise. Every lane ends each reduction with the same bits, so all lanes
- * follow the same branches; lane 0 writes the tile's best candidate.
+ * __shfl_xor_sync, and for each missing side the era pass (spread, direction):
+ * a butterfly of the terms' maxima gives each sum its grid, then a butterfly
+ * of int64 grid steps adds them (csrc/des.h: order-free, so the CPU's sums).
+ * Every lane ends each reduction with the same bits, so all lanes follow the
+ * same branches; lane 0 writes the tile's best candidate.
  */
 #include "internal.cuh"
 
@@ -21,10 +23,18 @@ __device__ __forceinline__ long long pbc_warp_sum(long long value)
     return value;
 }
 
-__device__ __forceinline__ double pbc_warp_sum(double value)
+/* Era-weighted float sums (count weights), in the butterfly's order. */
+__device__ __forceinline__ double pbc_warp_float_sum(double value)
 {
     for (int offset = PBC_WARP_LANES / 2; offset >= 1; offset >>= 1)
-        value = pbc_double_add(value, __shfl_xor_sync(PBC_FULL_MASK, value, offset));
+        value = value + __shfl_xor_sync(PBC_FULL_MASK, value, offset);
+    return value;
+}
+
+__device__ __forceinline__ double pbc_warp_max(double value)
+{
+    for (int offset = PBC_WARP_LANES / 2; offset >= 1; offset >>= 1)
+        value = pbc_double_max(value, __shfl_xor_sync(PBC_FULL_MASK, value, offset));
     return value;
 }
 
@@ -36,11 +46,12 @@ __device__ __forceinline__ pbc_totals pbc_warp_sum(pbc_totals t)
     t.missing_g = pbc_warp_sum(t.missing_g);
     t.missing_h = pbc_warp_sum(t.missing_h);
     t.missing_count = pbc_warp_sum(t.missing_count);
-    t.weight = pbc_warp_sum(t.weight);
-    t.w_g = pbc_warp_sum(t.w_g);
-    t.w_h = pbc_warp_sum(t.w_h);
-    t.w_missing_g = pbc_warp_sum(t.w_missing_g);
-    t.w_missing_h = pbc_warp_sum(t.w_missing_h);
+    t.present = pbc_warp_sum(t.present);
+    t.rows_squared = pbc_warp_sum(t.rows_squared);
+    t.w_g = pbc_warp_float_sum(t.w_g);
+    t.w_h = pbc_warp_float_sum(t.w_h);
+    t.w_missing_g = pbc_warp_float_sum(t.w_missing_g);
+    t.w_missing_h = pbc_warp_float_sum(t.w_missing_h);
     return t;
 }
 
@@ -49,19 +60,25 @@ __device__ __forceinline__ pbc_left pbc_warp_sum(pbc_left l)
     l.g = pbc_warp_sum(l.g);
     l.h = pbc_warp_sum(l.h);
     l.count = pbc_warp_sum(l.count);
-    l.w_g = pbc_warp_sum(l.w_g);
-    l.w_h = pbc_warp_sum(l.w_h);
+    l.w_g = pbc_warp_float_sum(l.w_g);
+    l.w_h = pbc_warp_float_sum(l.w_h);
     return l;
 }
 
-__device__ __forceinline__ pbc_pass pbc_warp_sum(pbc_pass p)
+__device__ __forceinline__ des_era_terms_t pbc_warp_max(des_era_terms_t terms)
 {
-    p.weight = pbc_warp_sum(p.weight);
-    p.sum_squares = pbc_warp_sum(p.sum_squares);
-    p.direction = pbc_warp_sum(p.direction);
-    p.noise_sum = pbc_warp_sum(p.noise_sum);
-    p.weight_squares = pbc_warp_sum(p.weight_squares);
-    return p;
+    terms.square = pbc_warp_max(terms.square);
+    terms.noise = pbc_warp_max(terms.noise);
+    terms.direction = pbc_warp_max(terms.direction);
+    return terms;
+}
+
+__device__ __forceinline__ des_grid_sums_t pbc_warp_sum(des_grid_sums_t sums)
+{
+    sums.square = pbc_warp_sum(sums.square);
+    sums.noise = pbc_warp_sum(sums.noise);
+    sums.direction = pbc_warp_sum(sums.direction);
+    return sums;
 }
 
 /* The warp version of pbc_score_tile_host (csrc/pbc_split.h); keep them in step. */
@@ -87,7 +104,6 @@ __device__ pbc_best pbc_score_tile_warp(pbc_cell *cells, long long era_stride, i
         for (int side = 0; side < 2; ++side) {
             const int missing_left = side == 0;
             des_candidate_t state;
-            pbc_pass pass = {0.0, 0.0, 0.0, 0.0, 0.0};
             double mean;
             pbc_candidate cand = pbc_candidate_sums(&totals, &left, missing_left, params,
                                                     inv_scale_g, inv_scale_h);
@@ -95,21 +111,37 @@ __device__ pbc_best pbc_score_tile_warp(pbc_cell *cells, long long era_stride, i
                 continue;
             pbc_candidate_start(&state, &cand, params);
             if (params->era_gain == DES_ERA_GAIN_NEWTON) {
-                double gain_sum = pbc_warp_sum(pbc_lane_gain_sum(
+                /* sum_e w_e gain_e on the grid of its largest term (csrc/des.h) */
+                int exponent = des_grid_exponent(
+                    pbc_warp_max(pbc_lane_gain_max(&state, cells, era_stride, n_eras, n_bins,
+                                                   threshold, missing_left, params,
+                                                   inv_scale_g, inv_scale_h, lane,
+                                                   PBC_WARP_LANES)),
+                    (double)n_eras);
+                long long steps = pbc_warp_sum(pbc_lane_gain_steps(
                     &state, cells, era_stride, n_eras, n_bins, threshold, missing_left, params,
-                    inv_scale_g, inv_scale_h, lane, PBC_WARP_LANES));
-                mean = gain_sum / totals.weight;
+                    inv_scale_g, inv_scale_h, exponent, lane, PBC_WARP_LANES));
+                mean = des_from_grid(steps, exponent) / pbc_weight_total(params, &totals);
             } else {
                 mean = des_realized_mean(&state, totals.w_g, totals.w_h, cand.left_w_g,
-                                         cand.left_w_h, totals.weight);
+                                         cand.left_w_h, pbc_weight_total(params, &totals));
             }
             des_candidate_set_mean(&state, mean);
             pbc_candidate_noise(&state, params, gradient_variance);
-            if (needs_pass)
-                pass = pbc_warp_sum(pbc_lane_pass(&state, cells, era_stride, n_eras, n_bins,
-                                                  threshold, missing_left, params, inv_scale_g,
-                                                  inv_scale_h, lane, PBC_WARP_LANES));
-            pbc_candidate_close(&best, &state, &cand, &pass, params, threshold, missing_left);
+            if (needs_pass) {
+                des_era_terms_t largest = pbc_warp_max(pbc_lane_terms_max(
+                    &state, cells, era_stride, n_eras, n_bins, threshold, missing_left, params,
+                    inv_scale_g, inv_scale_h, lane, PBC_WARP_LANES));
+                des_grid_t grid = des_grid_of(&largest, (double)n_eras);
+                des_grid_sums_t sums = pbc_warp_sum(pbc_lane_grid_sums(
+                    &state, cells, era_stride, n_eras, n_bins, threshold, missing_left, params,
+                    inv_scale_g, inv_scale_h, &grid, lane, PBC_WARP_LANES));
+                pbc_candidate_close(&best, &state, &cand, &totals, &sums, &grid, params,
+                                    threshold, missing_left);
+            } else {
+                pbc_candidate_close(&best, &state, &cand, &totals, NULL, NULL, params,
+                                    threshold, missing_left);
+            }
         }
     }
     return best;

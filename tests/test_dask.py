@@ -16,7 +16,6 @@ dd = pytest.importorskip("dask.dataframe")
 pd = pytest.importorskip("pandas")
 
 from packboost import PackBoostClassifier, PackBoostRegressor, load_model  # noqa: E402
-from packboost.backends import dask as dask_backend  # noqa: E402
 from packboost.callback import TrainingCallback  # noqa: E402
 from packboost.dask import (  # noqa: E402
     DaskPackBoostClassifier,
@@ -65,9 +64,7 @@ def problem():
          interaction_constraints=[[0, 1], [1, 2, 3]]),
     dict(interaction_constraints=[[0, 4], [2, 3, 5]], era_weighting="count", lambda_dir=0.2),
 ])
-def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra, monkeypatch):
-    # Small blocks: the pipelined chain runs many blocks (they change no result).
-    monkeypatch.setattr(dask_backend, "MIN_BLOCK_CANDIDATES", 8)
+def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra):
     X, y, era = problem
     params = {**PARAMS, **extra}
     weight = None
@@ -149,13 +146,6 @@ def test_one_era_per_worker_and_a_single_era(client, problem):
         model.fit(da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500),
                   era=None if labels is None else da.from_array(labels, chunks=500))
         assert_same_model(local, model)
-
-
-def test_candidate_blocks_cover_the_candidates_in_order():
-    assert dask_backend.candidate_blocks(10, 1) == [(0, 10)]
-    blocks = dask_backend.candidate_blocks(100_000, 2)
-    assert blocks[0][0] == 0 and blocks[-1][1] == 100_000 and len(blocks) == 8
-    assert all(a[1] == b[0] for a, b in zip(blocks[:-1], blocks[1:], strict=True))
 
 
 @pytest.mark.parametrize(("n_workers", "n_jobs"), [(2, 1), (3, 2)])

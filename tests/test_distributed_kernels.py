@@ -115,25 +115,54 @@ def test_cells_only_needs_the_cells_to_fill():
             dict(DEFAULT_SPLIT_PARAMS), 1, cells_only=True)
 
 
-def test_era_pass_is_the_same_on_any_number_of_threads():
+@pytest.mark.parametrize("era_gain", ["realized", "newton"])
+def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain):
+    """The era pass on a grid (docs/des.md §6.3): the largest terms and the
+    integer sums of any split of the eras (contiguous, interleaved, one era
+    alone, nothing), combined, are those of all eras at once, on any number
+    of threads (tests/test_dask.py: the models are the local fit's)."""
     data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
         _depth(5, False, n_eras=13)
     n_slots = len(slot_tree)
-    params = {**DEFAULT_SPLIT_PARAMS, "lambda_dro": 0.5, "lambda_dir": 0.3}
+    params = {**DEFAULT_SPLIT_PARAMS, "lambda_dro": 0.5, "lambda_dir": 0.3,
+              "era_gain": era_gain, "era_std": "between"}
     base, stride, widths, pooled, era_rows = _read(data, fixed, slot_tree, slot_open,
                                                    features, uses, cells, words, 1)
+    era_stats = np.ascontiguousarray(np.stack(
+        [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
+        axis=1).astype(np.float64))
     candidates = _distributed.enumerate_candidates(
-        pooled, (era_rows > 0).sum(axis=1).astype(float), slot_tree, slot_open, features,
-        uses, data.n_bins, params)
+        pooled, era_stats, slot_tree, slot_open, features, uses, data.n_bins, params)
     n = len(candidates["slot"])
     assert n > 20
     variance = np.ones(n_slots)
-    states = [_distributed.candidate_pass(candidates, variance, params, _distributed.MODE_PASS,
-                                          np.zeros((n, _distributed.N_STATE)), cells,
-                                          (base, stride, widths), era_rows, fixed, n_slots,
-                                          threads) for threads in (1, 3)]
-    np.testing.assert_array_equal(states[0], states[1])
-    assert np.all(states[0][:, 0] > 0)   # every candidate pushed eras
+    modes = ((_distributed.MODE_NEWTON_MAX, _distributed.MODE_NEWTON_SUM) if era_gain == "newton"
+             else (_distributed.MODE_TERMS_MAX, _distributed.MODE_TERMS_SUM))
+
+    def era_pass(rows, grid=None, threads=1):
+        arguments = (cells, (base, stride, widths), np.ascontiguousarray(rows), fixed, n_slots,
+                     threads)
+        if grid is None:
+            return _distributed.candidate_pass(candidates, variance, params, modes[0],
+                                               *arguments)
+        return _distributed.candidate_pass(candidates, variance, params, modes[1], *arguments,
+                                           grid=grid)
+
+    largest = era_pass(era_rows)
+    assert np.all(largest > 0)
+    grid = _distributed.grid_exponents(largest.reshape(n, -1), data.n_eras).reshape(
+        largest.shape)
+    steps = era_pass(era_rows, grid)
+    assert steps.dtype == np.int64 and np.any(steps != 0)
+    np.testing.assert_array_equal(era_pass(era_rows, grid, threads=3), steps)
+    rng = np.random.default_rng(0)
+    for owner in (np.arange(13) >= 6, np.arange(13) % 2, np.arange(13) == 4,
+                  np.zeros(13, bool), rng.integers(0, 3, 13)):
+        owner = np.asarray(owner, dtype=np.int64)
+        parts = [era_rows * (owner == rank) for rank in range(owner.max() + 1)]
+        np.testing.assert_array_equal(np.maximum.reduce([era_pass(p) for p in parts]),
+                                      largest)
+        np.testing.assert_array_equal(sum(era_pass(p, grid) for p in parts), steps)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])

@@ -46,7 +46,12 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_begin, des_candidate_begin_bounded,
                              des_bounded_gain, des_era_gain, des_realized_mean,
                              des_candidate_set_mean, des_candidate_set_noise,
-                             des_candidate_push, des_candidate_finish)
+                             des_era_terms_t, des_grid_t, des_grid_sums_t,
+                             des_candidate_era_terms, des_terms_max, des_grid_of,
+                             des_grid_exponent, des_grid_inverse_step, des_to_grid,
+                             des_from_grid, des_grid_add, des_weight_total,
+                             des_weight_squares, des_candidate_set_sums,
+                             des_candidate_finish)
 from packboost._split_params cimport (pb_split_params, make_split_params,
                                       DES_ERA_GAIN_NEWTON, PB_ERA_WEIGHTING_COUNT)
 
@@ -160,7 +165,7 @@ cdef category_best score_feature(
         int max_cat_to_onehot, int max_cat_threshold, double cat_smooth,
         double min_data_per_group,
         bint order_by_eras,              # order by the eras' ratios (cat_order="era")
-        double* scratch,                 # (SCRATCH_ROWS * n_eras + 4 * width)
+        double* scratch,                 # (11 * n_eras + 3 * width + 1)
         ranked_category* ranked,         # (width,)
 ) noexcept nogil:
     cdef Py_ssize_t e, c, i, n_present = 0, k = 0, n_candidates, j, side
@@ -173,10 +178,18 @@ cdef category_best score_feature(
     cdef double* left_h = scratch + 5 * n_eras
     cdef double* left_c = scratch + 6 * n_eras
     cdef int32_t* era_ids = <int32_t*>(scratch + 7 * n_eras)
-    cdef double* cat_g = scratch + 8 * n_eras
+    cdef double* era_terms = scratch + 8 * n_eras   # 3 per era: des_candidate_era_terms
+    cdef double* cat_g = scratch + 11 * n_eras
     cdef double* cat_h = cat_g + width
     cdef double* cat_c = cat_h + width
-    cdef double sum_g = 0.0, sum_h = 0.0, sum_c = 0.0, weight_total = 0.0
+    cdef double sum_g = 0.0, sum_h = 0.0, sum_c = 0.0, weight_total, weight_squares
+    cdef double count_squares = 0.0, largest, inverse_step
+    cdef double inverse_square, inverse_noise, inverse_direction
+    cdef long long steps
+    cdef int exponent
+    cdef des_era_terms_t terms, terms_max
+    cdef des_grid_t grid
+    cdef des_grid_sums_t grid_sums
     cdef double w_sum_g = 0.0, w_sum_h = 0.0
     cdef double m_g = 0.0, m_h = 0.0, m_c = 0.0, w_m_g = 0.0, w_m_h = 0.0
     cdef double p_left_g, p_left_h, p_left_c, w_left_g, w_left_h
@@ -219,7 +232,7 @@ cdef category_best score_feature(
         sum_g += eg
         sum_h += eh
         sum_c += ec
-        weight_total += w
+        count_squares += ec * ec
         w_sum_g += w * eg
         w_sum_h += w * eh
         cell = cells + (e * width + missing_code) * 3
@@ -234,6 +247,12 @@ cdef category_best score_feature(
             cat_h[c] += cell[1]
             cat_c[c] += cell[2]
         n_present += 1
+    # The era weights' totals from integers, exact in any order (csrc/des.h).
+    weight_total = des_weight_total(params.era_weighting == PB_ERA_WEIGHTING_COUNT,
+                                    <double>n_present, sum_c, params.era_alpha)
+    weight_squares = des_weight_squares(params.era_weighting == PB_ERA_WEIGHTING_COUNT,
+                                        <double>n_present, sum_c, count_squares,
+                                        params.era_alpha)
     # The node's categories with rows, in code order.
     for c in range(n_categories):
         if cat_c[c] > 0.0:
@@ -319,7 +338,8 @@ cdef category_best score_feature(
                                     params.reg_alpha, params.era_gain, params.dir_tanh_scale,
                                     with_direction)
             if params.era_gain == DES_ERA_GAIN_NEWTON:
-                mean = 0.0
+                # sum_e w_e gain_e on a grid (csrc/des.h): its largest term, then the sum
+                largest = 0.0
                 for i in range(n_present):
                     elg = left_g[i]
                     elh = left_h[i]
@@ -327,8 +347,14 @@ cdef category_best score_feature(
                         cell = cells + (era_ids[i] * width + missing_code) * 3
                         elg = elg + cell[0]
                         elh = elh + cell[1]
-                    mean = mean + era_w[i] * des_era_gain(&state, era_g[i], era_h[i], elg, elh)
-                mean = mean / weight_total
+                    era_terms[i] = era_w[i] * des_era_gain(&state, era_g[i], era_h[i], elg, elh)
+                    largest = max(largest, fabs(era_terms[i]))
+                exponent = des_grid_exponent(largest, <double>n_eras)
+                inverse_step = des_grid_inverse_step(exponent)
+                steps = 0
+                for i in range(n_present):
+                    steps = steps + des_to_grid(era_terms[i], inverse_step)
+                mean = des_from_grid(steps, exponent) / weight_total
             else:
                 cand_w_g = w_left_g + w_m_g if missing_goes_left else w_left_g
                 cand_w_h = w_left_h + w_m_h if missing_goes_left else w_left_h
@@ -338,6 +364,11 @@ cdef category_best score_feature(
             if params.era_std_between:
                 des_candidate_set_noise(&state, gradient_variance)
             if needs_pass:
+                # The era terms, their largest magnitudes, then their sums on
+                # the grids those give (order-free: csrc/des.h, docs/des.md §6.3).
+                terms_max.square = 0.0
+                terms_max.noise = 0.0
+                terms_max.direction = 0.0
                 for i in range(n_present):
                     elg = left_g[i]
                     elh = left_h[i]
@@ -347,8 +378,27 @@ cdef category_best score_feature(
                         elg = elg + cell[0]
                         elh = elh + cell[1]
                         elc = elc + cell[2]
-                    des_candidate_push(&state, era_w[i], era_g[i], era_h[i], elg, elh, elc,
-                                       era_c[i] - elc)
+                    terms = des_candidate_era_terms(&state, era_w[i], era_g[i], era_h[i], elg,
+                                                    elh, elc, era_c[i] - elc)
+                    era_terms[3 * i] = terms.square
+                    era_terms[3 * i + 1] = terms.noise
+                    era_terms[3 * i + 2] = terms.direction
+                    des_terms_max(&terms_max, &terms)
+                grid = des_grid_of(&terms_max, <double>n_eras)
+                inverse_square = des_grid_inverse_step(grid.square)
+                inverse_noise = des_grid_inverse_step(grid.noise)
+                inverse_direction = des_grid_inverse_step(grid.direction)
+                grid_sums.square = 0
+                grid_sums.noise = 0
+                grid_sums.direction = 0
+                for i in range(n_present):
+                    terms.square = era_terms[3 * i]
+                    terms.noise = era_terms[3 * i + 1]
+                    terms.direction = era_terms[3 * i + 2]
+                    des_grid_add(&grid_sums, &terms, inverse_square, inverse_noise,
+                                 inverse_direction)
+                des_candidate_set_sums(&state, weight_total, weight_squares, &grid_sums,
+                                       &grid)
             result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)
             if result.score > best.score:
                 best.found = 1
@@ -434,7 +484,7 @@ def best_category_splits(
                        num_threads=max(1, min(n_threads, n_slots))):
         if not slot_open[slot]:
             continue
-        scratch = <double*>malloc((8 * n_eras + 3 * width + 1) * sizeof(double))
+        scratch = <double*>malloc((11 * n_eras + 3 * width + 1) * sizeof(double))
         ranked = <ranked_category*>malloc((width + 1) * sizeof(ranked_category))
         lower = -INFINITY
         upper = INFINITY

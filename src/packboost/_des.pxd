@@ -1,7 +1,7 @@
 # The DES split math of csrc/des.h (docs/des.md), declared once for the Cython
-# modules that score candidates: _split.pyx (one machine) and _distributed.pyx
-# (the Dask shards, which carry a candidate's running state between workers
-# and so read its fields).
+# modules that score candidates: _split.pyx and _categorical.pyx (one machine)
+# and _distributed.pyx (the Dask shards, whose era sums on a grid are added
+# over the workers before a candidate is finished).
 
 cdef extern from "des.h" nogil:
     ctypedef struct des_candidate_t:
@@ -38,9 +38,36 @@ cdef extern from "des.h" nogil:
                              double weighted_left_h, double weight_total)
     void des_candidate_set_mean(des_candidate_t *state, double mean)
     void des_candidate_set_noise(des_candidate_t *state, double gradient_variance)
-    void des_candidate_push(des_candidate_t *state, double era_weight,
-                            double era_g, double era_h, double era_left_g,
-                            double era_left_h, double era_left_count,
-                            double era_right_count)
+    ctypedef struct des_era_terms_t:
+        double square
+        double noise
+        double direction
+    ctypedef struct des_grid_t:
+        int square
+        int noise
+        int direction
+    ctypedef struct des_grid_sums_t:
+        long long square
+        long long noise
+        long long direction
+    des_era_terms_t des_candidate_era_terms(const des_candidate_t *state, double era_weight,
+                                            double era_g, double era_h, double era_left_g,
+                                            double era_left_h, double era_left_count,
+                                            double era_right_count)
+    int des_grid_exponent(double max_abs, double n_terms)
+    double des_grid_inverse_step(int exponent)
+    long long des_to_grid(double term, double inverse_step)
+    double des_from_grid(long long steps, int exponent)
+    void des_terms_max(des_era_terms_t *max_abs, const des_era_terms_t *terms)
+    des_grid_t des_grid_of(const des_era_terms_t *max_abs, double n_terms)
+    void des_grid_add(des_grid_sums_t *sums, const des_era_terms_t *terms,
+                      double inverse_square, double inverse_noise, double inverse_direction)
+    double des_weight_total(int count_weights, double n_present, double rows,
+                            double era_alpha)
+    double des_weight_squares(int count_weights, double n_present, double rows,
+                              double rows_squared, double era_alpha)
+    void des_candidate_set_sums(des_candidate_t *state, double weight_total,
+                                double weight_squares, const des_grid_sums_t *sums,
+                                const des_grid_t *grid)
     des_result_t des_candidate_finish(const des_candidate_t *state,
                                       double lambda_dro, double lambda_dir)

@@ -8,12 +8,14 @@ one Dask worker. Per depth the driver needs, per candidate split, sums over
 * exact ones -- fixed-point gradient/hessian sums and counts: every partial
   sum is an integer number of grid steps below 2^52 (docs/fixed-point.md), so
   shards sum them in any order and the driver adds the shards' results;
-* float ones in era order -- the DES era pass (csrc/des.h des_candidate_push:
-  sum w (gain_e - mu)^2, the noise term, the direction vote) and newton means.
-  These are *continued*: a shard starts from the running state the previous
-  shard (eras before its own) ended with and pushes its eras in order, with
-  the very des.h functions that the CPU's score_tile calls. The additions are
-  then exactly the single-machine ones, in the same order: bit-identical.
+* the DES era pass (csrc/des.h: sum w (gain_e - mu)^2, the noise term, the
+  direction vote; newton means) -- float terms, one per era, each sum taken
+  on a power-of-two grid given by its largest term (docs/des.md §6.3). A
+  shard reports its eras' largest terms (candidate_pass MODE_TERMS_MAX),
+  the maxima are all-reduced, and the terms rounded to the grid they give
+  are added as int64 (MODE_TERMS_SUM) and all-reduced: the local fit's
+  integers, whatever the shards. Every shard then finishes every candidate
+  (MODE_FINISH) with the very des.h code that _split.score_tile runs.
 
 The same holds for the slot sums (``chained_slot_sums``): _partition.slot_sums
 adds squared gradients in float64 over 16 fixed chunks of the global rows; a
@@ -24,7 +26,7 @@ import numpy as np
 
 from cython.parallel cimport prange
 
-from libc.math cimport INFINITY
+from libc.math cimport INFINITY, fabs
 from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
@@ -36,25 +38,58 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_begin, des_candidate_begin_bounded,
                              des_bounded_gain, des_era_gain, des_realized_mean,
                              des_candidate_set_mean, des_candidate_set_noise,
-                             des_candidate_push, des_candidate_finish)
+                             des_era_terms_t, des_grid_t, des_grid_sums_t,
+                             des_candidate_era_terms, des_terms_max, des_grid_exponent,
+                             des_grid_inverse_step, des_to_grid, des_from_grid,
+                             des_grid_add, des_weight_total, des_weight_squares,
+                             des_candidate_set_sums, des_candidate_finish)
 
 
 # The chunking of the global rows, shared with _partition.slot_sums (Python
 # name for backends/dask.py).
 SUM_CHUNKS = ROW_CHUNKS
 
-# The running state of a candidate's era pass that crosses the network.
-STATE_FIELDS = ("weight_total", "sum_squares", "direction", "noise_sum", "weight_squares")
-N_STATE = 5
+# A candidate's era-pass sums (csrc/des.h des_era_terms_t), each on its own grid.
+TERM_FIELDS = ("square", "noise", "direction")
+N_TERMS = 3
 
 # candidate_pass modes
 cdef enum:
-    PASS_NEWTON_MEAN = 0   # continue sum_e w_e gain_e (newton gains)
-    PASS_CONTINUE = 1      # continue the des_candidate_push accumulators
-    PASS_FINISH = 2        # no era: des_candidate_finish on the final state -> score, gain
-MODE_NEWTON_MEAN = PASS_NEWTON_MEAN
-MODE_PASS = PASS_CONTINUE
+    PASS_NEWTON_MAX = 0    # largest |w_e gain_e| over this shard's eras (newton gains)
+    PASS_NEWTON_SUM = 1    # sum_e w_e gain_e in steps of the candidate's grid
+    PASS_TERMS_MAX = 2     # largest |term| of each era-pass sum over this shard's eras
+    PASS_TERMS_SUM = 3     # the era-pass sums in steps of the candidate's grids
+    PASS_FINISH = 4        # no era: des_candidate_finish on the sums of all eras
+MODE_NEWTON_MAX = PASS_NEWTON_MAX
+MODE_NEWTON_SUM = PASS_NEWTON_SUM
+MODE_TERMS_MAX = PASS_TERMS_MAX
+MODE_TERMS_SUM = PASS_TERMS_SUM
 MODE_FINISH = PASS_FINISH
+
+
+def grid_exponents(const double[:, ::1] largest, double n_terms):
+    """The grid exponents (csrc/des.h des_grid_exponent) of sums whose
+    largest terms (of all eras) are ``largest``, of at most ``n_terms`` terms
+    (the eras of all shards): int32, the shape of ``largest``."""
+    out = np.empty((largest.shape[0], largest.shape[1]), dtype=np.int32)
+    cdef int32_t[:, ::1] view = out
+    cdef Py_ssize_t i, j
+    for i in range(largest.shape[0]):
+        for j in range(largest.shape[1]):
+            view[i, j] = des_grid_exponent(largest[i, j], n_terms)
+    return out
+
+
+def newton_means(const int64_t[::1] steps, const int32_t[::1] exponents,
+                 const double[::1] weight_total):
+    """Means of newton era gains from their sums on the grid (_split.score_tile's
+    arithmetic): sum / weight_total per candidate."""
+    out = np.empty(steps.shape[0])
+    cdef double[::1] view = out
+    cdef Py_ssize_t i
+    for i in range(steps.shape[0]):
+        view[i] = des_from_grid(steps[i], exponents[i]) / weight_total[i]
+    return out
 
 
 def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
@@ -202,7 +237,7 @@ def era_rows_from_cells(const int64_t[::1] cells, const int64_t[::1] base,
     return era_rows
 
 
-def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] eras_present,
+def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1] era_stats,
                          const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
                          const feature_index_t[::1] features,
                          const uint8_t[:, ::1] tree_uses_feature,
@@ -210,9 +245,12 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                          weighted_left=None, constraints=None):
     """The candidates _split.score_tile scores, in its order, from the pooled
     (all eras) per-bin sums (n_slots, n_features_d, width, 3), with their
-    pooled node/left sums and, for realized gains, their closed-form mean.
-    Equal era weights: weight_total = eras present, weighted sums = pooled.
-    Count weights: ``totals`` (n_slots, n_features_d, 5) and ``weighted_left``
+    pooled node/left sums, their era weights' totals and, for realized gains,
+    their closed-form mean. ``era_stats`` (n_slots, 3): per slot over all
+    eras, the eras with rows in it, its rows and the sum of its eras' squared
+    row counts (integers; the weight totals of csrc/des.h des_weight_total).
+    Equal era weights: weighted sums = pooled.
+    Count weights: ``totals`` (n_slots, n_features_d, 4) and ``weighted_left``
     (n_slots, n_features_d, width, 2), the era-weighted sums of all eras
     (continue_era_weights, continue_weighted_bin). ``constraints``: None or
     find_best_splits' constraint arrays (``slot_bounds``,
@@ -257,20 +295,25 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
     threshold_out = np.empty(capacity, dtype=np.int32)
     missing_out = np.empty(capacity, dtype=np.uint8)
     bounded_out = np.empty(capacity, dtype=np.uint8)
-    sums = np.empty((7, capacity))
+    sums = np.empty((9, capacity))
     cdef int32_t[::1] o_slot = slot_out, o_position = position_out, o_threshold = threshold_out
     cdef uint8_t[::1] o_missing = missing_out, o_bounded = bounded_out
     cdef double[:, ::1] o_sums = sums
     cdef Py_ssize_t slot, position, b, nb, n = 0
     cdef int side, missing_left
     cdef double sum_g, sum_h, sum_count, miss_g, miss_h, miss_count
-    cdef double left_g, left_h, left_count, cand_g, cand_h, cand_count, weight_total
+    cdef double left_g, left_h, left_count, cand_g, cand_h, cand_count
+    cdef double weight_total, weight_squares
     cdef des_candidate_t state
     with nogil:
         for slot in range(n_slots):
             if not slot_open[slot]:
                 continue
-            weight_total = eras_present[slot]
+            weight_total = des_weight_total(count_weights, era_stats[slot, 0],
+                                            era_stats[slot, 1], c.era_alpha)
+            weight_squares = des_weight_squares(count_weights, era_stats[slot, 0],
+                                                era_stats[slot, 1], era_stats[slot, 2],
+                                                c.era_alpha)
             if has_bounds:
                 lower = bounds_view[slot, 0]
                 upper = bounds_view[slot, 1]
@@ -290,11 +333,10 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                 if sum_count == 0.0:
                     continue
                 if count_weights:
-                    weight_total = total_view[slot, position, 0]
-                    w_sum_g = total_view[slot, position, 1]
-                    w_sum_h = total_view[slot, position, 2]
-                    w_missing_g = total_view[slot, position, 3]
-                    w_missing_h = total_view[slot, position, 4]
+                    w_sum_g = total_view[slot, position, 0]
+                    w_sum_h = total_view[slot, position, 1]
+                    w_missing_g = total_view[slot, position, 2]
+                    w_missing_h = total_view[slot, position, 3]
                 miss_g = pooled[slot, position, nb, 0]
                 miss_h = pooled[slot, position, nb, 1]
                 miss_count = pooled[slot, position, nb, 2]
@@ -336,6 +378,8 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
                         o_sums[1, n] = sum_h
                         o_sums[2, n] = cand_g
                         o_sums[3, n] = cand_h
+                        o_sums[7, n] = weight_total
+                        o_sums[8, n] = weight_squares
                         if c.era_gain == DES_ERA_GAIN_NEWTON:
                             o_sums[4, n] = 0.0
                         elif count_weights:
@@ -355,7 +399,8 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[::1] er
             "sum_g": sums[0, :n].copy(), "sum_h": sums[1, :n].copy(),
             "left_g": sums[2, :n].copy(), "left_h": sums[3, :n].copy(),
             "mean": sums[4, :n].copy(), "bounded": bounded_out[:n].copy(),
-            "lower": sums[5, :n].copy(), "upper": sums[6, :n].copy()}
+            "lower": sums[5, :n].copy(), "upper": sums[6, :n].copy(),
+            "weight_total": sums[7, :n].copy(), "weight_squares": sums[8, :n].copy()}
 
 
 def continue_era_weights(const int64_t[::1] cells, const int64_t[::1] base,
@@ -366,8 +411,9 @@ def continue_era_weights(const int64_t[::1] cells, const int64_t[::1] base,
     """era_weighting="count": continue every (slot, feature) tile's
     era-weighted totals over this shard's eras, in era order as
     _split.score_tile adds them (w_e = era_alpha + the era's rows):
-    ``state`` (n_slots, n_features_d, 5) holds the running weight total and
-    weighted gradient, hessian, missing gradient and missing hessian sums;
+    ``state`` (n_slots, n_features_d, 4) holds the running weighted
+    gradient, hessian, missing gradient and missing hessian sums (the weight
+    total is exact from integers: enumerate_candidates' ``era_stats``);
     returns them continued (a new array)."""
     cdef pb_split_params c = make_split_params(params)
     out = np.array(state, dtype=np.float64, copy=True)
@@ -394,11 +440,10 @@ def continue_era_weights(const int64_t[::1] cells, const int64_t[::1] base,
                               slot, era, widths[position] - 2, 0, &g, &h, &lg, &lh, &lc,
                               &count)
                     w = _era_weight(&c, count)
-                    acc[slot, position, 0] += w
-                    acc[slot, position, 1] += w * g
-                    acc[slot, position, 2] += w * h
-                    acc[slot, position, 3] += w * missing_g
-                    acc[slot, position, 4] += w * missing_h
+                    acc[slot, position, 0] += w * g
+                    acc[slot, position, 1] += w * h
+                    acc[slot, position, 2] += w * missing_g
+                    acc[slot, position, 3] += w * missing_h
     return out
 
 
@@ -528,66 +573,93 @@ cdef inline void _begin(des_candidate_t* state, const pb_split_params* c, int wi
                             c.era_gain, c.dir_tanh_scale, with_direction)
 
 
-cdef void _continue_candidate(const pb_split_params* c, int mode, int with_direction,
+cdef void _candidate_era_pass(const pb_split_params* c, int mode, int with_direction,
                               double sum_g, double sum_h, double left_g, double left_h,
                               double mean, double slot_noise, bint bounded, double lower,
                               double upper, const era_cells_t* view,
                               const int64_t* feature_cells, Py_ssize_t stride,
                               Py_ssize_t width, Py_ssize_t slot, Py_ssize_t threshold,
                               int missing_left, const double* slot_era_rows,
-                              Py_ssize_t n_eras, double* acc) noexcept nogil:
-    """One candidate's era-order sums continued over this shard's eras, in
-    place in ``acc`` (its N_STATE accumulators, or its newton-gain sum)."""
+                              Py_ssize_t n_eras, const int32_t* exponents,
+                              double* largest, int64_t* steps) noexcept nogil:
+    """One candidate's era terms over this shard's eras: their largest
+    magnitudes (``largest``, MODE_*_MAX) or their sums in steps of the grids
+    ``exponents`` (``steps``, MODE_*_SUM) -- one value (newton gain sums) or
+    N_TERMS (the era pass) per candidate."""
     cdef des_candidate_t s
-    cdef double g, h, lg, lh, lc, total_count
+    cdef des_era_terms_t terms, terms_max
+    cdef des_grid_sums_t sums
+    cdef double g, h, lg, lh, lc, total_count, term, inverse_step = 0.0
+    cdef double inverse_square = 0.0, inverse_noise = 0.0, inverse_direction = 0.0
     cdef Py_ssize_t era
     _begin(&s, c, with_direction, sum_g, sum_h, left_g, left_h, bounded, lower, upper)
-    if mode == PASS_NEWTON_MEAN:
+    if mode == PASS_NEWTON_MAX or mode == PASS_NEWTON_SUM:
+        if mode == PASS_NEWTON_SUM:
+            inverse_step = des_grid_inverse_step(exponents[0])
         for era in range(n_eras):
             if slot_era_rows[era] == 0.0:
                 continue
             _era_sums(view, feature_cells, stride, width, slot, era, threshold, missing_left,
                       &g, &h, &lg, &lh, &lc, &total_count)
-            acc[0] += _era_weight(c, total_count) * des_era_gain(&s, g, h, lg, lh)
+            term = _era_weight(c, total_count) * des_era_gain(&s, g, h, lg, lh)
+            if mode == PASS_NEWTON_MAX:
+                if fabs(term) > largest[0]:
+                    largest[0] = fabs(term)
+            else:
+                steps[0] += des_to_grid(term, inverse_step)
         return
     des_candidate_set_mean(&s, mean)
     if c.era_std_between:
         des_candidate_set_noise(&s, slot_noise)
-    s.weight_total = acc[0]
-    s.sum_squares = acc[1]
-    s.direction = acc[2]
-    s.noise_sum = acc[3]
-    s.weight_squares = acc[4]
+    terms_max.square = terms_max.noise = terms_max.direction = 0.0
+    sums.square = sums.noise = sums.direction = 0
+    if mode == PASS_TERMS_SUM:
+        inverse_square = des_grid_inverse_step(exponents[0])
+        inverse_noise = des_grid_inverse_step(exponents[1])
+        inverse_direction = des_grid_inverse_step(exponents[2])
     for era in range(n_eras):
         if slot_era_rows[era] == 0.0:
             continue
         _era_sums(view, feature_cells, stride, width, slot, era, threshold, missing_left,
                   &g, &h, &lg, &lh, &lc, &total_count)
-        des_candidate_push(&s, _era_weight(c, total_count), g, h, lg, lh, lc, total_count - lc)
-    acc[0] = s.weight_total
-    acc[1] = s.sum_squares
-    acc[2] = s.direction
-    acc[3] = s.noise_sum
-    acc[4] = s.weight_squares
+        terms = des_candidate_era_terms(&s, _era_weight(c, total_count), g, h, lg, lh, lc,
+                                        total_count - lc)
+        if mode == PASS_TERMS_MAX:
+            des_terms_max(&terms_max, &terms)
+        else:
+            des_grid_add(&sums, &terms, inverse_square, inverse_noise, inverse_direction)
+    if mode == PASS_TERMS_MAX:
+        largest[0] = terms_max.square
+        largest[1] = terms_max.noise
+        largest[2] = terms_max.direction
+    else:
+        steps[0] = sums.square
+        steps[1] = sums.noise
+        steps[2] = sums.direction
 
 
 def candidate_pass(dict candidates, const double[::1] slot_variance, dict params, int mode,
-                   state, cells=None, layout=None, era_rows=None, fixed=None,
-                   Py_ssize_t n_slots=0, int n_threads=1):
-    """Continue every candidate's era-order sums over this shard's eras.
+                   cells=None, layout=None, era_rows=None, fixed=None,
+                   Py_ssize_t n_slots=0, int n_threads=1, grid=None, sums=None):
+    """A shard's share of every candidate's era pass, or the candidates finished.
 
-    ``state`` is (n_candidates, N_STATE) for MODE_PASS, (n_candidates,) for
-    MODE_NEWTON_MEAN: the running sums after the eras of the shards before
-    this one (zeros for the first); returned updated (a new array). MODE_FINISH
-    pushes no era and returns (score, gain) from the final state. ``cells``
-    are this shard's per-era cells (_split.find_best_splits' ``depth_cells``
-    of ``n_slots`` slots), ``layout`` their cell_layout (base, stride) and
-    the features' widths, ``era_rows`` the rows per (slot, era), eras in
-    order; ``fixed`` the round's FixedPointGradients. Candidates are
-    independent: ``n_threads`` threads share them out (each candidate's own
-    eras in order, so the result does not depend on the thread count).
-    A bounded candidate (enumerate_candidates' ``bounded``, ``lower``,
-    ``upper``) uses values clipped to its node's bounds."""
+    MODE_NEWTON_MAX / MODE_TERMS_MAX return the largest magnitude of the
+    terms over this shard's eras: (n_candidates,) of w_e gain_e (newton
+    gains) or (n_candidates, N_TERMS) of the era pass's terms
+    (csrc/des.h des_candidate_era_terms). Their maxima over the shards give
+    the grids (grid_exponents): MODE_NEWTON_SUM / MODE_TERMS_SUM then return
+    this shard's sums in int64 steps of ``grid`` (int32, the shape of the
+    maxima); summed over the shards they are the local fit's sums. MODE_FINISH
+    reads no era and returns (score, gain) from ``sums`` and ``grid`` of all
+    eras (None: no era pass, lambda_dro = lambda_dir = 0 with realized gains).
+
+    ``cells`` are this shard's per-era cells (_split.find_best_splits'
+    ``depth_cells`` of ``n_slots`` slots), ``layout`` their cell_layout
+    (base, stride) and the features' widths, ``era_rows`` the rows per
+    (slot, era); ``fixed`` the round's FixedPointGradients. Candidates are
+    independent: ``n_threads`` threads share them out. A bounded candidate
+    (enumerate_candidates' ``bounded``, ``lower``, ``upper``) uses values
+    clipped to its node's bounds."""
     cdef pb_split_params c = make_split_params(params)
     cdef const double[::1] c_lower = candidates["lower"], c_upper = candidates["upper"]
     cdef const uint8_t[::1] c_bounded = candidates["bounded"]
@@ -598,44 +670,49 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     cdef const double[::1] c_sum_g = candidates["sum_g"], c_sum_h = candidates["sum_h"]
     cdef const double[::1] c_left_g = candidates["left_g"], c_left_h = candidates["left_h"]
     cdef const double[::1] c_mean = candidates["mean"]
-    cdef Py_ssize_t n = cand_slot.shape[0], i, era, n_eras = 0
+    cdef const double[::1] c_weight_total = candidates["weight_total"]
+    cdef const double[::1] c_weight_squares = candidates["weight_squares"]
+    cdef Py_ssize_t n = cand_slot.shape[0], i, n_eras = 0
     cdef int with_direction = c.lambda_dir != 0.0
+    cdef bint newton = mode == PASS_NEWTON_MAX or mode == PASS_NEWTON_SUM
+    cdef Py_ssize_t n_values = 1 if newton else N_TERMS
     cdef des_candidate_t s
     cdef des_result_t result
+    cdef des_grid_t grid_of
+    cdef des_grid_sums_t sums_of
     cdef era_cells_t view
     cdef const int64_t[::1] cell_view
     cdef const int64_t[::1] base_view, stride_view, width_view
     cdef const double[:, ::1] rows_view
-    cdef double[::1] mean_acc
-    cdef double[:, ::1] acc
+    cdef const int32_t[:, ::1] grid_view
+    cdef const int64_t[:, ::1] sums_view
+    cdef double[:, ::1] largest_view
+    cdef int64_t[:, ::1] steps_view
     cdef double[::1] score_view, gain_view
-    if mode != MODE_FINISH:
-        cell_view = cells
-        base_view, stride_view, width_view = layout
-        rows_view = era_rows
-        n_eras = rows_view.shape[1]
-        _fill_view(&view, fixed, n_slots)
-    out = np.array(state, dtype=np.float64, copy=True)
-    if mode == MODE_NEWTON_MEAN:
-        mean_acc = out
-    else:
-        acc = out
-    score = np.full(n, -INFINITY)
-    gain = np.zeros(n)
-    score_view = score
-    gain_view = gain
+    cdef bint finished_sums = sums is not None
     if mode == MODE_FINISH:
+        score = np.full(n, -INFINITY)
+        gain = np.zeros(n)
+        score_view = score
+        gain_view = gain
+        if finished_sums:
+            grid_view = np.ascontiguousarray(grid, dtype=np.int32).reshape(n, N_TERMS)
+            sums_view = np.ascontiguousarray(sums, dtype=np.int64).reshape(n, N_TERMS)
         for i in range(n):
             _begin(&s, &c, with_direction, c_sum_g[i], c_sum_h[i], c_left_g[i], c_left_h[i],
                    c_bounded[i], c_lower[i], c_upper[i])
             des_candidate_set_mean(&s, c_mean[i])
             if c.era_std_between:
                 des_candidate_set_noise(&s, slot_variance[cand_slot[i]])
-            s.weight_total = acc[i, 0]
-            s.sum_squares = acc[i, 1]
-            s.direction = acc[i, 2]
-            s.noise_sum = acc[i, 3]
-            s.weight_squares = acc[i, 4]
+            if finished_sums:
+                grid_of.square = grid_view[i, 0]
+                grid_of.noise = grid_view[i, 1]
+                grid_of.direction = grid_view[i, 2]
+                sums_of.square = sums_view[i, 0]
+                sums_of.noise = sums_view[i, 1]
+                sums_of.direction = sums_view[i, 2]
+                des_candidate_set_sums(&s, c_weight_total[i], c_weight_squares[i], &sums_of,
+                                       &grid_of)
             result = des_candidate_finish(&s, c.lambda_dro, c.lambda_dir)
             score_view[i] = result.score
             if c_bounded[i]:
@@ -645,17 +722,28 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
                 gain_view[i] = des_pooled_gain(c_sum_g[i], c_sum_h[i], c_left_g[i],
                                                c_left_h[i], c.reg_lambda, c.reg_alpha)
         return score, gain
-    if n == 0:
-        return out
-    cdef Py_ssize_t width_of_state = 1 if mode == MODE_NEWTON_MEAN else N_STATE
-    cdef double* state_pointer = &mean_acc[0] if mode == MODE_NEWTON_MEAN else &acc[0, 0]
+    cell_view = cells
+    base_view, stride_view, width_view = layout
+    rows_view = era_rows
+    n_eras = rows_view.shape[1]
+    _fill_view(&view, fixed, n_slots)
+    largest = np.zeros((n, n_values))
+    steps = np.zeros((n, n_values), dtype=np.int64)
+    largest_view = largest
+    steps_view = steps
+    cdef bint summing = mode == PASS_NEWTON_SUM or mode == PASS_TERMS_SUM
+    if summing:
+        grid_view = np.ascontiguousarray(grid, dtype=np.int32).reshape(n, n_values)
+    else:
+        grid_view = np.zeros((n, n_values), dtype=np.int32)
     for i in prange(n, nogil=True, schedule='dynamic', chunksize=64,
                     num_threads=max(1, min(n_threads, n))):
-        _continue_candidate(&c, mode, with_direction, c_sum_g[i], c_sum_h[i], c_left_g[i],
+        _candidate_era_pass(&c, mode, with_direction, c_sum_g[i], c_sum_h[i], c_left_g[i],
                             c_left_h[i], c_mean[i], slot_variance[cand_slot[i]],
                             c_bounded[i], c_lower[i], c_upper[i], &view,
                             &cell_view[base_view[cand_pos[i]]], stride_view[cand_pos[i]],
                             width_view[cand_pos[i]], cand_slot[i], cand_t[i], cand_ml[i],
-                            &rows_view[cand_slot[i], 0], n_eras,
-                            state_pointer + i * width_of_state)
-    return out
+                            &rows_view[cand_slot[i], 0], n_eras, &grid_view[i, 0],
+                            &largest_view[i, 0], &steps_view[i, 0])
+    result_array = steps if summing else largest
+    return result_array.reshape(-1) if newton else result_array

@@ -81,7 +81,12 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_leaf_value, des_bounded_gain, des_era_gain,
                              des_realized_mean,
                              des_candidate_set_mean, des_candidate_set_noise,
-                             des_candidate_push, des_candidate_finish)
+                             des_era_terms_t, des_grid_t, des_grid_sums_t,
+                             des_candidate_era_terms, des_terms_max, des_grid_of,
+                             des_grid_exponent, des_grid_inverse_step, des_to_grid,
+                             des_from_grid, des_weight_total,
+                             des_weight_squares, des_candidate_set_sums,
+                             des_candidate_finish)
 
 
 # Default cap on one thread's histogram buffer; more slots are done in groups.
@@ -121,6 +126,9 @@ cdef enum:
     SCRATCH_MISSING_G
     SCRATCH_MISSING_H
     SCRATCH_MISSING_COUNT
+    SCRATCH_SQUARE            # a candidate's era terms (des_candidate_era_terms),
+    SCRATCH_NOISE             # kept between the pass that finds their largest
+    SCRATCH_DIRECTION         # magnitudes and the one that adds them on the grid
     N_SCRATCH
 
 # find_best_splits' slot_left record: score, candidate position, left sums.
@@ -263,6 +271,26 @@ cdef inline void realized_candidate_means(
         candidate_ub[k] = candidate_bound(mean, params.lambda_dir)
 
 
+cdef inline void add_terms_on_grid(
+        Py_ssize_t n_terms, const double* square, const double* noise,
+        const double* direction, const des_grid_t* grid,
+        des_grid_sums_t* sums,                           # OUT
+) noexcept nogil:
+    """A candidate's era terms added as whole steps of their grids (csrc/des.h)."""
+    cdef Py_ssize_t i
+    cdef double inverse_square = des_grid_inverse_step(grid.square)
+    cdef double inverse_noise = des_grid_inverse_step(grid.noise)
+    cdef double inverse_direction = des_grid_inverse_step(grid.direction)
+    cdef long long total_square = 0, total_noise = 0, total_direction = 0
+    for i in range(n_terms):
+        total_square += des_to_grid(square[i], inverse_square)
+        total_noise += des_to_grid(noise[i], inverse_noise)
+        total_direction += des_to_grid(direction[i], inverse_direction)
+    sums.square = total_square
+    sums.noise = total_noise
+    sums.direction = total_direction
+
+
 cdef tile_best score_tile(
         hist_entry* hist,                # IN  cell (era, bin) at hist[era * era_stride + bin]:
                                          #     non-missing bin t the era's sum over bins <= t
@@ -291,6 +319,9 @@ cdef tile_best score_tile(
     cdef double* missing_g = scratch + SCRATCH_MISSING_G * n_eras
     cdef double* missing_h = scratch + SCRATCH_MISSING_H * n_eras
     cdef double* missing_count = scratch + SCRATCH_MISSING_COUNT * n_eras
+    cdef double* term_square = scratch + SCRATCH_SQUARE * n_eras
+    cdef double* term_noise = scratch + SCRATCH_NOISE * n_eras
+    cdef double* term_direction = scratch + SCRATCH_DIRECTION * n_eras
     # per threshold t (left = bins <= t): pooled and era-weighted left sums
     cdef double* at_p_g = candidates
     cdef double* at_p_h = at_p_g + n_bins
@@ -305,7 +336,13 @@ cdef tile_best score_tile(
     cdef hist_entry* cell
     # pooled (p), era-weighted (w) sums of the node, of its missing rows, and
     # of the non-missing bins left of the threshold
-    cdef double sum_g = 0.0, sum_h = 0.0, sum_count = 0.0, weight_total = 0.0
+    cdef double sum_g = 0.0, sum_h = 0.0, sum_count = 0.0, weight_total, weight_squares
+    cdef double count_squares = 0.0, largest, inverse_step
+    cdef long long steps
+    cdef int exponent
+    cdef des_era_terms_t terms, terms_max
+    cdef des_grid_t grid
+    cdef des_grid_sums_t grid_sums
     cdef double w_sum_g = 0.0, w_sum_h = 0.0
     cdef double p_missing_g = 0.0, p_missing_h = 0.0, p_missing_count = 0.0
     cdef double w_missing_g = 0.0, w_missing_h = 0.0
@@ -359,7 +396,7 @@ cdef tile_best score_tile(
         sum_g += g
         sum_h += h
         sum_count += c
-        weight_total += w
+        count_squares += c * c
         w_sum_g += w * g
         w_sum_h += w * h
         p_missing_g += missing_g[n_present]
@@ -372,6 +409,13 @@ cdef tile_best score_tile(
             at_p_h[bin_idx] += row[bin_idx].sum_hessians
             at_p_count[bin_idx] += row[bin_idx].count
         n_present += 1
+
+    # The era weights' totals from integers, exact in any order (csrc/des.h).
+    weight_total = des_weight_total(params.era_weighting == PB_ERA_WEIGHTING_COUNT,
+                                    <double>n_present, sum_count, params.era_alpha)
+    weight_squares = des_weight_squares(params.era_weighting == PB_ERA_WEIGHTING_COUNT,
+                                        <double>n_present, sum_count, count_squares,
+                                        params.era_alpha)
 
     # Era-weighted left sums: with equal weights they are the pooled ones;
     # with count weights a product per (bin, era) in bin-major order, each
@@ -406,16 +450,23 @@ cdef tile_best score_tile(
             begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
                             p_missing_h, sum_g, sum_h, params, with_direction, bounded, lower,
                             upper, &cand_g, &cand_h)
-            mean = 0.0
+            # sum_e w_e gain_e on a grid (csrc/des.h): its largest term, then the sum
+            largest = 0.0
             for i in range(n_present):
                 cell = hist + era_ids[i] * era_stride + bin_idx
                 era_left_g = cell.sum_gradients + missing_g[i] if missing_goes_left \
                     else cell.sum_gradients
                 era_left_h = cell.sum_hessians + missing_h[i] if missing_goes_left \
                     else cell.sum_hessians
-                mean += era_weight[i] * des_era_gain(&state, era_g[i], era_h[i],
-                                                     era_left_g, era_left_h)
-            mean = mean / weight_total
+                term_square[i] = era_weight[i] * des_era_gain(&state, era_g[i], era_h[i],
+                                                              era_left_g, era_left_h)
+                largest = max(largest, fabs(term_square[i]))
+            exponent = des_grid_exponent(largest, <double>n_eras)
+            inverse_step = des_grid_inverse_step(exponent)
+            steps = 0
+            for i in range(n_present):
+                steps = steps + des_to_grid(term_square[i], inverse_step)
+            mean = des_from_grid(steps, exponent) / weight_total
             candidate_mean[k] = mean
             candidate_ub[k] = candidate_bound(mean, params.lambda_dir)
     else:
@@ -457,6 +508,11 @@ cdef tile_best score_tile(
         if params.era_std_between:
             des_candidate_set_noise(&state, gradient_variance)
         if needs_pass:
+            # The era terms and their largest magnitudes, then their sums on
+            # the grids those give (order-free: csrc/des.h, docs/des.md §6.3).
+            terms_max.square = 0.0
+            terms_max.noise = 0.0
+            terms_max.direction = 0.0
             for i in range(n_present):
                 cell = hist + era_ids[i] * era_stride + bin_idx
                 era_left_g = cell.sum_gradients
@@ -466,9 +522,17 @@ cdef tile_best score_tile(
                     era_left_g = era_left_g + missing_g[i]
                     era_left_h = era_left_h + missing_h[i]
                     era_left_count = era_left_count + missing_count[i]
-                des_candidate_push(&state, era_weight[i], era_g[i], era_h[i],
-                                   era_left_g, era_left_h, era_left_count,
-                                   era_count[i] - era_left_count)
+                terms = des_candidate_era_terms(&state, era_weight[i], era_g[i], era_h[i],
+                                                era_left_g, era_left_h, era_left_count,
+                                                era_count[i] - era_left_count)
+                term_square[i] = terms.square
+                term_noise[i] = terms.noise
+                term_direction[i] = terms.direction
+                des_terms_max(&terms_max, &terms)
+            grid = des_grid_of(&terms_max, <double>n_eras)
+            add_terms_on_grid(n_present, term_square, term_noise, term_direction, &grid,
+                              &grid_sums)
+            des_candidate_set_sums(&state, weight_total, weight_squares, &grid_sums, &grid)
         result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)
         if result.score > best.score or (best.found and result.score == best.score
                                           and code < best_code):

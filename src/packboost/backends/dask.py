@@ -16,14 +16,16 @@ with the others. Per depth:
    pooled per-bin sums of every (slot, feature) are all-reduced: exact
    fixed-point sums, the same doubles in any order;
 3. every shard enumerates the candidates from the pooled sums (the same
-   deterministic code) and, when DES needs its era pass, the candidates'
-   running float state goes shard after shard in era order, pipelined in
-   blocks (``_distributed.candidate_pass``); the last shard finishes the
-   scores and sends every shard the best split of each slot;
+   deterministic code) and, when DES needs its era pass, computes its eras'
+   terms of each candidate (``_distributed.candidate_pass``): their largest
+   magnitudes are all-reduced (max), giving each sum its grid, and the
+   terms' sums in whole grid steps are all-reduced (int64, order-free,
+   docs/des.md §6.3); every shard finishes the same scores and picks the
+   same best split of each slot;
 4. routing and the prediction update are each shard's own rows.
 
-The float sums are therefore added in the single-machine order, by the same
-des.h functions: every worker grows the trees of the local fit, bit for bit.
+Every sum is therefore the local fit's number, by the same des.h functions:
+every worker grows the trees of the local fit, bit for bit.
 Rank 0 also holds the eval sets and runs the callbacks; its stop decision is
 sent to the others after every round, and its model is the fit's result.
 """
@@ -188,9 +190,8 @@ class ShardBackend(CpuBackend):
     def __init__(self, data, pack_size: int, n_threads: int, collective):
         super().__init__(data, pack_size, n_threads)
         self.collective = collective
-        # Seconds this shard computed in the chained era passes (not waiting):
-        # summed over the shards, the work the chain does one rank at a
-        # time (benchmarks/bench_dask.py's extrapolation).
+        # Seconds this shard computed in the DES era passes (not waiting;
+        # benchmarks/bench_dask.py reports them).
         self.era_pass_seconds = 0.0
 
     def slot_sums(self, n_slots: int) -> SlotSums:
@@ -236,15 +237,19 @@ class ShardBackend(CpuBackend):
         era_rows = _distributed.era_rows_from_cells(cells, base, stride, widths, slot_tree,
                                                     slot_open, tree_uses_feature, data.n_eras,
                                                     words, fixed.count_bits)
-        present = collective.allreduce((era_rows > 0).sum(axis=1).astype(np.float64), "sum")
+        # Per slot over all eras: eras with rows, rows, squared era rows
+        # (integers: the era weights' totals, exact in any order).
+        era_stats = collective.allreduce(np.stack(
+            [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
+            axis=1).astype(np.float64), "sum")
         totals = weighted_left = None
         if split_params["era_weighting"] == "count":
             totals, weighted_left = self._era_weighted_sums(
                 (cells, base, stride, widths, slot_tree, slot_open, tree_uses_feature,
                  era_rows, split_params, fixed), width)
         candidates = _distributed.enumerate_candidates(
-            pooled, present, slot_tree, slot_open, features, tree_uses_feature, data.n_bins,
-            split_params, totals, weighted_left, constraints)
+            pooled, np.ascontiguousarray(era_stats), slot_tree, slot_open, features,
+            tree_uses_feature, data.n_bins, split_params, totals, weighted_left, constraints)
         n = len(candidates["slot"])
         newton = split_params["era_gain"] == "newton"
         needs_pass = (split_params["lambda_dro"] != 0.0 or split_params["lambda_dir"] != 0.0
@@ -252,50 +257,48 @@ class ShardBackend(CpuBackend):
         if not (needs_pass and n):
             # Nothing to add over eras: every shard finishes the same scores.
             score, gain = _distributed.candidate_pass(
-                candidates, slot_variance, split_params, _distributed.MODE_FINISH,
-                np.zeros((n, _distributed.N_STATE)))
+                candidates, slot_variance, split_params, _distributed.MODE_FINISH)
             return _best_splits(candidates, score, gain, n_slots, n_candidates)
-        last = collective.size - 1
-        layout = (base, stride, widths)
+        pass_arguments = (cells, (base, stride, widths), era_rows, fixed, n_slots,
+                          self.n_threads)
+        n_eras = self.data.shard.global_rows.n_eras
 
         def subset_of(chosen):
             return {name: values[chosen] for name, values in candidates.items()}
 
-        def era_pass(mode, subset, initial):
-            """The chain of the candidates ``subset`` in ``mode``, pipelined in
-            blocks; their final states on the last rank (None elsewhere)."""
-            blocks = candidate_blocks(len(initial), collective.size)
-
-            def step(block, state):
-                start, end = blocks[block]
-                part = {name: values[start:end] for name, values in subset.items()}
-                began = time.perf_counter()
-                state = _distributed.candidate_pass(part, slot_variance, split_params, mode,
-                                                    state, cells, layout, era_rows, fixed,
-                                                    n_slots, self.n_threads)
-                self.era_pass_seconds += time.perf_counter() - began
-                return state
-            finals = collective.chain(step, [initial[start:end] for start, end in blocks])
-            return None if finals is None else np.concatenate(finals)
+        def sums_over_eras(subset, max_mode, sum_mode):
+            """The era pass's sums of the candidates ``subset`` over all eras,
+            order-free (docs/des.md §6.3): every shard's largest terms, their
+            maximum over the shards -> the grids; every shard's sums in steps
+            of the grids, added over the shards. Returns (steps, grid)."""
+            began = time.perf_counter()
+            largest = _distributed.candidate_pass(subset, slot_variance, split_params,
+                                                  max_mode, *pass_arguments)
+            self.era_pass_seconds += time.perf_counter() - began
+            largest = collective.allreduce(largest, "max")
+            grid = _distributed.grid_exponents(largest.reshape(len(largest), -1), n_eras)
+            began = time.perf_counter()
+            steps = _distributed.candidate_pass(subset, slot_variance, split_params,
+                                                sum_mode, *pass_arguments,
+                                                grid=grid.reshape(largest.shape))
+            self.era_pass_seconds += time.perf_counter() - began
+            return collective.allreduce(steps, "sum"), grid
 
         def scores_of(chosen):
-            """The DES scores and gains of the candidates ``chosen``: their
-            era pass, finished on the last rank (None elsewhere)."""
+            """The DES scores and gains of the candidates ``chosen``, the same
+            on every shard."""
             subset = subset_of(chosen)
-            state = era_pass(_distributed.MODE_PASS, subset,
-                             np.zeros((len(chosen), _distributed.N_STATE)))
-            if state is None:
-                return None
+            steps, grid = sums_over_eras(subset, _distributed.MODE_TERMS_MAX,
+                                         _distributed.MODE_TERMS_SUM)
             return _distributed.candidate_pass(subset, slot_variance, split_params,
-                                               _distributed.MODE_FINISH, state)
+                                               _distributed.MODE_FINISH, grid=grid, sums=steps)
 
         if newton:
             # Each candidate's mean of newton era gains, then the pass around it.
-            sums = era_pass(_distributed.MODE_NEWTON_MEAN, candidates, np.zeros(n))
-            weight_total = (present[candidates["slot"]] if totals is None
-                            else totals[candidates["slot"], candidates["position"], 0])
-            candidates["mean"] = collective.broadcast(
-                None if sums is None else sums / weight_total, root=last)
+            steps, grid = sums_over_eras(candidates, _distributed.MODE_NEWTON_MAX,
+                                         _distributed.MODE_NEWTON_SUM)
+            candidates["mean"] = _distributed.newton_means(
+                steps, np.ascontiguousarray(grid.reshape(-1)), candidates["weight_total"])
         # A candidate scores at most mu + lambda_dir |mu| (sigma >= 0, |D| <= 1;
         # _split.candidate_bound, the local scan's pruning, docs/des.md §9).
         # First the era pass of each slot's candidate of the highest bound:
@@ -305,18 +308,12 @@ class ShardBackend(CpuBackend):
         bound = mean + split_params["lambda_dir"] * np.abs(mean)
         leaders = _highest_per_slot(candidates["slot"], bound)
         floor = np.full(n_slots, -np.inf)
-        leader_scores = scores_of(leaders)
-        if leader_scores is not None:
-            np.fmax.at(floor, candidates["slot"][leaders], leader_scores[0])
-        floor = collective.broadcast(floor if leader_scores is not None else None, root=last)
+        leader_scores, _ = scores_of(leaders)
+        np.fmax.at(floor, candidates["slot"][leaders], leader_scores)
         contenders = np.flatnonzero(bound >= floor[candidates["slot"]])
-        contender_scores = scores_of(contenders)
-        best = None
-        if contender_scores is not None:
-            score, gain = np.full(n, -np.inf), np.zeros(n)
-            score[contenders], gain[contenders] = contender_scores
-            best = _best_splits(candidates, score, gain, n_slots, n_candidates)
-        return collective.broadcast(best, root=last)
+        score, gain = np.full(n, -np.inf), np.zeros(n)
+        score[contenders], gain[contenders] = scores_of(contenders)
+        return _best_splits(candidates, score, gain, n_slots, n_candidates)
 
     def _era_weighted_sums(self, arguments, width):
         """era_weighting="count": every tile's era-weighted totals (n_slots,
@@ -329,7 +326,7 @@ class ShardBackend(CpuBackend):
         n_slots, n_candidates = len(arguments[4]), len(arguments[1])
         finals = collective.chain(
             lambda _block, state: _distributed.continue_era_weights(*arguments, state),
-            [np.zeros((n_slots, n_candidates, 5))])
+            [np.zeros((n_slots, n_candidates, 4))])
         totals = collective.broadcast(None if finals is None else finals[0], root=last)
         per_bin = collective.ring(
             lambda bin_index, state: _distributed.continue_weighted_bin(*arguments, bin_index,
@@ -402,21 +399,6 @@ class ShardBackend(CpuBackend):
             return
         self._route_without_sums(split_feature, split_threshold, split_missing_left,
                                  left_child_slot, slot_node, split)
-
-
-# Candidates per block of the pipelined chain (at least; blocks of a depth
-# are at most PIPELINE_BLOCKS_PER_SHARD x the shards).
-MIN_BLOCK_CANDIDATES = 2048
-PIPELINE_BLOCKS_PER_SHARD = 4
-
-
-def candidate_blocks(n: int, n_shards: int) -> list:
-    """``(start, end)`` blocks of ``n`` candidates for the pipelined chain."""
-    if n_shards <= 1:
-        return [(0, n)]
-    count = max(1, min(PIPELINE_BLOCKS_PER_SHARD * n_shards, n // MIN_BLOCK_CANDIDATES))
-    edges = np.linspace(0, n, count + 1).astype(np.int64)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
 
 
 def _highest_per_slot(slot: np.ndarray, value: np.ndarray) -> np.ndarray:
