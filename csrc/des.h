@@ -396,8 +396,9 @@ DES_FN des_era_terms_t des_candidate_era_terms(const des_candidate_t *state, dou
  * give other last bits than one loop over the eras -- and a near-tie between
  * two candidates could then flip. Each sum of the pass is instead taken on a
  * power-of-two grid, as the gradients are (docs/fixed-point.md): with M the
- * largest |term| of the sum (a maximum: exact in any order) and n_terms an
- * upper bound on the number of terms, the step is 2^k, the smallest power of
+ * largest |term| of the sum (a maximum: exact in any order) and n_terms the
+ * number of terms (the eras with rows in the node, so that the grid depends on
+ * the node's rows only, not on eras elsewhere), the step is 2^k, the smallest power of
  * two with M n_terms < 2^(k + DES_GRID_BITS); every term is rounded once to a
  * whole number of steps (round half to even) and the integers are added in
  * int64, which cannot overflow (|sum| <= 2^62 + n_terms / 2) and gives the

@@ -523,7 +523,7 @@ static pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n
                                                        inv_scale_g, inv_scale_h, lane,
                                                        PBC_WARP_LANES);
                 PBC_BUTTERFLY(double, pbc_double_max, gain_max);
-                exponent = des_grid_exponent(gain_max[0], (double)n_eras);
+                exponent = des_grid_exponent(gain_max[0], (double)totals[0].present);
                 for (lane = 0; lane < PBC_WARP_LANES; ++lane)
                     gain_steps[lane] = pbc_lane_gain_steps(&state, cells, era_stride, n_eras,
                                                            n_bins, threshold, missing_left,
@@ -545,7 +545,7 @@ static pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n
                                                        inv_scale_g, inv_scale_h, lane,
                                                        PBC_WARP_LANES);
                 PBC_BUTTERFLY(des_era_terms_t, pbc_terms_max, largest);
-                grid = des_grid_of(&largest[0], (double)n_eras);
+                grid = des_grid_of(&largest[0], (double)totals[0].present);
                 for (lane = 0; lane < PBC_WARP_LANES; ++lane)
                     sums[lane] = pbc_lane_grid_sums(&state, cells, era_stride, n_eras, n_bins,
                                                     threshold, missing_left, params,

@@ -117,7 +117,7 @@ __device__ pbc_best pbc_score_tile_warp(pbc_cell *cells, long long era_stride, i
                                                    threshold, missing_left, params,
                                                    inv_scale_g, inv_scale_h, lane,
                                                    PBC_WARP_LANES)),
-                    (double)n_eras);
+                    (double)totals.present);
                 long long steps = pbc_warp_sum(pbc_lane_gain_steps(
                     &state, cells, era_stride, n_eras, n_bins, threshold, missing_left, params,
                     inv_scale_g, inv_scale_h, exponent, lane, PBC_WARP_LANES));
@@ -132,7 +132,7 @@ __device__ pbc_best pbc_score_tile_warp(pbc_cell *cells, long long era_stride, i
                 des_era_terms_t largest = pbc_warp_max(pbc_lane_terms_max(
                     &state, cells, era_stride, n_eras, n_bins, threshold, missing_left, params,
                     inv_scale_g, inv_scale_h, lane, PBC_WARP_LANES));
-                des_grid_t grid = des_grid_of(&largest, (double)n_eras);
+                des_grid_t grid = des_grid_of(&largest, (double)totals.present);
                 des_grid_sums_t sums = pbc_warp_sum(pbc_lane_grid_sums(
                     &state, cells, era_stride, n_eras, n_bins, threshold, missing_left, params,
                     inv_scale_g, inv_scale_h, &grid, lane, PBC_WARP_LANES));

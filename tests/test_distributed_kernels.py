@@ -150,8 +150,9 @@ def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain
 
     largest = era_pass(era_rows)
     assert np.all(largest > 0)
-    grid = _distributed.grid_exponents(largest.reshape(n, -1), data.n_eras).reshape(
-        largest.shape)
+    grid = _distributed.grid_exponents(
+        largest.reshape(n, -1), np.ascontiguousarray(era_stats[candidates["slot"], 0])
+    ).reshape(largest.shape)
     steps = era_pass(era_rows, grid)
     assert steps.dtype == np.int64 and np.any(steps != 0)
     np.testing.assert_array_equal(era_pass(era_rows, grid, threads=3), steps)

@@ -349,7 +349,7 @@ cdef category_best score_feature(
                         elh = elh + cell[1]
                     era_terms[i] = era_w[i] * des_era_gain(&state, era_g[i], era_h[i], elg, elh)
                     largest = max(largest, fabs(era_terms[i]))
-                exponent = des_grid_exponent(largest, <double>n_eras)
+                exponent = des_grid_exponent(largest, <double>n_present)
                 inverse_step = des_grid_inverse_step(exponent)
                 steps = 0
                 for i in range(n_present):
@@ -384,7 +384,7 @@ cdef category_best score_feature(
                     era_terms[3 * i + 1] = terms.noise
                     era_terms[3 * i + 2] = terms.direction
                     des_terms_max(&terms_max, &terms)
-                grid = des_grid_of(&terms_max, <double>n_eras)
+                grid = des_grid_of(&terms_max, <double>n_present)
                 inverse_square = des_grid_inverse_step(grid.square)
                 inverse_noise = des_grid_inverse_step(grid.noise)
                 inverse_direction = des_grid_inverse_step(grid.direction)

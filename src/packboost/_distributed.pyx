@@ -67,16 +67,17 @@ MODE_TERMS_SUM = PASS_TERMS_SUM
 MODE_FINISH = PASS_FINISH
 
 
-def grid_exponents(const double[:, ::1] largest, double n_terms):
+def grid_exponents(const double[:, ::1] largest, const double[::1] n_terms):
     """The grid exponents (csrc/des.h des_grid_exponent) of sums whose
-    largest terms (of all eras) are ``largest``, of at most ``n_terms`` terms
-    (the eras of all shards): int32, the shape of ``largest``."""
+    largest terms (of all eras) are ``largest`` (n_candidates, k), of
+    ``n_terms`` terms each (the eras with rows in the candidate's node, over
+    all shards): int32, the shape of ``largest``."""
     out = np.empty((largest.shape[0], largest.shape[1]), dtype=np.int32)
     cdef int32_t[:, ::1] view = out
     cdef Py_ssize_t i, j
     for i in range(largest.shape[0]):
         for j in range(largest.shape[1]):
-            view[i, j] = des_grid_exponent(largest[i, j], n_terms)
+            view[i, j] = des_grid_exponent(largest[i, j], n_terms[i])
     return out
 
 

@@ -461,7 +461,7 @@ cdef tile_best score_tile(
                 term_square[i] = era_weight[i] * des_era_gain(&state, era_g[i], era_h[i],
                                                               era_left_g, era_left_h)
                 largest = max(largest, fabs(term_square[i]))
-            exponent = des_grid_exponent(largest, <double>n_eras)
+            exponent = des_grid_exponent(largest, <double>n_present)
             inverse_step = des_grid_inverse_step(exponent)
             steps = 0
             for i in range(n_present):
@@ -529,7 +529,7 @@ cdef tile_best score_tile(
                 term_noise[i] = terms.noise
                 term_direction[i] = terms.direction
                 des_terms_max(&terms_max, &terms)
-            grid = des_grid_of(&terms_max, <double>n_eras)
+            grid = des_grid_of(&terms_max, <double>n_present)
             add_terms_on_grid(n_present, term_square, term_noise, term_direction, &grid,
                               &grid_sums)
             des_candidate_set_sums(&state, weight_total, weight_squares, &grid_sums, &grid)

@@ -261,7 +261,6 @@ class ShardBackend(CpuBackend):
             return _best_splits(candidates, score, gain, n_slots, n_candidates)
         pass_arguments = (cells, (base, stride, widths), era_rows, fixed, n_slots,
                           self.n_threads)
-        n_eras = self.data.shard.global_rows.n_eras
 
         def subset_of(chosen):
             return {name: values[chosen] for name, values in candidates.items()}
@@ -276,7 +275,9 @@ class ShardBackend(CpuBackend):
                                                   max_mode, *pass_arguments)
             self.era_pass_seconds += time.perf_counter() - began
             largest = collective.allreduce(largest, "max")
-            grid = _distributed.grid_exponents(largest.reshape(len(largest), -1), n_eras)
+            grid = _distributed.grid_exponents(
+                largest.reshape(len(largest), -1),
+                np.ascontiguousarray(era_stats[subset["slot"], 0]))
             began = time.perf_counter()
             steps = _distributed.candidate_pass(subset, slot_variance, split_params,
                                                 sum_mode, *pass_arguments,
