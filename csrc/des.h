@@ -354,7 +354,9 @@ DES_FN void des_candidate_set_noise(des_candidate_t *state, double gradient_vari
 /*
  * One era's terms of the pass, for an era with rows in the node, of weight
  * w_e > 0: the centred square w_e (gain_e - mean)^2, the era's sampling noise
- * w_e nu_e (era_std = "between") and its direction vote w_e d vote_e. The era
+ * w_e nu_e (era_std = "between") and, with_vote, its direction vote
+ * w_e d vote_e (the dearest term: a pass that only needs the others' maxima
+ * skips it; see des_grid_of). The era
  * votes on the direction only if it has rows on both sides (its own
  * v_eL - v_eR exists). The vote reads the era's own L2 Newton values without
  * the L1 threshold: an era's sums are a fraction of the node's, and alpha
@@ -367,7 +369,8 @@ typedef struct {
 DES_FN des_era_terms_t des_candidate_era_terms(const des_candidate_t *state, double era_weight,
                                                double era_g, double era_h,
                                                double era_left_g, double era_left_h,
-                                               double era_left_count, double era_right_count)
+                                               double era_left_count, double era_right_count,
+                                               int with_vote)
 {
     des_era_terms_t terms;
     double deviation = des_era_gain(state, era_g, era_h, era_left_g, era_left_h) - state->mean;
@@ -377,7 +380,7 @@ DES_FN des_era_terms_t des_candidate_era_terms(const des_candidate_t *state, dou
     if (state->gradient_variance > 0.0)
         terms.noise = era_weight * state->gradient_variance
                     * (state->noise_left * era_left_count + state->noise_right * era_right_count);
-    if (state->with_direction && state->direction_sign != 0.0
+    if (with_vote && state->with_direction && state->direction_sign != 0.0
             && era_left_count > 0.0 && era_right_count > 0.0) {
         double lambda = state->reg_lambda;
         double era_delta = des_leaf_value(era_left_g, era_left_h, lambda, 0.0)
@@ -452,24 +455,40 @@ typedef struct {
     long long square, noise, direction;
 } des_grid_sums_t;
 
+/* The largest |square| and |noise| terms so far (the direction votes need none). */
 DES_FN void des_terms_max(des_era_terms_t *max_abs, const des_era_terms_t *terms)
 {
     double square = fabs(terms->square), noise = fabs(terms->noise);
-    double direction = fabs(terms->direction);
     if (square > max_abs->square)
         max_abs->square = square;
     if (noise > max_abs->noise)
         max_abs->noise = noise;
-    if (direction > max_abs->direction)
-        max_abs->direction = direction;
 }
 
-DES_FN des_grid_t des_grid_of(const des_era_terms_t *max_abs, double n_terms)
+/*
+ * The largest era weight of a node, a bound on every direction vote
+ * |w_e d vote_e| <= w_e (|vote_e| <= 1): 1 for equal weights, era_alpha plus
+ * the node's largest era row count for count weights.
+ */
+DES_FN double des_era_weight_bound(int count_weights, double largest_era_rows,
+                                   double era_alpha)
+{
+    return count_weights ? era_alpha + largest_era_rows : 1.0;
+}
+
+/*
+ * The grids of a candidate's sums: the squares' and the noise's from their
+ * largest terms (max_abs), the direction votes' from their bound
+ * weight_bound (des_era_weight_bound) -- so no pass computes a vote, with its
+ * tanh, only to find the largest.
+ */
+DES_FN des_grid_t des_grid_of(const des_era_terms_t *max_abs, double weight_bound,
+                              double n_terms)
 {
     des_grid_t grid;
     grid.square = des_grid_exponent(max_abs->square, n_terms);
     grid.noise = des_grid_exponent(max_abs->noise, n_terms);
-    grid.direction = des_grid_exponent(max_abs->direction, n_terms);
+    grid.direction = des_grid_exponent(weight_bound, n_terms);
     return grid;
 }
 

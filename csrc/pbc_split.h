@@ -55,9 +55,11 @@ typedef struct {
 
 /* Sums over a tile's eras (pooled: exact integers; era-weighted: reals);
    present and rows_squared (eras with rows, sum of their squared row counts)
-   give the era weights' totals (des_weight_total, des_weight_squares). */
+   give the era weights' totals (des_weight_total, des_weight_squares),
+   largest_rows (a maximum) the bound of the direction votes. */
 typedef struct {
     long long g, h, count, missing_g, missing_h, missing_count, present, rows_squared;
+    long long largest_rows;
     double w_g, w_h, w_missing_g, w_missing_h;
 } pbc_totals;
 
@@ -89,7 +91,7 @@ PBC_FN double pbc_era_weight(const pb_split_params *params, long long count)
 PBC_FN void pbc_totals_zero(pbc_totals *t)
 {
     t->g = t->h = t->count = t->missing_g = t->missing_h = t->missing_count = 0;
-    t->present = t->rows_squared = 0;
+    t->present = t->rows_squared = t->largest_rows = 0;
     t->w_g = t->w_h = t->w_missing_g = t->w_missing_h = 0.0;
 }
 
@@ -99,6 +101,7 @@ PBC_FN pbc_totals pbc_totals_add(pbc_totals a, pbc_totals b)
     a.missing_g += b.missing_g; a.missing_h += b.missing_h;
     a.missing_count += b.missing_count;
     a.present += b.present; a.rows_squared += b.rows_squared;
+    a.largest_rows = a.largest_rows > b.largest_rows ? a.largest_rows : b.largest_rows;
     a.w_g += b.w_g; a.w_h += b.w_h;
     a.w_missing_g += b.w_missing_g; a.w_missing_h += b.w_missing_h;
     return a;
@@ -136,6 +139,16 @@ PBC_FN des_grid_sums_t pbc_grid_sums_add(des_grid_sums_t a, des_grid_sums_t b)
     a.noise += b.noise;
     a.direction += b.direction;
     return a;
+}
+
+/* The grids of a tile's candidate from its largest terms (csrc/des.h des_grid_of). */
+PBC_FN des_grid_t pbc_grid_of(const pb_split_params *params, const pbc_totals *totals,
+                              const des_era_terms_t *largest)
+{
+    return des_grid_of(largest,
+                       des_era_weight_bound(params->era_weighting == PB_ERA_WEIGHTING_COUNT,
+                                            (double)totals->largest_rows, params->era_alpha),
+                       (double)totals->present);
 }
 
 /* The era weights' totals of a tile (csrc/des.h; exact in any order). */
@@ -190,6 +203,8 @@ PBC_FN pbc_totals pbc_lane_totals(pbc_cell *cells, long long era_stride, int n_e
         totals.missing_count += row[n_bins].count;
         totals.present += 1;
         totals.rows_squared += c * c;
+        if (c > totals.largest_rows)
+            totals.largest_rows = c;
         totals.w_g += w * ((double)g * inv_scale_g);
         totals.w_h += w * ((double)h * inv_scale_h);
         totals.w_missing_g += w * ((double)row[n_bins].sum_g * inv_scale_g);
@@ -298,11 +313,12 @@ PBC_FN long long pbc_lane_gain_steps(const des_candidate_t *state, const pbc_cel
     return steps;
 }
 
-/* Era e's terms of a begun candidate's pass; *present = 0 for an era without rows. */
+/* Era e's terms of a begun candidate's pass (the vote with_vote); *present = 0
+   for an era without rows. */
 PBC_FN des_era_terms_t pbc_era_terms(const des_candidate_t *state, const pbc_cell *row,
                                      int n_bins, int threshold, int missing_left,
                                      const pb_split_params *params, double inv_scale_g,
-                                     double inv_scale_h, int *present)
+                                     double inv_scale_h, int with_vote, int *present)
 {
     des_era_terms_t terms = {0.0, 0.0, 0.0};
     long long c = pbc_era_count(row, n_bins);
@@ -312,10 +328,11 @@ PBC_FN des_era_terms_t pbc_era_terms(const des_candidate_t *state, const pbc_cel
         return terms;
     s = pbc_era_candidate(row, n_bins, threshold, missing_left, inv_scale_g, inv_scale_h);
     return des_candidate_era_terms(state, pbc_era_weight(params, c), s.g, s.h, s.left_g,
-                                   s.left_h, s.left_count, s.count - s.left_count);
+                                   s.left_h, s.left_count, s.count - s.left_count, with_vote);
 }
 
-/* Lane's largest |term| of each sum of the era pass (their grids: des_grid_of). */
+/* Lane's largest |square| and |noise| terms of the era pass (their grids:
+   des_grid_of; the votes need no maximum, so none is computed here). */
 PBC_FN des_era_terms_t pbc_lane_terms_max(const des_candidate_t *state, const pbc_cell *cells,
                                           long long era_stride, int n_eras, int n_bins,
                                           int threshold, int missing_left,
@@ -327,7 +344,7 @@ PBC_FN des_era_terms_t pbc_lane_terms_max(const des_candidate_t *state, const pb
     for (era = lane; era < n_eras; era += n_lanes) {
         des_era_terms_t terms = pbc_era_terms(state, cells + era * era_stride, n_bins,
                                               threshold, missing_left, params, inv_scale_g,
-                                              inv_scale_h, &present);
+                                              inv_scale_h, 0, &present);
         if (present)
             des_terms_max(&largest, &terms);
     }
@@ -351,7 +368,7 @@ PBC_FN des_grid_sums_t pbc_lane_grid_sums(const des_candidate_t *state, const pb
     for (era = lane; era < n_eras; era += n_lanes) {
         des_era_terms_t terms = pbc_era_terms(state, cells + era * era_stride, n_bins,
                                               threshold, missing_left, params, inv_scale_g,
-                                              inv_scale_h, &present);
+                                              inv_scale_h, 1, &present);
         if (present)
             des_grid_add(&sums, &terms, inverse_square, inverse_noise, inverse_direction);
     }
@@ -545,7 +562,7 @@ static pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n
                                                        inv_scale_g, inv_scale_h, lane,
                                                        PBC_WARP_LANES);
                 PBC_BUTTERFLY(des_era_terms_t, pbc_terms_max, largest);
-                grid = des_grid_of(&largest[0], (double)totals[0].present);
+                grid = pbc_grid_of(params, &totals[0], &largest[0]);
                 for (lane = 0; lane < PBC_WARP_LANES; ++lane)
                     sums[lane] = pbc_lane_grid_sums(&state, cells, era_stride, n_eras, n_bins,
                                                     threshold, missing_left, params,

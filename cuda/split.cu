@@ -38,6 +38,15 @@ __device__ __forceinline__ double pbc_warp_max(double value)
     return value;
 }
 
+__device__ __forceinline__ long long pbc_warp_max(long long value)
+{
+    for (int offset = PBC_WARP_LANES / 2; offset >= 1; offset >>= 1) {
+        long long other = __shfl_xor_sync(PBC_FULL_MASK, value, offset);
+        value = value > other ? value : other;
+    }
+    return value;
+}
+
 __device__ __forceinline__ pbc_totals pbc_warp_sum(pbc_totals t)
 {
     t.g = pbc_warp_sum(t.g);
@@ -48,6 +57,7 @@ __device__ __forceinline__ pbc_totals pbc_warp_sum(pbc_totals t)
     t.missing_count = pbc_warp_sum(t.missing_count);
     t.present = pbc_warp_sum(t.present);
     t.rows_squared = pbc_warp_sum(t.rows_squared);
+    t.largest_rows = pbc_warp_max(t.largest_rows);
     t.w_g = pbc_warp_float_sum(t.w_g);
     t.w_h = pbc_warp_float_sum(t.w_h);
     t.w_missing_g = pbc_warp_float_sum(t.w_missing_g);
@@ -132,7 +142,7 @@ __device__ pbc_best pbc_score_tile_warp(pbc_cell *cells, long long era_stride, i
                 des_era_terms_t largest = pbc_warp_max(pbc_lane_terms_max(
                     &state, cells, era_stride, n_eras, n_bins, threshold, missing_left, params,
                     inv_scale_g, inv_scale_h, lane, PBC_WARP_LANES));
-                des_grid_t grid = des_grid_of(&largest, (double)totals.present);
+                des_grid_t grid = pbc_grid_of(params, &totals, &largest);
                 des_grid_sums_t sums = pbc_warp_sum(pbc_lane_grid_sums(
                     &state, cells, era_stride, n_eras, n_bins, threshold, missing_left, params,
                     inv_scale_g, inv_scale_h, &grid, lane, PBC_WARP_LANES));

@@ -150,9 +150,11 @@ def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain
 
     largest = era_pass(era_rows)
     assert np.all(largest > 0)
-    grid = _distributed.grid_exponents(
-        largest.reshape(n, -1), np.ascontiguousarray(era_stats[candidates["slot"], 0])
-    ).reshape(largest.shape)
+    n_terms = np.ascontiguousarray(era_stats[candidates["slot"], 0])
+    if era_gain == "newton":
+        grid = _distributed.newton_grid_exponents(largest, n_terms)
+    else:
+        grid = _distributed.grid_exponents(largest, np.ones(n), n_terms, params)
     steps = era_pass(era_rows, grid)
     assert steps.dtype == np.int64 and np.any(steps != 0)
     np.testing.assert_array_equal(era_pass(era_rows, grid, threads=3), steps)

@@ -48,6 +48,7 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_set_mean, des_candidate_set_noise,
                              des_era_terms_t, des_grid_t, des_grid_sums_t,
                              des_candidate_era_terms, des_terms_max, des_grid_of,
+                             des_era_weight_bound,
                              des_grid_exponent, des_grid_inverse_step, des_to_grid,
                              des_from_grid, des_grid_add, des_weight_total,
                              des_weight_squares, des_candidate_set_sums,
@@ -183,7 +184,7 @@ cdef category_best score_feature(
     cdef double* cat_h = cat_g + width
     cdef double* cat_c = cat_h + width
     cdef double sum_g = 0.0, sum_h = 0.0, sum_c = 0.0, weight_total, weight_squares
-    cdef double count_squares = 0.0, largest, inverse_step
+    cdef double count_squares = 0.0, largest_era_rows = 0.0, largest, inverse_step
     cdef double inverse_square, inverse_noise, inverse_direction
     cdef long long steps
     cdef int exponent
@@ -233,6 +234,7 @@ cdef category_best score_feature(
         sum_h += eh
         sum_c += ec
         count_squares += ec * ec
+        largest_era_rows = max(largest_era_rows, ec)
         w_sum_g += w * eg
         w_sum_h += w * eh
         cell = cells + (e * width + missing_code) * 3
@@ -379,12 +381,14 @@ cdef category_best score_feature(
                         elh = elh + cell[1]
                         elc = elc + cell[2]
                     terms = des_candidate_era_terms(&state, era_w[i], era_g[i], era_h[i], elg,
-                                                    elh, elc, era_c[i] - elc)
+                                                    elh, elc, era_c[i] - elc, 1)
                     era_terms[3 * i] = terms.square
                     era_terms[3 * i + 1] = terms.noise
                     era_terms[3 * i + 2] = terms.direction
                     des_terms_max(&terms_max, &terms)
-                grid = des_grid_of(&terms_max, <double>n_present)
+                grid = des_grid_of(&terms_max, des_era_weight_bound(
+                    params.era_weighting == PB_ERA_WEIGHTING_COUNT, largest_era_rows,
+                    params.era_alpha), <double>n_present)
                 inverse_square = des_grid_inverse_step(grid.square)
                 inverse_noise = des_grid_inverse_step(grid.noise)
                 inverse_direction = des_grid_inverse_step(grid.direction)

@@ -53,13 +53,16 @@ cdef extern from "des.h" nogil:
     des_era_terms_t des_candidate_era_terms(const des_candidate_t *state, double era_weight,
                                             double era_g, double era_h, double era_left_g,
                                             double era_left_h, double era_left_count,
-                                            double era_right_count)
+                                            double era_right_count, int with_vote)
     int des_grid_exponent(double max_abs, double n_terms)
     double des_grid_inverse_step(int exponent)
     long long des_to_grid(double term, double inverse_step)
     double des_from_grid(long long steps, int exponent)
     void des_terms_max(des_era_terms_t *max_abs, const des_era_terms_t *terms)
-    des_grid_t des_grid_of(const des_era_terms_t *max_abs, double n_terms)
+    double des_era_weight_bound(int count_weights, double largest_era_rows,
+                                double era_alpha)
+    des_grid_t des_grid_of(const des_era_terms_t *max_abs, double weight_bound,
+                           double n_terms)
     void des_grid_add(des_grid_sums_t *sums, const des_era_terms_t *terms,
                       double inverse_square, double inverse_noise, double inverse_direction)
     double des_weight_total(int count_weights, double n_present, double rows,

@@ -40,6 +40,7 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_set_mean, des_candidate_set_noise,
                              des_era_terms_t, des_grid_t, des_grid_sums_t,
                              des_candidate_era_terms, des_terms_max, des_grid_exponent,
+                             des_grid_of, des_era_weight_bound,
                              des_grid_inverse_step, des_to_grid, des_from_grid,
                              des_grid_add, des_weight_total, des_weight_squares,
                              des_candidate_set_sums, des_candidate_finish)
@@ -67,17 +68,41 @@ MODE_TERMS_SUM = PASS_TERMS_SUM
 MODE_FINISH = PASS_FINISH
 
 
-def grid_exponents(const double[:, ::1] largest, const double[::1] n_terms):
-    """The grid exponents (csrc/des.h des_grid_exponent) of sums whose
-    largest terms (of all eras) are ``largest`` (n_candidates, k), of
-    ``n_terms`` terms each (the eras with rows in the candidate's node, over
-    all shards): int32, the shape of ``largest``."""
-    out = np.empty((largest.shape[0], largest.shape[1]), dtype=np.int32)
+def grid_exponents(const double[:, ::1] largest, const double[::1] largest_era_rows,
+                   const double[::1] n_terms, dict params):
+    """The grids of the candidates' era-pass sums (csrc/des.h des_grid_of):
+    int32 (n_candidates, N_TERMS) exponents from the largest square and noise
+    terms of all eras (``largest``, (n_candidates, 2)), the largest era row
+    count of each candidate's node (the direction votes' bound) and its
+    number of eras with rows, ``n_terms``."""
+    cdef pb_split_params c = make_split_params(params)
+    out = np.empty((largest.shape[0], N_TERMS), dtype=np.int32)
     cdef int32_t[:, ::1] view = out
-    cdef Py_ssize_t i, j
+    cdef des_era_terms_t largest_terms
+    cdef des_grid_t grid
+    cdef Py_ssize_t i
     for i in range(largest.shape[0]):
-        for j in range(largest.shape[1]):
-            view[i, j] = des_grid_exponent(largest[i, j], n_terms[i])
+        largest_terms.square = largest[i, 0]
+        largest_terms.noise = largest[i, 1]
+        largest_terms.direction = 0.0
+        grid = des_grid_of(&largest_terms, des_era_weight_bound(
+            c.era_weighting == PB_ERA_WEIGHTING_COUNT, largest_era_rows[i], c.era_alpha),
+            n_terms[i])
+        view[i, 0] = grid.square
+        view[i, 1] = grid.noise
+        view[i, 2] = grid.direction
+    return out
+
+
+def newton_grid_exponents(const double[::1] largest, const double[::1] n_terms):
+    """The grid exponents (csrc/des.h des_grid_exponent) of the newton gain
+    sums whose largest terms (of all eras) are ``largest``, of ``n_terms``
+    terms each (the eras with rows in the candidate's node): int32."""
+    out = np.empty(largest.shape[0], dtype=np.int32)
+    cdef int32_t[::1] view = out
+    cdef Py_ssize_t i
+    for i in range(largest.shape[0]):
+        view[i] = des_grid_exponent(largest[i], n_terms[i])
     return out
 
 
@@ -623,8 +648,9 @@ cdef void _candidate_era_pass(const pb_split_params* c, int mode, int with_direc
             continue
         _era_sums(view, feature_cells, stride, width, slot, era, threshold, missing_left,
                   &g, &h, &lg, &lh, &lc, &total_count)
+        # The maxima need no vote (its grid comes from its bound, des_grid_of).
         terms = des_candidate_era_terms(&s, _era_weight(c, total_count), g, h, lg, lh, lc,
-                                        total_count - lc)
+                                        total_count - lc, mode == PASS_TERMS_SUM)
         if mode == PASS_TERMS_MAX:
             des_terms_max(&terms_max, &terms)
         else:
@@ -632,7 +658,6 @@ cdef void _candidate_era_pass(const pb_split_params* c, int mode, int with_direc
     if mode == PASS_TERMS_MAX:
         largest[0] = terms_max.square
         largest[1] = terms_max.noise
-        largest[2] = terms_max.direction
     else:
         steps[0] = sums.square
         steps[1] = sums.noise
@@ -646,11 +671,13 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
 
     MODE_NEWTON_MAX / MODE_TERMS_MAX return the largest magnitude of the
     terms over this shard's eras: (n_candidates,) of w_e gain_e (newton
-    gains) or (n_candidates, N_TERMS) of the era pass's terms
-    (csrc/des.h des_candidate_era_terms). Their maxima over the shards give
-    the grids (grid_exponents): MODE_NEWTON_SUM / MODE_TERMS_SUM then return
-    this shard's sums in int64 steps of ``grid`` (int32, the shape of the
-    maxima); summed over the shards they are the local fit's sums. MODE_FINISH
+    gains) or (n_candidates, 2) of the era pass's squares and noise terms
+    (csrc/des.h des_candidate_era_terms; the votes need no maximum). Their
+    maxima over the shards give the grids (newton_grid_exponents,
+    grid_exponents): MODE_NEWTON_SUM / MODE_TERMS_SUM then return this
+    shard's sums in int64 steps of ``grid`` ((n_candidates,) or
+    (n_candidates, N_TERMS) int32): (n_candidates,) or (n_candidates,
+    N_TERMS); summed over the shards they are the local fit's sums. MODE_FINISH
     reads no era and returns (score, gain) from ``sums`` and ``grid`` of all
     eras (None: no era pass, lambda_dro = lambda_dir = 0 with realized gains).
 
@@ -746,5 +773,6 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
                             width_view[cand_pos[i]], cand_slot[i], cand_t[i], cand_ml[i],
                             &rows_view[cand_slot[i], 0], n_eras, &grid_view[i, 0],
                             &largest_view[i, 0], &steps_view[i, 0])
-    result_array = steps if summing else largest
-    return result_array.reshape(-1) if newton else result_array
+    if summing:
+        return steps.reshape(-1) if newton else steps
+    return largest.reshape(-1) if newton else np.ascontiguousarray(largest[:, :2])

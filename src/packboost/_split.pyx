@@ -83,6 +83,7 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_set_mean, des_candidate_set_noise,
                              des_era_terms_t, des_grid_t, des_grid_sums_t,
                              des_candidate_era_terms, des_terms_max, des_grid_of,
+                             des_era_weight_bound,
                              des_grid_exponent, des_grid_inverse_step, des_to_grid,
                              des_from_grid, des_weight_total,
                              des_weight_squares, des_candidate_set_sums,
@@ -337,7 +338,7 @@ cdef tile_best score_tile(
     # pooled (p), era-weighted (w) sums of the node, of its missing rows, and
     # of the non-missing bins left of the threshold
     cdef double sum_g = 0.0, sum_h = 0.0, sum_count = 0.0, weight_total, weight_squares
-    cdef double count_squares = 0.0, largest, inverse_step
+    cdef double count_squares = 0.0, largest_era_rows = 0.0, largest, inverse_step
     cdef long long steps
     cdef int exponent
     cdef des_era_terms_t terms, terms_max
@@ -397,6 +398,7 @@ cdef tile_best score_tile(
         sum_h += h
         sum_count += c
         count_squares += c * c
+        largest_era_rows = max(largest_era_rows, c)
         w_sum_g += w * g
         w_sum_h += w * h
         p_missing_g += missing_g[n_present]
@@ -524,12 +526,14 @@ cdef tile_best score_tile(
                     era_left_count = era_left_count + missing_count[i]
                 terms = des_candidate_era_terms(&state, era_weight[i], era_g[i], era_h[i],
                                                 era_left_g, era_left_h, era_left_count,
-                                                era_count[i] - era_left_count)
+                                                era_count[i] - era_left_count, 1)
                 term_square[i] = terms.square
                 term_noise[i] = terms.noise
                 term_direction[i] = terms.direction
                 des_terms_max(&terms_max, &terms)
-            grid = des_grid_of(&terms_max, <double>n_present)
+            grid = des_grid_of(&terms_max, des_era_weight_bound(
+                params.era_weighting == PB_ERA_WEIGHTING_COUNT, largest_era_rows,
+                params.era_alpha), <double>n_present)
             add_terms_on_grid(n_present, term_square, term_noise, term_direction, &grid,
                               &grid_sums)
             des_candidate_set_sums(&state, weight_total, weight_squares, &grid_sums, &grid)

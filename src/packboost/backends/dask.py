@@ -242,6 +242,11 @@ class ShardBackend(CpuBackend):
         era_stats = collective.allreduce(np.stack(
             [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
             axis=1).astype(np.float64), "sum")
+        # Count weights: each slot's largest era rows bound its direction votes.
+        largest_era_rows = np.zeros(n_slots)
+        if split_params["era_weighting"] == "count":
+            largest_era_rows = collective.allreduce(
+                era_rows.max(axis=1, initial=0.0).astype(np.float64), "max")
         totals = weighted_left = None
         if split_params["era_weighting"] == "count":
             totals, weighted_left = self._era_weighted_sums(
@@ -275,13 +280,16 @@ class ShardBackend(CpuBackend):
                                                   max_mode, *pass_arguments)
             self.era_pass_seconds += time.perf_counter() - began
             largest = collective.allreduce(largest, "max")
-            grid = _distributed.grid_exponents(
-                largest.reshape(len(largest), -1),
-                np.ascontiguousarray(era_stats[subset["slot"], 0]))
+            n_terms = np.ascontiguousarray(era_stats[subset["slot"], 0])
+            if max_mode == _distributed.MODE_NEWTON_MAX:
+                grid = _distributed.newton_grid_exponents(largest, n_terms)
+            else:
+                grid = _distributed.grid_exponents(
+                    largest, np.ascontiguousarray(largest_era_rows[subset["slot"]]), n_terms,
+                    split_params)
             began = time.perf_counter()
             steps = _distributed.candidate_pass(subset, slot_variance, split_params,
-                                                sum_mode, *pass_arguments,
-                                                grid=grid.reshape(largest.shape))
+                                                sum_mode, *pass_arguments, grid=grid)
             self.era_pass_seconds += time.perf_counter() - began
             return collective.allreduce(steps, "sum"), grid
 
@@ -298,8 +306,8 @@ class ShardBackend(CpuBackend):
             # Each candidate's mean of newton era gains, then the pass around it.
             steps, grid = sums_over_eras(candidates, _distributed.MODE_NEWTON_MAX,
                                          _distributed.MODE_NEWTON_SUM)
-            candidates["mean"] = _distributed.newton_means(
-                steps, np.ascontiguousarray(grid.reshape(-1)), candidates["weight_total"])
+            candidates["mean"] = _distributed.newton_means(steps, grid,
+                                                           candidates["weight_total"])
         # A candidate scores at most mu + lambda_dir |mu| (sigma >= 0, |D| <= 1;
         # _split.candidate_bound, the local scan's pruning, docs/des.md §9).
         # First the era pass of each slot's candidate of the highest bound:
