@@ -158,6 +158,24 @@ def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain
     steps = era_pass(era_rows, grid)
     assert steps.dtype == np.int64 and np.any(steps != 0)
     np.testing.assert_array_equal(era_pass(era_rows, grid, threads=3), steps)
+    # The terms kept by the maximum pass, rounded by the sum pass: the same
+    # integers (the votes, lambda_dir != 0, are computed again, not kept).
+    for lambda_dir in (0.0, 0.3):
+        voting = {**params, "lambda_dir": lambda_dir}
+        arguments = (cells, (base, stride, widths), era_rows, fixed, n_slots, 2)
+        kept = np.full((n, data.n_eras, _distributed.kept_terms(modes[0])), np.nan)
+        np.testing.assert_array_equal(
+            _distributed.candidate_pass(candidates, variance, voting, modes[0], *arguments,
+                                        kept=kept), largest)
+        np.testing.assert_array_equal(
+            _distributed.candidate_pass(candidates, variance, voting, modes[1], *arguments,
+                                        grid=grid, kept=kept),
+            _distributed.candidate_pass(candidates, variance, voting, modes[1], *arguments,
+                                        grid=grid))
+    with pytest.raises(ValueError, match="kept must be"):
+        _distributed.candidate_pass(candidates, variance, params, modes[0],
+                                    cells, (base, stride, widths), era_rows, fixed, n_slots,
+                                    kept=np.empty((n, data.n_eras, 3)))
     rng = np.random.default_rng(0)
     for owner in (np.arange(13) >= 6, np.arange(13) % 2, np.arange(13) == 4,
                   np.zeros(13, bool), rng.integers(0, 3, 13)):

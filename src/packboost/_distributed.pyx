@@ -106,6 +106,12 @@ def newton_grid_exponents(const double[::1] largest, const double[::1] n_terms):
     return out
 
 
+def kept_terms(int mode):
+    """Terms per (candidate, era) that candidate_pass keeps in ``mode``'s
+    pair of passes: the newton term, or the square and noise terms."""
+    return 1 if mode == PASS_NEWTON_MAX or mode == PASS_NEWTON_SUM else 2
+
+
 def newton_means(const int64_t[::1] steps, const int32_t[::1] exponents,
                  const double[::1] weight_total):
     """Means of newton era gains from their sums on the grid (_split.score_tile's
@@ -607,17 +613,35 @@ cdef void _candidate_era_pass(const pb_split_params* c, int mode, int with_direc
                               Py_ssize_t width, Py_ssize_t slot, Py_ssize_t threshold,
                               int missing_left, const double* slot_era_rows,
                               Py_ssize_t n_eras, const int32_t* exponents,
-                              double* largest, int64_t* steps) noexcept nogil:
+                              double* largest, int64_t* steps, double* kept,
+                              bint read_kept) noexcept nogil:
     """One candidate's era terms over this shard's eras: their largest
     magnitudes (``largest``, MODE_*_MAX) or their sums in steps of the grids
     ``exponents`` (``steps``, MODE_*_SUM) -- one value (newton gain sums) or
-    N_TERMS (the era pass) per candidate."""
+    N_TERMS (the era pass) per candidate. ``kept`` (NULL: none), per era the
+    newton term or the square and noise terms: written by the maximum pass,
+    rounded by the sum pass instead of computing them again when
+    ``read_kept`` (the votes are computed, never kept)."""
     cdef des_candidate_t s
     cdef des_era_terms_t terms, terms_max
     cdef des_grid_sums_t sums
     cdef double g, h, lg, lh, lc, total_count, term, inverse_step = 0.0
     cdef double inverse_square = 0.0, inverse_noise = 0.0, inverse_direction = 0.0
     cdef Py_ssize_t era
+    if mode == PASS_NEWTON_SUM and read_kept:
+        inverse_step = des_grid_inverse_step(exponents[0])
+        for era in range(n_eras):
+            if slot_era_rows[era] != 0.0:
+                steps[0] += des_to_grid(kept[era], inverse_step)
+        return
+    if mode == PASS_TERMS_SUM and read_kept:
+        inverse_square = des_grid_inverse_step(exponents[0])
+        inverse_noise = des_grid_inverse_step(exponents[1])
+        for era in range(n_eras):
+            if slot_era_rows[era] != 0.0:
+                steps[0] += des_to_grid(kept[2 * era], inverse_square)
+                steps[1] += des_to_grid(kept[2 * era + 1], inverse_noise)
+        return   # no votes: steps[2] stays 0
     _begin(&s, c, with_direction, sum_g, sum_h, left_g, left_h, bounded, lower, upper)
     if mode == PASS_NEWTON_MAX or mode == PASS_NEWTON_SUM:
         if mode == PASS_NEWTON_SUM:
@@ -631,6 +655,8 @@ cdef void _candidate_era_pass(const pb_split_params* c, int mode, int with_direc
             if mode == PASS_NEWTON_MAX:
                 if fabs(term) > largest[0]:
                     largest[0] = fabs(term)
+                if kept != NULL:
+                    kept[era] = term
             else:
                 steps[0] += des_to_grid(term, inverse_step)
         return
@@ -653,6 +679,9 @@ cdef void _candidate_era_pass(const pb_split_params* c, int mode, int with_direc
                                         total_count - lc, mode == PASS_TERMS_SUM)
         if mode == PASS_TERMS_MAX:
             des_terms_max(&terms_max, &terms)
+            if kept != NULL:
+                kept[2 * era] = terms.square
+                kept[2 * era + 1] = terms.noise
         else:
             des_grid_add(&sums, &terms, inverse_square, inverse_noise, inverse_direction)
     if mode == PASS_TERMS_MAX:
@@ -666,7 +695,7 @@ cdef void _candidate_era_pass(const pb_split_params* c, int mode, int with_direc
 
 def candidate_pass(dict candidates, const double[::1] slot_variance, dict params, int mode,
                    cells=None, layout=None, era_rows=None, fixed=None,
-                   Py_ssize_t n_slots=0, int n_threads=1, grid=None, sums=None):
+                   Py_ssize_t n_slots=0, int n_threads=1, grid=None, sums=None, kept=None):
     """A shard's share of every candidate's era pass, or the candidates finished.
 
     MODE_NEWTON_MAX / MODE_TERMS_MAX return the largest magnitude of the
@@ -684,8 +713,11 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     ``cells`` are this shard's per-era cells (_split.find_best_splits'
     ``depth_cells`` of ``n_slots`` slots), ``layout`` their cell_layout
     (base, stride) and the features' widths, ``era_rows`` the rows per
-    (slot, era); ``fixed`` the round's FixedPointGradients. Candidates are
-    independent: ``n_threads`` threads share them out. A bounded candidate
+    (slot, era); ``fixed`` the round's FixedPointGradients. ``kept`` (None
+    or float64 (n_candidates, eras, kept_terms(mode))): the maximum pass
+    writes the terms there and the sum pass rounds them instead of computing
+    them again (without votes only: lambda_dir = 0 or newton gains).
+    Candidates are independent: ``n_threads`` threads share them out. A bounded candidate
     (enumerate_candidates' ``bounded``, ``lower``, ``upper``) uses values
     clipped to its node's bounds."""
     cdef pb_split_params c = make_split_params(params)
@@ -760,6 +792,17 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     largest_view = largest
     steps_view = steps
     cdef bint summing = mode == PASS_NEWTON_SUM or mode == PASS_TERMS_SUM
+    cdef Py_ssize_t kept_width = kept_terms(mode)
+    cdef double[:, :, ::1] kept_view
+    cdef double* kept_pointer = NULL
+    cdef bint read_kept = kept is not None and summing and (newton or not with_direction)
+    if kept is not None and n > 0:
+        kept_view = kept
+        if kept_view.shape[0] != n or kept_view.shape[1] != n_eras \
+                or kept_view.shape[2] != kept_width:
+            raise ValueError(f"kept must be ({n}, {n_eras}, {kept_width}), "
+                             f"got {tuple(kept.shape)}")
+        kept_pointer = &kept_view[0, 0, 0]
     if summing:
         grid_view = np.ascontiguousarray(grid, dtype=np.int32).reshape(n, n_values)
     else:
@@ -772,7 +815,9 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
                             &cell_view[base_view[cand_pos[i]]], stride_view[cand_pos[i]],
                             width_view[cand_pos[i]], cand_slot[i], cand_t[i], cand_ml[i],
                             &rows_view[cand_slot[i], 0], n_eras, &grid_view[i, 0],
-                            &largest_view[i, 0], &steps_view[i, 0])
+                            &largest_view[i, 0], &steps_view[i, 0],
+                            NULL if kept_pointer == NULL
+                            else kept_pointer + i * n_eras * kept_width, read_kept)
     if summing:
         return steps.reshape(-1) if newton else steps
     return largest.reshape(-1) if newton else np.ascontiguousarray(largest[:, :2])

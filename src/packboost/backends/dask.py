@@ -275,9 +275,12 @@ class ShardBackend(CpuBackend):
             order-free (docs/des.md §6.3): every shard's largest terms, their
             maximum over the shards -> the grids; every shard's sums in steps
             of the grids, added over the shards. Returns (steps, grid)."""
+            # The maximum pass keeps its terms for the sum pass where they fit.
+            shape = (len(subset["slot"]), era_rows.shape[1], _distributed.kept_terms(max_mode))
+            kept = np.empty(shape) if 8 * np.prod(shape) <= KEPT_TERMS_BYTES else None
             began = time.perf_counter()
             largest = _distributed.candidate_pass(subset, slot_variance, split_params,
-                                                  max_mode, *pass_arguments)
+                                                  max_mode, *pass_arguments, kept=kept)
             self.era_pass_seconds += time.perf_counter() - began
             largest = collective.allreduce(largest, "max")
             n_terms = np.ascontiguousarray(era_stats[subset["slot"], 0])
@@ -289,7 +292,7 @@ class ShardBackend(CpuBackend):
                     split_params)
             began = time.perf_counter()
             steps = _distributed.candidate_pass(subset, slot_variance, split_params,
-                                                sum_mode, *pass_arguments, grid=grid)
+                                                sum_mode, *pass_arguments, grid=grid, kept=kept)
             self.era_pass_seconds += time.perf_counter() - began
             return collective.allreduce(steps, "sum"), grid
 
@@ -408,6 +411,11 @@ class ShardBackend(CpuBackend):
             return
         self._route_without_sums(split_feature, split_threshold, split_missing_left,
                                  left_child_slot, slot_node, split)
+
+
+# The most a shard keeps of a set of candidates' era terms between the era
+# pass's maximum and sum passes (more: the sum pass computes them again).
+KEPT_TERMS_BYTES = 128 << 20
 
 
 def _highest_per_slot(slot: np.ndarray, value: np.ndarray) -> np.ndarray:
