@@ -184,3 +184,23 @@ def test_reg_lambda_beyond_float64_in_hessian_units_is_refused():
     scaling = GradientScaling(gradient_exponent=0, hessian_exponent=-1000)
     with pytest.raises(ValueError, match="reg_lambda=1e\\+20 is too large"):
         scaling.grower_params(grower_params_for_test(reg_lambda=1e20))
+
+
+def test_counted_rows_size_the_squared_gradient_grid_as_a_fit_on_them():
+    # The CUDA backend sums squared gradients on a grid sized by the rows any
+    # tree may hold: an output trained on the rows where its target is known
+    # (the others zero) gets the grid of a fit on those rows alone.
+    from packboost._fixed_point import squared_gradient_scale
+
+    rng = np.random.default_rng(5)
+    n_rows = 1000
+    era_offsets = np.array([0, 300, 650, n_rows])
+    known = rng.random(n_rows) < 0.3
+    gradients = np.where(known, rng.normal(size=n_rows), 0.0)
+    hessians = np.where(known, 1.0, 0.0)
+    fixed = to_fixed_point(gradients, hessians, era_offsets, counted_rows=known)
+    assert fixed.n_counted_rows == known.sum()
+    assert to_fixed_point(gradients, np.ones(n_rows), era_offsets).n_counted_rows == n_rows
+    alone = squared_gradient_scale(fixed.gradients[known])
+    assert squared_gradient_scale(fixed.gradients, fixed.n_counted_rows) == alone
+    assert squared_gradient_scale(fixed.gradients) < alone   # 1000 rows: a coarser grid

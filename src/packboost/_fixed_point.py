@@ -64,6 +64,14 @@ class FixedPointGradients:
     # The rows' chunks of the float sums (_partition.row_chunk_bounds), or
     # None for equal chunks: to_fixed_point's counted_rows' chunks.
     row_chunks: np.ndarray | None = None
+    # How many rows any tree may hold: to_fixed_point's counted_rows (None:
+    # every row). Grids sized by a row count use it (squared_gradient_scale).
+    counted_row_count: int | None = None
+
+    @property
+    def n_counted_rows(self) -> int:
+        return len(self.gradients) if self.counted_row_count is None \
+            else self.counted_row_count
 
     @property
     def hessian_is_constant(self) -> bool:
@@ -221,7 +229,8 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
         gradients=rounded_gradients, hessians=rounded_hessians, packed=packed,
         hessian_fixed=hessian_fixed, count_bits=count_bits, gradient_scale=gradient_scale,
         hessian_scale=hessian_scale, constant_hessian=constant_hessian,
-        row_chunks=row_chunks)
+        row_chunks=row_chunks,
+        counted_row_count=None if counted_rows is None else int(np.count_nonzero(counted_rows)))
 
 
 def grid_bounds_of_rows(gradients: np.ndarray, hessians: np.ndarray,
@@ -277,9 +286,12 @@ def largest_and_total(era_sums) -> tuple[float, float]:
 SQUARED_SUM_BITS = 62
 
 
-def squared_gradient_scale(gradients: np.ndarray) -> float:
+def squared_gradient_scale(gradients: np.ndarray, n_rows: int | None = None) -> float:
     """Largest power of two ``s`` with ``n * max(g * g) * s <= 2**62``: the grid
-    of the squared gradients the CUDA backend sums in int64.
+    of the squared gradients the CUDA backend sums in int64. ``n_rows``: the
+    rows any tree may hold (FixedPointGradients.n_counted_rows; default: all
+    of ``gradients``), so that an output trained on the rows where its target
+    is known gets the grid of a fit on those rows alone.
 
     Squared gradients only enter a node's gradient variance (the sampling
     noise of era_std="between", docs/des.md), never a histogram, so they are
@@ -288,8 +300,8 @@ def squared_gradient_scale(gradients: np.ndarray) -> float:
     if len(gradients) == 0:
         return 1.0
     peak = max(float(np.max(gradients)), -float(np.min(gradients)))
-    return _power_of_two_scale(SQUARED_SUM_BITS - math.ceil(math.log2(len(gradients))),
-                               peak * peak)
+    n_rows = len(gradients) if n_rows is None else max(1, n_rows)
+    return _power_of_two_scale(SQUARED_SUM_BITS - math.ceil(math.log2(n_rows)), peak * peak)
 
 
 # -- scale -----------------------------------------------------------------------------

@@ -73,7 +73,7 @@ class CudaBackend:
         # The values are on the fixed-point grid already: the device's
         # x * scale is an exact integer, so its sums are the CPU's.
         self.fixed = fixed
-        scale_g2 = squared_gradient_scale(fixed.gradients)
+        scale_g2 = squared_gradient_scale(fixed.gradients, fixed.n_counted_rows)
         self.kernels.begin_round(fixed.gradients, fixed.hessians, list(tree_samples),
                                  fixed.gradient_scale, fixed.hessian_scale, scale_g2)
         # Powers of two: x / scale is the device's x * (1 / scale), exactly.
