@@ -8,8 +8,11 @@ packboost installed (e.g. a virtual environment with the last release, and one
 with the working tree). Each fit is a fresh subprocess; runs alternate
 (before, after, before, ...) so that the machine's drift hits both alike. The
 report gives, per size, the median fit seconds of each build, the median of the
-per-pair ratios (before / after: > 1 means the change is faster) and whether
-the fitted node arrays and predictions are bit-identical between the builds.
+per-pair ratios (before / after: > 1 means the change is faster), whether
+the fitted node arrays and predictions are bit-identical between the builds,
+whether the splits alone are (features, thresholds, missing sides and tree
+shapes: a change of the scores' last bits leaves them), and each build's
+mean per-era correlation on the held-out eras.
 
 On a shared machine a fit's wall time moves by tens of percent from one minute
 to the next. ``--fits K`` fits K times per subprocess and keeps the fastest (as
@@ -54,9 +57,16 @@ for _ in range(config["fits"]):
 digest = hashlib.sha256()
 for name in sorted(model.ensemble_.nodes):
     digest.update(np.ascontiguousarray(model.ensemble_.nodes[name]).tobytes())
-digest.update(model.predict(test.X).tobytes())
+prediction = model.predict(test.X)
+digest.update(prediction.tobytes())
+splits = hashlib.sha256()
+for name in ("feature", "threshold_bin", "missing_left", "left_child"):
+    splits.update(np.ascontiguousarray(model.ensemble_.nodes[name]).tobytes())
+corr = [np.corrcoef(prediction[test.era == era], test.y[test.era == era])[0, 1]
+        for era in np.unique(test.era)]
 print(json.dumps({"fit_seconds": seconds, "cpu_seconds": cpu_seconds,
-                  "model_sha256": digest.hexdigest()}))
+                  "model_sha256": digest.hexdigest(), "splits_sha256": splits.hexdigest(),
+                  "held_out_corr": float(np.mean(corr))}))
 """
 
 
@@ -84,19 +94,20 @@ def main() -> None:
 
     print("| size | before s (median) | after s (median) | before/after, median of pairs "
           "(range) | CPU s before / after (medians) | CPU before/after, median of pairs "
-          "(range) | same trees |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+          "(range) | same trees | same splits | held-out corr before / after |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |")
     for size in args.sizes:
         config = dict(size=SIZES[size], rounds=args.rounds, fits=args.fits,
                       pack_size=args.pack_size,
                       feature_fraction=args.feature_fraction, threads=args.threads)
-        results, digests = {"before": [], "after": []}, set()
+        results, digests, split_digests = {"before": [], "after": []}, set(), set()
         for _ in range(args.repeats):
             first = run(args.before, config)
             second = run(args.after, config)
             results["before"].append(first)
             results["after"].append(second)
             digests.update((first["model_sha256"], second["model_sha256"]))
+            split_digests.update((first["splits_sha256"], second["splits_sha256"]))
             print(f"# {size}: before {first['fit_seconds']:.2f} s "
                   f"({first['cpu_seconds']:.2f} CPU), after {second['fit_seconds']:.2f} s "
                   f"({second['cpu_seconds']:.2f} CPU)", file=sys.stderr, flush=True)
@@ -109,8 +120,10 @@ def main() -> None:
                          if key == "fit_seconds" else
                          f"{statistics.median(before):.2f} / {statistics.median(after):.2f}")
             cells.append(f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
-        print(f"| {size} | {' | '.join(cells)} | {'yes' if len(digests) == 1 else 'NO'} |",
-              flush=True)
+        corr = (f"{results['before'][0]['held_out_corr']:.6f} / "
+                f"{results['after'][0]['held_out_corr']:.6f}")
+        print(f"| {size} | {' | '.join(cells)} | {'yes' if len(digests) == 1 else 'NO'} | "
+              f"{'yes' if len(split_digests) == 1 else 'NO'} | {corr} |", flush=True)
 
 
 if __name__ == "__main__":
