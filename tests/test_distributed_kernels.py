@@ -211,3 +211,68 @@ def test_slot_sums_chained_over_shards_are_the_local_sums(n_threads, cut):
             np.ascontiguousarray(node_of_row[first:end]), n_slots, bounds, partial, n_threads)
     for got, want in zip(_partition.chunk_totals(partial, n_slots), expected, strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_grid_exponents_are_the_smallest_steps_that_cannot_overflow():
+    """csrc/des.h des_grid_exponent (docs/des.md §6.3): the step 2^k is the
+    smallest power of two with largest * n_terms < 2^(k + 62); no term, or
+    terms of 0, give the smallest step; a tiny maximum stops at 2^-1022."""
+    rng = np.random.default_rng(3)
+    largest = np.ascontiguousarray(
+        np.abs(rng.normal(size=300)) * 10.0 ** rng.integers(-200, 200, size=300))
+    n_terms = np.ascontiguousarray(rng.integers(1, 5000, size=300).astype(np.float64))
+    exponents = _distributed.newton_grid_exponents(largest, n_terms).astype(np.int64)
+    bound = largest * n_terms
+    assert np.all(bound < np.ldexp(1.0, exponents + 62))
+    assert np.all(bound >= np.ldexp(1.0, exponents + 61))
+    # a whole number of steps per term: at most 2^62 / n_terms of them
+    assert np.all(np.ldexp(largest, -exponents) <= np.ldexp(1.0, 62) / n_terms)
+    edge = _distributed.newton_grid_exponents(np.array([0.0, 1e-320, 1.0]),
+                                              np.array([5.0, 5.0, 1.0]))
+    assert list(edge) == [-1022, -1022, -61]
+
+
+def test_era_pass_sums_on_the_grid_are_the_float_sums_to_rounding():
+    """The grid sums times their steps are the exact sums of the same float
+    terms (those the maximum pass keeps) to within half a step per term."""
+    import math
+
+    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
+        _depth(7, True, n_eras=11)
+    n_slots = len(slot_tree)
+    base, stride, widths, pooled, era_rows = _read(data, fixed, slot_tree, slot_open,
+                                                   features, uses, cells, words, 1)
+    era_stats = np.ascontiguousarray(np.stack(
+        [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
+        axis=1).astype(np.float64))
+    arguments = (cells, (base, stride, widths), era_rows, fixed, n_slots, 1)
+    variance = np.full(n_slots, 0.7)
+    for era_gain, modes in (("newton", (_distributed.MODE_NEWTON_MAX,
+                                        _distributed.MODE_NEWTON_SUM)),
+                            ("realized", (_distributed.MODE_TERMS_MAX,
+                                          _distributed.MODE_TERMS_SUM))):
+        params = {**DEFAULT_SPLIT_PARAMS, "lambda_dro": 0.5, "era_gain": era_gain,
+                  "era_std": "between"}
+        candidates = _distributed.enumerate_candidates(
+            pooled, era_stats, slot_tree, slot_open, features, uses, data.n_bins, params)
+        n = len(candidates["slot"])
+        n_terms = np.ascontiguousarray(era_stats[candidates["slot"], 0])
+        kept = np.zeros((n, data.n_eras, _distributed.kept_terms(modes[0])))
+        largest = _distributed.candidate_pass(candidates, variance, params, modes[0],
+                                              *arguments, kept=kept)
+        if era_gain == "newton":
+            grid = _distributed.newton_grid_exponents(largest, n_terms)
+        else:
+            grid = _distributed.grid_exponents(largest, np.ones(n), n_terms, params)
+        steps = _distributed.candidate_pass(candidates, variance, params, modes[1],
+                                            *arguments, grid=grid)
+        # the kept terms: the newton gains, or the squares and the noise
+        steps = steps.reshape(n, -1)[:, :kept.shape[2]]
+        grid = grid.reshape(n, -1)[:, :kept.shape[2]]
+        for i in range(n):
+            for j in range(kept.shape[2]):
+                exact = math.fsum(kept[i, :, j])
+                step = math.ldexp(1.0, int(grid[i, j]))
+                assert abs(math.ldexp(float(steps[i, j]), int(grid[i, j])) - exact) \
+                    <= 0.5 * step * n_terms[i] * (1 + 1e-12)
+        assert n > 10 and np.any(steps != 0)
