@@ -53,21 +53,35 @@ typedef struct {
     long long count;
 } pbc_cell;
 
-/* Sums over a tile's eras (pooled: exact integers; era-weighted: reals);
-   present and rows_squared (eras with rows, sum of their squared row counts)
-   give the era weights' totals (des_weight_total, des_weight_squares),
-   largest_rows (a maximum) the bound of the direction votes. */
+/* Sums over a tile's eras (pooled: exact integers); present and
+   rows_squared (eras with rows, sum of their squared row counts) give the era
+   weights' totals (des_weight_total, des_weight_squares), largest_rows (a
+   maximum) the bound of the direction votes. The era-weighted sums (reals)
+   are set after the warp's sums (pbc_weigh_totals): with count weights they
+   are on grids of exponents w_exponent_g, w_exponent_h. */
 typedef struct {
     long long g, h, count, missing_g, missing_h, missing_count, present, rows_squared;
     long long largest_rows;
     double w_g, w_h, w_missing_g, w_missing_h;
+    int w_exponent_g, w_exponent_h;
 } pbc_totals;
 
-/* Sums of the non-missing bins <= t over a tile's eras. */
+/* Sums of the non-missing bins <= t over a tile's eras; with count weights
+   the era-weighted ones in steps of the tile's grids (pbc_totals). */
 typedef struct {
-    long long g, h, count;
-    double w_g, w_h;
+    long long g, h, count, w_g, w_h;
 } pbc_left;
+
+/* Count weights: a tile's largest |w_e x| (x: an era's left sum at any
+   threshold, its total or its missing bin), gradients and hessians. */
+typedef struct {
+    double g, h;
+} pbc_weighted_max;
+
+/* Count weights: a lane's era-weighted totals, in steps of the tile's grids. */
+typedef struct {
+    long long g, h, missing_g, missing_h;
+} pbc_weighted_steps;
 
 /* Best candidate of a tile. */
 typedef struct {
@@ -93,6 +107,7 @@ PBC_FN void pbc_totals_zero(pbc_totals *t)
     t->g = t->h = t->count = t->missing_g = t->missing_h = t->missing_count = 0;
     t->present = t->rows_squared = t->largest_rows = 0;
     t->w_g = t->w_h = t->w_missing_g = t->w_missing_h = 0.0;
+    t->w_exponent_g = t->w_exponent_h = DES_GRID_MIN_EXPONENT;
 }
 
 PBC_FN pbc_totals pbc_totals_add(pbc_totals a, pbc_totals b)
@@ -102,8 +117,6 @@ PBC_FN pbc_totals pbc_totals_add(pbc_totals a, pbc_totals b)
     a.missing_count += b.missing_count;
     a.present += b.present; a.rows_squared += b.rows_squared;
     a.largest_rows = a.largest_rows > b.largest_rows ? a.largest_rows : b.largest_rows;
-    a.w_g += b.w_g; a.w_h += b.w_h;
-    a.w_missing_g += b.w_missing_g; a.w_missing_h += b.w_missing_h;
     return a;
 }
 
@@ -180,7 +193,6 @@ PBC_FN pbc_totals pbc_lane_totals(pbc_cell *cells, long long era_stride, int n_e
     for (era = lane; era < n_eras; era += n_lanes) {
         pbc_cell *row = cells + era * era_stride;
         long long g = 0, h = 0, c = 0;
-        double w;
         for (bin = 0; bin < n_bins; ++bin) {
             g += row[bin].sum_g;
             h += row[bin].sum_h;
@@ -194,7 +206,6 @@ PBC_FN pbc_totals pbc_lane_totals(pbc_cell *cells, long long era_stride, int n_e
             continue;
         g += row[n_bins].sum_g;
         h += row[n_bins].sum_h;
-        w = pbc_era_weight(params, c);
         totals.g += g;
         totals.h += h;
         totals.count += c;
@@ -205,10 +216,6 @@ PBC_FN pbc_totals pbc_lane_totals(pbc_cell *cells, long long era_stride, int n_e
         totals.rows_squared += c * c;
         if (c > totals.largest_rows)
             totals.largest_rows = c;
-        totals.w_g += w * ((double)g * inv_scale_g);
-        totals.w_h += w * ((double)h * inv_scale_h);
-        totals.w_missing_g += w * ((double)row[n_bins].sum_g * inv_scale_g);
-        totals.w_missing_h += w * ((double)row[n_bins].sum_h * inv_scale_h);
     }
     return totals;
 }
@@ -222,12 +229,42 @@ PBC_FN long long pbc_era_count(const pbc_cell *row, int n_bins)
 /* Lane's share of the left sums (non-missing bins <= threshold). */
 PBC_FN pbc_left pbc_lane_left(const pbc_cell *cells, long long era_stride, int n_eras,
                               int n_bins, int threshold, const pb_split_params *params,
-                              double inv_scale_g, double inv_scale_h, int lane, int n_lanes)
+                              const pbc_totals *totals, double inv_scale_g,
+                              double inv_scale_h, int lane, int n_lanes)
 {
     pbc_left left;
     int era;
-    left.g = left.h = left.count = 0;
-    left.w_g = left.w_h = 0.0;
+    const int weighted = params->era_weighting == PB_ERA_WEIGHTING_COUNT;
+    const double inverse_g = des_grid_inverse_step(totals->w_exponent_g);
+    const double inverse_h = des_grid_inverse_step(totals->w_exponent_h);
+    left.g = left.h = left.count = left.w_g = left.w_h = 0;
+    for (era = lane; era < n_eras; era += n_lanes) {
+        const pbc_cell *row = cells + era * era_stride;
+        long long c = pbc_era_count(row, n_bins);
+        double w;
+        if (c == 0)
+            continue;
+        left.g += row[threshold].sum_g;
+        left.h += row[threshold].sum_h;
+        left.count += row[threshold].count;
+        if (weighted) {
+            w = pbc_era_weight(params, c);
+            left.w_g += des_to_grid(w * ((double)row[threshold].sum_g * inv_scale_g), inverse_g);
+            left.w_h += des_to_grid(w * ((double)row[threshold].sum_h * inv_scale_h), inverse_h);
+        }
+    }
+    return left;
+}
+
+/* Count weights: the lane's largest |w_e x| over its eras (pbc_weighted_max). */
+PBC_FN pbc_weighted_max pbc_lane_weighted_max(const pbc_cell *cells, long long era_stride,
+                                              int n_eras, int n_bins,
+                                              const pb_split_params *params,
+                                              double inv_scale_g, double inv_scale_h,
+                                              int lane, int n_lanes)
+{
+    pbc_weighted_max largest = {0.0, 0.0};
+    int era, bin;
     for (era = lane; era < n_eras; era += n_lanes) {
         const pbc_cell *row = cells + era * era_stride;
         long long c = pbc_era_count(row, n_bins);
@@ -235,13 +272,91 @@ PBC_FN pbc_left pbc_lane_left(const pbc_cell *cells, long long era_stride, int n
         if (c == 0)
             continue;
         w = pbc_era_weight(params, c);
-        left.g += row[threshold].sum_g;
-        left.h += row[threshold].sum_h;
-        left.count += row[threshold].count;
-        left.w_g += w * ((double)row[threshold].sum_g * inv_scale_g);
-        left.w_h += w * ((double)row[threshold].sum_h * inv_scale_h);
+        for (bin = 0; bin < n_bins; ++bin) {
+            largest.g = pbc_double_max(largest.g, fabs(w * ((double)row[bin].sum_g * inv_scale_g)));
+            largest.h = pbc_double_max(largest.h, fabs(w * ((double)row[bin].sum_h * inv_scale_h)));
+        }
+        largest.g = pbc_double_max(largest.g, fabs(w * ((double)row[n_bins].sum_g * inv_scale_g)));
+        largest.h = pbc_double_max(largest.h, fabs(w * ((double)row[n_bins].sum_h * inv_scale_h)));
+        largest.g = pbc_double_max(largest.g, fabs(w * ((double)(row[n_bins - 1].sum_g
+                                                                  + row[n_bins].sum_g)
+                                                         * inv_scale_g)));
+        largest.h = pbc_double_max(largest.h, fabs(w * ((double)(row[n_bins - 1].sum_h
+                                                                  + row[n_bins].sum_h)
+                                                         * inv_scale_h)));
     }
-    return left;
+    return largest;
+}
+
+PBC_FN pbc_weighted_max pbc_weighted_max_of(pbc_weighted_max a, pbc_weighted_max b)
+{
+    a.g = pbc_double_max(a.g, b.g);
+    a.h = pbc_double_max(a.h, b.h);
+    return a;
+}
+
+/* Count weights: the lane's era-weighted totals in steps of the tile's grids. */
+PBC_FN pbc_weighted_steps pbc_lane_weighted_totals(const pbc_cell *cells, long long era_stride,
+                                                   int n_eras, int n_bins,
+                                                   const pb_split_params *params,
+                                                   double inv_scale_g, double inv_scale_h,
+                                                   const pbc_totals *totals, int lane,
+                                                   int n_lanes)
+{
+    pbc_weighted_steps steps = {0, 0, 0, 0};
+    const double inverse_g = des_grid_inverse_step(totals->w_exponent_g);
+    const double inverse_h = des_grid_inverse_step(totals->w_exponent_h);
+    int era;
+    for (era = lane; era < n_eras; era += n_lanes) {
+        const pbc_cell *row = cells + era * era_stride;
+        long long c = pbc_era_count(row, n_bins);
+        double w;
+        if (c == 0)
+            continue;
+        w = pbc_era_weight(params, c);
+        steps.g += des_to_grid(w * ((double)(row[n_bins - 1].sum_g + row[n_bins].sum_g)
+                                    * inv_scale_g), inverse_g);
+        steps.h += des_to_grid(w * ((double)(row[n_bins - 1].sum_h + row[n_bins].sum_h)
+                                    * inv_scale_h), inverse_h);
+        steps.missing_g += des_to_grid(w * ((double)row[n_bins].sum_g * inv_scale_g), inverse_g);
+        steps.missing_h += des_to_grid(w * ((double)row[n_bins].sum_h * inv_scale_h), inverse_h);
+    }
+    return steps;
+}
+
+PBC_FN pbc_weighted_steps pbc_weighted_steps_add(pbc_weighted_steps a, pbc_weighted_steps b)
+{
+    a.g += b.g;
+    a.h += b.h;
+    a.missing_g += b.missing_g;
+    a.missing_h += b.missing_h;
+    return a;
+}
+
+/* Equal weights: the era-weighted sums are the pooled ones (exact). */
+PBC_FN void pbc_totals_equal_weights(pbc_totals *totals, double inv_scale_g,
+                                     double inv_scale_h)
+{
+    totals->w_g = (double)totals->g * inv_scale_g;
+    totals->w_h = (double)totals->h * inv_scale_h;
+    totals->w_missing_g = (double)totals->missing_g * inv_scale_g;
+    totals->w_missing_h = (double)totals->missing_h * inv_scale_h;
+}
+
+/* Count weights: the grids of a tile's era-weighted sums from their largest terms. */
+PBC_FN void pbc_totals_weigh(pbc_totals *totals, const pbc_weighted_max *largest)
+{
+    totals->w_exponent_g = des_grid_exponent(largest->g, (double)totals->present);
+    totals->w_exponent_h = des_grid_exponent(largest->h, (double)totals->present);
+}
+
+/* Count weights: the era-weighted totals from their steps. */
+PBC_FN void pbc_totals_weighted(pbc_totals *totals, const pbc_weighted_steps *steps)
+{
+    totals->w_g = des_from_grid(steps->g, totals->w_exponent_g);
+    totals->w_h = des_from_grid(steps->h, totals->w_exponent_h);
+    totals->w_missing_g = des_from_grid(steps->missing_g, totals->w_exponent_g);
+    totals->w_missing_h = des_from_grid(steps->missing_h, totals->w_exponent_h);
 }
 
 /* Era e's sums for candidate (threshold, missing side), in real units. */
@@ -394,7 +509,11 @@ PBC_FN pbc_candidate pbc_candidate_sums(const pbc_totals *totals, const pbc_left
 {
     pbc_candidate cand;
     long long left_g = left->g, left_h = left->h, left_count = left->count;
-    double w_g = left->w_g, w_h = left->w_h;
+    /* era-weighted left sums: pooled (equal weights) or on the tile's grids */
+    double w_g = params->era_weighting == PB_ERA_WEIGHTING_COUNT
+               ? des_from_grid(left->w_g, totals->w_exponent_g) : (double)left->g * inv_scale_g;
+    double w_h = params->era_weighting == PB_ERA_WEIGHTING_COUNT
+               ? des_from_grid(left->w_h, totals->w_exponent_h) : (double)left->h * inv_scale_h;
     cand.scored = 0;
     cand.sum_g = (double)totals->g * inv_scale_g;
     cand.sum_h = (double)totals->h * inv_scale_h;
@@ -517,10 +636,29 @@ static pbc_best pbc_score_tile_host(pbc_cell *cells, long long era_stride, int n
     PBC_BUTTERFLY(pbc_totals, pbc_totals_add, totals);
     if (totals[0].count == 0)
         return best;
+    if (params->era_weighting == PB_ERA_WEIGHTING_COUNT) {
+        pbc_weighted_max largest[PBC_WARP_LANES];
+        pbc_weighted_steps steps[PBC_WARP_LANES];
+        for (lane = 0; lane < PBC_WARP_LANES; ++lane)
+            largest[lane] = pbc_lane_weighted_max(cells, era_stride, n_eras, n_bins, params,
+                                                  inv_scale_g, inv_scale_h, lane,
+                                                  PBC_WARP_LANES);
+        PBC_BUTTERFLY(pbc_weighted_max, pbc_weighted_max_of, largest);
+        pbc_totals_weigh(&totals[0], &largest[0]);
+        for (lane = 0; lane < PBC_WARP_LANES; ++lane)
+            steps[lane] = pbc_lane_weighted_totals(cells, era_stride, n_eras, n_bins, params,
+                                                   inv_scale_g, inv_scale_h, &totals[0], lane,
+                                                   PBC_WARP_LANES);
+        PBC_BUTTERFLY(pbc_weighted_steps, pbc_weighted_steps_add, steps);
+        pbc_totals_weighted(&totals[0], &steps[0]);
+    } else {
+        pbc_totals_equal_weights(&totals[0], inv_scale_g, inv_scale_h);
+    }
     for (threshold = 0; threshold < n_bins; ++threshold) {
         for (lane = 0; lane < PBC_WARP_LANES; ++lane)
             left[lane] = pbc_lane_left(cells, era_stride, n_eras, n_bins, threshold, params,
-                                       inv_scale_g, inv_scale_h, lane, PBC_WARP_LANES);
+                                       &totals[0], inv_scale_g, inv_scale_h, lane,
+                                       PBC_WARP_LANES);
         PBC_BUTTERFLY(pbc_left, pbc_left_add, left);
         for (side = 0; side < 2; ++side) {
             int missing_left = side == 0;

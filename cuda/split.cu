@@ -23,14 +23,6 @@ __device__ __forceinline__ long long pbc_warp_sum(long long value)
     return value;
 }
 
-/* Era-weighted float sums (count weights), in the butterfly's order. */
-__device__ __forceinline__ double pbc_warp_float_sum(double value)
-{
-    for (int offset = PBC_WARP_LANES / 2; offset >= 1; offset >>= 1)
-        value = value + __shfl_xor_sync(PBC_FULL_MASK, value, offset);
-    return value;
-}
-
 __device__ __forceinline__ double pbc_warp_max(double value)
 {
     for (int offset = PBC_WARP_LANES / 2; offset >= 1; offset >>= 1)
@@ -58,11 +50,23 @@ __device__ __forceinline__ pbc_totals pbc_warp_sum(pbc_totals t)
     t.present = pbc_warp_sum(t.present);
     t.rows_squared = pbc_warp_sum(t.rows_squared);
     t.largest_rows = pbc_warp_max(t.largest_rows);
-    t.w_g = pbc_warp_float_sum(t.w_g);
-    t.w_h = pbc_warp_float_sum(t.w_h);
-    t.w_missing_g = pbc_warp_float_sum(t.w_missing_g);
-    t.w_missing_h = pbc_warp_float_sum(t.w_missing_h);
     return t;
+}
+
+__device__ __forceinline__ pbc_weighted_max pbc_warp_max(pbc_weighted_max largest)
+{
+    largest.g = pbc_warp_max(largest.g);
+    largest.h = pbc_warp_max(largest.h);
+    return largest;
+}
+
+__device__ __forceinline__ pbc_weighted_steps pbc_warp_sum(pbc_weighted_steps steps)
+{
+    steps.g = pbc_warp_sum(steps.g);
+    steps.h = pbc_warp_sum(steps.h);
+    steps.missing_g = pbc_warp_sum(steps.missing_g);
+    steps.missing_h = pbc_warp_sum(steps.missing_h);
+    return steps;
 }
 
 __device__ __forceinline__ pbc_left pbc_warp_sum(pbc_left l)
@@ -70,8 +74,8 @@ __device__ __forceinline__ pbc_left pbc_warp_sum(pbc_left l)
     l.g = pbc_warp_sum(l.g);
     l.h = pbc_warp_sum(l.h);
     l.count = pbc_warp_sum(l.count);
-    l.w_g = pbc_warp_float_sum(l.w_g);
-    l.w_h = pbc_warp_float_sum(l.w_h);
+    l.w_g = pbc_warp_sum(l.w_g);
+    l.w_h = pbc_warp_sum(l.w_h);
     return l;
 }
 
@@ -107,10 +111,23 @@ __device__ pbc_best pbc_score_tile_warp(pbc_cell *cells, long long era_stride, i
     if (totals.count == 0)
         return best;
     __syncwarp();  /* every lane's prefix scan is visible to the others */
+    if (params->era_weighting == PB_ERA_WEIGHTING_COUNT) {
+        /* the era-weighted sums on grids from their largest terms (csrc/des.h) */
+        pbc_weighted_max largest = pbc_warp_max(pbc_lane_weighted_max(
+            cells, era_stride, n_eras, n_bins, params, inv_scale_g, inv_scale_h, lane,
+            PBC_WARP_LANES));
+        pbc_totals_weigh(&totals, &largest);
+        pbc_weighted_steps steps = pbc_warp_sum(pbc_lane_weighted_totals(
+            cells, era_stride, n_eras, n_bins, params, inv_scale_g, inv_scale_h, &totals, lane,
+            PBC_WARP_LANES));
+        pbc_totals_weighted(&totals, &steps);
+    } else {
+        pbc_totals_equal_weights(&totals, inv_scale_g, inv_scale_h);
+    }
     for (int threshold = 0; threshold < n_bins; ++threshold) {
         pbc_left left = pbc_warp_sum(pbc_lane_left(cells, era_stride, n_eras, n_bins, threshold,
-                                                   params, inv_scale_g, inv_scale_h, lane,
-                                                   PBC_WARP_LANES));
+                                                   params, &totals, inv_scale_g, inv_scale_h,
+                                                   lane, PBC_WARP_LANES));
         for (int side = 0; side < 2; ++side) {
             const int missing_left = side == 0;
             des_candidate_t state;

@@ -435,26 +435,25 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1]
             "weight_total": sums[7, :n].copy(), "weight_squares": sums[8, :n].copy()}
 
 
-def continue_era_weights(const int64_t[::1] cells, const int64_t[::1] base,
-                         const int64_t[::1] stride, const int64_t[::1] widths,
-                         const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
-                         const uint8_t[:, ::1] tree_uses_feature, const double[:, ::1] era_rows,
-                         dict params, fixed, state):
-    """era_weighting="count": continue every (slot, feature) tile's
-    era-weighted totals over this shard's eras, in era order as
-    _split.score_tile adds them (w_e = era_alpha + the era's rows):
-    ``state`` (n_slots, n_features_d, 4) holds the running weighted
-    gradient, hessian, missing gradient and missing hessian sums (the weight
-    total is exact from integers: enumerate_candidates' ``era_stats``);
-    returns them continued (a new array)."""
+def weighted_sum_maxima(const int64_t[::1] cells, const int64_t[::1] base,
+                        const int64_t[::1] stride, const int64_t[::1] widths,
+                        const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
+                        const uint8_t[:, ::1] tree_uses_feature, const double[:, ::1] era_rows,
+                        dict params, fixed):
+    """era_weighting="count": per (slot, feature) tile the largest |w_e x|
+    over this shard's eras (w_e = era_alpha + the era's rows), x the era's
+    left sums at each threshold, its totals and its missing bin, gradients
+    and hessians: (n_slots, n_features_d, 2), whose maxima over the shards
+    give the grids of the tile's era-weighted sums (_split.era_weighted_sums,
+    docs/des.md §6.3)."""
     cdef pb_split_params c = make_split_params(params)
-    out = np.array(state, dtype=np.float64, copy=True)
-    cdef double[:, :, ::1] acc = out
-    cdef era_cells_t view
-    _fill_view(&view, fixed, slot_tree.shape[0])
     cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = base.shape[0]
-    cdef Py_ssize_t n_eras = era_rows.shape[1], slot, position, era
-    cdef double g, h, lg, lh, lc, count, w, missing_g, missing_h, missing_count
+    out = np.zeros((n_slots, n_cand, 2))
+    cdef double[:, :, ::1] largest = out
+    cdef era_cells_t view
+    _fill_view(&view, fixed, n_slots)
+    cdef Py_ssize_t n_eras = era_rows.shape[1], slot, position, era, b, nb
+    cdef double g, h, count, w, left_g, left_h
     with nogil:
         for slot in range(n_slots):
             if not slot_open[slot]:
@@ -462,58 +461,103 @@ def continue_era_weights(const int64_t[::1] cells, const int64_t[::1] base,
             for position in range(n_cand):
                 if not tree_uses_feature[position, slot_tree[slot]]:
                     continue
+                nb = widths[position] - 1
                 for era in range(n_eras):
                     if era_rows[slot, era] == 0.0:
                         continue
-                    _bin_sums(&view, &cells[base[position]], stride[position], slot, era,
-                              widths[position] - 1, &missing_g, &missing_h, &missing_count)
-                    # threshold "every bin but the missing one" on the left
-                    _era_sums(&view, &cells[base[position]], stride[position], widths[position],
-                              slot, era, widths[position] - 2, 0, &g, &h, &lg, &lh, &lc,
-                              &count)
-                    w = _era_weight(&c, count)
-                    acc[slot, position, 0] += w * g
-                    acc[slot, position, 1] += w * h
-                    acc[slot, position, 2] += w * missing_g
-                    acc[slot, position, 3] += w * missing_h
+                    w = _era_weight(&c, era_rows[slot, era])
+                    left_g = left_h = 0.0
+                    for b in range(nb + 1):
+                        _bin_sums(&view, &cells[base[position]], stride[position], slot, era, b,
+                                  &g, &h, &count)
+                        if b == nb:   # the missing bin, then the era's totals
+                            _raise_to(&largest[slot, position, 0], fabs(w * g))
+                            _raise_to(&largest[slot, position, 1], fabs(w * h))
+                            g = g + left_g
+                            h = h + left_h
+                        else:         # the left sums at threshold b
+                            g = g + left_g
+                            h = h + left_h
+                            left_g = g
+                            left_h = h
+                        _raise_to(&largest[slot, position, 0], fabs(w * g))
+                        _raise_to(&largest[slot, position, 1], fabs(w * h))
     return out
 
 
-def continue_weighted_bin(const int64_t[::1] cells, const int64_t[::1] base,
-                          const int64_t[::1] stride, const int64_t[::1] widths,
-                          const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
-                          const uint8_t[:, ::1] tree_uses_feature,
-                          const double[:, ::1] era_rows, dict params, fixed, Py_ssize_t bin,
-                          state):
-    """era_weighting="count": continue every tile's running era-weighted left
-    sums (n_slots, n_features_d, 2) over this shard's eras for non-missing
-    bin ``bin`` -- _split.score_tile adds them bin-major, one running sum
-    over (bin, era) -- and return them (a new array)."""
+def weighted_grid_exponents(const double[:, :, ::1] largest, const double[::1] n_terms):
+    """The grid exponents (csrc/des.h des_grid_exponent) of the count
+    weights' sums of every (slot, feature) tile from their largest terms over
+    all shards (weighted_sum_maxima), ``n_terms`` per slot (its eras with
+    rows): int32, the shape of ``largest``."""
+    out = np.empty((largest.shape[0], largest.shape[1], largest.shape[2]), dtype=np.int32)
+    cdef int32_t[:, :, ::1] view = out
+    cdef Py_ssize_t i, j, k
+    for i in range(largest.shape[0]):
+        for j in range(largest.shape[1]):
+            for k in range(largest.shape[2]):
+                view[i, j, k] = des_grid_exponent(largest[i, j, k], n_terms[i])
+    return out
+
+
+def weighted_sum_steps(const int64_t[::1] cells, const int64_t[::1] base,
+                       const int64_t[::1] stride, const int64_t[::1] widths,
+                       const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
+                       const uint8_t[:, ::1] tree_uses_feature, const double[:, ::1] era_rows,
+                       dict params, fixed, const int32_t[:, :, ::1] exponents):
+    """era_weighting="count": this shard's era-weighted sums of every tile in
+    int64 steps of its grids (``exponents``, weighted_grid_exponents): totals
+    (n_slots, n_features_d, 4) -- gradients, hessians, the missing bin's
+    gradients and hessians -- and left sums (n_slots, n_features_d, width, 2)
+    at each threshold; added over the shards they are _split.era_weighted_sums'
+    integers."""
     cdef pb_split_params c = make_split_params(params)
-    out = np.array(state, dtype=np.float64, copy=True)
-    cdef double[:, :, ::1] acc = out
-    cdef era_cells_t view
-    _fill_view(&view, fixed, slot_tree.shape[0])
     cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = base.shape[0]
-    cdef Py_ssize_t n_eras = era_rows.shape[1], slot, position, era
-    cdef double g, h, count, w
+    cdef Py_ssize_t width = max(1, int(np.max(widths))) if n_cand else 1
+    totals = np.zeros((n_slots, n_cand, 4), dtype=np.int64)
+    left = np.zeros((n_slots, n_cand, width, 2), dtype=np.int64)
+    cdef int64_t[:, :, ::1] total_view = totals
+    cdef int64_t[:, :, :, ::1] left_view = left
+    cdef era_cells_t view
+    _fill_view(&view, fixed, n_slots)
+    cdef Py_ssize_t n_eras = era_rows.shape[1], slot, position, era, b, nb
+    cdef double g, h, count, w, left_g, left_h, inverse_g, inverse_h
     with nogil:
         for slot in range(n_slots):
             if not slot_open[slot]:
                 continue
             for position in range(n_cand):
-                if not tree_uses_feature[position, slot_tree[slot]] \
-                        or bin >= widths[position] - 1:
+                if not tree_uses_feature[position, slot_tree[slot]]:
                     continue
+                nb = widths[position] - 1
+                inverse_g = des_grid_inverse_step(exponents[slot, position, 0])
+                inverse_h = des_grid_inverse_step(exponents[slot, position, 1])
                 for era in range(n_eras):
                     if era_rows[slot, era] == 0.0:
                         continue
-                    _bin_sums(&view, &cells[base[position]], stride[position], slot, era, bin,
-                              &g, &h, &count)
                     w = _era_weight(&c, era_rows[slot, era])
-                    acc[slot, position, 0] += w * g
-                    acc[slot, position, 1] += w * h
-    return out
+                    left_g = left_h = 0.0
+                    for b in range(nb + 1):
+                        _bin_sums(&view, &cells[base[position]], stride[position], slot, era, b,
+                                  &g, &h, &count)
+                        if b == nb:
+                            total_view[slot, position, 2] += des_to_grid(w * g, inverse_g)
+                            total_view[slot, position, 3] += des_to_grid(w * h, inverse_h)
+                            total_view[slot, position, 0] += des_to_grid(w * (g + left_g),
+                                                                         inverse_g)
+                            total_view[slot, position, 1] += des_to_grid(w * (h + left_h),
+                                                                         inverse_h)
+                        else:
+                            left_g = left_g + g
+                            left_h = left_h + h
+                            left_view[slot, position, b, 0] += des_to_grid(w * left_g, inverse_g)
+                            left_view[slot, position, b, 1] += des_to_grid(w * left_h, inverse_h)
+    return totals, left
+
+
+cdef inline void _raise_to(double* largest, double value) noexcept nogil:
+    if value > largest[0]:
+        largest[0] = value
 
 
 cdef struct era_cells_t:

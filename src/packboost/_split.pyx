@@ -272,6 +272,59 @@ cdef inline void realized_candidate_means(
         candidate_ub[k] = candidate_bound(mean, params.lambda_dir)
 
 
+cdef inline void era_weighted_sums(
+        const hist_entry* hist, Py_ssize_t era_stride, const int32_t* era_ids,
+        Py_ssize_t n_present, Py_ssize_t n_bins, const double* era_weight,
+        const double* era_g, const double* era_h, const double* missing_g,
+        const double* missing_h,
+        double* at_w_g, double* at_w_h,                  # OUT per threshold t
+        double* w_sum_g, double* w_sum_h, double* w_missing_g, double* w_missing_h,  # OUT
+) noexcept nogil:
+    """Count weights' era-weighted sums of a tile, order-free (docs/des.md
+    §6.3): sum_e w_e x_e for x the era's left sums at each threshold (its
+    prefix cells), its totals and its missing bin, each term rounded once to
+    a grid given by the largest |w_e x_e| of the tile (one for gradients,
+    one for hessians) and added as int64 -- the numbers the CUDA warp and
+    the Dask shards add in their own orders."""
+    cdef Py_ssize_t i, bin_idx
+    cdef double w, largest_g = 0.0, largest_h = 0.0, inverse_g, inverse_h
+    cdef long long units_g, units_h
+    cdef int exponent_g, exponent_h
+    cdef const hist_entry* row
+    for i in range(n_present):
+        w = era_weight[i]
+        largest_g = max(largest_g, fabs(w * era_g[i]), fabs(w * missing_g[i]))
+        largest_h = max(largest_h, fabs(w * era_h[i]), fabs(w * missing_h[i]))
+        row = hist + era_ids[i] * era_stride
+        for bin_idx in range(n_bins):
+            largest_g = max(largest_g, fabs(w * row[bin_idx].sum_gradients))
+            largest_h = max(largest_h, fabs(w * row[bin_idx].sum_hessians))
+    exponent_g = des_grid_exponent(largest_g, <double>n_present)
+    exponent_h = des_grid_exponent(largest_h, <double>n_present)
+    inverse_g = des_grid_inverse_step(exponent_g)
+    inverse_h = des_grid_inverse_step(exponent_h)
+    units_g = units_h = 0
+    for i in range(n_present):
+        units_g += des_to_grid(era_weight[i] * era_g[i], inverse_g)
+        units_h += des_to_grid(era_weight[i] * era_h[i], inverse_h)
+    w_sum_g[0] = des_from_grid(units_g, exponent_g)
+    w_sum_h[0] = des_from_grid(units_h, exponent_h)
+    units_g = units_h = 0
+    for i in range(n_present):
+        units_g += des_to_grid(era_weight[i] * missing_g[i], inverse_g)
+        units_h += des_to_grid(era_weight[i] * missing_h[i], inverse_h)
+    w_missing_g[0] = des_from_grid(units_g, exponent_g)
+    w_missing_h[0] = des_from_grid(units_h, exponent_h)
+    for bin_idx in range(n_bins):
+        units_g = units_h = 0
+        for i in range(n_present):
+            row = hist + era_ids[i] * era_stride
+            units_g += des_to_grid(era_weight[i] * row[bin_idx].sum_gradients, inverse_g)
+            units_h += des_to_grid(era_weight[i] * row[bin_idx].sum_hessians, inverse_h)
+        at_w_g[bin_idx] = des_from_grid(units_g, exponent_g)
+        at_w_h[bin_idx] = des_from_grid(units_h, exponent_h)
+
+
 cdef inline void add_terms_on_grid(
         Py_ssize_t n_terms, const double* square, const double* noise,
         const double* direction, const des_grid_t* grid,
@@ -347,7 +400,6 @@ cdef tile_best score_tile(
     cdef double w_sum_g = 0.0, w_sum_h = 0.0
     cdef double p_missing_g = 0.0, p_missing_h = 0.0, p_missing_count = 0.0
     cdef double w_missing_g = 0.0, w_missing_h = 0.0
-    cdef double w_left_g = 0.0, w_left_h = 0.0
     cdef double cand_g, cand_h, g, h, c, w, mean
     cdef double era_left_g, era_left_h, era_left_count
     cdef int missing_goes_left, code
@@ -399,13 +451,9 @@ cdef tile_best score_tile(
         sum_count += c
         count_squares += c * c
         largest_era_rows = max(largest_era_rows, c)
-        w_sum_g += w * g
-        w_sum_h += w * h
         p_missing_g += missing_g[n_present]
         p_missing_h += missing_h[n_present]
         p_missing_count += missing_count[n_present]
-        w_missing_g += w * missing_g[n_present]
-        w_missing_h += w * missing_h[n_present]
         for bin_idx in range(n_bins):
             at_p_g[bin_idx] += row[bin_idx].sum_gradients
             at_p_h[bin_idx] += row[bin_idx].sum_hessians
@@ -419,23 +467,17 @@ cdef tile_best score_tile(
                                         <double>n_present, sum_count, count_squares,
                                         params.era_alpha)
 
-    # Era-weighted left sums: with equal weights they are the pooled ones;
-    # with count weights a product per (bin, era) in bin-major order, each
-    # bin's own sums read back as differences of prefix sums (exact).
+    # Era-weighted sums: with equal weights the pooled ones; with count
+    # weights on grids, order-free (era_weighted_sums).
     if params.era_weighting == PB_ERA_WEIGHTING_COUNT:
-        for bin_idx in range(n_bins):
-            for i in range(n_present):
-                cell = hist + era_ids[i] * era_stride + bin_idx
-                g = cell.sum_gradients
-                h = cell.sum_hessians
-                if bin_idx > 0:
-                    g = g - (cell - 1).sum_gradients
-                    h = h - (cell - 1).sum_hessians
-                w_left_g += era_weight[i] * g
-                w_left_h += era_weight[i] * h
-            at_w_g[bin_idx] = w_left_g
-            at_w_h[bin_idx] = w_left_h
+        era_weighted_sums(hist, era_stride, era_ids, n_present, n_bins, era_weight, era_g,
+                          era_h, missing_g, missing_h, at_w_g, at_w_h, &w_sum_g, &w_sum_h,
+                          &w_missing_g, &w_missing_h)
     else:
+        w_sum_g = sum_g
+        w_sum_h = sum_h
+        w_missing_g = p_missing_g
+        w_missing_h = p_missing_h
         at_w_g = at_p_g
         at_w_h = at_p_h
 

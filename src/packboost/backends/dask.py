@@ -251,7 +251,7 @@ class ShardBackend(CpuBackend):
         if split_params["era_weighting"] == "count":
             totals, weighted_left = self._era_weighted_sums(
                 (cells, base, stride, widths, slot_tree, slot_open, tree_uses_feature,
-                 era_rows, split_params, fixed), width)
+                 era_rows, split_params, fixed), np.ascontiguousarray(era_stats[:, 0]))
         candidates = _distributed.enumerate_candidates(
             pooled, np.ascontiguousarray(era_stats), slot_tree, slot_open, features,
             tree_uses_feature, data.n_bins, split_params, totals, weighted_left, constraints)
@@ -327,29 +327,21 @@ class ShardBackend(CpuBackend):
         score[contenders], gain[contenders] = scores_of(contenders)
         return _best_splits(candidates, score, gain, n_slots, n_candidates)
 
-    def _era_weighted_sums(self, arguments, width):
+    def _era_weighted_sums(self, arguments, n_terms):
         """era_weighting="count": every tile's era-weighted totals (n_slots,
-        n_features_d, 5) and left sums per bin (n_slots, n_features_d, width,
-        2) over all eras, added in score_tile's order: the totals era after
-        era (a chain over the ranks), the left sums bin after bin and era
-        after era in one running sum (a ring: rank 0 .. last, per bin)."""
+        n_features_d, 4) and left sums per threshold (n_slots, n_features_d,
+        width, 2) over all eras, as _split.era_weighted_sums takes them: on
+        grids from their largest terms (all-reduced maxima), added in int64
+        steps (all-reduced sums); ``n_terms`` per slot, its eras with rows."""
         collective = self.collective
-        last = collective.size - 1
-        n_slots, n_candidates = len(arguments[4]), len(arguments[1])
-        finals = collective.chain(
-            lambda _block, state: _distributed.continue_era_weights(*arguments, state),
-            [np.zeros((n_slots, n_candidates, 4))])
-        totals = collective.broadcast(None if finals is None else finals[0], root=last)
-        per_bin = collective.ring(
-            lambda bin_index, state: _distributed.continue_weighted_bin(*arguments, bin_index,
-                                                                        state),
-            width - 1, np.zeros((n_slots, n_candidates, 2)))
-        weighted_left = None
-        if per_bin is not None:
-            weighted_left = np.zeros((n_slots, n_candidates, width, 2))
-            for bin_index, state in enumerate(per_bin):
-                weighted_left[:, :, bin_index] = state
-        return totals, collective.broadcast(weighted_left, root=last)
+        largest = collective.allreduce(_distributed.weighted_sum_maxima(*arguments), "max")
+        exponents = _distributed.weighted_grid_exponents(largest, n_terms)
+        totals, left = _distributed.weighted_sum_steps(*arguments, exponents)
+        totals = collective.allreduce(totals, "sum")
+        left = collective.allreduce(left, "sum")
+        # des_from_grid: the int64 steps as float64, times their power of two (exact)
+        return (np.ldexp(totals.astype(np.float64), exponents[:, :, [0, 1, 0, 1]]),
+                np.ldexp(left.astype(np.float64), exponents[:, :, np.newaxis, :]))
 
     def _era_cells(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                    split_params) -> np.ndarray:
