@@ -118,19 +118,6 @@ def test_chain_continues_each_block_in_rank_order(n_ranks):
     assert results[-1] == [[block, *range(n_ranks)] for block in range(5)]
 
 
-@pytest.mark.parametrize("n_ranks", [1, 2, 3])
-def test_ring_runs_each_step_through_the_ranks_in_order(n_ranks):
-    # Each step appends (step, rank) to the state: the last rank holds the
-    # whole order after each step, (step, rank)-major.
-    def work(collective):
-        return collective.ring(lambda step, state: state + [(step, collective.rank)], 3, [])
-
-    results = run_ranks(n_ranks, work)
-    assert all(result is None for result in results[:-1])
-    order = [(step, rank) for step in range(3) for rank in range(n_ranks)]
-    assert results[-1] == [order[:(step + 1) * n_ranks] for step in range(3)]
-
-
 def test_a_failing_rank_is_a_lost_peer_for_the_others():
     def work(collective):
         if collective.rank == 1:

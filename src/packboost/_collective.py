@@ -21,7 +21,8 @@ the messages need no tags: each connection is a FIFO.
   2 (n - 1) whole arrays, the pooled histograms of a depth);
 * :meth:`Collective.allgather`, :meth:`Collective.broadcast`;
 * :meth:`Collective.chain` -- a state continued rank after rank, in blocks so
-  that the ranks work as a pipeline (the DES era pass, docs/distributed.md §3).
+  that the ranks work as a pipeline (the float slot sums of squared
+  gradients, docs/distributed.md §3).
 
 A peer that fails closes its sockets; the others then get
 :class:`PeerLostError` instead of waiting forever.
@@ -234,29 +235,6 @@ class Collective:
                 self.send(self.rank + 1, state)
             else:
                 finals.append(state)
-        return finals if self.rank == last else None
-
-    def ring(self, step, n_steps: int, initial):
-        """One state through every rank in order, ``n_steps`` times round
-        (the last rank hands it back to rank 0): at step s each rank applies
-        ``step(s, state)``. A running sum whose order is (step, rank), as
-        score_tile's era-weighted left sums are (bin, era). Returns the state
-        after each step on the last rank (None on the others)."""
-        last = self.size - 1
-        finals = []
-        state = initial
-        for index in range(n_steps):
-            if self.rank > 0:
-                state = self.receive(self.rank - 1)
-            elif index > 0 and self.size > 1:
-                state = self.receive(last)
-            state = step(index, state)
-            if self.rank < last:
-                self.send(self.rank + 1, state)
-            else:
-                finals.append(state)
-                if index + 1 < n_steps and self.size > 1:
-                    self.send(0, state)
         return finals if self.rank == last else None
 
 

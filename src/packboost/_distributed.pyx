@@ -284,7 +284,7 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1]
     Equal era weights: weighted sums = pooled.
     Count weights: ``totals`` (n_slots, n_features_d, 4) and ``weighted_left``
     (n_slots, n_features_d, width, 2), the era-weighted sums of all eras
-    (continue_era_weights, continue_weighted_bin). ``constraints``: None or
+    (weighted_sum_steps, all-reduced). ``constraints``: None or
     find_best_splits' constraint arrays (``slot_bounds``,
     ``feature_monotone``, ``slot_allows_feature``, each optional): a pair
     not allowed has no candidate, a monotone feature's candidates keep its
