@@ -6,7 +6,9 @@ Cases:
 
 * ``synthetic``: ``packboost.datasets.make_categorical_flip`` -- a category
   whose effect is a stable part plus a stronger part that flips sign in some
-  eras (more often late); the last quarter of the eras is held out.
+  eras (more often late); the last quarter of the eras is held out. Two
+  more columns: how much the model learned of the stable and of the
+  flipping part of the category's effect (``effect_loadings``).
 * ``wage_panel``: the wage panel that ``linearmodels`` ships
   (``linearmodels.datasets.wage_panel``, 545 men x 1980-1987, log wage):
   categorical ``nr`` (the person, 545 categories) and ``occupation`` (9),
@@ -62,6 +64,24 @@ def synthetic_case(args):
     names = list(data.feature_names)
     return (_frame(train.X, names), train.y, train.era, _frame(test.X, names), test.y,
             test.era, ["category"])
+
+
+def synthetic_effects(args):
+    """(stable, flipping) part of each category's effect in the synthetic
+    case: every era's effects are stable + s_e flipping, s_e = +-1."""
+    effects = make_categorical_flip(n_rows=args.rows, n_features=20, n_eras=args.eras,
+                                    n_categories=24, random_state=args.seed).category_effects
+    other = effects[np.argmax(np.abs(effects - effects[0]).sum(axis=1))]
+    return (effects[0] + other) / 2, (effects[0] - other) / 2
+
+
+def effect_loadings(prediction, codes, stable, flipping):
+    """Correlations of the model's mean held-out prediction per category with
+    the stable and the flipping part of the categories' effects: how much of
+    each the model learned (the numeric features are independent of the
+    category)."""
+    profile = np.array([prediction[codes == code].mean() for code in range(len(stable))])
+    return np.corrcoef(profile, stable)[0, 1], np.corrcoef(profile, flipping)[0, 1]
 
 
 def _frame(X, names):
@@ -203,6 +223,7 @@ def validation_split(X_train, y, era, fraction=0.25):
 
 def run_case(case, args):
     X_train, y, era, X_test, y_test, era_test, categorical = CASES[case](args)
+    effects = synthetic_effects(args) if case == "synthetic" else None
     if args.validate:
         X_train, y, era, X_test, y_test, era_test = validation_split(X_train, y, era)
         case = f"{case} (validation: last quarter of the training eras held out)"
@@ -211,7 +232,7 @@ def run_case(case, args):
           f"{len(y_test)} held-out rows, {len(np.unique(era_test))} eras; categorical "
           f"{categorical}")
     print(f"  {'model':<20s} {'fit s':>7s} {'mean corr':>10s} {'std':>7s} {'sharpe':>7s} "
-          f"{'worst':>7s}")
+          f"{'worst':>7s}" + ("  ~stable  ~flip" if effects else ""))
     for name in args.models:
         # A first fit pays one-time costs (thread pools, lazy imports): not timed.
         warm_up = {key: (train.head(500), test.head(50)) for key, (train, test) in tables.items()}
@@ -222,9 +243,14 @@ def run_case(case, args):
             times.append(seconds)
         _, correlations = per_era_correlation(y_test, prediction, era_test)[:2]
         summary = era_summary(correlations)
+        loadings = ""
+        if effects:
+            codes = X_test["category"].to_numpy().astype(np.int64)
+            stable, flipping = effect_loadings(prediction, codes, *effects)
+            loadings = f"  {stable:+7.2f} {flipping:+6.2f}"
         print(f"  {name:<20s} {np.median(times):7.2f} {summary['mean']:+10.4f} "
-              f"{summary['std']:7.4f} {summary['sharpe']:+7.2f} {summary['worst']:+7.3f}",
-              flush=True)
+              f"{summary['std']:7.4f} {summary['sharpe']:+7.2f} {summary['worst']:+7.3f}"
+              + loadings, flush=True)
 
 
 def parse_args(argv=None):
