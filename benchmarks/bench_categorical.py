@@ -68,11 +68,14 @@ def synthetic_case(args):
 
 def synthetic_effects(args):
     """(stable, flipping) part of each category's effect in the synthetic
-    case: every era's effects are stable + s_e flipping, s_e = +-1."""
+    case: every era's effects are stable + s_e flipping, s_e = +1 in most
+    eras (the unflipped ones) and -1 in the others."""
     effects = make_categorical_flip(n_rows=args.rows, n_features=20, n_eras=args.eras,
                                     n_categories=24, random_state=args.seed).category_effects
     other = effects[np.argmax(np.abs(effects - effects[0]).sum(axis=1))]
-    return (effects[0] + other) / 2, (effects[0] - other) / 2
+    first_is_unflipped = np.isclose(effects, effects[0]).all(axis=1).mean() >= 0.5
+    flipping = (effects[0] - other) / 2
+    return (effects[0] + other) / 2, flipping if first_is_unflipped else -flipping
 
 
 def effect_loadings(prediction, codes, stable, flipping):
@@ -248,6 +251,9 @@ def run_case(case, args):
             codes = X_test["category"].to_numpy().astype(np.int64)
             stable, flipping = effect_loadings(prediction, codes, *effects)
             loadings = f"  {stable:+7.2f} {flipping:+6.2f}"
+        if len(correlations) <= 5:
+            # too few eras for a spread to mean much: each era's correlation
+            loadings += "  per era: " + " ".join(f"{c:+.3f}" for c in correlations)
         print(f"  {name:<20s} {np.median(times):7.2f} {summary['mean']:+10.4f} "
               f"{summary['std']:7.4f} {summary['sharpe']:+7.2f} {summary['worst']:+7.3f}"
               + loadings, flush=True)
