@@ -536,7 +536,11 @@ class CpuBackend:
             if children is None:
                 sums = self._output_sums(n_next)
             elif split_children:
-                sums = SlotSums(*children, self._output_sums(n_next).gradients_squared)
+                fixed = self.fixed
+                sums = SlotSums(*children, _partition.slot_sums(
+                    fixed.gradients, fixed.hessians, self.node_of_row, n_next, self.n_threads,
+                    scattered_samples=self._scattered_samples, tree_output=fixed.tree_output,
+                    squares_only=True))
             else:
                 # The last depth: its squared gradients are not read (route_rows'
                 # split_children), the rest comes from the splits.
