@@ -548,6 +548,12 @@ def test_the_driver_keeps_no_cells_for_children_with_redrawn_features(
     monkeypatch.setattr(cpu.CpuBackend, "find_splits", recording)
     chosen = grow_on_cpu(data, g, h, draws, settings, 1)
     assert len(hints) >= 2 and any(hints) == kept
+    # uint16 codes have no pass without a list: they keep their cells.
+    wide = make_binned_problem(4, **CASES["many-eras"])[0]
+    wide.X_binned = wide.X_binned.astype(np.uint16)
+    hints.clear()
+    grow_on_cpu(wide, g, h, draws, settings, 1)
+    assert any(hints)
     monkeypatch.setattr(grower, "SUBTRACTION_MAX_NEW_FEATURES", 1.0)
     hints.clear()
     always = grow_on_cpu(data, g, h, draws, settings, 1)

@@ -38,6 +38,8 @@ from packboost.ensemble import empty_nodes
 # fraction -- the depth's cells are not kept for the children: full passes,
 # which sum each era's rows without a list, cost half the time (400,000 x
 # 200, tree_feature_fraction 0.5; benchmarks/RESULTS.md, 2026-11-28).
+# uint16 codes (over 256 bins) have no pass without a list: the old
+# trade-off holds and they subtract as before.
 SUBTRACTION_MAX_NEW_FEATURES = 0.25
 
 
@@ -298,8 +300,10 @@ def _grow(backend, data: TrainingData, fixed, tree_samples, layer_features: list
             # depth's histograms and derive the children's (histogram subtraction).
             keep = (depth + 1 < params.max_depth
                     and np.array_equal(layer_features[depth + 1], layer_features[depth])
-                    and few_new_features(tree_feature_masks[depth],
-                                         tree_feature_masks[depth + 1]))
+                    and (few_new_features(tree_feature_masks[depth],
+                                          tree_feature_masks[depth + 1])
+                         # the pass without a list reads uint8 codes only
+                         or data.X_binned.dtype != np.uint8))
             constraints = {}
             if monotone is not None:
                 constraints["slot_bounds"] = np.ascontiguousarray(slot_bounds)
