@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from packboost import _constraints, _predict
+from packboost import _constraints, _predict, grower
 from packboost._fixed_point import to_fixed_point
 from packboost.backends.cpu import CpuBackend
 from packboost.booster import draw_round, grower_params
@@ -465,6 +465,7 @@ def test_histogram_subtraction_gives_the_same_pack(case, overrides, constant_hes
         return find_by_node(*args, **kwargs)
 
     monkeypatch.setattr(cpu, "SUBTRACTION_MIN_ROWS_PER_CELL", 0.0)
+    monkeypatch.setattr(grower, "SUBTRACTION_MAX_NEW_FEATURES", 1.0)
     monkeypatch.setattr(cpu.CpuBackend, "_subtraction_plan", counting_plan)
     monkeypatch.setattr(cpu._split, "find_best_splits_by_node", counting_by_node)
     if route == "era-major":
@@ -502,6 +503,63 @@ def test_subtraction_is_skipped_over_its_budget_and_for_few_rows(monkeypatch):
     assert plans and all(p is None for p in plans)
     for name in small_budget.nodes:
         np.testing.assert_array_equal(small_budget.nodes[name], few_rows.nodes[name])
+
+
+def test_few_new_features_counts_the_next_depths_new_tree_feature_pairs():
+    """The share of the next depth's (tree, feature) pairs its trees did not
+    scan at this depth, against SUBTRACTION_MAX_NEW_FEATURES (None: every
+    feature)."""
+    few = grower.few_new_features
+    limit = grower.SUBTRACTION_MAX_NEW_FEATURES
+    mask = np.zeros((2, 8), dtype=bool)
+    mask[:, :4] = True
+    assert few(None, None) and few(mask, mask)
+    assert few(None, mask)           # a subset of every feature: nothing new
+    assert not few(mask, None)       # every feature next: half of them new
+    assert few(mask, np.zeros_like(mask))
+    for n_new in range(5):
+        following = mask.copy()
+        following[0, :n_new] = False
+        following[0, 4:4 + n_new] = True
+        assert few(mask, following) == (n_new <= limit * 8)
+
+
+@pytest.mark.parametrize("tree_feature_fraction, kept", [(0.5, False), (1.0, True)])
+def test_the_driver_keeps_no_cells_for_children_with_redrawn_features(
+        tree_feature_fraction, kept, monkeypatch):
+    """Trees whose features are redrawn at every depth (about half of them
+    new at a depth) get full passes, no kept cells (cheaper: the derived
+    children would sum their new features from their rows with a list);
+    the same features at every depth keep them. The pack does not change."""
+    from packboost.backends import cpu
+
+    data, g, h = make_binned_problem(4, **CASES["many-eras"])
+    params = {**BASE, "max_depth": 4, "layer_feature_fraction": 1.0,
+              "tree_feature_fraction": tree_feature_fraction}
+    draws = draw_round(np.random.default_rng(4), data, params)
+    settings = grower_params(params)
+    hints = []
+    find_splits = cpu.CpuBackend.find_splits
+
+    def recording(self, *args, keep_for_children=False, **kwargs):
+        hints.append(keep_for_children)
+        return find_splits(self, *args, keep_for_children=keep_for_children, **kwargs)
+
+    monkeypatch.setattr(cpu.CpuBackend, "find_splits", recording)
+    chosen = grow_on_cpu(data, g, h, draws, settings, 1)
+    assert len(hints) >= 2 and any(hints) == kept
+    # uint16 codes have no pass without a list: they keep their cells.
+    wide = make_binned_problem(4, **CASES["many-eras"])[0]
+    wide.X_binned = wide.X_binned.astype(np.uint16)
+    hints.clear()
+    grow_on_cpu(wide, g, h, draws, settings, 1)
+    assert any(hints)
+    monkeypatch.setattr(grower, "SUBTRACTION_MAX_NEW_FEATURES", 1.0)
+    hints.clear()
+    always = grow_on_cpu(data, g, h, draws, settings, 1)
+    assert any(hints)
+    for name in chosen.nodes:
+        np.testing.assert_array_equal(chosen.nodes[name], always.nodes[name], err_msg=name)
 
 
 def test_find_best_splits_refuses_an_inconsistent_subtraction_plan():

@@ -518,6 +518,46 @@ def test_slot_sums_match_the_oracle_with_unsampled_rows(pack_size, n_rows, sampl
 
 
 
+@pytest.mark.parametrize("pack_size, n_outputs", [(1, 1), (3, 1), (4, 2), (9, 3), (8, 8)])
+@pytest.mark.parametrize("n_rows", [0, 1, 5, 1000])
+@pytest.mark.parametrize("sampling", ["rows", "eras"])
+def test_squares_only_are_the_fourth_slot_sums_bit_for_bit(pack_size, n_outputs, n_rows,
+                                                          sampling):
+    """slot_sums(squares_only=True) gives the squared gradients' sums of
+    slot_sums bit for bit (the same chunks and order), with one output or
+    several (each tree squaring its output's gradients: tree_output), by a
+    branch or by masks, whatever the threads; and each equals the NumPy
+    oracle's sum of its rows' squares."""
+    rng = np.random.default_rng(n_rows * 10 + pack_size + 100 * n_outputs)
+    codes, *_ = random_frontier(rng, n_rows, pack_size, 3, 2, 4,
+                                era_rows=40 if sampling == "eras" else None)
+    n_slots = 3 * pack_size
+    tree_output = None
+    if n_outputs > 1:
+        tree_output = np.sort(rng.integers(0, n_outputs, pack_size)).astype(np.int32)
+        tree_output[:n_outputs] = np.arange(n_outputs)   # every output has a tree
+        tree_output.sort()
+    gradients = rng.normal(size=n_outputs * n_rows) * 3.0
+    hessians = rng.uniform(0.5, 2, n_outputs * n_rows)
+    *_, squares = _partition.slot_sums(gradients, hessians, codes, n_slots, 1,
+                                       scattered_samples=sampling == "rows",
+                                       tree_output=tree_output)
+    for scattered in (False, True):
+        for n_threads in (1, 3):
+            got = _partition.slot_sums(gradients, hessians, codes, n_slots, n_threads,
+                                       scattered_samples=scattered, tree_output=tree_output,
+                                       squares_only=True)
+            assert got.shape == (n_slots,)
+            np.testing.assert_array_equal(got, squares)
+    outputs = np.zeros(pack_size, dtype=np.int64) if tree_output is None else tree_output
+    for slot in range(n_slots):
+        expected = 0.0
+        for tree in range(pack_size):
+            rows = np.flatnonzero(codes[:, tree] == slot)
+            expected += (gradients[outputs[tree] * n_rows + rows] ** 2).sum()
+        np.testing.assert_allclose(squares[slot], expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("sizes", [[0], [1], [3], [2, 0, 5, 1], [1] * 9, [0, 17, 0, 0, 40, 3],
                                    [7000, 0, 30000, 3000]])
 @pytest.mark.parametrize("pack_size", [1, 3, 4, 8, 9])

@@ -890,10 +890,16 @@ def slot_sums(
         bint scattered_samples=False,
         chunk_bounds=None,
         const int32_t[::1] tree_output=None,
+        bint squares_only=False,
 ):
     """Pooled gradient, squared-gradient and hessian sums and row counts of every slot.
 
     ``scattered_samples``: as route_rows takes it (the same sums).
+
+    ``squares_only``: only the squared gradients' sums, (n_slots,), the same
+    numbers as the fourth of the sums (and as route_rows' ``squares_only``):
+    one addition per (row, tree) instead of four, for a pack whose other
+    sums come from its splits (the CPU backend's several outputs).
 
     ``tree_output`` (pack_size,): the pack holds several outputs' trees
     (docs/packs.md §10); ``gradients`` and ``hessians`` are then
@@ -923,6 +929,19 @@ def slot_sums(
         output_pointer = &tree_output[0] if pack_size else NULL
     if gradients.shape[0] != n_outputs * n_rows or hessians.shape[0] != n_outputs * n_rows:
         raise ValueError(f"gradients and hessians must have {n_outputs * n_rows} entries")
+    cdef double[:, ::1] squares_view
+    if squares_only:
+        # A chunk's squared sums, then its trash rows (as chunk_partials').
+        squares = np.zeros((SUM_CHUNKS, max(n_slots, 0) + TRASH_ROWS))
+        squares_view = squares
+        if n_rows > 0 and n_slots > 0:
+            for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
+                                num_threads=max(1, min(n_threads, SUM_CHUNKS))):
+                add_squares_to_chunk(&gradients[0], node_of_row, bounds[chunk],
+                                     bounds[chunk + 1], &squares_view[chunk, 0],
+                                     <node_index_t>n_slots if scattered_samples else -1,
+                                     output_pointer, n_rows)
+        return in_chunk_order(squares)[:n_slots]
     if n_rows > 0 and n_slots > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
@@ -931,6 +950,34 @@ def slot_sums(
                               <node_index_t>n_slots if scattered_samples else -1,
                               output_pointer, n_rows)
     return chunk_totals(partial, n_slots)
+
+
+cdef inline void add_squares_to_chunk(
+        const gradient_t* gradients,            # IN  as add_rows_to_chunk takes them
+        const node_index_t[:, ::1] node_of_row,
+        Py_ssize_t row_start,
+        Py_ssize_t row_end,
+        double* squares,                        # IN/OUT one chunk's (n_slots + TRASH_ROWS,)
+        node_index_t trash_slot,
+        const int32_t* tree_output,
+        Py_ssize_t output_stride,
+) noexcept nogil:
+    """add_rows_to_chunk's fourth sum alone: each row's squared gradient
+    added to its slot in every tree that sampled it, rows and trees in the
+    same order (the same numbers)."""
+    cdef Py_ssize_t row, tree, pack_size = node_of_row.shape[1]
+    cdef node_index_t code
+    cdef double gradient
+    for row in range(row_start, row_end):
+        for tree in range(pack_size):
+            code = node_of_row[row, tree]
+            gradient = gradients[row + (tree_output[tree] * output_stride
+                                        if tree_output != NULL else 0)]
+            if trash_slot < 0:
+                if code >= 0:
+                    squares[code] += gradient * gradient
+                continue
+            squares[slot_or_trash(code, code, trash_slot, tree)] += gradient * gradient
 
 
 def root_sums(

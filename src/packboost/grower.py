@@ -30,6 +30,18 @@ from packboost._fixed_point import OutputsFixedPoint, to_fixed_point
 from packboost._samples import TreeSamples
 from packboost.ensemble import empty_nodes
 
+# Histogram subtraction (docs/cpu-kernels.md §3) derives a child's cells
+# from its parent's for the features the parent's tree scanned; the others
+# the pass sums from the child's rows itself, with a row list. With more
+# than this share of the next depth's (tree, feature) pairs new -- trees'
+# features redrawn per depth (tree_feature_fraction < 1): about 1 - the
+# fraction -- the depth's cells are not kept for the children: full passes,
+# which sum each era's rows without a list, cost half the time (400,000 x
+# 200, tree_feature_fraction 0.5; benchmarks/RESULTS.md, 2026-11-28).
+# uint16 codes (over 256 bins) have no pass without a list: the old
+# trade-off holds and they subtract as before.
+SUBTRACTION_MAX_NEW_FEATURES = 0.25
+
 
 @dataclass
 class TrainingData:
@@ -287,7 +299,11 @@ def _grow(backend, data: TrainingData, fixed, tree_samples, layer_features: list
             # The next depth scans the same features: the backend may keep this
             # depth's histograms and derive the children's (histogram subtraction).
             keep = (depth + 1 < params.max_depth
-                    and np.array_equal(layer_features[depth + 1], layer_features[depth]))
+                    and np.array_equal(layer_features[depth + 1], layer_features[depth])
+                    and (few_new_features(tree_feature_masks[depth],
+                                          tree_feature_masks[depth + 1])
+                         # the pass without a list reads uint8 codes only
+                         or data.X_binned.dtype != np.uint8))
             constraints = {}
             if monotone is not None:
                 constraints["slot_bounds"] = np.ascontiguousarray(slot_bounds)
@@ -378,6 +394,18 @@ def assemble_pack(levels: list, next_local: np.ndarray, layer_features) -> Pack:
         nodes[name][position] = values
     return Pack(nodes=nodes, tree_offsets=tree_offsets, layer_features=list(layer_features),
                 value_bounds=value_bounds)
+
+
+def few_new_features(mask: np.ndarray | None, next_mask: np.ndarray | None) -> bool:
+    """Do the next depth's trees scan mostly features they scan at this one
+    (at most SUBTRACTION_MAX_NEW_FEATURES of their (tree, feature) pairs
+    new)? Masks as ``tree_feature_masks`` holds them (None: every feature)."""
+    if next_mask is None:
+        return mask is None
+    used = np.count_nonzero(next_mask)
+    if mask is None or used == 0:
+        return True
+    return np.count_nonzero(next_mask & ~mask) <= SUBTRACTION_MAX_NEW_FEATURES * used
 
 
 def tree_uses_feature_table(feature_mask, n_features: int, pack_size: int) -> np.ndarray:

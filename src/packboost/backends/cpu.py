@@ -209,9 +209,7 @@ class CpuBackend:
             sums = routed[1]
         elif getattr(fixed, "outputs", None) is not None:
             sums = self._output_sums(n_slots)
-        elif (self._at_roots and self._era_tree_rows is not None
-              and not self._scattered_samples and fixed.row_chunks is None
-              and n_slots == self.node_of_row.shape[1]):
+        elif self._roots_from_era_flags(n_slots):
             # The roots from the era flags, not the table: the same sums
             # (root_sums), in under half the time.
             sums = SlotSums(*_partition.root_sums(fixed.gradients, fixed.hessians,
@@ -226,6 +224,14 @@ class CpuBackend:
         self._sums = sums
         return sums
 
+    def _roots_from_era_flags(self, n_slots: int) -> bool:
+        """Can slot_sums take the pack's roots from the era flags
+        (_partition.root_sums): at the roots, trees keeping whole eras, the
+        equal float chunks."""
+        return (self._at_roots and self._era_tree_rows is not None
+                and not self._scattered_samples and self.fixed.row_chunks is None
+                and n_slots == self.node_of_row.shape[1])
+
     def _output_table(self, output: int) -> np.ndarray:
         """The columns of ``node_of_row`` of one output's trees (an
         OutputsFixedPoint pack), contiguous, as a one-output pack's table."""
@@ -237,6 +243,17 @@ class CpuBackend:
         output's gradients, so every slot's sums are those of its output's
         pack alone, bit for bit (the routing sums one gradient per row)."""
         fixed = self.fixed
+        if self._roots_from_era_flags(n_slots) and np.all(np.diff(fixed.tree_output) >= 0):
+            # Each output's roots from its trees' era flags, as its own pack's
+            # (root_sums): the same numbers without a pass over the table.
+            parts = []
+            for output, output_fixed in enumerate(fixed.outputs):
+                trees = np.flatnonzero(fixed.tree_output == output)
+                parts.append(_partition.root_sums(
+                    output_fixed.gradients, output_fixed.hessians,
+                    np.ascontiguousarray(self._era_tree_rows[:, trees]), self.data.era_offsets,
+                    self.n_threads))
+            return SlotSums(*(np.concatenate(columns) for columns in zip(*parts, strict=True)))
         return SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
                                               self.node_of_row, n_slots, self.n_threads,
                                               scattered_samples=self._scattered_samples,
@@ -516,9 +533,18 @@ class CpuBackend:
             # Several outputs: the routing sums one gradient per row, so the
             # next frontier's sums are taken per output (_output_sums).
             _partition.route_rows(*route, **options)
-            sums = self._output_sums(n_next)
-            if children is not None:
-                sums = SlotSums(*children, sums.gradients_squared)
+            if children is None:
+                sums = self._output_sums(n_next)
+            elif split_children:
+                fixed = self.fixed
+                sums = SlotSums(*children, _partition.slot_sums(
+                    fixed.gradients, fixed.hessians, self.node_of_row, n_next, self.n_threads,
+                    scattered_samples=self._scattered_samples, tree_output=fixed.tree_output,
+                    squares_only=True))
+            else:
+                # The last depth: its squared gradients are not read (route_rows'
+                # split_children), the rest comes from the splits.
+                sums = SlotSums(*children, None)
         elif children is None:
             # The next frontier's sums come with the routing (one pass over
             # the table, same numbers as slot_sums): slot_sums hands them out.

@@ -109,8 +109,9 @@ class Backend(Protocol):
         each slot's per-row gradient variance; ``split_params`` the split
         kernels' parameters (:func:`packboost._split.split_params_as_dict`).
 
-        ``keep_for_children``: the next depth scans the same features, so a
-        backend may keep this depth's histograms and derive the children's
+        ``keep_for_children``: the next depth scans the same features, and
+        its trees mostly the ones they scan now (grower.few_new_features), so
+        a backend may keep this depth's histograms and derive the children's
         from them (histogram subtraction; a hint, never a change of the result).
 
         ``constraints``: None, or the monotone and interaction constraints of
