@@ -193,6 +193,7 @@ class ShardBackend(CpuBackend):
         # Seconds this shard computed in the DES era passes (not waiting;
         # benchmarks/bench_dask.py reports them).
         self.era_pass_seconds = 0.0
+        self._kept_buffer = None
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         shard, fixed = self.data.shard, self.fixed
@@ -276,8 +277,8 @@ class ShardBackend(CpuBackend):
             maximum over the shards -> the grids; every shard's sums in steps
             of the grids, added over the shards. Returns (steps, grid)."""
             # The maximum pass keeps its terms for the sum pass where they fit.
-            shape = (len(subset["slot"]), era_rows.shape[1], _distributed.kept_terms(max_mode))
-            kept = np.empty(shape) if 8 * np.prod(shape) <= KEPT_TERMS_BYTES else None
+            kept = self._kept_terms((len(subset["slot"]), era_rows.shape[1],
+                                     _distributed.kept_terms(max_mode)))
             began = time.perf_counter()
             largest = _distributed.candidate_pass(subset, slot_variance, split_params,
                                                   max_mode, *pass_arguments, kept=kept)
@@ -326,6 +327,17 @@ class ShardBackend(CpuBackend):
         score, gain = np.full(n, -np.inf), np.zeros(n)
         score[contenders], gain[contenders] = scores_of(contenders)
         return _best_splits(candidates, score, gain, n_slots, n_candidates)
+
+    def _kept_terms(self, shape):
+        """A float64 array of ``shape`` for the era terms a maximum pass keeps
+        (None above KEPT_TERMS_BYTES), a view of one buffer kept from call
+        to call: fresh pages each time cost more than the pass saves."""
+        size = int(np.prod(shape))
+        if 8 * size > KEPT_TERMS_BYTES:
+            return None
+        if self._kept_buffer is None or self._kept_buffer.size < size:
+            self._kept_buffer = np.empty(max(size, 1 << 16))
+        return self._kept_buffer[:size].reshape(shape)
 
     def _era_weighted_sums(self, arguments, n_terms):
         """era_weighting="count": every tile's era-weighted totals (n_slots,
