@@ -218,7 +218,7 @@ class ShardBackend(CpuBackend):
         self._slot_tree = np.ascontiguousarray(slot_tree, dtype=np.int32)
         n_slots, n_candidates = len(slot_tree), len(features)
         cells = self._era_cells(slot_tree, slot_open, features, tree_uses_feature,
-                                slot_variance, split_params)
+                                slot_variance, split_params, keep_for_children)
         words = 1 if fixed.hessian_is_constant else 2
         base, stride, prefix = _distributed.cell_layout(features, data.n_bins,
                                                         self.features_per_pass, data.n_eras,
@@ -356,11 +356,12 @@ class ShardBackend(CpuBackend):
                 np.ldexp(left.astype(np.float64), exponents[:, :, np.newaxis, :]))
 
     def _era_cells(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
-                   split_params) -> np.ndarray:
+                   split_params, keep_for_children=False) -> np.ndarray:
         """This shard's per-era cells of every slot over ``features``
         (find_best_splits' ``depth_cells``), by the CPU backend's pass: the
         open slots' rows, a child from its parent's cells where the parent
-        depth kept them over the same features (subtraction). It scores
+        depth kept them for it over the same features (subtraction; the
+        driver's ``keep_for_children``, as a local fit takes it). It scores
         nothing (``cells_only``): scores come from every shard's cells."""
         data = self.data
         plan = self._subtraction_plan(slot_tree, slot_open, features, tree_uses_feature,
@@ -379,8 +380,9 @@ class ShardBackend(CpuBackend):
                 "tree_extra_feature")},
             era_tree_rows=self._era_tree_rows, scattered_samples=self._scattered_samples,
             cells_only=True)
-        self._kept = dict(cells=plan["depth_cells"], features=features, uses=tree_uses_feature,
-                          n_slots=len(slot_tree))
+        self._kept = None if not keep_for_children else dict(
+            cells=plan["depth_cells"], features=features, uses=tree_uses_feature,
+            n_slots=len(slot_tree))
         self._best = None
         return plan["depth_cells"]
 
