@@ -184,3 +184,23 @@ def test_reg_lambda_beyond_float64_in_hessian_units_is_refused():
     scaling = GradientScaling(gradient_exponent=0, hessian_exponent=-1000)
     with pytest.raises(ValueError, match="reg_lambda=1e\\+20 is too large"):
         scaling.grower_params(grower_params_for_test(reg_lambda=1e20))
+
+
+@pytest.mark.parametrize("bound_bits", [20, 51, 61])
+def test_power_of_two_scale_is_the_largest_within_the_bound(bound_bits):
+    """Exactly the largest power of two s with magnitude * s <= 2**bound_bits,
+    also a hair above a power of two, where a rounded log2 gave twice it."""
+    from packboost._fixed_point import _power_of_two_scale
+
+    rng = np.random.default_rng(bound_bits)
+    magnitudes = [2.0**40, np.nextafter(2.0**40, np.inf), np.nextafter(2.0**40, 0.0),
+                  np.nextafter(2.0**-30, np.inf), 3.0, 1e-250, 1e300,
+                  *rng.lognormal(0.0, 20.0, 200).tolist()]
+    for magnitude in magnitudes:
+        scale = _power_of_two_scale(bound_bits, float(magnitude))
+        assert scale == 2.0 ** round(np.log2(scale))
+        # Exact comparisons: products by powers of two, as Python ints and fractions.
+        from fractions import Fraction
+        product = Fraction(float(magnitude)) * Fraction(scale)
+        assert product <= 2**bound_bits, magnitude
+        assert 2 * product > 2**bound_bits, magnitude
