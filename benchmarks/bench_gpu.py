@@ -158,8 +158,12 @@ class TimedBackend:
     histogram updates (sampled rows of open slots x the features their tree
     uses) and the distinct feature columns the depth reads."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, device_round: bool = True):
         self.inner = inner
+        # False: the boosting loop computes the gradients on the host (the
+        # path before the round moved to the device; --host-round).
+        self.computes_round_gradients = device_round and getattr(
+            inner, "computes_round_gradients", False)
         self.round_seconds = []
         self.grow_starts = []
         self.round_work = []  # per round: per depth {"updates", "columns"}
@@ -198,7 +202,7 @@ class TimedBackend:
 
 
 def run_fit(X, y, era, *, device, rounds, feature_fraction, args, kernel_timings=None,
-            max_depth=None, learning_rate=0.01, min_samples_leaf=20):
+            max_depth=None, learning_rate=0.01, min_samples_leaf=20, device_round=True):
     """One fit; returns (model, per-round seconds, fit seconds, loop seconds).
 
     Per-round seconds: grow + update of the pack (the backend's work). Loop
@@ -222,7 +226,7 @@ def run_fit(X, y, era, *, device, rounds, feature_fraction, args, kernel_timings
             inner = CudaBackend.on_gpu(data, pack_size, timings=kernel_timings)
         else:
             inner = CpuBackend(data, pack_size, n_threads)
-        recorder["backend"] = TimedBackend(inner)
+        recorder["backend"] = TimedBackend(inner, device_round)
         return contextlib.closing(recorder["backend"])
 
     model = PackBoostRegressor(
@@ -402,6 +406,10 @@ def parse_arguments(argv=None):
     parser.add_argument("--lambda-dro", type=float, default=0.25)
     parser.add_argument("--rounds", type=int, default=6, help="GPU rounds per fit")
     parser.add_argument("--warmup", type=int, default=1, help="rounds left out of trees/s")
+    parser.add_argument("--host-round", action="store_true",
+                        help="also fit with each round's gradients computed on the host "
+                             "(the path before the round moved to the device), for its "
+                             "loop and grow rates beside the device round's")
     parser.add_argument("--cpu-rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--seed", type=int, default=0)
@@ -461,8 +469,22 @@ def speed_part(args, train, holdout, peer, report):
             if len(loop) > args.warmup:
                 loop_rate, _ = steady_trees_per_second(loop, args.pack, args.warmup)
                 row["gpu_loop_trees_per_s"] = loop_rate
+                row["gpu_loop_over_grow"] = loop_rate / rate if rate else 0.0
                 print(f"feature fraction {fraction}: GPU boosting loop (draws, gradients, "
-                      f"grow, update) {loop_rate:.1f} trees/s")
+                      f"grow, update) {loop_rate:.1f} trees/s, "
+                      f"{100 * row['gpu_loop_over_grow']:.0f}% of the grow rate")
+            if args.host_round:
+                _, host_rounds, _, host_loop = run_fit(
+                    X, y, era, device="cuda", rounds=args.rounds, feature_fraction=fraction,
+                    args=args, device_round=False)
+                host_rate, _ = steady_trees_per_second(host_rounds, args.pack, args.warmup)
+                host_loop_rate, _ = (steady_trees_per_second(host_loop, args.pack, args.warmup)
+                                     if len(host_loop) > args.warmup else (0.0, 0.0))
+                row.update(gpu_host_round_trees_per_s=host_rate,
+                           gpu_host_round_loop_trees_per_s=host_loop_rate)
+                print(f"feature fraction {fraction}: GPU with the round's gradients on the "
+                      f"host: grow {host_rate:.1f} trees/s, boosting loop "
+                      f"{host_loop_rate:.1f} trees/s")
             print(f"feature fraction {fraction}: GPU {rate:.1f} trees/s "
                   f"(round {median * 1e3:.1f} ms, fit {fit_seconds:.1f} s, "
                   f"{row['gpu_nodes']} nodes{quality_text(row['gpu'])})")

@@ -11,7 +11,8 @@
 # warp reductions, routing, prediction.
 #
 #   ci/cuda_on_cpu.sh                 # the pack, kernel and predict tests (~3 min)
-#   ci/cuda_on_cpu.sh -k predict      # any selection of tests/test_cuda.py -m cuda
+#   ci/cuda_on_cpu.sh -k predict      # any selection of the -m cuda tests of
+#                                     # tests/test_cuda.py and tests/test_device_round.py
 #
 # The estimator-level tests (255 bins: thousands of warp shuffles per tile,
 # each a barrier of 32 OS threads here) take too long for the default.
@@ -26,7 +27,7 @@ LIB_DIR=${FAKE_CUDA_DIR:-/tmp/packboost-fake-cuda}
 mkdir -p "$LIB_DIR"
 g++ -std=c++20 -O1 -DPBC_FAKE_CUDA '-DPBC_BUILD_ARCH="fake (host threads)"' -x c++ \
     -Icsrc -Icuda -Itests/cuda_stub -fPIC -shared -pthread -o "$LIB_DIR/libpackboost_cuda.so" \
-    cuda/context.cu cuda/histogram.cu cuda/split.cu cuda/partition.cu cuda/predict.cu
+    cuda/context.cu cuda/histogram.cu cuda/split.cu cuda/partition.cu cuda/predict.cu cuda/round.cu
 LD_LIBRARY_PATH="$LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" python3 - <<'EOF'
 from packboost import _device
 info = _device.cuda_build_info()
@@ -36,4 +37,5 @@ EOF
 # One core, low priority: every CUDA thread of a block is an OS thread here.
 LD_LIBRARY_PATH="$LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     taskset -c 0 nice -n 19 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py \
-    -m cuda "${@:--kgrows_the_cpu_pack or predict or context_kernels}"
+    tests/test_device_round.py -m cuda \
+    "${@:--kgrows_the_cpu_pack or predict or context_kernels or device_round or samples_from_flags or device_pack or round_on_the_device}"

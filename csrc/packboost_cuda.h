@@ -32,12 +32,16 @@
 extern "C" {
 #endif
 
-#define PBC_API_VERSION 3
+#define PBC_API_VERSION 4
 
 #define PBC_OK 0
 #define PBC_ERROR_INVALID_ARGUMENT (-1)
 #define PBC_ERROR_HOST_MEMORY (-2)
 #define PBC_ERROR_TOO_MANY_TREES (-3)
+/* The round's gradients (computed on the device) are not finite, or so small
+ * that their fixed-point scale is beyond float64 (pbc_round_scales). */
+#define PBC_ERROR_GRADIENTS_NOT_FINITE (-4)
+#define PBC_ERROR_GRADIENTS_TOO_SMALL (-5)
 
 /* Trees per pack the kernels accept (same cap as the CPU engine). */
 #define PBC_MAX_PACK_SIZE 64
@@ -51,7 +55,8 @@ extern "C" {
 #define PBC_TIMER_ROUTE 5     /* rows to child slots */
 #define PBC_TIMER_PREDICT 6   /* pack update on the training rows (leaf lookup) */
 #define PBC_TIMER_TRANSFER 7  /* host <-> device copies of the round and depth inputs */
-#define PBC_N_TIMERS 8
+#define PBC_TIMER_GRADIENTS 8 /* the round's gradients and fixed-point grid on the device */
+#define PBC_N_TIMERS 9
 
 /* The DES parameters of pbc_find_splits: csrc/split_params.h (one struct for both backends). */
 
@@ -97,12 +102,57 @@ int pbc_read_timers(pbc_context *context, double *times, int reset);
  * uploaded as is; tree_n_rows[t] == n_rows means every row (tree_rows[t] is
  * then not read). The root of tree t is slot t: node_of_row[row, t] = t for
  * a sampled row, -2 - t for the others (routed along, never summed, so that
- * every training row ends in a leaf).
+ * every training row ends in a leaf). tree_rows and tree_n_rows both NULL:
+ * the gradients only, the samples from pbc_start_samples.
  */
 int pbc_begin_round(pbc_context *context, const double *gradients, const double *hessians,
                     const int32_t *const *tree_rows, const int64_t *tree_n_rows,
                     double scale_gradients, double scale_hessians,
                     double scale_gradients_squared);
+
+/*
+ * The round on the device (docs/cuda-kernels.md §4.1). Once per fit,
+ * pbc_device_round_setup keeps the targets y, the weights (NULL: none) and
+ * the raw predictions (n_rows,) on the device, with the fit's constant
+ * hessians (already rescaled, quantised here once with scale_hessians).
+ * Then per round pbc_device_round_gradients computes on the device what the
+ * host computes for a one-output fit (packboost/booster.py, _fixed_point.py):
+ * g = objective'(F, y) (times the weight), times gradient_multiplier (the
+ * fit's power-of-two rescaling), each era's sum of |g| in row order, the
+ * fixed-point scale of docs/fixed-point.md §4 (count_bits: the largest era's
+ * row-count bits), g and g * g quantised (squared_bound_bits: the bound of
+ * one row's g * g); nothing crosses the bus. pbc_round_scales gives the
+ * round's three scales to the host (downloaded with the next slot sums).
+ * pbc_add_leaf_values with out == NULL updates these predictions in place;
+ * pbc_read_predictions reads some of them back.
+ */
+#define PBC_OBJECTIVE_SQUARED_ERROR 0  /* g = F - y */
+#define PBC_OBJECTIVE_HUBER 1          /* g = clip(F - y, -parameter, parameter) */
+int pbc_device_round_setup(pbc_context *context, int objective, double parameter,
+                           const double *y, const double *sample_weight,
+                           const double *raw_prediction, const double *hessians,
+                           double gradient_multiplier, double scale_hessians,
+                           int32_t count_bits, int32_t squared_bound_bits);
+int pbc_device_round_gradients(pbc_context *context);
+/* scales[3] = the round's gradient, hessian and squared-gradient scales. */
+int pbc_round_scales(pbc_context *context, double *scales);
+/* The round's fixed-point g, h and g * g (n_rows,) each, from the device (tests). */
+int pbc_read_fixed_gradients(pbc_context *context, int64_t *gradients, int64_t *hessians,
+                             int64_t *gradients_squared);
+/* out[i] = raw_prediction[first + i * stride], i < n_out, from the device. */
+int pbc_read_predictions(pbc_context *context, int64_t first, int64_t stride, int64_t n_out,
+                         double *out);
+
+/*
+ * A round's samples as flags (docs/cuda-kernels.md §4.2), for either way of
+ * starting a round: era_keep (pack_size, n_eras) 1 where tree t keeps era e;
+ * row_keep[t] NULL (every row of its eras) or one byte per row of its kept
+ * eras in row order (1: sampled), whose first byte of era e is
+ * kept_before[t * n_eras + e] (the rows of t's kept eras before e). Sets
+ * node_of_row as pbc_begin_round does from row lists.
+ */
+int pbc_start_samples(pbc_context *context, const uint8_t *era_keep, const int64_t *kept_before,
+                      const uint8_t *const *row_keep, const int64_t *row_keep_length);
 
 /*
  * Exact pooled sums (fixed point) and row counts of slots 0 .. n_slots-1; the
@@ -143,7 +193,8 @@ int pbc_route_rows(pbc_context *context, int32_t n_slots, const int32_t *split_f
  * The pack update by lookup: out[row] += value[tree_roots[t] + leaf(row, t)]
  * for t = 0 .. pack_size-1 in order (the leaves recorded by pbc_route_rows),
  * the same additions in the same order as the CPU (bit-identical). value has
- * n_nodes entries; out (n_rows,) is read and written.
+ * n_nodes entries; out (n_rows,) is read and written, or NULL: the device's
+ * raw predictions of pbc_device_round_setup are, in place (no copy of rows).
  */
 int pbc_add_leaf_values(pbc_context *context, int64_t n_nodes, const double *value,
                         const int64_t *tree_roots, double *out);

@@ -189,6 +189,47 @@ static int pbc_copies(pbc_context *ctx, int failed)
     return failed ? ctx->copy_error : PBC_OK;
 }
 
+/* A pinned host buffer of at least `bytes` (ctx->pinned), kept and grown:
+ * the small downloads of every depth go through it. */
+static int pbc_reserve_pinned(pbc_context *ctx, size_t bytes)
+{
+    if (bytes <= ctx->pinned_bytes && ctx->pinned)
+        return PBC_OK;
+    if (ctx->pinned) {
+        PBC_CHECK(cudaFreeHost(ctx->pinned));
+        ctx->pinned = NULL;
+        ctx->pinned_bytes = 0;
+    }
+    PBC_CHECK(cudaMallocHost(&ctx->pinned, bytes > 0 ? bytes : 1));
+    ctx->pinned_bytes = bytes;
+    return PBC_OK;
+}
+
+/* The round's scales, once ctx->host_grid holds the device's (after a sync). */
+static int pbc_take_round_grid(pbc_context *ctx)
+{
+    ctx->grid_pending = 0;
+    if (ctx->host_grid->status != 0)
+        return ctx->host_grid->status;
+    ctx->inv_scale_g = 1.0 / ctx->host_grid->scale_gradients;
+    ctx->inv_scale_h = 1.0 / ctx->host_grid->scale_hessians;
+    return PBC_OK;
+}
+
+/* A round started on the device: its scales to the host now (one sync),
+ * unless the slot sums brought them already. */
+static int pbc_read_round_grid(pbc_context *ctx)
+{
+    if (!ctx->grid_pending)
+        return ctx->device_round && ctx->host_grid->status != 0 ? ctx->host_grid->status
+                                                                : PBC_OK;
+    int rc = pbc_copies(ctx, pbc_download(ctx, ctx->host_grid, ctx->grid,
+                                          sizeof(struct pbc_round_grid)));
+    if (rc == PBC_OK)
+        rc = (int)cudaStreamSynchronize(ctx->stream);
+    return rc == PBC_OK ? pbc_take_round_grid(ctx) : rc;
+}
+
 /* -- context ----------------------------------------------------------------- */
 
 extern "C" int pbc_context_destroy(pbc_context *ctx)
@@ -201,10 +242,17 @@ extern "C" int pbc_context_destroy(pbc_context *ctx)
                        ctx->gradients_squared, ctx->staging,
                        ctx->tree_rows,
                        ctx->node_of_row, ctx->leaf_of_row, ctx->scratch, ctx->hist,
-                       ctx->predict_out};
+                       ctx->predict_out, ctx->targets, ctx->weights, ctx->row_era,
+                       ctx->era_offsets, ctx->era_sums, ctx->grid, ctx->era_keep,
+                       ctx->kept_before, ctx->tree_has_row_keep};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); ++i)
         if (buffers[i])
             cudaFree(buffers[i]);
+    free(ctx->host_era_offsets);
+    if (ctx->host_grid)
+        cudaFreeHost(ctx->host_grid);
+    if (ctx->pinned)
+        cudaFreeHost(ctx->pinned);
     if (ctx->start)
         cudaEventDestroy(ctx->start);
     if (ctx->stop)
@@ -279,7 +327,37 @@ static int pbc_context_fill(pbc_context *ctx, const void *X_binned, const int32_
     PBC_ALLOC(ctx->node_of_row, n_rows * pack * sizeof(int32_t));
     PBC_ALLOC(ctx->leaf_of_row, n_rows * pack * sizeof(int32_t));
     PBC_ALLOC(ctx->predict_out, n_rows * sizeof(double));
+    PBC_ALLOC(ctx->row_era, n_rows * sizeof(int32_t));
+    PBC_ALLOC(ctx->era_offsets, ((size_t)ctx->n_eras + 1) * sizeof(int64_t));
+    PBC_ALLOC(ctx->era_keep, (size_t)ctx->n_eras * pack);
+    PBC_ALLOC(ctx->kept_before, (size_t)ctx->n_eras * pack * sizeof(int64_t));
+    PBC_ALLOC(ctx->tree_has_row_keep, pack);
 #undef PBC_ALLOC
+    if (rc == PBC_OK) {
+        cudaError_t pinned_status = cudaMallocHost((void **)&ctx->host_grid,
+                                                   sizeof(struct pbc_round_grid));
+        if (pinned_status != cudaSuccess)
+            rc = (int)pinned_status;
+    }
+    int64_t *era_offsets = (int64_t *)malloc(((size_t)ctx->n_eras + 1) * sizeof(int64_t));
+    if (!era_offsets && rc == PBC_OK)
+        rc = PBC_ERROR_HOST_MEMORY;
+    if (rc == PBC_OK) {
+        /* row_era is non-decreasing (checked): era e's rows start at the
+         * first row of an era >= e. */
+        int64_t row = 0;
+        for (int32_t era = 0; era <= ctx->n_eras; ++era) {
+            while (row < n_rows && row_era[row] < era)
+                ++row;
+            era_offsets[era] = row;
+        }
+        rc = pbc_copies(ctx, pbc_upload(ctx, ctx->row_era, row_era, n_rows * sizeof(int32_t))
+                        || pbc_upload(ctx, ctx->era_offsets, era_offsets,
+                                      ((size_t)ctx->n_eras + 1) * sizeof(int64_t)));
+        if (rc == PBC_OK)
+            rc = (int)cudaStreamSynchronize(ctx->stream);
+    }
+    ctx->host_era_offsets = era_offsets;  /* freed with the context */
     if (rc == PBC_OK) rc = pbc_copies(ctx, pbc_upload(ctx, ctx->tile_begin, tile_begin, n_tiles * sizeof(int64_t)));
     if (rc == PBC_OK) rc = pbc_copies(ctx, pbc_upload(ctx, ctx->tile_end, tile_end, n_tiles * sizeof(int64_t)));
     if (rc == PBC_OK) rc = pbc_copies(ctx, pbc_upload(ctx, ctx->tile_era, tile_era, n_tiles * sizeof(int32_t)));
@@ -349,12 +427,12 @@ extern "C" int pbc_begin_round(pbc_context *ctx, const double *gradients,
                                const int64_t *tree_n_rows, double scale_gradients,
                                double scale_hessians, double scale_gradients_squared)
 {
-    if (!ctx || !gradients || !hessians || !tree_rows || !tree_n_rows
+    if (!ctx || !gradients || !hessians || !tree_rows != !tree_n_rows
             || !(scale_gradients > 0.0) || !(scale_hessians > 0.0)
             || !(scale_gradients_squared > 0.0))
         return PBC_ERROR_INVALID_ARGUMENT;
     /* Rows out of range are skipped by the kernel (no host pass over them). */
-    for (int32_t tree = 0; tree < ctx->pack_size; ++tree)
+    for (int32_t tree = 0; tree_rows && tree < ctx->pack_size; ++tree)
         if (tree_n_rows[tree] < 0 || tree_n_rows[tree] > ctx->n_rows
                 || (tree_n_rows[tree] > 0 && !tree_rows[tree]))
             return PBC_ERROR_INVALID_ARGUMENT;
@@ -372,6 +450,12 @@ extern "C" int pbc_begin_round(pbc_context *ctx, const double *gradients,
               pbc_copies(ctx, pbc_upload(ctx, ctx->staging, hessians,
                                          ctx->n_rows * sizeof(double))));
     PBC_TIMED(PBC_TIMER_INIT, pbc_launch_quantize(ctx, ctx->hessians, scale_hessians, 0));
+    ctx->grid_pending = 0;  /* the scales are the host's */
+    if (!tree_rows) {
+        /* The samples follow (pbc_start_samples), on the same stream. */
+        PBC_CHECK(cudaStreamSynchronize(ctx->stream));
+        return PBC_OK;
+    }
     for (int32_t tree = 0; tree < ctx->pack_size; ++tree)
         if (tree_n_rows[tree] < ctx->n_rows)  /* n_rows distinct rows: all, no upload */
             PBC_TIMED(PBC_TIMER_TRANSFER,
@@ -380,6 +464,169 @@ extern "C" int pbc_begin_round(pbc_context *ctx, const double *gradients,
                                                  tree_n_rows[tree] * sizeof(int32_t))));
     PBC_TIMED(PBC_TIMER_INIT, pbc_launch_init_round(ctx, tree_n_rows));
     /* The host may reuse its arrays once this returns. */
+    PBC_CHECK(cudaStreamSynchronize(ctx->stream));
+    return PBC_OK;
+}
+
+/* -- the round on the device (round.cu) ------------------------------------ */
+
+extern "C" int pbc_device_round_setup(pbc_context *ctx, int objective, double parameter,
+                                      const double *y, const double *sample_weight,
+                                      const double *raw_prediction, const double *hessians,
+                                      double gradient_multiplier, double scale_hessians,
+                                      int32_t count_bits, int32_t squared_bound_bits)
+{
+    if (!ctx || !y || !raw_prediction || !hessians || !(scale_hessians > 0.0)
+            || !(gradient_multiplier > 0.0) || count_bits < 1 || count_bits > 31
+            || (objective != PBC_OBJECTIVE_SQUARED_ERROR && objective != PBC_OBJECTIVE_HUBER)
+            || (objective == PBC_OBJECTIVE_HUBER && !(parameter >= 0.0)))
+        return PBC_ERROR_INVALID_ARGUMENT;
+    PBC_CHECK(cudaSetDevice(ctx->device));
+    const size_t row_bytes = ctx->n_rows * sizeof(double);
+    if (!ctx->targets)
+        PBC_CHECK(cudaMalloc((void **)&ctx->targets, row_bytes));
+    if (sample_weight && !ctx->weights)
+        PBC_CHECK(cudaMalloc((void **)&ctx->weights, row_bytes));
+    if (!ctx->era_sums)
+        PBC_CHECK(cudaMalloc((void **)&ctx->era_sums, ctx->n_eras * sizeof(double)));
+    if (!ctx->grid)
+        PBC_CHECK(cudaMalloc((void **)&ctx->grid, sizeof(struct pbc_round_grid)));
+    ctx->objective = objective;
+    ctx->objective_parameter = parameter;
+    ctx->gradient_multiplier = gradient_multiplier;
+    ctx->count_bits = count_bits;
+    ctx->squared_bound_bits = squared_bound_bits;
+    memset(ctx->host_grid, 0, sizeof(struct pbc_round_grid));
+    ctx->host_grid->scale_hessians = scale_hessians;
+    ctx->host_grid->scale_gradients = ctx->host_grid->scale_gradients_squared = 1.0;
+    int rc = pbc_copies(ctx, pbc_upload(ctx, ctx->targets, y, row_bytes)
+                        || (sample_weight && pbc_upload(ctx, ctx->weights, sample_weight,
+                                                        row_bytes))
+                        || pbc_upload(ctx, ctx->predict_out, raw_prediction, row_bytes)
+                        || pbc_upload(ctx, ctx->grid, ctx->host_grid,
+                                      sizeof(struct pbc_round_grid))
+                        || pbc_upload(ctx, ctx->staging, hessians, row_bytes));
+    if (rc != PBC_OK)
+        return rc;
+    if (!sample_weight && ctx->weights) {
+        PBC_CHECK(cudaFree(ctx->weights));
+        ctx->weights = NULL;
+    }
+    /* The fit's hessians do not change between rounds: quantised once. */
+    rc = pbc_launch_quantize(ctx, ctx->hessians, scale_hessians, 0);
+    if (rc == PBC_OK)
+        rc = (int)cudaStreamSynchronize(ctx->stream);
+    if (rc == PBC_OK) {
+        ctx->device_round = 1;
+        ctx->grid_pending = 0;
+    }
+    return rc;
+}
+
+extern "C" int pbc_device_round_gradients(pbc_context *ctx)
+{
+    if (!ctx || !ctx->device_round)
+        return PBC_ERROR_INVALID_ARGUMENT;
+    PBC_CHECK(cudaSetDevice(ctx->device));
+    /* Queued only: the scales come to the host with the first slot sums. */
+    PBC_TIMED(PBC_TIMER_GRADIENTS, pbc_launch_round_gradients(ctx));
+    ctx->grid_pending = 1;
+    return PBC_OK;
+}
+
+extern "C" int pbc_round_scales(pbc_context *ctx, double *scales)
+{
+    if (!ctx || !scales || !ctx->device_round)
+        return PBC_ERROR_INVALID_ARGUMENT;
+    PBC_CHECK(cudaSetDevice(ctx->device));
+    int rc = pbc_read_round_grid(ctx);
+    if (rc != PBC_OK)
+        return rc;
+    scales[0] = ctx->host_grid->scale_gradients;
+    scales[1] = ctx->host_grid->scale_hessians;
+    scales[2] = ctx->host_grid->scale_gradients_squared;
+    return PBC_OK;
+}
+
+extern "C" int pbc_read_fixed_gradients(pbc_context *ctx, int64_t *gradients,
+                                        int64_t *hessians, int64_t *gradients_squared)
+{
+    if (!ctx || !gradients || !hessians || !gradients_squared)
+        return PBC_ERROR_INVALID_ARGUMENT;
+    PBC_CHECK(cudaSetDevice(ctx->device));
+    const size_t bytes = ctx->n_rows * sizeof(int64_t);
+    int rc = pbc_copies(ctx, pbc_download(ctx, gradients, ctx->gradients, bytes)
+                        || pbc_download(ctx, hessians, ctx->hessians, bytes)
+                        || pbc_download(ctx, gradients_squared, ctx->gradients_squared, bytes));
+    if (rc == PBC_OK)
+        rc = (int)cudaStreamSynchronize(ctx->stream);
+    return rc;
+}
+
+extern "C" int pbc_read_predictions(pbc_context *ctx, int64_t first, int64_t stride,
+                                    int64_t n_out, double *out)
+{
+    if (!ctx || !ctx->device_round || first < 0 || stride < 1 || n_out < 0 || (n_out && !out)
+            || (n_out > 0 && first + (n_out - 1) * stride >= ctx->n_rows))
+        return PBC_ERROR_INVALID_ARGUMENT;
+    if (n_out == 0)
+        return PBC_OK;
+    PBC_CHECK(cudaSetDevice(ctx->device));
+    const size_t bytes = n_out * sizeof(double);
+    pbc_arena arena = {NULL, 0};
+    pbc_take(&arena, bytes);
+    int rc = pbc_reserve(&ctx->scratch, &ctx->scratch_bytes, arena.offset);
+    if (rc == PBC_OK)
+        rc = pbc_reserve_pinned(ctx, bytes);
+    if (rc != PBC_OK)
+        return rc;
+    double *gathered = (double *)ctx->scratch;
+    PBC_TIMED(PBC_TIMER_PREDICT,
+              pbc_launch_gather(ctx, ctx->predict_out, first, stride, n_out, gathered));
+    rc = pbc_copies(ctx, pbc_download(ctx, ctx->pinned, gathered, bytes));
+    if (rc == PBC_OK)
+        rc = (int)cudaStreamSynchronize(ctx->stream);
+    if (rc == PBC_OK)
+        memcpy(out, ctx->pinned, bytes);
+    return rc;
+}
+
+extern "C" int pbc_start_samples(pbc_context *ctx, const uint8_t *era_keep,
+                                 const int64_t *kept_before, const uint8_t *const *row_keep,
+                                 const int64_t *row_keep_length)
+{
+    if (!ctx || !era_keep || !kept_before || !row_keep || !row_keep_length)
+        return PBC_ERROR_INVALID_ARGUMENT;
+    const int64_t pack = ctx->pack_size, n_eras = ctx->n_eras;
+    uint8_t has_row_keep[PBC_MAX_PACK_SIZE];
+    for (int64_t tree = 0; tree < pack; ++tree) {
+        has_row_keep[tree] = row_keep[tree] != NULL;
+        if (row_keep[tree] && (row_keep_length[tree] < 0 || row_keep_length[tree] > ctx->n_rows))
+            return PBC_ERROR_INVALID_ARGUMENT;
+        /* Every kept era's rows must have their bytes (the kernel reads them). */
+        for (int64_t era = 0; row_keep[tree] && era < n_eras; ++era) {
+            const int64_t first = kept_before[tree * n_eras + era];
+            const int64_t size = ctx->host_era_offsets[era + 1] - ctx->host_era_offsets[era];
+            if (era_keep[tree * n_eras + era]
+                    && (first < 0 || first + size > row_keep_length[tree]))
+                return PBC_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    PBC_CHECK(cudaSetDevice(ctx->device));
+    /* The row bytes in the round's sample buffer (n_rows bytes a tree). */
+    uint8_t *row_bytes = (uint8_t *)ctx->tree_rows;
+    PBC_TIMED(PBC_TIMER_TRANSFER,
+              pbc_copies(ctx, pbc_upload(ctx, ctx->era_keep, era_keep, pack * n_eras)
+                         || pbc_upload(ctx, ctx->kept_before, kept_before,
+                                       pack * n_eras * sizeof(int64_t))
+                         || pbc_upload(ctx, ctx->tree_has_row_keep, has_row_keep, pack)));
+    for (int64_t tree = 0; tree < pack; ++tree)
+        if (row_keep[tree])
+            PBC_TIMED(PBC_TIMER_TRANSFER,
+                      pbc_copies(ctx, pbc_upload(ctx, row_bytes + tree * ctx->n_rows,
+                                                 row_keep[tree], row_keep_length[tree])));
+    PBC_TIMED(PBC_TIMER_INIT, pbc_launch_start_samples(ctx, row_bytes));
+    /* has_row_keep lives on this stack frame: its copy must be done. */
     PBC_CHECK(cudaStreamSynchronize(ctx->stream));
     return PBC_OK;
 }
@@ -405,19 +652,28 @@ extern "C" int pbc_slot_sums(pbc_context *ctx, int32_t n_slots, int64_t *sum_gra
     arena.offset = 0;
     sums = (long long *)pbc_take(&arena, 4 * (size_t)n_slots * sizeof(long long));
     PBC_TIMED(PBC_TIMER_SUMS, pbc_launch_slot_sums(ctx, n_slots, sums));
-    host = (int64_t *)malloc(4 * (size_t)n_slots * sizeof(int64_t));
-    if (!host)
-        return PBC_ERROR_HOST_MEMORY;
-    int rc = pbc_copies(ctx, pbc_download(ctx, host, sums, 4 * (size_t)n_slots * sizeof(int64_t)));
+    {
+        int reserved = pbc_reserve_pinned(ctx, 4 * (size_t)n_slots * sizeof(int64_t));
+        if (reserved != PBC_OK)
+            return reserved;
+    }
+    host = (int64_t *)ctx->pinned;
+    /* A round started on the device: its scales come down with its first
+     * sums, in the same synchronisation. */
+    int rc = pbc_copies(ctx, (ctx->grid_pending
+                              && pbc_download(ctx, ctx->host_grid, ctx->grid,
+                                              sizeof(struct pbc_round_grid)))
+                        || pbc_download(ctx, host, sums, 4 * (size_t)n_slots * sizeof(int64_t)));
     if (rc == PBC_OK)
         rc = (int)cudaStreamSynchronize(ctx->stream);
+    if (rc == PBC_OK && ctx->grid_pending)
+        pbc_take_round_grid(ctx);
     if (rc == PBC_OK) {
         memcpy(sum_gradients, host, n_slots * sizeof(int64_t));
         memcpy(sum_hessians, host + n_slots, n_slots * sizeof(int64_t));
         memcpy(count, host + 2 * (size_t)n_slots, n_slots * sizeof(int64_t));
         memcpy(sum_gradients_squared, host + 3 * (size_t)n_slots, n_slots * sizeof(int64_t));
     }
-    free(host);
     return rc;
 }
 
@@ -533,6 +789,11 @@ extern "C" int pbc_find_splits(pbc_context *ctx, int32_t n_slots, const int32_t 
         if (slot_tree[i] < 0 || slot_tree[i] >= ctx->pack_size)
             return PBC_ERROR_INVALID_ARGUMENT;
     PBC_CHECK(cudaSetDevice(ctx->device));
+    {
+        int scales = pbc_read_round_grid(ctx);  /* the scoring's inverse scales */
+        if (scales != PBC_OK)
+            return scales;
+    }
     pbc_hist_plan plan;
     int rc = pbc_plan_histograms(ctx, n_slots, slot_tree, slot_open, n_candidates, features,
                                  tree_uses_feature, &plan);
@@ -589,7 +850,7 @@ extern "C" int pbc_route_rows(pbc_context *ctx, int32_t n_slots, const int32_t *
 extern "C" int pbc_add_leaf_values(pbc_context *ctx, int64_t n_nodes, const double *value,
                                    const int64_t *tree_roots, double *out)
 {
-    if (!ctx || n_nodes < 1 || !value || !tree_roots || !out)
+    if (!ctx || n_nodes < 1 || !value || !tree_roots || (!out && !ctx->device_round))
         return PBC_ERROR_INVALID_ARGUMENT;
     PBC_CHECK(cudaSetDevice(ctx->device));
     int rc = PBC_OK;
@@ -604,17 +865,19 @@ extern "C" int pbc_add_leaf_values(pbc_context *ctx, int64_t n_nodes, const doub
             continue;
         }
         rc = pbc_timer_begin(ctx);
+        /* Without out, the device's raw predictions are updated in place:
+         * only the pack's node values cross the bus. */
         if (rc == PBC_OK)
             rc = pbc_copies(ctx,
                 pbc_upload(ctx, d_value, value, n_nodes * sizeof(double))
                 || pbc_upload(ctx, d_roots, tree_roots, ctx->pack_size * sizeof(int64_t))
-                || pbc_upload(ctx, ctx->predict_out, out, ctx->n_rows * sizeof(double)));
+                || (out && pbc_upload(ctx, ctx->predict_out, out, ctx->n_rows * sizeof(double))));
         if (rc == PBC_OK)
             rc = pbc_launch_add_leaf_values(ctx, d_value, d_roots, ctx->predict_out);
-        if (rc == PBC_OK)
+        if (rc == PBC_OK && out)
             rc = pbc_copies(ctx, pbc_download(ctx, out, ctx->predict_out,
                                               ctx->n_rows * sizeof(double)));
-        if (rc == PBC_OK)
+        if (rc == PBC_OK && out)
             rc = (int)cudaStreamSynchronize(ctx->stream);
         if (rc == PBC_OK)
             rc = pbc_timer_end(ctx, PBC_TIMER_PREDICT);

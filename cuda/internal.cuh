@@ -8,6 +8,7 @@
  *   split.cu      prefix scan + DES scoring + best split (_split.pyx, des.h)
  *   partition.cu  round init, slot sums, routing rows    (_partition.pyx)
  *   predict.cu    pack update and raw prediction         (_predict.pyx)
+ *   round.cu      a round's gradients, grid and samples   (booster.py, _fixed_point.py)
  *   fake_cuda.h   (tests/cuda_stub/) the runtime on host threads, for tests without a GPU
  */
 #ifndef PACKBOOST_CUDA_INTERNAL_CUH
@@ -101,6 +102,26 @@ struct pbc_context {
     pbc_cell *hist;
     size_t hist_bytes;
     double *predict_out;              /* (n_rows,) the pack update's device copy of out */
+    /* the round on the device (round.cu; NULL until pbc_device_round_setup) */
+    int device_round;                 /* set up: predict_out holds the raw predictions */
+    int objective;                    /* PBC_OBJECTIVE_* */
+    double objective_parameter, gradient_multiplier;
+    int32_t count_bits, squared_bound_bits;
+    double *targets, *weights;        /* (n_rows,) y; the weights or NULL */
+    int32_t *row_era;                 /* (n_rows,) */
+    int64_t *era_offsets;             /* (n_eras + 1) */
+    int64_t *host_era_offsets;        /* the same on the host (argument checks) */
+    double *era_sums;                 /* (n_eras) the round's sums of |g| */
+    struct pbc_round_grid *grid;      /* the round's scales, on the device */
+    struct pbc_round_grid *host_grid; /* its pinned host copy */
+    int grid_pending;                 /* host_grid not yet read for this round */
+    /* samples by flags (pbc_start_samples): (pack_size, n_eras) each */
+    uint8_t *era_keep;
+    int64_t *kept_before;
+    uint8_t *tree_has_row_keep;       /* (pack_size) */
+    /* pinned host staging of the small downloads (slot sums, predictions) */
+    void *pinned;
+    size_t pinned_bytes;
     /* timers */
     int timing;
     cudaEvent_t start, stop;
@@ -110,7 +131,19 @@ struct pbc_context {
     int hist_block_cells;             /* the cells a histogram block is planned to hold */
 };
 
+/* The fixed-point grid of a round computed on the device (round.cu). */
+struct pbc_round_grid {
+    double scale_gradients, scale_hessians, scale_gradients_squared;
+    unsigned long long peak_units;  /* max |g_q| of the round */
+    int32_t status;                 /* 0, or PBC_ERROR_GRADIENTS_* */
+    int32_t pad;
+};
+
 /* Launchers (each in the .cu of its kernel); all on context->stream. */
+int pbc_launch_round_gradients(pbc_context *ctx);
+int pbc_launch_start_samples(pbc_context *ctx, const uint8_t *row_keep);
+int pbc_launch_gather(pbc_context *ctx, const double *values, int64_t first, int64_t stride,
+                      int64_t n_out, double *out);
 /* One unit of a histogram block's work: the bins of one candidate feature
  * for the slots [slot_begin, slot_end) of one tree (histogram.cu). */
 typedef struct {

@@ -608,7 +608,7 @@ def test_device_must_be_cpu_or_cuda():
 def test_c_api_error_strings_and_build_facts():
     from packboost import _cuda
 
-    assert _cuda.api_version() == 3
+    assert _cuda.api_version() == 4
     assert "sm_" in _cuda.build_arch() or "compute_" in _cuda.build_arch()
     assert "invalid argument" in _cuda.error_string(-1)
     assert _cuda.error_string(2) == "out of memory"

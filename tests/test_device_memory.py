@@ -83,7 +83,7 @@ def test_the_deep_recipe_fits_an_80_gb_card():
     estimate = deep_recipe()
     context = estimate["context"]
     assert context["binned matrix"][0] == 2_700_000 * 2376
-    assert context["per-row arrays"][0] == 2_700_000 * (40 + 8 * 12)
+    assert context["per-row arrays"][0] == 2_700_000 * (60 + 8 * 12)
     depths = estimate["depths"]
     assert [d["slots_per_tree"] for d in depths] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 270]
     last = depths[-1]

@@ -204,3 +204,23 @@ def test_counted_rows_size_the_squared_gradient_grid_as_a_fit_on_them():
     alone = squared_gradient_scale(fixed.gradients[known])
     assert squared_gradient_scale(fixed.gradients, fixed.n_counted_rows) == alone
     assert squared_gradient_scale(fixed.gradients) < alone   # 1000 rows: a coarser grid
+
+
+@pytest.mark.parametrize("bound_bits", [20, 51, 61])
+def test_power_of_two_scale_is_the_largest_within_the_bound(bound_bits):
+    """Exactly the largest power of two s with magnitude * s <= 2**bound_bits,
+    also a hair above a power of two, where a rounded log2 gave twice it."""
+    from packboost._fixed_point import _power_of_two_scale
+
+    rng = np.random.default_rng(bound_bits)
+    magnitudes = [2.0**40, np.nextafter(2.0**40, np.inf), np.nextafter(2.0**40, 0.0),
+                  np.nextafter(2.0**-30, np.inf), 3.0, 1e-250, 1e300,
+                  *rng.lognormal(0.0, 20.0, 200).tolist()]
+    for magnitude in magnitudes:
+        scale = _power_of_two_scale(bound_bits, float(magnitude))
+        assert scale == 2.0 ** round(np.log2(scale))
+        # Exact comparisons: products by powers of two, as Python ints and fractions.
+        from fractions import Fraction
+        product = Fraction(float(magnitude)) * Fraction(scale)
+        assert product <= 2**bound_bits, magnitude
+        assert 2 * product > 2**bound_bits, magnitude

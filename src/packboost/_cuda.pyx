@@ -49,6 +49,24 @@ cdef extern from "packboost_cuda.h" nogil:
                         const int32_t *const *tree_rows, const int64_t *tree_n_rows,
                         double scale_gradients, double scale_hessians,
                         double scale_gradients_squared)
+    int PBC_OBJECTIVE_SQUARED_ERROR
+    int PBC_OBJECTIVE_HUBER
+    int PBC_ERROR_GRADIENTS_NOT_FINITE
+    int PBC_ERROR_GRADIENTS_TOO_SMALL
+    int pbc_device_round_setup(pbc_context *context, int objective, double parameter,
+                               const double *y, const double *sample_weight,
+                               const double *raw_prediction, const double *hessians,
+                               double gradient_multiplier, double scale_hessians,
+                               int32_t count_bits, int32_t squared_bound_bits)
+    int pbc_device_round_gradients(pbc_context *context)
+    int pbc_round_scales(pbc_context *context, double *scales)
+    int pbc_read_fixed_gradients(pbc_context *context, int64_t *gradients, int64_t *hessians,
+                                 int64_t *gradients_squared)
+    int pbc_read_predictions(pbc_context *context, int64_t first, int64_t stride,
+                             int64_t n_out, double *out)
+    int pbc_start_samples(pbc_context *context, const uint8_t *era_keep,
+                          const int64_t *kept_before, const uint8_t *const *row_keep,
+                          const int64_t *row_keep_length)
     int pbc_slot_sums(pbc_context *context, int32_t n_slots, int64_t *sum_gradients,
                       int64_t *sum_hessians, int64_t *count, int64_t *sum_gradients_squared)
     int pbc_find_splits(pbc_context *context, int32_t n_slots, const int32_t *slot_tree,
@@ -74,7 +92,9 @@ cdef extern from "packboost_cuda.h" nogil:
 
 # Names of the kernel timers, in the order of PBC_TIMER_* (packboost_cuda.h).
 TIMER_NAMES = ("init", "slot_sums", "histogram", "score", "select", "route", "predict",
-               "transfer")
+               "transfer", "gradients")
+# The objectives whose gradients the device computes (pbc_device_round_setup).
+DEVICE_OBJECTIVES = {"squared_error": PBC_OBJECTIVE_SQUARED_ERROR, "huber": PBC_OBJECTIVE_HUBER}
 MAX_PACK_SIZE = PBC_MAX_PACK_SIZE
 
 
@@ -202,9 +222,20 @@ cdef class CudaContext:
                     list tree_samples, double scale_gradients, double scale_hessians,
                     double scale_gradients_squared):
         """Upload a round: g, h (quantised on the device with the given power-of-two
-        scales, g * g too) and each tree's sample (int32 rows, distinct, in range)."""
-        if (gradients.shape[0] != self.n_rows or hessians.shape[0] != self.n_rows
-                or len(tree_samples) != self.pack_size):
+        scales, g * g too) and each tree's sample (int32 rows, distinct, in range);
+        ``tree_samples`` None: the samples follow (start_samples)."""
+        cdef pbc_context *context = self.live()
+        cdef int code
+        if gradients.shape[0] != self.n_rows or hessians.shape[0] != self.n_rows:
+            raise ValueError("round inputs do not match the context's shape")
+        if tree_samples is None:
+            with nogil:
+                code = pbc_begin_round(context, &gradients[0], &hessians[0], NULL, NULL,
+                                       scale_gradients, scale_hessians,
+                                       scale_gradients_squared)
+            check(code, "starting a round on the GPU")
+            return
+        if len(tree_samples) != self.pack_size:
             raise ValueError("round inputs do not match the context's shape")
         samples = [np.ascontiguousarray(rows, dtype=np.int32) for rows in tree_samples]
         pointers = np.zeros(self.pack_size, dtype=np.uintp)
@@ -217,13 +248,123 @@ cdef class CudaContext:
                 pointers[tree] = <size_t>&rows_view[0]
         cdef const size_t[::1] pointer_view = pointers
         cdef const int64_t[::1] count_view = counts
-        cdef pbc_context *context = self.live()
-        cdef int code
         with nogil:
             code = pbc_begin_round(context, &gradients[0], &hessians[0],
                                    <const int32_t *const *>&pointer_view[0], &count_view[0],
                                    scale_gradients, scale_hessians, scale_gradients_squared)
         check(code, "starting a round on the GPU")
+
+    def start_samples(self, era_keep, kept_before, list row_keep):
+        """Every row to its tree's root from flags (pbc_start_samples):
+        ``era_keep`` (pack_size, n_eras) uint8, ``kept_before`` (pack_size,
+        n_eras) int64 (each era's first byte among the tree's kept rows),
+        ``row_keep`` per tree None or one bool/uint8 per row of its kept eras."""
+        cdef const uint8_t[:, ::1] keep_view = np.ascontiguousarray(era_keep, dtype=np.uint8)
+        cdef const int64_t[:, ::1] before_view = np.ascontiguousarray(kept_before,
+                                                                      dtype=np.int64)
+        if (keep_view.shape[0] != self.pack_size or before_view.shape[0] != self.pack_size
+                or before_view.shape[1] != keep_view.shape[1] or len(row_keep) != self.pack_size):
+            raise ValueError("start_samples inputs do not match the context's shape")
+        rows = [None if keep is None else np.ascontiguousarray(keep).view(np.uint8)
+                if np.asarray(keep).dtype == np.bool_ else
+                np.ascontiguousarray(keep, dtype=np.uint8) for keep in row_keep]
+        pointers = np.zeros(self.pack_size, dtype=np.uintp)
+        lengths = np.zeros(self.pack_size, dtype=np.int64)
+        cdef const uint8_t[::1] rows_view
+        cdef Py_ssize_t tree
+        for tree in range(self.pack_size):
+            if rows[tree] is not None:
+                lengths[tree] = len(rows[tree])
+                if lengths[tree]:
+                    rows_view = rows[tree]
+                    pointers[tree] = <size_t>&rows_view[0]
+                else:  # an empty sample of rows: any valid pointer, nothing is read
+                    pointers[tree] = <size_t>&keep_view[0, 0]
+        cdef const size_t[::1] pointer_view = pointers
+        cdef const int64_t[::1] length_view = lengths
+        cdef pbc_context *context = self.live()
+        cdef int code
+        with nogil:
+            code = pbc_start_samples(context, &keep_view[0, 0], &before_view[0, 0],
+                                     <const uint8_t *const *>&pointer_view[0],
+                                     &length_view[0])
+        check(code, "starting the trees' samples on the GPU")
+
+    def setup_device_round(self, str objective, double parameter, const double[::1] y,
+                           sample_weight, const double[::1] raw_prediction,
+                           const double[::1] hessians, double gradient_multiplier,
+                           double scale_hessians, int count_bits, int squared_bound_bits):
+        """Keep y, the weights (or None) and the raw predictions on the device
+        for the whole fit, and the fit's hessians quantised once (pbc_device_round_setup)."""
+        if (y.shape[0] != self.n_rows or raw_prediction.shape[0] != self.n_rows
+                or hessians.shape[0] != self.n_rows):
+            raise ValueError("y, raw_prediction and hessians must have one entry per row")
+        if objective not in DEVICE_OBJECTIVES:
+            raise ValueError(f"objective must be one of {sorted(DEVICE_OBJECTIVES)}, "
+                             f"got {objective!r}")
+        cdef const double[::1] weight_view
+        cdef const double *weights = NULL
+        if sample_weight is not None:
+            weight_view = np.ascontiguousarray(sample_weight, dtype=np.float64)
+            if weight_view.shape[0] != self.n_rows:
+                raise ValueError("sample_weight must have one entry per row")
+            weights = &weight_view[0]
+        cdef int code_objective = DEVICE_OBJECTIVES[objective]
+        cdef pbc_context *context = self.live()
+        cdef int code
+        with nogil:
+            code = pbc_device_round_setup(context, code_objective, parameter, &y[0], weights,
+                                          &raw_prediction[0], &hessians[0],
+                                          gradient_multiplier, scale_hessians, count_bits,
+                                          squared_bound_bits)
+        check(code, "keeping the fit's targets on the GPU")
+
+    def device_gradients(self):
+        """Queue the round's gradients, grid and quantisation on the device."""
+        check(pbc_device_round_gradients(self.live()), "the round's gradients on the GPU")
+
+    def round_scales(self):
+        """(gradient, hessian, squared-gradient) scales of the round started on
+        the device; FloatingPointError where its gradients are not finite or too
+        small for the grid (as the host's to_fixed_point)."""
+        scales = np.zeros(3)
+        cdef double[::1] view = scales
+        cdef int code = pbc_round_scales(self.live(), &view[0])
+        if code == PBC_ERROR_GRADIENTS_NOT_FINITE:
+            raise FloatingPointError("gradients or hessians are not finite")
+        if code == PBC_ERROR_GRADIENTS_TOO_SMALL:
+            raise FloatingPointError(
+                "gradients or hessians too small for the fixed-point grid (the grid "
+                "needs a scale beyond float64): rescale them by a power of two first "
+                "(GradientScaling)")
+        check(code, "reading the round's scales from the GPU")
+        return tuple(scales.tolist())
+
+    def read_fixed_gradients(self):
+        """The round's fixed-point (g, h, g * g), int64 (n_rows,) each."""
+        arrays = [np.empty(self.n_rows, dtype=np.int64) for _ in range(3)]
+        cdef int64_t[::1] g = arrays[0], h = arrays[1], g2 = arrays[2]
+        cdef pbc_context *context = self.live()
+        cdef int code
+        with nogil:
+            code = pbc_read_fixed_gradients(context, &g[0], &h[0], &g2[0])
+        check(code, "reading the round's gradients from the GPU")
+        return tuple(arrays)
+
+    def read_predictions(self, Py_ssize_t first=0, Py_ssize_t stride=1):
+        """The device's raw predictions of rows first, first + stride, ..."""
+        if stride < 1 or first < 0:
+            raise ValueError("stride must be >= 1 and first >= 0")
+        cdef Py_ssize_t n_out = max(0, (self.n_rows - first + stride - 1) // stride)
+        out = np.empty(n_out)
+        cdef double[::1] view = out
+        cdef pbc_context *context = self.live()
+        cdef int code = 0
+        if n_out:
+            with nogil:
+                code = pbc_read_predictions(context, first, stride, n_out, &view[0])
+        check(code, "reading the predictions from the GPU")
+        return out
 
     def slot_sums(self, int n_slots):
         """Exact fixed-point sums of g, h, row counts and fixed-point sums of g * g
@@ -299,8 +440,9 @@ cdef class CudaContext:
 
     def add_leaf_values(self, const double[::1] value, const int64_t[::1] tree_roots,
                         double[::1] out):
-        """out += each training row's recorded leaf values, trees in order."""
-        if out.shape[0] != self.n_rows:
+        """out += each training row's recorded leaf values, trees in order; out
+        None: the device's raw predictions (setup_device_round), in place."""
+        if out is not None and out.shape[0] != self.n_rows:
             raise ValueError("out must have one entry per training row")
         if tree_roots.shape[0] != self.pack_size:
             raise ValueError(f"tree_roots must have {self.pack_size} entries")
@@ -308,9 +450,10 @@ cdef class CudaContext:
             return
         cdef pbc_context *context = self.live()
         cdef int code
+        cdef double *target = NULL if out is None else &out[0]
         with nogil:
             code = pbc_add_leaf_values(context, value.shape[0], &value[0], &tree_roots[0],
-                                       &out[0])
+                                       target)
         check(code, "the pack update on the GPU")
 
     def read_node_of_row(self):

@@ -64,7 +64,14 @@ class DivergenceWatch:
                           else _mean_square(base_gradients[..., self.rows]))
 
     def _loss(self, raw_prediction: np.ndarray) -> float:
-        raw = raw_prediction[..., self.rows]
+        return self._loss_of_checked_rows(raw_prediction[..., self.rows])
+
+    @property
+    def row_stride(self) -> int:
+        """The loss is taken on rows 0, k, 2k, ...: this k."""
+        return self.rows.step
+
+    def _loss_of_checked_rows(self, raw: np.ndarray) -> float:
         raw = raw[0] if len(raw) == 1 else raw
         if self.known is None:
             return self.objective.loss(self.y, raw, self.sample_weight)
@@ -80,6 +87,13 @@ class DivergenceWatch:
         (objectives with a loss)."""
         if self.has_loss:
             self._check(self._loss(raw_prediction), round_index, "the training loss")
+
+    def after_round_on_checked_rows(self, checked_raw: np.ndarray, round_index: int) -> None:
+        """:meth:`after_round` from the raw scores of the checked rows alone
+        (``raw_prediction[..., ::row_stride]``: a device holds the others)."""
+        if self.has_loss:
+            self._check(self._loss_of_checked_rows(checked_raw), round_index,
+                        "the training loss")
 
     def before_round(self, gradients: np.ndarray, round_index: int) -> None:
         """Raise if the gradients at the start of round ``round_index`` (those

@@ -139,6 +139,18 @@ def count_bits_for(era_offsets: np.ndarray) -> int:
     return max(1, largest.bit_length())
 
 
+def power_of_two_exponent(bound_bits: int, magnitude: float) -> int:
+    """``floor(bound_bits - log2(magnitude))`` exactly, for a finite
+    ``magnitude > 0``: with ``magnitude = m * 2**e``, ``m`` in [0.5, 1)
+    (frexp, exact), ``log2(magnitude)`` lies in [e - 1, e) and equals ``e - 1``
+    only for ``m = 0.5``. ``math.log2`` rounds: just above a power of two it
+    returned the power's exponent, a scale twice too large (magnitude *
+    scale a hair above 2**bound_bits). The CUDA backend computes the same
+    integer on the device (cuda/round.cu, pbc_power_of_two_exponent)."""
+    mantissa, exponent = math.frexp(magnitude)
+    return bound_bits - exponent + (1 if mantissa == 0.5 else 0)
+
+
 def _power_of_two_scale(bound_bits: int, magnitude: float) -> float:
     """Largest power of two s with magnitude * s <= 2**bound_bits (1 for 0).
 
@@ -152,7 +164,7 @@ def _power_of_two_scale(bound_bits: int, magnitude: float) -> float:
         raise FloatingPointError("gradients or hessians are not finite")
     if magnitude == 0.0:
         return 1.0
-    exponent = math.floor(bound_bits - math.log2(magnitude))
+    exponent = power_of_two_exponent(bound_bits, magnitude)
     if exponent > MAX_SCALE_EXPONENT:
         raise FloatingPointError(
             f"gradients or hessians too small for the fixed-point grid (sum of magnitudes "
@@ -300,8 +312,14 @@ def squared_gradient_scale(gradients: np.ndarray, n_rows: int | None = None) -> 
     if len(gradients) == 0:
         return 1.0
     peak = max(float(np.max(gradients)), -float(np.min(gradients)))
-    n_rows = len(gradients) if n_rows is None else max(1, n_rows)
-    return _power_of_two_scale(SQUARED_SUM_BITS - math.ceil(math.log2(n_rows)), peak * peak)
+    n_rows = len(gradients) if n_rows is None else n_rows
+    return _power_of_two_scale(squared_sum_bound_bits(n_rows), peak * peak)
+
+
+def squared_sum_bound_bits(n_rows: int) -> int:
+    """``SQUARED_SUM_BITS - ceil(log2(n_rows))``: the bound of one row's
+    fixed-point g * g (exact: ``(n - 1).bit_length()`` is ``ceil(log2(n))``)."""
+    return SQUARED_SUM_BITS - (max(1, n_rows) - 1).bit_length()
 
 
 # -- scale -----------------------------------------------------------------------------

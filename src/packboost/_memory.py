@@ -52,8 +52,9 @@ _GIB = 1024 ** 3
 # One histogram cell: fixed-point g, h sums and a row count (pbc_cell, 3 x int64).
 DEVICE_CELL_BYTES = 24
 # Per row: g, h, g * g (int64), the round's upload staging and the
-# prediction output (float64).
-_DEVICE_BYTES_PER_ROW = 3 * 8 + 8 + 8
+# prediction output (float64), the row's era (int32), and for the round on
+# the device y and the weights (float64; cuda/round.cu).
+_DEVICE_BYTES_PER_ROW = 3 * 8 + 8 + 8 + 4 + 8 + 8
 # Per row and tree of a pack: the tree's sample list, node_of_row, leaf_of_row (int32).
 _DEVICE_BYTES_PER_ROW_AND_TREE = 3 * 4
 # Per era-aligned row tile of at most PBC_TILE_ROWS rows: begin, end (int64), era (int32).

@@ -31,7 +31,13 @@ from packboost._samples import TreeSamples
 from packboost._unknown_targets import KnownTargets
 from packboost.callback import CallbackList, TrainingInfo
 from packboost.ensemble import TreeEnsemble
-from packboost.grower import GrowerParams, TrainingData, grow_output_packs, grow_pack
+from packboost.grower import (
+    GrowerParams,
+    TrainingData,
+    grow_device_pack,
+    grow_output_packs,
+    grow_pack,
+)
 from packboost.metrics import EraScorer, era_summary, pooled_metric
 from packboost.objectives import MultiTarget, ObjectiveError
 
@@ -322,6 +328,15 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
             and unscaled_settings.interaction_constraints is None
             and all(scaling == scalings[0] for scaling in scalings)):
         outputs_per_pass = max(1, MAX_PACK_SIZE // params["pack_size"])
+    # The round on the device (packboost/_device_round.py): a one-output fit
+    # whose objective the device computes keeps y and its scores there, and
+    # each round's gradients and grid are computed there (the same numbers).
+    on_device = (n_outputs == 1 and shard is None
+                 and getattr(backend, "computes_round_gradients", False)
+                 and not data.category_words
+                 and not getattr(output_objective, "refits_leaves_to_quantile", False)
+                 and backend.start_device_rounds(objective, y, sample_weight, raw_prediction[0],
+                                                 scalings[0], data))
     for eval_set in eval_sets:
         eval_set.raw_prediction = (
             np.repeat(base_scores[np.newaxis, :], eval_set.X.shape[0], axis=0).reshape(
@@ -338,12 +353,13 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
 
     packs = []
     for round_index in range(params["n_estimators"]):
-        _round_gradients(objective, begin + round_index, y, raw_prediction, sample_weight,
-                         gradients, hessians)
-        if known is not None:
-            known.clear_unknown(gradients, hessians)
-        if round_index > 0:
-            divergence.before_round(gradients, begin + round_index)
+        if not on_device:
+            _round_gradients(objective, begin + round_index, y, raw_prediction, sample_weight,
+                             gradients, hessians)
+            if known is not None:
+                known.clear_unknown(gradients, hessians)
+            if round_index > 0:
+                divergence.before_round(gradients, begin + round_index)
         if shard is None:
             draws = draw_round(rng, data, params)
         else:
@@ -371,12 +387,16 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                     if known is not None:
                         samples = known.tree_samples(output, samples)
                         counted_rows = known.counted_rows(output)
-                    if end - first == 1:
-                        scalings[output].apply(gradients[output], hessians[output])
-                    pack = grow_pack(backend, data, gradients[output], hessians[output],
-                                     samples, draws.layer_features,
-                                     draws.tree_feature_masks, settings[output], n_threads,
-                                     counted_rows=counted_rows)
+                    if on_device:
+                        pack = grow_device_pack(backend, data, samples, draws.layer_features,
+                                                draws.tree_feature_masks, settings[output])
+                    else:
+                        if end - first == 1:
+                            scalings[output].apply(gradients[output], hessians[output])
+                        pack = grow_pack(backend, data, gradients[output], hessians[output],
+                                         samples, draws.layer_features,
+                                         draws.tree_feature_masks, settings[output],
+                                         n_threads, counted_rows=counted_rows)
                     scalings[output].restore(pack.nodes, pack.value_bounds)
                     if getattr(output_objective, "refits_leaves_to_quantile", False):
                         refit_quantile_leaves(pack, data, y if n_outputs == 1 else y[output],
@@ -396,7 +416,13 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                 else:
                     backend.add_output_pack(pack, raw_prediction[output], output - first)
                 round_packs.append(pack)
-        divergence.after_round(raw_prediction, begin + round_index)
+        if on_device:
+            # The scores are on the device: only the rows the check reads come back.
+            divergence.after_round_on_checked_rows(
+                backend.read_predictions(divergence.row_stride)[np.newaxis],
+                begin + round_index)
+        else:
+            divergence.after_round(raw_prediction, begin + round_index)
         packs.extend(round_packs)
         if eval_sets:
             pack_only = TreeEnsemble.from_packs(round_packs, params["pack_size"],

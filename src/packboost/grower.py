@@ -210,6 +210,17 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
     return _grow(backend, data, fixed, tree_samples, layer_features, tree_feature_masks, params)
 
 
+def grow_device_pack(backend, data: TrainingData, tree_samples: Sequence, layer_features: list,
+                     tree_feature_masks: list, params: GrowerParams) -> Pack:
+    """:func:`grow_pack` where the backend computes the round's gradients
+    itself, on the device (after ``backend.start_device_rounds``;
+    packboost/_device_round.py): the same trees, no gradient on the host."""
+    from packboost._device_round import DEVICE_GRADIENTS
+
+    return _grow(backend, data, DEVICE_GRADIENTS, tree_samples, layer_features,
+                 tree_feature_masks, params)
+
+
 def grow_output_packs(backend, data: TrainingData, gradients: np.ndarray,
                       hessians: np.ndarray, tree_samples: TreeSamples, layer_features: list,
                       tree_feature_masks: list, params: GrowerParams,

@@ -154,6 +154,15 @@ inline unsigned int atomicAdd(unsigned int *address, unsigned int value)
     return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
 }
 
+inline unsigned long long atomicMax(unsigned long long *address, unsigned long long value)
+{
+    unsigned long long old = __atomic_load_n(address, __ATOMIC_RELAXED);
+    while (old < value
+           && !__atomic_compare_exchange_n(address, &old, value, true, __ATOMIC_RELAXED,
+                                           __ATOMIC_RELAXED)) {}
+    return old;
+}
+
 inline long long __double2ll_rn(double x)
 {
     return std::llrint(x);  /* default rounding: to nearest, ties to even */
@@ -172,6 +181,12 @@ cudaError_t cudaMalloc(T **pointer, size_t bytes)
     return cudaMalloc(reinterpret_cast<void **>(pointer), bytes);
 }
 inline cudaError_t cudaFree(void *pointer) { std::free(pointer); return cudaSuccess; }
+/* Pinned host memory is ordinary host memory here. */
+inline cudaError_t cudaMallocHost(void **pointer, size_t bytes)
+{
+    return cudaMalloc(pointer, bytes);
+}
+inline cudaError_t cudaFreeHost(void *pointer) { std::free(pointer); return cudaSuccess; }
 inline cudaError_t cudaMemcpy(void *to, const void *from, size_t bytes, cudaMemcpyKind)
 {
     std::memcpy(to, from, bytes);

@@ -20,6 +20,26 @@ def quantize(values: np.ndarray, scale: float) -> np.ndarray:
     return np.rint(np.asarray(values, dtype=np.float64) * scale).astype(np.int64)
 
 
+def naive_scale(bound_bits: int, magnitude: float) -> float:
+    """The largest power of two ``s`` with ``magnitude * s <= 2**bound_bits``
+    (1 for 0), by exact comparisons with powers of two; FloatingPointError
+    where it is not finite or beyond float64 (the fixed-point grid's rule)."""
+    from fractions import Fraction
+
+    if not np.isfinite(magnitude):
+        raise FloatingPointError("gradients or hessians are not finite")
+    if magnitude == 0.0:
+        return 1.0
+    exact, exponent = Fraction(magnitude), 0
+    while exact * Fraction(2) ** exponent > 2**bound_bits:
+        exponent -= 1
+    while exact * Fraction(2) ** (exponent + 1) <= 2**bound_bits:
+        exponent += 1
+    if exponent > 1023:
+        raise FloatingPointError("gradients or hessians too small for the fixed-point grid")
+    return 2.0**exponent
+
+
 class HostKernels:
     """The device contract on the host: the oracle of libpackboost_cuda's kernels.
 
@@ -49,8 +69,72 @@ class HostKernels:
         self.node_of_row = np.empty((self.data.n_rows, self.pack_size), dtype=np.int32)
         self.node_of_row[:] = -2 - np.arange(self.pack_size, dtype=np.int32)
         self.leaf_of_row = np.full((self.data.n_rows, self.pack_size), -1, dtype=np.int32)
-        for tree, rows in enumerate(tree_samples):
+        for tree, rows in enumerate(tree_samples or ()):
             self.node_of_row[rows, tree] = tree
+
+    def start_samples(self, era_keep, kept_before, row_keep):
+        """Each tree's rows from its flags, row by row (pbc_start_samples)."""
+        offsets = self.data.era_offsets
+        self.node_of_row = np.empty((self.data.n_rows, self.pack_size), dtype=np.int32)
+        self.leaf_of_row = np.full((self.data.n_rows, self.pack_size), -1, dtype=np.int32)
+        for row in range(self.data.n_rows):
+            era = int(self.data.row_era[row])
+            for tree in range(self.pack_size):
+                sampled = bool(era_keep[tree, era])
+                if sampled and row_keep[tree] is not None:
+                    sampled = bool(row_keep[tree][kept_before[tree, era] + row - offsets[era]])
+                self.node_of_row[row, tree] = tree if sampled else -2 - tree
+
+    def setup_device_round(self, objective, parameter, y, sample_weight, raw_prediction,
+                           hessians, gradient_multiplier, scale_hessians, count_bits,
+                           squared_bound_bits):
+        self.device = dict(objective=objective, parameter=parameter, y=np.array(y),
+                           weight=None if sample_weight is None else np.array(sample_weight),
+                           multiplier=gradient_multiplier, count_bits=count_bits,
+                           squared_bound_bits=squared_bound_bits)
+        self.raw_prediction = np.array(raw_prediction, dtype=np.float64)
+        self.hessians = quantize(hessians, scale_hessians)
+        self.scale_hessians = scale_hessians
+
+    def device_gradients(self):
+        """The round on the device, naively: the objective's formula, each
+        era's sum of |g| added row by row, the grid's scales by exact
+        comparisons with powers of two (cuda/round.cu's contract)."""
+        setup = self.device
+        g = self.raw_prediction - setup["y"]
+        if setup["objective"] == "huber":
+            g = np.clip(g, -setup["parameter"], setup["parameter"])
+        if setup["weight"] is not None:
+            g = g * setup["weight"]
+        g = g * setup["multiplier"]
+        offsets = self.data.era_offsets
+        era_sums = []
+        for era in range(self.data.n_eras):
+            total = 0.0
+            for value in g[offsets[era]:offsets[era + 1]].tolist():
+                total += abs(value)
+            era_sums.append(total)
+        total = 0.0
+        for era_sum in era_sums:
+            total += era_sum
+        scale_g = min(naive_scale(62 - setup["count_bits"] - 1, max(era_sums, default=0.0)),
+                      naive_scale(51, total))
+        self.gradients = quantize(g, scale_g)
+        peak = float(np.max(np.abs(self.gradients), initial=0)) / scale_g
+        scale_g2 = naive_scale(setup["squared_bound_bits"], peak * peak)
+        rounded = self.gradients / scale_g
+        self.gradients_squared = quantize(rounded * rounded, scale_g2)
+        self.scale = (scale_g, self.scale_hessians)
+        self.round_scale_values = (scale_g, self.scale_hessians, scale_g2)
+
+    def round_scales(self):
+        return self.round_scale_values
+
+    def read_fixed_gradients(self):
+        return self.gradients.copy(), self.hessians.copy(), self.gradients_squared.copy()
+
+    def read_predictions(self, first=0, stride=1):
+        return self.raw_prediction[first::stride].copy()
 
     def slot_sums(self, n_slots: int):
         sums = np.zeros((4, n_slots), dtype=np.int64)
@@ -139,5 +223,7 @@ class HostKernels:
         self.node_of_row = np.array(node_of_row, dtype=np.int32, copy=True)
 
     def add_leaf_values(self, value, tree_roots, out):
+        if out is None:
+            out = self.raw_prediction
         for tree in range(self.pack_size):
             out += value[tree_roots[tree] + self.leaf_of_row[:, tree]]

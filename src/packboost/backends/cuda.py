@@ -15,7 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 from packboost import _constraints, _memory
-from packboost._fixed_point import squared_gradient_scale
+from packboost._device_round import (
+    DeviceGradients,
+    device_objective,
+    gradient_multiplier,
+    kept_before,
+)
+from packboost._fixed_point import squared_gradient_scale, squared_sum_bound_bits, to_fixed_point
+from packboost._samples import TreeSamples
 from packboost.backends.interface import BestSplits, SlotSums
 
 
@@ -26,10 +33,16 @@ class CudaBackend:
     kernel times (ms) per depth; the pack update is added to its last depth.
     """
 
+    # The driver may hand the round's gradients to the device (start_device_rounds).
+    computes_round_gradients = True
+
     def __init__(self, kernels, timings: list | None = None, *, data=None, n_threads: int = 1):
         self.kernels = kernels
         self.timings = timings
         self.inverse_scales = (1.0, 1.0, 1.0)
+        # The round's gradients are on the device (start_device_rounds): its
+        # scales come back with the first node sums; None until then.
+        self.device_rounds = False
         # Device memory checks (docs/cuda-kernels.md §11): free_memory() -> bytes
         # free on the GPU (None: no check), the histogram cells of a (candidate,
         # slot) as (n_eras, max_width), the context's budget, the depth in the pack.
@@ -69,22 +82,76 @@ class CudaBackend:
     def close(self) -> None:
         self.kernels.close()
 
+    def start_device_rounds(self, objective, y, sample_weight, raw_prediction, scaling,
+                            data) -> bool:
+        """Compute every round's gradients on the device from here on
+        (packboost/_device_round.py, docs/cuda-kernels.md §4.1): keeps ``y``,
+        the weights and ``raw_prediction`` (the training rows' raw scores) on
+        the device. False (nothing done) where the device does not implement
+        the objective or the fit's rescaling; the driver then computes them."""
+        spec = device_objective(objective)
+        multiplier = gradient_multiplier(scaling)
+        if spec is None or multiplier is None or not hasattr(self.kernels, "device_gradients"):
+            return False
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        raw_prediction = np.ascontiguousarray(raw_prediction, dtype=np.float64)
+        weight = None if sample_weight is None else np.ascontiguousarray(sample_weight,
+                                                                         dtype=np.float64)
+        # The fit's hessians (the same every round for these objectives),
+        # rescaled, and their grid: to_fixed_point's, which does not depend
+        # on the gradients.
+        gradients, hessians = np.empty_like(y), np.empty_like(y)
+        objective.gradients(y, raw_prediction, weight, gradients, hessians)
+        scaling.apply(gradients, hessians)
+        fixed = to_fixed_point(np.zeros_like(hessians), hessians, data.era_offsets,
+                               self.n_threads)
+        self.kernels.setup_device_round(spec[0], spec[1], y, weight, raw_prediction, hessians,
+                                        multiplier, fixed.hessian_scale, fixed.count_bits,
+                                        squared_sum_bound_bits(len(y)))
+        self.device_rounds = True
+        return True
+
+    def read_predictions(self, stride: int = 1) -> np.ndarray:
+        """Every ``stride``-th training row's raw score, from the device
+        (after start_device_rounds)."""
+        return self.kernels.read_predictions(0, stride)
+
     def begin_pack(self, fixed, tree_samples: list) -> None:
-        # The values are on the fixed-point grid already: the device's
-        # x * scale is an exact integer, so its sums are the CPU's.
         self.fixed = fixed
-        scale_g2 = squared_gradient_scale(fixed.gradients, fixed.n_counted_rows)
-        self.kernels.begin_round(fixed.gradients, fixed.hessians, list(tree_samples),
-                                 fixed.gradient_scale, fixed.hessian_scale, scale_g2)
-        # Powers of two: x / scale is the device's x * (1 / scale), exactly.
-        self.inverse_scales = (1.0 / fixed.gradient_scale, 1.0 / fixed.hessian_scale,
-                               1.0 / scale_g2)
+        flags = isinstance(tree_samples, TreeSamples)
+        if isinstance(fixed, DeviceGradients):
+            # Queued on the device; its scales arrive with the first slot sums.
+            self.kernels.device_gradients()
+            self.fixed = None
+            self.inverse_scales = None
+        else:
+            # The values are on the fixed-point grid already: the device's
+            # x * scale is an exact integer, so its sums are the CPU's.
+            scale_g2 = squared_gradient_scale(fixed.gradients, fixed.n_counted_rows)
+            self.kernels.begin_round(fixed.gradients, fixed.hessians,
+                                     None if flags else list(tree_samples),
+                                     fixed.gradient_scale, fixed.hessian_scale, scale_g2)
+            # Powers of two: x / scale is the device's x * (1 / scale), exactly.
+            self.inverse_scales = (1.0 / fixed.gradient_scale, 1.0 / fixed.hessian_scale,
+                                   1.0 / scale_g2)
+        if flags:
+            # Flags, not row lists: one byte per (tree, era), and per row only
+            # with a row subsample (docs/cuda-kernels.md §4.2).
+            self.kernels.start_samples(tree_samples.era_keep,
+                                       kept_before(tree_samples.era_keep,
+                                                   tree_samples.era_offsets),
+                                       tree_samples.row_keep)
         if self.timings is not None:
             self.timings.append([])
         self._depth = 0
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         fixed_g, fixed_h, count, fixed_g2 = self.kernels.slot_sums(n_slots)
+        if self.inverse_scales is None:
+            # Came down with these sums (FloatingPointError for gradients the
+            # grid cannot hold, as to_fixed_point raises on the host).
+            scale_g, scale_h, scale_g2 = self.kernels.round_scales()
+            self.inverse_scales = (1.0 / scale_g, 1.0 / scale_h, 1.0 / scale_g2)
         inverse_g, inverse_h, inverse_g2 = self.inverse_scales
         return SlotSums(fixed_g.astype(np.float64) * inverse_g,
                         fixed_h.astype(np.float64) * inverse_h, count,
@@ -161,9 +228,13 @@ class CudaBackend:
         self._depth += 1
 
     def add_pack(self, pack, raw_prediction: np.ndarray) -> None:
+        """``raw_prediction += `` the pack; after start_device_rounds the
+        device's copy is updated instead, in place (``raw_prediction`` is
+        not read: read_predictions gives the rows' scores)."""
         self.kernels.add_leaf_values(
             np.ascontiguousarray(pack.nodes["value"], dtype=np.float64),
-            np.ascontiguousarray(pack.tree_offsets[:-1], dtype=np.int64), raw_prediction)
+            np.ascontiguousarray(pack.tree_offsets[:-1], dtype=np.int64),
+            None if self.device_rounds else raw_prediction)
         if self.timings is not None and self.timings[-1]:
             last_depth = self.timings[-1][-1]
             for name, value in self.kernels.read_timers(reset=True).items():
