@@ -18,6 +18,10 @@
 #             stopped after PARITY_TIMEOUT seconds if set
 #   test      parity + the estimator and grower suites + the GPU cases of the others
 #   sanitize  compute-sanitizer memcheck and racecheck
+#   dask      benchmarks/bench_dask.py with DASK_ARGS on the machine's CPU cores
+#             (strong scaling: the local fit on w x t threads against w Dask
+#             workers x t threads), dask/distributed from .whl/dask/; after
+#             DASK_TIMEOUT seconds if set; JSON in bench_dask.json
 #   bench     benchmarks/bench_gpu.py with BENCH_ARGS (default: the plan below),
 #             stopped after BENCH_TIMEOUT seconds if set; its JSON is
 #             rewritten after every fit, so a stopped run keeps what it measured
@@ -55,6 +59,11 @@
 # | | example recipe (depth 5, ff 0.1), 320 trees, both libraries | 30 s | PackBoost ~60 trees/s, XGBoost unmeasured |
 # | | deep recipe (depth 10, 10,000 rows a leaf), 320 trees, both | 60-150 s | never run on a GPU; XGBoost 4.3 trees/s on 2x larger data (public figure) |
 # | total | | ~300-500 s of the 600 | the two limits keep it under 600 s |
+#
+# The 16-core Dask scaling (carry .whl with .whl/dask/, ~5 MB more) is a second
+# call: `DASK_TIMEOUT=420 ci/gpu_check.sh build dask` (build ~60 s; medium,
+# 10 rounds, 2/4/8 workers x 2 threads against the local fit on as many threads:
+# a few minutes, never measured on 16 cores yet).
 #
 # Not in that call (another one): sanitize (~3-5 minutes), the `test` stage's
 # estimator suites, feature fraction 1.0 (BENCH_ARGS="--feature-fraction 1.0").
@@ -276,6 +285,32 @@ if has_stage bench; then
     elif [ "$status" -ne 0 ]; then
         log "benchmark FAILED (exit status $status)"; exit "$status"
     fi
+fi
+if has_stage dask; then
+    # Dask strong scaling on the GPU machine's CPU cores (issue: 16 cores):
+    # the local fit on w x t threads against w workers x t threads. dask and
+    # distributed (pure Python and a few small binaries, ~5 MB) are carried in
+    # .whl/dask/ (python3 -m pip download --only-binary=:all: --python-version 3.12
+    # --implementation cp --platform manylinux_2_28_x86_64 -d .whl/dask distributed).
+    stage_begin dask
+    DASK_SITE=${DASK_SITE:-/tmp/dask-site}
+    shopt -s nullglob
+    dask_wheels=("${WHEEL_DIR:-$ROOT/.whl}"/dask/*.whl)
+    shopt -u nullglob
+    if [ ${#dask_wheels[@]} -gt 0 ] \
+            && python3 -m pip install -q --no-index --no-deps --target "$DASK_SITE" "${dask_wheels[@]}"; then
+        export PYTHONPATH="$PYTHONPATH:$DASK_SITE"
+    fi
+    DASK_ARGS=${DASK_ARGS:---sizes medium --rounds 10 --workers 2 4 8 --threads-per-worker 2 --repeats 1}
+    log "Dask scaling: benchmarks/bench_dask.py $DASK_ARGS (limit ${DASK_TIMEOUT:-none} s)"
+    set +e
+    # shellcheck disable=SC2086
+    timeout "${DASK_TIMEOUT:-0}" python3 -P -c "$PYRUN" benchmarks/bench_dask.py $DASK_ARGS \
+        > "$OUT_DIR/bench_dask.json" 2> "$OUT_DIR/bench_dask.log"
+    status=$?
+    set -e
+    stage_end "(exit status $status)"
+    tail -3 "$OUT_DIR/bench_dask.log"
 fi
 if [ -n "${failed:-}" ]; then log "done, but the CUDA tests FAILED"; exit "$failed"; fi
 log "done"
