@@ -19,28 +19,16 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import defaultdict
 
 import numpy as np
 from bench_outputs import targets
 
+# One set of phase timers for both profiles (profile_fit's timed adds to its PHASES).
+from profile_fit import BY_DEPTH, DEPTH, PHASES, timed
+
 from packboost import PackBoostRegressor, _partition, _split, booster, grower
 from packboost.backends.cpu import CpuBackend
 from packboost.datasets import make_numerai_like
-
-PHASES = defaultdict(float)
-BY_DEPTH = defaultdict(float)
-DEPTH = [0]
-
-
-def timed(name, function):
-    def wrapper(*args, **kwargs):
-        start = time.process_time()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            PHASES[name] += time.process_time() - start
-    return wrapper
 
 
 def install_timers() -> None:

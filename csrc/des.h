@@ -501,6 +501,43 @@ DES_FN void des_grid_add(des_grid_sums_t *sums, const des_era_terms_t *terms,
     sums->direction += des_to_grid(terms->direction, inverse_direction);
 }
 
+/* The sum of n_terms terms on the grid of their largest magnitude, as a double. */
+DES_FN double des_grid_sum(const double *terms, long n_terms)
+{
+    double largest = 0.0, inverse_step;
+    long long steps = 0;
+    long i;
+    int exponent;
+    for (i = 0; i < n_terms; ++i)
+        if (fabs(terms[i]) > largest)
+            largest = fabs(terms[i]);
+    exponent = des_grid_exponent(largest, (double)n_terms);
+    inverse_step = des_grid_inverse_step(exponent);
+    for (i = 0; i < n_terms; ++i)
+        steps += des_to_grid(terms[i], inverse_step);
+    return des_from_grid(steps, exponent);
+}
+
+/* A candidate's kept era terms (one array per sum) in steps of their grids. */
+DES_FN des_grid_sums_t des_grid_sums_of(const double *square, const double *noise,
+                                        const double *direction, long n_terms,
+                                        const des_grid_t *grid)
+{
+    des_grid_sums_t sums = {0, 0, 0};
+    des_era_terms_t terms;
+    double inverse_square = des_grid_inverse_step(grid->square);
+    double inverse_noise = des_grid_inverse_step(grid->noise);
+    double inverse_direction = des_grid_inverse_step(grid->direction);
+    long i;
+    for (i = 0; i < n_terms; ++i) {
+        terms.square = square[i];
+        terms.noise = noise[i];
+        terms.direction = direction[i];
+        des_grid_add(&sums, &terms, inverse_square, inverse_noise, inverse_direction);
+    }
+    return sums;
+}
+
 /*
  * The era weights' totals sum_e w_e and sum_e w_e^2 over the n_present eras
  * with rows in the node, from integers (exact in any order): equal weights

@@ -48,9 +48,8 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_set_mean, des_candidate_set_noise,
                              des_era_terms_t, des_grid_t, des_grid_sums_t,
                              des_candidate_era_terms, des_terms_max, des_grid_of,
-                             des_era_weight_bound,
-                             des_grid_exponent, des_grid_inverse_step, des_to_grid,
-                             des_from_grid, des_grid_add, des_weight_total,
+                             des_era_weight_bound, des_grid_sum, des_grid_sums_of,
+                             des_weight_total,
                              des_weight_squares, des_candidate_set_sums,
                              des_candidate_finish)
 from packboost._split_params cimport (pb_split_params, make_split_params,
@@ -200,15 +199,12 @@ cdef category_best score_feature(
     cdef double* left_h = scratch + 5 * n_eras
     cdef double* left_c = scratch + 6 * n_eras
     cdef int32_t* era_ids = <int32_t*>(scratch + 7 * n_eras)
-    cdef double* era_terms = scratch + 8 * n_eras   # 3 per era: des_candidate_era_terms
+    cdef double* era_terms = scratch + 8 * n_eras   # 3 rows of n_eras: des_candidate_era_terms
     cdef double* cat_g = scratch + 11 * n_eras
     cdef double* cat_h = cat_g + width
     cdef double* cat_c = cat_h + width
     cdef double sum_g = 0.0, sum_h = 0.0, sum_c = 0.0, weight_total, weight_squares
-    cdef double count_squares = 0.0, largest_era_rows = 0.0, largest, inverse_step
-    cdef double inverse_square, inverse_noise, inverse_direction
-    cdef long long steps
-    cdef int exponent
+    cdef double count_squares = 0.0, largest_era_rows = 0.0
     cdef des_era_terms_t terms, terms_max
     cdef des_grid_t grid
     cdef des_grid_sums_t grid_sums
@@ -361,8 +357,7 @@ cdef category_best score_feature(
                                     params.reg_alpha, params.era_gain, params.dir_tanh_scale,
                                     with_direction)
             if params.era_gain == DES_ERA_GAIN_NEWTON:
-                # sum_e w_e gain_e on a grid (csrc/des.h): its largest term, then the sum
-                largest = 0.0
+                # sum_e w_e gain_e on a grid (csrc/des.h des_grid_sum)
                 for i in range(n_present):
                     elg = left_g[i]
                     elh = left_h[i]
@@ -371,13 +366,7 @@ cdef category_best score_feature(
                         elg = elg + cell[0]
                         elh = elh + cell[1]
                     era_terms[i] = era_w[i] * des_era_gain(&state, era_g[i], era_h[i], elg, elh)
-                    largest = max(largest, fabs(era_terms[i]))
-                exponent = des_grid_exponent(largest, <double>n_present)
-                inverse_step = des_grid_inverse_step(exponent)
-                steps = 0
-                for i in range(n_present):
-                    steps = steps + des_to_grid(era_terms[i], inverse_step)
-                mean = des_from_grid(steps, exponent) / weight_total
+                mean = des_grid_sum(era_terms, n_present) / weight_total
             else:
                 cand_w_g = w_left_g + w_m_g if missing_goes_left else w_left_g
                 cand_w_h = w_left_h + w_m_h if missing_goes_left else w_left_h
@@ -403,25 +392,15 @@ cdef category_best score_feature(
                         elc = elc + cell[2]
                     terms = des_candidate_era_terms(&state, era_w[i], era_g[i], era_h[i], elg,
                                                     elh, elc, era_c[i] - elc, 1)
-                    era_terms[3 * i] = terms.square
-                    era_terms[3 * i + 1] = terms.noise
-                    era_terms[3 * i + 2] = terms.direction
+                    era_terms[i] = terms.square
+                    era_terms[n_eras + i] = terms.noise
+                    era_terms[2 * n_eras + i] = terms.direction
                     des_terms_max(&terms_max, &terms)
                 grid = des_grid_of(&terms_max, des_era_weight_bound(
                     params.era_weighting == PB_ERA_WEIGHTING_COUNT, largest_era_rows,
                     params.era_alpha), <double>n_present)
-                inverse_square = des_grid_inverse_step(grid.square)
-                inverse_noise = des_grid_inverse_step(grid.noise)
-                inverse_direction = des_grid_inverse_step(grid.direction)
-                grid_sums.square = 0
-                grid_sums.noise = 0
-                grid_sums.direction = 0
-                for i in range(n_present):
-                    terms.square = era_terms[3 * i]
-                    terms.noise = era_terms[3 * i + 1]
-                    terms.direction = era_terms[3 * i + 2]
-                    des_grid_add(&grid_sums, &terms, inverse_square, inverse_noise,
-                                 inverse_direction)
+                grid_sums = des_grid_sums_of(era_terms, era_terms + n_eras,
+                                             era_terms + 2 * n_eras, n_present, &grid)
                 des_candidate_set_sums(&state, weight_total, weight_squares, &grid_sums,
                                        &grid)
             result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)

@@ -65,6 +65,10 @@ cdef extern from "des.h" nogil:
                            double n_terms)
     void des_grid_add(des_grid_sums_t *sums, const des_era_terms_t *terms,
                       double inverse_square, double inverse_noise, double inverse_direction)
+    double des_grid_sum(const double *terms, long n_terms)
+    des_grid_sums_t des_grid_sums_of(const double *square, const double *noise,
+                                     const double *direction, long n_terms,
+                                     const des_grid_t *grid)
     double des_weight_total(int count_weights, double n_present, double rows,
                             double era_alpha)
     double des_weight_squares(int count_weights, double n_present, double rows,

@@ -85,7 +85,8 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_era_terms, des_terms_max, des_grid_of,
                              des_era_weight_bound,
                              des_grid_exponent, des_grid_inverse_step, des_to_grid,
-                             des_from_grid, des_weight_total,
+                             des_from_grid, des_grid_sum, des_grid_sums_of,
+                             des_weight_total,
                              des_weight_squares, des_candidate_set_sums,
                              des_candidate_finish)
 
@@ -288,7 +289,7 @@ cdef inline void era_weighted_sums(
     the Dask shards add in their own orders."""
     cdef Py_ssize_t i, bin_idx
     cdef double w, largest_g = 0.0, largest_h = 0.0, inverse_g, inverse_h
-    cdef long long units_g, units_h
+    cdef long long units_g, units_h, missing_units_g, missing_units_h
     cdef int exponent_g, exponent_h
     cdef const hist_entry* row
     for i in range(n_present):
@@ -303,18 +304,17 @@ cdef inline void era_weighted_sums(
     exponent_h = des_grid_exponent(largest_h, <double>n_present)
     inverse_g = des_grid_inverse_step(exponent_g)
     inverse_h = des_grid_inverse_step(exponent_h)
-    units_g = units_h = 0
+    units_g = units_h = missing_units_g = missing_units_h = 0
     for i in range(n_present):
-        units_g += des_to_grid(era_weight[i] * era_g[i], inverse_g)
-        units_h += des_to_grid(era_weight[i] * era_h[i], inverse_h)
+        w = era_weight[i]
+        units_g += des_to_grid(w * era_g[i], inverse_g)
+        units_h += des_to_grid(w * era_h[i], inverse_h)
+        missing_units_g += des_to_grid(w * missing_g[i], inverse_g)
+        missing_units_h += des_to_grid(w * missing_h[i], inverse_h)
     w_sum_g[0] = des_from_grid(units_g, exponent_g)
     w_sum_h[0] = des_from_grid(units_h, exponent_h)
-    units_g = units_h = 0
-    for i in range(n_present):
-        units_g += des_to_grid(era_weight[i] * missing_g[i], inverse_g)
-        units_h += des_to_grid(era_weight[i] * missing_h[i], inverse_h)
-    w_missing_g[0] = des_from_grid(units_g, exponent_g)
-    w_missing_h[0] = des_from_grid(units_h, exponent_h)
+    w_missing_g[0] = des_from_grid(missing_units_g, exponent_g)
+    w_missing_h[0] = des_from_grid(missing_units_h, exponent_h)
     for bin_idx in range(n_bins):
         units_g = units_h = 0
         for i in range(n_present):
@@ -323,26 +323,6 @@ cdef inline void era_weighted_sums(
             units_h += des_to_grid(era_weight[i] * row[bin_idx].sum_hessians, inverse_h)
         at_w_g[bin_idx] = des_from_grid(units_g, exponent_g)
         at_w_h[bin_idx] = des_from_grid(units_h, exponent_h)
-
-
-cdef inline void add_terms_on_grid(
-        Py_ssize_t n_terms, const double* square, const double* noise,
-        const double* direction, const des_grid_t* grid,
-        des_grid_sums_t* sums,                           # OUT
-) noexcept nogil:
-    """A candidate's era terms added as whole steps of their grids (csrc/des.h)."""
-    cdef Py_ssize_t i
-    cdef double inverse_square = des_grid_inverse_step(grid.square)
-    cdef double inverse_noise = des_grid_inverse_step(grid.noise)
-    cdef double inverse_direction = des_grid_inverse_step(grid.direction)
-    cdef long long total_square = 0, total_noise = 0, total_direction = 0
-    for i in range(n_terms):
-        total_square += des_to_grid(square[i], inverse_square)
-        total_noise += des_to_grid(noise[i], inverse_noise)
-        total_direction += des_to_grid(direction[i], inverse_direction)
-    sums.square = total_square
-    sums.noise = total_noise
-    sums.direction = total_direction
 
 
 cdef tile_best score_tile(
@@ -391,9 +371,7 @@ cdef tile_best score_tile(
     # pooled (p), era-weighted (w) sums of the node, of its missing rows, and
     # of the non-missing bins left of the threshold
     cdef double sum_g = 0.0, sum_h = 0.0, sum_count = 0.0, weight_total, weight_squares
-    cdef double count_squares = 0.0, largest_era_rows = 0.0, largest, inverse_step
-    cdef long long steps
-    cdef int exponent
+    cdef double count_squares = 0.0, largest_era_rows = 0.0
     cdef des_era_terms_t terms, terms_max
     cdef des_grid_t grid
     cdef des_grid_sums_t grid_sums
@@ -494,8 +472,7 @@ cdef tile_best score_tile(
             begin_candidate(&state, bin_idx, missing_goes_left, at_p_g, at_p_h, p_missing_g,
                             p_missing_h, sum_g, sum_h, params, with_direction, bounded, lower,
                             upper, &cand_g, &cand_h)
-            # sum_e w_e gain_e on a grid (csrc/des.h): its largest term, then the sum
-            largest = 0.0
+            # sum_e w_e gain_e on a grid (csrc/des.h des_grid_sum)
             for i in range(n_present):
                 cell = hist + era_ids[i] * era_stride + bin_idx
                 era_left_g = cell.sum_gradients + missing_g[i] if missing_goes_left \
@@ -504,13 +481,7 @@ cdef tile_best score_tile(
                     else cell.sum_hessians
                 term_square[i] = era_weight[i] * des_era_gain(&state, era_g[i], era_h[i],
                                                               era_left_g, era_left_h)
-                largest = max(largest, fabs(term_square[i]))
-            exponent = des_grid_exponent(largest, <double>n_present)
-            inverse_step = des_grid_inverse_step(exponent)
-            steps = 0
-            for i in range(n_present):
-                steps = steps + des_to_grid(term_square[i], inverse_step)
-            mean = des_from_grid(steps, exponent) / weight_total
+            mean = des_grid_sum(term_square, n_present) / weight_total
             candidate_mean[k] = mean
             candidate_ub[k] = candidate_bound(mean, params.lambda_dir)
     else:
@@ -576,8 +547,8 @@ cdef tile_best score_tile(
             grid = des_grid_of(&terms_max, des_era_weight_bound(
                 params.era_weighting == PB_ERA_WEIGHTING_COUNT, largest_era_rows,
                 params.era_alpha), <double>n_present)
-            add_terms_on_grid(n_present, term_square, term_noise, term_direction, &grid,
-                              &grid_sums)
+            grid_sums = des_grid_sums_of(term_square, term_noise, term_direction, n_present,
+                                         &grid)
             des_candidate_set_sums(&state, weight_total, weight_squares, &grid_sums, &grid)
         result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)
         if result.score > best.score or (best.found and result.score == best.score
