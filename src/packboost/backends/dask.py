@@ -243,13 +243,12 @@ class ShardBackend(CpuBackend):
         era_stats = collective.allreduce(np.stack(
             [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
             axis=1).astype(np.float64), "sum")
-        # Count weights: each slot's largest era rows bound its direction votes.
         largest_era_rows = np.zeros(n_slots)
-        if split_params["era_weighting"] == "count":
-            largest_era_rows = collective.allreduce(
-                era_rows.max(axis=1, initial=0.0).astype(np.float64), "max")
         totals = weighted_left = None
         if split_params["era_weighting"] == "count":
+            # Each slot's largest era rows bound its direction votes.
+            largest_era_rows = collective.allreduce(
+                era_rows.max(axis=1, initial=0.0).astype(np.float64), "max")
             totals, weighted_left = self._era_weighted_sums(
                 (cells, base, stride, widths, slot_tree, slot_open, tree_uses_feature,
                  era_rows, split_params, fixed), np.ascontiguousarray(era_stats[:, 0]))
