@@ -13,7 +13,12 @@ from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
 
 
 def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_slots=6,
-           cells_only=False):
+           layout="per-tree"):
+    """A depth's per-era cells as find_best_splits leaves them in
+    ``depth_cells``: scored as a local fit with subtraction scores them
+    ("scored", block-wide), or cells only, block-wide ("cells-only") or per
+    tree ("per-tree", the shard's layout when no child derives)."""
+    cells_only = layout != "scored"
     data, g, h = make_binned_problem(seed, n_rows, n_features, n_eras, weighted=weighted)
     if not weighted:
         h = np.ones_like(h)
@@ -30,6 +35,8 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
     uses = (rng.random((len(features), pack_size)) < 0.7).astype(np.uint8)
     uses[0] = 1   # every tree uses a feature
     words = 1 if fixed.hessian_is_constant else 2
+    origin = np.empty((len(features), pack_size), np.int64)
+    stride = np.empty(len(features), np.int64)
     # Stale values in the buffer (a fit reuses it from depth to depth).
     cells = np.full(_split.depth_cells_size(data.n_eras, n_slots, features, data.n_bins, words),
                     -7, np.int64)
@@ -41,10 +48,21 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
                            int(_slot_kind.SLOT_SKIP)).astype(np.uint8),
         slot_parent=np.full(n_slots, -1, np.int32),
         tree_extra_feature=np.zeros((len(features), pack_size), np.uint8),
-        cells_only=cells_only)
+        cells_only=cells_only, cell_origin=origin, cell_stride=stride,
+        cells_per_tree=layout == "per-tree")
     # cells_only: the cells and nothing scored.
     assert found["found"].any() != cells_only
-    return data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words
+    # Runs per tree: a feature's cells start at different places for the two trees.
+    # A block's (era, slot) run (features_per_pass=2): every feature's
+    # cells, or, per tree, the longest tree's features' cells.
+    widths = data.n_bins[features] + 1
+    for first in range(0, len(features), 2):
+        block = slice(first, first + 2)
+        run = (np.max(uses[block].T @ widths[block]) if layout == "per-tree"
+               else widths[block].sum())
+        assert np.all(stride[block] == run * words)
+    return (data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words,
+            (origin, stride))
 
 
 def _oracle(data, fixed, node_of_row, slot_tree, slot, position_feature, era):
@@ -58,33 +76,31 @@ def _oracle(data, fixed, node_of_row, slot_tree, slot, position_feature, era):
                      np.bincount(codes, minlength=width).astype(float)], axis=1)
 
 
-def _read(data, fixed, slot_tree, slot_open, features, uses, cells, words, n_threads):
-    """What a shard reads of its cells: their layout (base, stride), the
-    features' widths, the pooled sums and the rows per (slot, era)."""
+def _read(data, fixed, slot_tree, slot_open, features, uses, cells, words, n_threads,
+          origin_stride):
+    """What a shard reads of its cells: their layout (origin, stride, widths,
+    slot_tree), the pooled sums and the rows per (slot, era)."""
     n_slots = len(slot_tree)
-    base, stride, prefix = _distributed.cell_layout(features, data.n_bins, 2, data.n_eras,
-                                                    n_slots, words)
+    origin, stride = origin_stride
     widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
-    pooled_cells = np.empty(_split.pooled_cells_size(n_slots, features, data.n_bins, fixed),
-                            np.int64)
-    _split.pool_era_cells(cells, data.n_eras, n_slots, features, data.n_bins, 2, fixed,
-                          pooled_cells, n_threads)
-    pooled = _distributed.pooled_from_cells(pooled_cells, prefix, widths, n_slots,
-                                            int(widths.max()), fixed)
-    era_rows = _distributed.era_rows_from_cells(cells, base, stride, widths, slot_tree,
+    pooled_cells = _distributed.pool_cells(cells, origin, stride, widths, slot_tree, slot_open,
+                                           uses, data.n_eras, fixed, n_threads)
+    pooled = _distributed.pooled_from_cells(pooled_cells, _distributed.cell_prefix(widths),
+                                            widths, n_slots, int(widths.max()), fixed)
+    era_rows = _distributed.era_rows_from_cells(cells, origin, stride, widths, slot_tree,
                                                 slot_open, uses, data.n_eras, words,
                                                 fixed.count_bits)
-    return base, stride, widths, pooled, era_rows
+    return (origin, stride, widths, slot_tree), pooled, era_rows
 
 
-@pytest.mark.parametrize("cells_only", [False, True], ids=["scored", "cells-only"])
+@pytest.mark.parametrize("layout", ["scored", "cells-only", "per-tree"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
-def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted, cells_only):
-    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
-        _depth(3, weighted, cells_only=cells_only)
+def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted, layout):
+    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words, where = \
+        _depth(3, weighted, layout=layout)
     n_slots = len(slot_tree)
-    base, stride, widths, pooled, era_rows = _read(data, fixed, slot_tree, slot_open,
-                                                   features, uses, cells, words, 2)
+    (origin, stride, widths, _), pooled, era_rows = _read(
+        data, fixed, slot_tree, slot_open, features, uses, cells, words, 2, where)
     count_mask = (1 << fixed.count_bits) - 1
     for slot in np.flatnonzero(slot_open):
         for position, feature in enumerate(features):
@@ -94,7 +110,8 @@ def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted, cells_only):
             per_era = [_oracle(data, fixed, node_of_row, slot_tree, slot, feature, era)
                        for era in range(data.n_eras)]
             for era, expected in enumerate(per_era):
-                start = base[position] + (era * n_slots + slot) * stride[position]
+                start = (origin[position, slot_tree[slot]]
+                         + (era * n_slots + slot) * stride[position])
                 raw = cells[start:start + width * words].reshape(width, words)
                 np.testing.assert_array_equal(raw[:, 0] & count_mask, expected[:, 2])
                 np.testing.assert_array_equal((raw[:, 0] >> fixed.count_bits)
@@ -121,13 +138,13 @@ def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain
     integer sums of any split of the eras (contiguous, interleaved, one era
     alone, nothing), combined, are those of all eras at once, on any number
     of threads (tests/test_dask.py: the models are the local fit's)."""
-    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
+    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words, where = \
         _depth(5, False, n_eras=13)
     n_slots = len(slot_tree)
     params = {**DEFAULT_SPLIT_PARAMS, "lambda_dro": 0.5, "lambda_dir": 0.3,
               "era_gain": era_gain, "era_std": "between"}
-    base, stride, widths, pooled, era_rows = _read(data, fixed, slot_tree, slot_open,
-                                                   features, uses, cells, words, 1)
+    layout, pooled, era_rows = _read(data, fixed, slot_tree, slot_open, features, uses, cells,
+                                     words, 1, where)
     era_stats = np.ascontiguousarray(np.stack(
         [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
         axis=1).astype(np.float64))
@@ -140,7 +157,7 @@ def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain
              else (_distributed.MODE_TERMS_MAX, _distributed.MODE_TERMS_SUM))
 
     def era_pass(rows, grid=None, threads=1):
-        arguments = (cells, (base, stride, widths), np.ascontiguousarray(rows), fixed, n_slots,
+        arguments = (cells, layout, np.ascontiguousarray(rows), fixed, n_slots,
                      threads)
         if grid is None:
             return _distributed.candidate_pass(candidates, variance, params, modes[0],
@@ -162,7 +179,7 @@ def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain
     # integers (the votes, lambda_dir != 0, are computed again, not kept).
     for lambda_dir in (0.0, 0.3):
         voting = {**params, "lambda_dir": lambda_dir}
-        arguments = (cells, (base, stride, widths), era_rows, fixed, n_slots, 2)
+        arguments = (cells, layout, era_rows, fixed, n_slots, 2)
         kept = np.full((n, data.n_eras, _distributed.kept_terms(modes[0])), np.nan)
         np.testing.assert_array_equal(
             _distributed.candidate_pass(candidates, variance, voting, modes[0], *arguments,
@@ -174,7 +191,7 @@ def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain
                                         grid=grid))
     with pytest.raises(ValueError, match="kept must be"):
         _distributed.candidate_pass(candidates, variance, params, modes[0],
-                                    cells, (base, stride, widths), era_rows, fixed, n_slots,
+                                    cells, layout, era_rows, fixed, n_slots,
                                     kept=np.empty((n, data.n_eras, 3)))
     rng = np.random.default_rng(0)
     for owner in (np.arange(13) >= 6, np.arange(13) % 2, np.arange(13) == 4,
@@ -237,15 +254,15 @@ def test_era_pass_sums_on_the_grid_are_the_float_sums_to_rounding():
     terms (those the maximum pass keeps) to within half a step per term."""
     import math
 
-    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words = \
+    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words, where = \
         _depth(7, True, n_eras=11)
     n_slots = len(slot_tree)
-    base, stride, widths, pooled, era_rows = _read(data, fixed, slot_tree, slot_open,
-                                                   features, uses, cells, words, 1)
+    layout, pooled, era_rows = _read(data, fixed, slot_tree, slot_open, features, uses, cells,
+                                     words, 1, where)
     era_stats = np.ascontiguousarray(np.stack(
         [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
         axis=1).astype(np.float64))
-    arguments = (cells, (base, stride, widths), era_rows, fixed, n_slots, 1)
+    arguments = (cells, layout, era_rows, fixed, n_slots, 1)
     variance = np.full(n_slots, 0.7)
     for era_gain, modes in (("newton", (_distributed.MODE_NEWTON_MAX,
                                         _distributed.MODE_NEWTON_SUM)),

@@ -153,29 +153,59 @@ def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
     return partial
 
 
-def cell_layout(features, n_bins, Py_ssize_t features_per_pass, Py_ssize_t n_eras,
-                Py_ssize_t n_slots, Py_ssize_t words):
-    """Where each candidate feature's cells are in _split.find_best_splits'
-    ``depth_cells`` (features cut into blocks as _split.feature_blocks cuts
-    them; a block's cells are (era, slot, its features' cells) x ``words``).
+def cell_prefix(const int64_t[::1] widths):
+    """Each candidate feature's first cell in a slot's pooled cells (the
+    cells of the features before it; pool_cells, pooled_from_cells)."""
+    prefix = np.zeros(widths.shape[0], dtype=np.int64)
+    if widths.shape[0] > 1:
+        np.cumsum(np.asarray(widths)[:-1], out=prefix[1:])
+    return prefix
 
-    Returns int64 arrays over the depth's features: ``base`` (the feature's
-    first cell of era 0, slot 0), ``stride`` (entries from one (era, slot)
-    to the next) and ``prefix`` (cells of the features before it: its first
-    cell in a slot's pooled cells, _split.pool_era_cells)."""
-    from packboost._split import feature_blocks
 
-    widths = np.asarray(n_bins)[np.asarray(features, dtype=np.intp)].astype(np.int64) + 1
-    n_candidates = len(widths)
-    prefix = np.zeros(n_candidates + 1, dtype=np.int64)
-    prefix[1:] = np.cumsum(widths)
-    per_pass = feature_blocks(n_candidates, features_per_pass)[0]
-    position = np.arange(n_candidates)
-    first = (position // per_pass) * per_pass
-    end = np.minimum(first + per_pass, n_candidates)
-    stride = (prefix[end] - prefix[first]) * words
-    base = prefix[first] * n_eras * n_slots * words + (prefix[position] - prefix[first]) * words
-    return base, stride, prefix[:n_candidates].copy()
+def pool_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
+               const int64_t[::1] stride, const int64_t[::1] widths,
+               const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
+               const uint8_t[:, ::1] tree_uses_feature, Py_ssize_t n_eras, fixed,
+               int n_threads):
+    """A shard's per-era cells (find_best_splits' ``depth_cells`` where its
+    ``cell_origin`` and ``cell_stride`` say) summed over its eras: per slot
+    and candidate cell the gradient units, the rows and the hessian units
+    (without a constant hessian), int64, (n_slots x the features' cells
+    (cell_prefix) x 2 or 3); zeros for a closed slot or a feature its tree
+    does not use. Integers, so the shards' pooled cells add up in any order
+    (pooled_from_cells reads them)."""
+    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = origin.shape[0]
+    cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2, pw = words + 1
+    cdef int count_bits = int(fixed.count_bits)
+    cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
+    prefix = cell_prefix(widths)
+    cdef const int64_t[::1] prefix_view = prefix
+    cdef Py_ssize_t slot_cells = (prefix_view[n_cand - 1] + widths[n_cand - 1]) if n_cand else 0
+    pooled = np.zeros(n_slots * slot_cells * pw, dtype=np.int64)
+    cdef int64_t[::1] out = pooled
+    cdef Py_ssize_t slot, position, era, b
+    cdef const int64_t* source
+    cdef int64_t* target
+    cdef uint64_t cell
+    if n_slots == 0 or slot_cells == 0:
+        return pooled
+    for slot in prange(n_slots, nogil=True, schedule='dynamic', num_threads=max(1, n_threads)):
+        if not slot_open[slot]:
+            continue
+        for position in range(n_cand):
+            if not tree_uses_feature[position, slot_tree[slot]]:
+                continue
+            target = &out[(slot * slot_cells + prefix_view[position]) * pw]
+            for era in range(n_eras):
+                source = (&cells[0] + origin[position, slot_tree[slot]]
+                          + (era * n_slots + slot) * stride[position])
+                for b in range(widths[position]):
+                    cell = <uint64_t>source[b * words]
+                    target[b * pw] += _units(cell, count_bits)
+                    target[b * pw + 1] += <int64_t>(cell & mask)
+                    if words == 2:
+                        target[b * pw + 2] += source[b * 2 + 1]
+    return pooled
 
 
 cdef inline int64_t _units(uint64_t cell, int count_bits) noexcept nogil:
@@ -188,8 +218,8 @@ cdef inline int64_t _units(uint64_t cell, int count_bits) noexcept nogil:
 def pooled_from_cells(const int64_t[::1] pooled_cells, const int64_t[::1] prefix,
                       const int64_t[::1] widths, Py_ssize_t n_slots, Py_ssize_t width,
                       fixed):
-    """_split.pool_era_cells' pooled cells (gradient units, count, hessian
-    units per cell) as the (n_slots, n_features_d, width, 3) float64 sums
+    """pool_cells' pooled cells (gradient units, count, hessian units per
+    cell) as the (n_slots, n_features_d, width, 3) float64 sums
     enumerate_candidates reads (g, h, count; exact grid values)."""
     cdef Py_ssize_t n_cand = prefix.shape[0], slot, position, b
     cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2, pw = words + 1
@@ -211,8 +241,9 @@ def pooled_from_cells(const int64_t[::1] pooled_cells, const int64_t[::1] prefix
     return pooled
 
 
-def clear_skipped_eras(int64_t[::1] cells, const int64_t[::1] base, const int64_t[::1] stride,
-                       const int64_t[::1] widths, const int32_t[::1] slot_tree,
+def clear_skipped_eras(int64_t[::1] cells, const int64_t[:, ::1] origin,
+                       const int64_t[::1] stride, const int64_t[::1] widths,
+                       const int32_t[::1] slot_tree, const uint8_t[:, ::1] tree_uses_feature,
                        era_tree_rows, Py_ssize_t words):
     """Zero the cells of every (era, slot) whose tree holds no row of the era
     (``era_tree_rows[era, tree] == 0``, find_best_splits' flags): the pass
@@ -221,7 +252,7 @@ def clear_skipped_eras(int64_t[::1] cells, const int64_t[::1] base, const int64_
     if era_tree_rows is None:
         return
     cdef const uint8_t[:, ::1] flags = era_tree_rows
-    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = base.shape[0]
+    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = origin.shape[0]
     cdef Py_ssize_t era, slot, position, c, start
     with nogil:
         for era in range(flags.shape[0]):
@@ -229,12 +260,14 @@ def clear_skipped_eras(int64_t[::1] cells, const int64_t[::1] base, const int64_
                 if flags[era, slot_tree[slot]]:
                     continue
                 for position in range(n_cand):
-                    start = base[position] + (era * n_slots + slot) * stride[position]
+                    if not tree_uses_feature[position, slot_tree[slot]]:
+                        continue   # no cells of its own (runs per tree)
+                    start = origin[position, slot_tree[slot]] + (era * n_slots + slot) * stride[position]
                     for c in range(widths[position] * words):
                         cells[start + c] = 0
 
 
-def era_rows_from_cells(const int64_t[::1] cells, const int64_t[::1] base,
+def era_rows_from_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                         const int64_t[::1] stride, const int64_t[::1] widths,
                         const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
                         const uint8_t[:, ::1] tree_uses_feature, Py_ssize_t n_eras,
@@ -242,7 +275,7 @@ def era_rows_from_cells(const int64_t[::1] cells, const int64_t[::1] base,
     """Rows of each open slot in each era (n_slots, n_eras) float64, from the
     counts of the first feature its tree uses (0 where it uses none: the slot
     then has no candidate)."""
-    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = base.shape[0]
+    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = origin.shape[0]
     cdef Py_ssize_t slot, position, era, b, chosen
     cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
     era_rows = np.zeros((n_slots, n_eras))
@@ -261,7 +294,8 @@ def era_rows_from_cells(const int64_t[::1] cells, const int64_t[::1] base,
             if chosen < 0:
                 continue
             for era in range(n_eras):
-                first = &cells[base[chosen] + (era * n_slots + slot) * stride[chosen]]
+                first = &cells[origin[chosen, slot_tree[slot]]
+                               + (era * n_slots + slot) * stride[chosen]]
                 count = 0
                 for b in range(widths[chosen]):
                     count = count + (<uint64_t>first[b * words] & mask)
@@ -435,7 +469,7 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1]
             "weight_total": sums[7, :n].copy(), "weight_squares": sums[8, :n].copy()}
 
 
-def weighted_sum_maxima(const int64_t[::1] cells, const int64_t[::1] base,
+def weighted_sum_maxima(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                         const int64_t[::1] stride, const int64_t[::1] widths,
                         const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
                         const uint8_t[:, ::1] tree_uses_feature, const double[:, ::1] era_rows,
@@ -447,7 +481,7 @@ def weighted_sum_maxima(const int64_t[::1] cells, const int64_t[::1] base,
     give the grids of the tile's era-weighted sums (_split.era_weighted_sums,
     docs/des.md §6.3)."""
     cdef pb_split_params c = make_split_params(params)
-    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = base.shape[0]
+    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = origin.shape[0]
     out = np.zeros((n_slots, n_cand, 2))
     cdef double[:, :, ::1] largest = out
     cdef era_cells_t view
@@ -468,7 +502,8 @@ def weighted_sum_maxima(const int64_t[::1] cells, const int64_t[::1] base,
                     w = _era_weight(&c, era_rows[slot, era])
                     left_g = left_h = 0.0
                     for b in range(nb + 1):
-                        _bin_sums(&view, &cells[base[position]], stride[position], slot, era, b,
+                        _bin_sums(&view, &cells[origin[position, slot_tree[slot]]], stride[position],
+                                  slot, era, b,
                                   &g, &h, &count)
                         if b == nb:   # the missing bin, then the era's totals
                             _raise_to(&largest[slot, position, 0], fabs(w * g))
@@ -500,7 +535,7 @@ def weighted_grid_exponents(const double[:, :, ::1] largest, const double[::1] n
     return out
 
 
-def weighted_sum_steps(const int64_t[::1] cells, const int64_t[::1] base,
+def weighted_sum_steps(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                        const int64_t[::1] stride, const int64_t[::1] widths,
                        const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
                        const uint8_t[:, ::1] tree_uses_feature, const double[:, ::1] era_rows,
@@ -512,7 +547,7 @@ def weighted_sum_steps(const int64_t[::1] cells, const int64_t[::1] base,
     at each threshold; added over the shards they are _split.era_weighted_sums'
     integers."""
     cdef pb_split_params c = make_split_params(params)
-    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = base.shape[0]
+    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = origin.shape[0]
     cdef Py_ssize_t width = max(1, int(np.max(widths))) if n_cand else 1
     totals = np.zeros((n_slots, n_cand, 4), dtype=np.int64)
     left = np.zeros((n_slots, n_cand, width, 2), dtype=np.int64)
@@ -538,7 +573,8 @@ def weighted_sum_steps(const int64_t[::1] cells, const int64_t[::1] base,
                     w = _era_weight(&c, era_rows[slot, era])
                     left_g = left_h = 0.0
                     for b in range(nb + 1):
-                        _bin_sums(&view, &cells[base[position]], stride[position], slot, era, b,
+                        _bin_sums(&view, &cells[origin[position, slot_tree[slot]]], stride[position],
+                                  slot, era, b,
                                   &g, &h, &count)
                         if b == nb:
                             total_view[slot, position, 2] += des_to_grid(w * g, inverse_g)
@@ -755,8 +791,9 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     eras (None: no era pass, lambda_dro = lambda_dir = 0 with realized gains).
 
     ``cells`` are this shard's per-era cells (_split.find_best_splits'
-    ``depth_cells`` of ``n_slots`` slots), ``layout`` their cell_layout
-    (base, stride) and the features' widths, ``era_rows`` the rows per
+    ``depth_cells`` of ``n_slots`` slots), ``layout`` (origin, stride,
+    widths, slot_tree): where they are (find_best_splits' ``cell_origin``
+    and ``cell_stride``), the features' widths and each slot's tree; ``era_rows`` the rows per
     (slot, era); ``fixed`` the round's FixedPointGradients. ``kept`` (None
     or float64 (n_candidates, eras, kept_terms(mode))): the maximum pass
     writes the terms there and the sum pass rounds them instead of computing
@@ -786,7 +823,9 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
     cdef des_grid_sums_t sums_of
     cdef era_cells_t view
     cdef const int64_t[::1] cell_view
-    cdef const int64_t[::1] base_view, stride_view, width_view
+    cdef const int64_t[:, ::1] origin_view
+    cdef const int64_t[::1] stride_view, width_view
+    cdef const int32_t[::1] tree_of_slot
     cdef const double[:, ::1] rows_view
     cdef const int32_t[:, ::1] grid_view
     cdef const int64_t[:, ::1] sums_view
@@ -827,7 +866,7 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
                                                c_left_h[i], c.reg_lambda, c.reg_alpha)
         return score, gain
     cell_view = cells
-    base_view, stride_view, width_view = layout
+    origin_view, stride_view, width_view, tree_of_slot = layout
     rows_view = era_rows
     n_eras = rows_view.shape[1]
     _fill_view(&view, fixed, n_slots)
@@ -856,7 +895,8 @@ def candidate_pass(dict candidates, const double[::1] slot_variance, dict params
         _candidate_era_pass(&c, mode, with_direction, c_sum_g[i], c_sum_h[i], c_left_g[i],
                             c_left_h[i], c_mean[i], slot_variance[cand_slot[i]],
                             c_bounded[i], c_lower[i], c_upper[i], &view,
-                            &cell_view[base_view[cand_pos[i]]], stride_view[cand_pos[i]],
+                            &cell_view[origin_view[cand_pos[i], tree_of_slot[cand_slot[i]]]],
+                            stride_view[cand_pos[i]],
                             width_view[cand_pos[i]], cand_slot[i], cand_t[i], cand_ml[i],
                             &rows_view[cand_slot[i], 0], n_eras, &grid_view[i, 0],
                             &largest_view[i, 0], &steps_view[i, 0],

@@ -1098,6 +1098,9 @@ def find_best_splits(
         era_tree_rows=None,
         bint scattered_samples=False,
         bint cells_only=False,
+        int64_t[:, ::1] cell_origin=None,
+        int64_t[::1] cell_stride=None,
+        bint cells_per_tree=False,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -1161,6 +1164,19 @@ def find_best_splits(
     scores the cells itself (a shard of a distributed fit scores the sums
     over every shard's eras, backends/dask.py).
 
+    ``cell_origin`` (n_candidates, pack_size) and ``cell_stride``
+    (n_candidates,), int64, with ``depth_cells``: where the cells went. The
+    cell of (era, slot, candidate, bin) is ``depth_cells[cell_origin[
+    candidate, slot_tree[slot]] + (era * n_slots + slot) *
+    cell_stride[candidate] + bin * words]``. With them, ``cells_only``,
+    ``cells_per_tree`` (the caller derives no child from these cells) and no slot derived
+    here, a block may lay a slot's run out for its tree's features only
+    (tree_cell_offsets), as full passes do: with a pack of p trees each
+    using a p-th of a depth's features (layer_feature_fraction) the cells
+    cleared, written and read afterwards are about p times fewer. Otherwise
+    the layout is block-wide (depth_cells_size's, which a next depth's
+    subtraction reads).
+
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
     ``mean``, ``std`` (0 when lambda_dro = 0 with realized gains),
@@ -1220,7 +1236,7 @@ def find_best_splits(
     cdef Py_ssize_t block, first, n_block, member, buffer_cells, n_group, slot_stride
     cdef Py_ssize_t era, tile, n_tiles, tile_slot, tile_member
     cdef Py_ssize_t item, n_parts, part_width, part_start, part_size
-    cdef Py_ssize_t pack_size = node_of_row.shape[1], n_parent_slots = 0
+    cdef Py_ssize_t pack_size = node_of_row.shape[1], n_parent_slots = 0, tree
     cdef bint subtracting = depth_cells is not None
     cdef bint tree_runs, runs_per_tree_allowed = RUNS_PER_TREE
     cdef const uint8_t* kind_pointer = NULL
@@ -1234,6 +1250,14 @@ def find_best_splits(
     cdef const Py_ssize_t[::1] width_prefix_view = width_prefix
     if cells_only and not subtracting:
         raise ValueError("cells_only needs depth_cells (the cells to fill)")
+    cdef bint reports_layout = cell_origin is not None
+    if reports_layout != (cell_stride is not None) or (reports_layout and not subtracting):
+        raise ValueError("cell_origin and cell_stride go together, with depth_cells")
+    if reports_layout and (cell_origin.shape[0] != n_candidates
+                           or cell_origin.shape[1] != node_of_row.shape[1]
+                           or cell_stride.shape[0] != n_candidates):
+        raise ValueError(f"cell_origin must be ({n_candidates}, {node_of_row.shape[1]}) and "
+                         f"cell_stride ({n_candidates},)")
     if subtracting:
         if slot_kind is None or slot_parent is None or tree_extra_feature is None:
             raise ValueError("depth_cells needs slot_kind, slot_parent and tree_extra_feature")
@@ -1258,6 +1282,15 @@ def find_best_splits(
             if parent_cells.shape[0] != n_eras * n_parent_slots * width_prefix[n_candidates] * words:
                 raise ValueError("parent_cells do not match the features' cells")
             parent_pointer = &parent_cells[0]
+        if len(derived) == 0:
+            # Every slot summed from its rows, as in full passes: no kinds, so
+            # the era pass may take its list-free route (build_pack_histograms),
+            # and with a reported layout, runs per tree.
+            kind_pointer = NULL
+            parent_pointer = NULL
+    cdef bint compact_cells = (cells_only and cells_per_tree and reports_layout
+                               and kind_pointer == NULL)
+    cdef int64_t block_origin = 0
     for position in range(n_candidates):
         max_width = max(max_width, n_bins[features[position]] + 1)
     # One buffer for a (block, slot group), shared by the threads: they split
@@ -1360,7 +1393,8 @@ def find_best_splits(
             # Work items (era, part of the block's features).
             n_parts = feature_parts(n_block, n_threads, n_eras)
             part_width = (n_block + n_parts - 1) // n_parts
-            tree_runs = takes_runs_per_tree(runs_per_tree_allowed, subtracting, n_parts,
+            tree_runs = takes_runs_per_tree(runs_per_tree_allowed,
+                                            subtracting and not compact_cells, n_parts,
                                             share_equal_rows, n_slots, pack_size)
             if tree_runs:
                 slot_stride = tree_cell_offsets(&features[first], n_block, n_bins,
@@ -1370,13 +1404,20 @@ def find_best_splits(
                 slot_stride = block_cell_offsets(&features[first], n_block, n_bins,
                                                  &offset_view[0])
             block_view.offset_stride = MAX_FEATURES_PER_PASS if tree_runs else 0
-            if subtracting:
+            if kind_pointer != NULL:
                 extra_pointer = &tree_extra_feature[first, 0]
+            if reports_layout:
+                for member in range(n_block):
+                    cell_stride[first + member] = slot_stride * words
+                    for tree in range(pack_size):
+                        cell_origin[first + member, tree] = block_origin + words * offset_view[
+                            tree * block_view.offset_stride + member]
             group_start = 0
             while group_start < n_slots:
                 if subtracting:
                     group_end = n_slots
-                    block_cells = &depth_cells[0] + n_eras * n_slots * words * width_prefix_view[first]
+                    # blocks one after another (block-wide runs: width_prefix's offsets)
+                    block_cells = &depth_cells[0] + block_origin
                 else:
                     group_end = min(group_start + group_size, n_slots)
                     block_cells = &cell_view[0]
@@ -1457,6 +1498,8 @@ def find_best_splits(
                     if tile_score > floor:
                         slot_floor_view[thread, tile_slot] = tile_score
                 group_start = group_end
+            if subtracting:
+                block_origin += n_eras * n_slots * slot_stride * words
     result["slot_left"] = slot_first_maximum(records)
     return result
 

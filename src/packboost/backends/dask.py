@@ -217,25 +217,23 @@ class ShardBackend(CpuBackend):
         data, collective, fixed = self.data, self.collective, self.fixed
         self._slot_tree = np.ascontiguousarray(slot_tree, dtype=np.int32)
         n_slots, n_candidates = len(slot_tree), len(features)
-        cells = self._era_cells(slot_tree, slot_open, features, tree_uses_feature,
-                                slot_variance, split_params, keep_for_children)
+        cells, origin, stride = self._era_cells(slot_tree, slot_open, features,
+                                                tree_uses_feature, slot_variance, split_params,
+                                                keep_for_children)
         words = 1 if fixed.hessian_is_constant else 2
-        base, stride, prefix = _distributed.cell_layout(features, data.n_bins,
-                                                        self.features_per_pass, data.n_eras,
-                                                        n_slots, words)
         widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
         width = int(widths.max()) if n_candidates else 1
-        _distributed.clear_skipped_eras(cells, base, stride, widths, self._slot_tree,
-                                        self._era_tree_rows, words)
-        pooled_cells = np.empty(_split.pooled_cells_size(n_slots, features, data.n_bins, fixed),
-                                dtype=np.int64)
-        _split.pool_era_cells(cells, data.n_eras, n_slots, features, data.n_bins,
-                              self.features_per_pass, fixed, pooled_cells, self.n_threads)
-        # Integer sums: the same in any order (closed slots' cells are never read).
+        layout = (origin, stride, widths, self._slot_tree)
+        _distributed.clear_skipped_eras(cells, origin, stride, widths, self._slot_tree,
+                                        tree_uses_feature, self._era_tree_rows, words)
+        pooled_cells = _distributed.pool_cells(cells, origin, stride, widths, self._slot_tree,
+                                               slot_open, tree_uses_feature, data.n_eras, fixed,
+                                               self.n_threads)
+        # Integer sums: the same in any order.
         pooled_cells = collective.allreduce(pooled_cells, "sum")
-        pooled = _distributed.pooled_from_cells(pooled_cells, prefix, widths, n_slots, width,
-                                                fixed)
-        era_rows = _distributed.era_rows_from_cells(cells, base, stride, widths, slot_tree,
+        pooled = _distributed.pooled_from_cells(pooled_cells, _distributed.cell_prefix(widths),
+                                                widths, n_slots, width, fixed)
+        era_rows = _distributed.era_rows_from_cells(cells, origin, stride, widths, slot_tree,
                                                     slot_open, tree_uses_feature, data.n_eras,
                                                     words, fixed.count_bits)
         # Per slot over all eras: eras with rows, rows, squared era rows
@@ -250,7 +248,7 @@ class ShardBackend(CpuBackend):
             largest_era_rows = collective.allreduce(
                 era_rows.max(axis=1, initial=0.0).astype(np.float64), "max")
             totals, weighted_left = self._era_weighted_sums(
-                (cells, base, stride, widths, slot_tree, slot_open, tree_uses_feature,
+                (cells, origin, stride, widths, slot_tree, slot_open, tree_uses_feature,
                  era_rows, split_params, fixed), np.ascontiguousarray(era_stats[:, 0]))
         candidates = _distributed.enumerate_candidates(
             pooled, np.ascontiguousarray(era_stats), slot_tree, slot_open, features,
@@ -264,7 +262,7 @@ class ShardBackend(CpuBackend):
             score, gain = _distributed.candidate_pass(
                 candidates, slot_variance, split_params, _distributed.MODE_FINISH)
             return _best_splits(candidates, score, gain, n_slots, n_candidates)
-        pass_arguments = (cells, (base, stride, widths), era_rows, fixed, n_slots,
+        pass_arguments = (cells, layout, era_rows, fixed, n_slots,
                           self.n_threads)
 
         def subset_of(chosen):
@@ -355,12 +353,15 @@ class ShardBackend(CpuBackend):
                 np.ldexp(left.astype(np.float64), exponents[:, :, np.newaxis, :]))
 
     def _era_cells(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
-                   split_params, keep_for_children=False) -> np.ndarray:
+                   split_params, keep_for_children=False):
         """This shard's per-era cells of every slot over ``features``
-        (find_best_splits' ``depth_cells``), by the CPU backend's pass: the
+        (find_best_splits' ``depth_cells``) and where they are (its
+        ``cell_origin``, ``cell_stride``), by the CPU backend's pass: the
         open slots' rows, a child from its parent's cells where the parent
         depth kept them for it over the same features (subtraction; the
-        driver's ``keep_for_children``, as a local fit takes it). It scores
+        driver's ``keep_for_children``, as a local fit takes it). Cells no
+        child will derive from are laid out per tree (only the features a
+        slot's tree uses), as a local full pass lays them. It scores
         nothing (``cells_only``): scores come from every shard's cells."""
         data = self.data
         plan = self._subtraction_plan(slot_tree, slot_open, features, tree_uses_feature,
@@ -370,6 +371,8 @@ class ShardBackend(CpuBackend):
         else:
             rows, era_offsets = _partition.active_rows(self.node_of_row, plan["visit"],
                                                        data.era_offsets, self.n_threads)
+        origin = np.empty((len(features), self.pack_size), dtype=np.int64)
+        stride = np.empty(len(features), dtype=np.int64)
         _split.find_best_splits(
             data.X_binned, self.fixed, rows, era_offsets, self.node_of_row, slot_tree,
             slot_open, features, tree_uses_feature, data.n_bins, split_params,
@@ -378,12 +381,14 @@ class ShardBackend(CpuBackend):
                 "depth_cells", "parent_cells", "slot_kind", "slot_parent",
                 "tree_extra_feature")},
             era_tree_rows=self._era_tree_rows, scattered_samples=self._scattered_samples,
-            cells_only=True)
+            cells_only=True, cell_origin=origin, cell_stride=stride,
+            # a child derives from block-wide cells only
+            cells_per_tree=not keep_for_children)
         self._kept = None if not keep_for_children else dict(
             cells=plan["depth_cells"], features=features, uses=tree_uses_feature,
             n_slots=len(slot_tree))
         self._best = None
-        return plan["depth_cells"]
+        return plan["depth_cells"], origin, stride
 
     def find_category_splits(self, slot_tree, slot_open, features, tree_uses_feature,
                              slot_variance, params, *, constraints=None) -> dict:
