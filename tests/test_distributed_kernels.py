@@ -205,29 +205,32 @@ def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain
 
 @pytest.mark.parametrize("n_threads", [1, 2])
 @pytest.mark.parametrize("cut", [0, 1, 501, 1299, 1300])
-def test_slot_sums_chained_over_shards_are_the_local_sums(n_threads, cut):
-    """The float slot sums continued shard after shard (two shards cut at
-    row ``cut``; a chunk may straddle them, a shard may be empty) are the
-    local slot_sums bit for bit, on any number of threads."""
+def test_slot_sums_of_any_split_of_the_rows_add_to_the_local_sums(n_threads, cut):
+    """The slot sums of two shards cut at row ``cut`` (a shard may be empty),
+    added, are the local slot_sums bit for bit, on any number of threads:
+    every value is on a grid on which its sums are exact (the squared
+    gradients on theirs, FixedPointGradients.squared), over magnitudes
+    spread across six decades."""
     from packboost import _partition
-    from packboost._distributed import SUM_CHUNKS
 
     rng = np.random.default_rng(cut)
     n_rows, n_slots, pack_size = 1300, 5, 2
-    gradients = rng.normal(size=n_rows) * 10.0 ** rng.integers(-3, 4, size=n_rows)
-    hessians = rng.uniform(0.1, 2.0, size=n_rows)
+    raw = rng.normal(size=n_rows) * 10.0 ** rng.integers(-3, 4, size=n_rows)
+    fixed = to_fixed_point(raw, rng.uniform(0.1, 2.0, size=n_rows),
+                           np.array([0, 700, n_rows]), 1)
     node_of_row = rng.integers(-1, n_slots, size=(n_rows, pack_size)).astype(np.int32)
-    expected = _partition.slot_sums(gradients, hessians, node_of_row, n_slots, 1)
-    chunk_rows = -(-n_rows // SUM_CHUNKS)
-    global_bounds = np.minimum(np.arange(SUM_CHUNKS + 1, dtype=np.int64) * chunk_rows, n_rows)
-    partial = _partition.chunk_partials(n_slots)
-    for first, end in ((0, cut), (cut, n_rows)):
-        bounds = np.clip(global_bounds - first, 0, end - first)
-        partial = _distributed.chained_slot_sums(
-            gradients[first:end], hessians[first:end],
-            np.ascontiguousarray(node_of_row[first:end]), n_slots, bounds, partial, n_threads)
-    for got, want in zip(_partition.chunk_totals(partial, n_slots), expected, strict=True):
-        np.testing.assert_array_equal(got, want)
+    expected = _partition.slot_sums(fixed.gradients, fixed.hessians, node_of_row, n_slots, 1,
+                                    squared_gradients=fixed.squared)
+    assert np.all(expected[3] > 0)
+    parts = [_partition.slot_sums(fixed.gradients[first:end], fixed.hessians[first:end],
+                                  np.ascontiguousarray(node_of_row[first:end]), n_slots,
+                                  n_threads, squared_gradients=fixed.squared[first:end])
+             for first, end in ((0, cut), (cut, n_rows))]
+    for column, want in enumerate(expected):
+        np.testing.assert_array_equal(parts[1][column] + parts[0][column], want)
+    # The squared gradients: within half a step per row of the float squares.
+    np.testing.assert_allclose(fixed.squared, fixed.gradients ** 2, rtol=0,
+                               atol=0.5 / fixed.squared_scale)
 
 
 def test_grid_exponents_are_the_smallest_steps_that_cannot_overflow():

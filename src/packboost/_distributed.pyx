@@ -17,9 +17,9 @@ one Dask worker. Per depth the driver needs, per candidate split, sums over
   integers, whatever the shards. Every shard then finishes every candidate
   (MODE_FINISH) with the very des.h code that _split.score_tile runs.
 
-The same holds for the slot sums (``chained_slot_sums``): _partition.slot_sums
-adds squared gradients in float64 over 16 fixed chunks of the global rows; a
-shard continues the partials of the chunks its rows fall in.
+The slot sums need no kernel here: every value they add is on a grid on
+which its sums are exact (the squared gradients too, _fixed_point.rounded_squares),
+so each shard's _partition.slot_sums are all-reduced.
 """
 
 import numpy as np
@@ -33,7 +33,6 @@ from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
                                       monotone_order_holds,
                                       DES_ERA_GAIN_NEWTON, PB_ERA_WEIGHTING_COUNT)
-from packboost._slot_sums cimport SUM_CHUNKS as ROW_CHUNKS, TRASH_ROWS, add_rows_to_chunk
 from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_begin, des_candidate_begin_bounded,
                              des_bounded_gain, des_era_gain, des_realized_mean,
@@ -46,9 +45,6 @@ from packboost._des cimport (des_candidate_t, des_result_t, des_pooled_gain,
                              des_candidate_set_sums, des_candidate_finish)
 
 
-# The chunking of the global rows, shared with _partition.slot_sums (Python
-# name for backends/dask.py).
-SUM_CHUNKS = ROW_CHUNKS
 
 # A candidate's era-pass sums (csrc/des.h des_era_terms_t), each on its own grid.
 TERM_FIELDS = ("square", "noise", "direction")
@@ -124,41 +120,13 @@ def newton_means(const int64_t[::1] steps, const int32_t[::1] exponents,
     return out
 
 
-def chained_slot_sums(const double[::1] gradients, const double[::1] hessians,
-                      const node_index_t[:, ::1] node_of_row, Py_ssize_t n_slots,
-                      const int64_t[::1] chunk_bounds, partial, int n_threads=1):
-    """Continue _partition.slot_sums' chunk partials (SUM_CHUNKS, n_slots +
-    TRASH_ROWS, 4; _partition.chunk_partials) over this shard's rows; in
-    place. ``chunk_bounds`` (SUM_CHUNKS + 1,): the global row chunks cut to
-    this shard (chunk c is its rows chunk_bounds[c] .. chunk_bounds[c + 1] - 1,
-    RowShard.chunk_bounds). Chunks are independent sums: ``n_threads``
-    threads share them out, each chunk's rows added in row order, as
-    _partition.slot_sums does."""
-    cdef double[:, :, ::1] view = partial
-    cdef Py_ssize_t n_rows = node_of_row.shape[0], chunk
-    if n_slots <= 0:
-        return partial
-    if view.shape[0] != ROW_CHUNKS or view.shape[1] != n_slots + TRASH_ROWS or view.shape[2] != 4:
-        raise ValueError(f"partial must be ({ROW_CHUNKS}, {n_slots + TRASH_ROWS}, 4) "
-                         f"(_partition.chunk_partials), got {tuple(partial.shape)}")
-    if chunk_bounds.shape[0] != ROW_CHUNKS + 1 or chunk_bounds[0] < 0 \
-            or chunk_bounds[ROW_CHUNKS] > n_rows:
-        raise ValueError(f"chunk_bounds must be {ROW_CHUNKS + 1} rows of the shard")
-    for chunk in prange(ROW_CHUNKS, nogil=True, schedule='dynamic',
-                        num_threads=max(1, min(n_threads, ROW_CHUNKS))):
-        if chunk_bounds[chunk + 1] > chunk_bounds[chunk]:
-            add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row,
-                              chunk_bounds[chunk], chunk_bounds[chunk + 1],
-                              &view[chunk, 0, 0], -1)  # by a branch: shards take no flag
-    return partial
-
-
 def cell_prefix(const int64_t[::1] widths):
     """Each candidate feature's first cell in a slot's pooled cells (the
     cells of the features before it; pool_cells, pooled_from_cells)."""
-    prefix = np.zeros(widths.shape[0], dtype=np.int64)
-    if widths.shape[0] > 1:
-        np.cumsum(np.asarray(widths)[:-1], out=prefix[1:])
+    cdef Py_ssize_t n = widths.shape[0]
+    prefix = np.zeros(n, dtype=np.int64)
+    if n > 1:
+        prefix[1:] = np.cumsum(np.asarray(widths)[:n - 1])
     return prefix
 
 

@@ -67,6 +67,18 @@ class FixedPointGradients:
     # How many rows any tree may hold: to_fixed_point's counted_rows (None:
     # every row). Grids sized by a row count use it (squared_gradient_scale).
     counted_row_count: int | None = None
+    # Each row's g * g on the grid of squared_scale (squared_gradient_scale):
+    # any sum of them is exact in float64, so the node sums of squared
+    # gradients are the same in any order, on any backend or shard. None:
+    # computed from ``gradients`` when first read.
+    squared: np.ndarray | None = None
+    squared_scale: float | None = None
+
+    def __post_init__(self):
+        if self.squared is None:
+            scale = squared_gradient_scale(self.gradients, self.n_counted_rows)
+            object.__setattr__(self, "squared_scale", scale)
+            object.__setattr__(self, "squared", rounded_squares(self.gradients, scale))
 
     @property
     def n_counted_rows(self) -> int:
@@ -129,6 +141,11 @@ class OutputsFixedPoint:
     @cached_property
     def hessians(self) -> np.ndarray:
         return np.concatenate([item.hessians for item in self.outputs])
+
+    @cached_property
+    def squared(self) -> np.ndarray:
+        """The outputs' squared gradients on their grids, output-major."""
+        return np.concatenate([item.squared for item in self.outputs])
 
 
 def count_bits_for(era_offsets: np.ndarray) -> int:
@@ -208,8 +225,10 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
         row_chunks = (None if counted_rows is None
                       else _partition.counted_row_chunks(counted_rows))
     else:
-        grid, row_chunks = shard.grid_bounds(bounds, counted_rows)
-    count_bits, largest_era, total, hessian_total, constant, first_hessian = grid
+        # Every sum of the rows is exact (on grids): no chunking to agree on.
+        grid, row_chunks = shard.grid_bounds(bounds), None
+    (count_bits, largest_era, total, hessian_total, constant, first_hessian, peak,
+     counted_total) = grid
     if count_bits > 31:
         raise ValueError(f"an era of {2 ** (count_bits - 1)}+ rows is too large for the "
                          "fixed-point histograms (at most 2**31 - 1 rows per era)")
@@ -237,19 +256,26 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
         _histogram.round_to_grid(hessians, hessian_scale, rounded_hessians, hessian_fixed, 0,
                                  n_threads)
         constant_hessian = math.nan
+    # The squared gradients' grid from the largest rounded |g| (rounding is
+    # monotone: the rounded largest raw |g|) and the counted rows of all
+    # shards, so every shard takes one machine's grid.
+    squared_scale = _squared_scale(float(np.rint(peak * gradient_scale) / gradient_scale),
+                                   counted_total)
     return FixedPointGradients(
         gradients=rounded_gradients, hessians=rounded_hessians, packed=packed,
         hessian_fixed=hessian_fixed, count_bits=count_bits, gradient_scale=gradient_scale,
         hessian_scale=hessian_scale, constant_hessian=constant_hessian,
         row_chunks=row_chunks,
-        counted_row_count=None if counted_rows is None else int(np.count_nonzero(counted_rows)))
+        counted_row_count=None if counted_rows is None else int(np.count_nonzero(counted_rows)),
+        squared=rounded_squares(rounded_gradients, squared_scale, n_threads),
+        squared_scale=squared_scale)
 
 
 def grid_bounds_of_rows(gradients: np.ndarray, hessians: np.ndarray,
                         era_offsets: np.ndarray, counted_rows: np.ndarray | None = None) -> dict:
     """What chooses the grid, of these rows (whole eras): each era's sum of
     |g| and of |h|, the row-count bits of the largest era (its counted rows),
-    the number of counted rows, the first counted hessian (None without any)
+    the number of counted rows, the largest |g|, the first counted hessian (None without any)
     and whether every counted hessian equals it. :func:`combine_grid_bounds`
     takes these of one machine's rows or of every shard's."""
     from packboost import _histogram
@@ -263,6 +289,7 @@ def grid_bounds_of_rows(gradients: np.ndarray, hessians: np.ndarray,
         gradient_sums=_histogram.era_magnitude_sums(gradients, era_offsets),
         hessian_sums=_histogram.era_magnitude_sums(hessians, era_offsets),
         count_bits=count_bits_for(counted_offsets), counted=int(counted_offsets[-1]),
+        peak=_peak(gradients),
         first_hessian=float(counted_hessians[0]) if len(counted_hessians) else None,
         constant=len(counted_hessians) == 0 or bool(np.all(counted_hessians
                                                             == counted_hessians[0])))
@@ -270,7 +297,8 @@ def grid_bounds_of_rows(gradients: np.ndarray, hessians: np.ndarray,
 
 def combine_grid_bounds(parts: list) -> tuple:
     """(count bits, largest era sum of |g|, sum of |g|, sum of |h|, is the
-    hessian of every counted row one constant, that constant or NaN) of the
+    hessian of every counted row one constant, that constant or NaN, the
+    largest |g|, the counted rows) of the
     rows of ``parts`` (:func:`grid_bounds_of_rows`, eras in order): the
     per-era sums are taken and added in era order, so every shard of a
     distributed fit chooses one machine's grid."""
@@ -281,7 +309,8 @@ def combine_grid_bounds(parts: list) -> tuple:
     firsts = [part["first_hessian"] for part in parts if part["first_hessian"] is not None]
     constant = all(part["constant"] for part in parts) and len(set(firsts)) == 1
     return (max(part["count_bits"] for part in parts), largest, total, hessian_total,
-            constant, firsts[0] if constant else math.nan)
+            constant, firsts[0] if constant else math.nan,
+            max(part["peak"] for part in parts), sum(part["counted"] for part in parts))
 
 
 def largest_and_total(era_sums) -> tuple[float, float]:
@@ -294,26 +323,53 @@ def largest_and_total(era_sums) -> tuple[float, float]:
     return largest, total
 
 
-# The CUDA backend's int64 sums of g * g stay below 2**SQUARED_SUM_BITS.
-SQUARED_SUM_BITS = 62
+# Sums of the squared gradients on their grid stay below 2**SQUARED_SUM_BITS:
+# exact in float64 (the CPU's sums) and in int64 (the CUDA backend's).
+SQUARED_SUM_BITS = EXACT_SUM_BITS
 
 
 def squared_gradient_scale(gradients: np.ndarray, n_rows: int | None = None) -> float:
-    """Largest power of two ``s`` with ``n * max(g * g) * s <= 2**62``: the grid
-    of the squared gradients the CUDA backend sums in int64. ``n_rows``: the
-    rows any tree may hold (FixedPointGradients.n_counted_rows; default: all
-    of ``gradients``), so that an output trained on the rows where its target
+    """Largest power of two ``s`` with ``n * max(g * g) * s <= 2**52``: the grid
+    of the squared gradients (rounded_squares). ``n_rows``: the rows any tree
+    may hold (FixedPointGradients.n_counted_rows; default: all of
+    ``gradients``), so that an output trained on the rows where its target
     is known gets the grid of a fit on those rows alone.
 
     Squared gradients only enter a node's gradient variance (the sampling
-    noise of era_std="between", docs/des.md), never a histogram, so they are
-    not on the gradients' exact grid: the CPU sums them as floats.
+    noise of era_std="between", docs/des.md), never a histogram. On their
+    own grid every sum of them is exact: the node's variance is the same
+    whatever the order of the rows, the threads, the shards or the backend.
     """
     if len(gradients) == 0:
         return 1.0
     peak = max(float(np.max(gradients)), -float(np.min(gradients)))
-    n_rows = len(gradients) if n_rows is None else n_rows
-    return _power_of_two_scale(squared_sum_bound_bits(n_rows), peak * peak)
+    return _squared_scale(peak, len(gradients) if n_rows is None else n_rows)
+
+
+def _squared_scale(peak: float, n_rows: int) -> float:
+    """squared_gradient_scale's power of two, within float64's normal
+    powers: squares below about 2**-1000 round to the grid of 2**-1023 (the
+    bound still holds); |g| above about 1e154 has no finite square at all.
+    The training loop never meets either: it rescales every round's
+    gradients to about 1 (GradientScaling)."""
+    if not math.isfinite(peak):
+        raise FloatingPointError("gradients are not finite")
+    magnitude = peak * peak
+    if magnitude == 0.0:
+        return 1.0
+    exponent = (power_of_two_exponent(squared_sum_bound_bits(n_rows), magnitude)
+                if math.isfinite(magnitude) else -1022)
+    return math.ldexp(1.0, max(-1022, min(MAX_SCALE_EXPONENT, exponent)))
+
+
+def rounded_squares(gradients: np.ndarray, scale: float, n_threads: int = 1) -> np.ndarray:
+    """Each ``g * g`` rounded to a multiple of ``1 / scale`` (half to even)."""
+    from packboost import _histogram
+
+    out = np.empty(len(gradients))
+    _histogram.round_squares_to_grid(np.ascontiguousarray(gradients, dtype=np.float64), scale,
+                                     out, n_threads)
+    return out
 
 
 def squared_sum_bound_bits(n_rows: int) -> int:

@@ -225,6 +225,19 @@ def era_magnitude_sums(const double[::1] values, const offset_t[::1] era_offsets
     return sums
 
 
+def round_squares_to_grid(const double[::1] gradients, double scale, double[::1] rounded,
+                          int n_threads=1):
+    """``rounded = rint(g * g * scale) / scale`` (half to even): each row's
+    squared gradient on the grid of ``scale`` (_fixed_point.squared_gradient_scale),
+    the numbers the CUDA backend sums as ``rint(g * g * scale)`` in int64."""
+    cdef Py_ssize_t n = gradients.shape[0], row
+    if rounded.shape[0] != n:
+        raise ValueError("gradients and rounded must have one length")
+    for row in prange(n, nogil=True, schedule='dynamic', chunksize=ROWS_PER_TASK,
+                      num_threads=max(1, min(n_threads, n))):
+        rounded[row] = rint(gradients[row] * gradients[row] * scale) / scale
+
+
 def round_to_grid(const double[::1] values, double scale, double[::1] rounded,
                   int64_t[::1] units, int count_bits, int n_threads=1):
     """``units = rint(values * scale)`` (half to even, as NumPy's rint) and

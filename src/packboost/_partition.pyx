@@ -99,6 +99,7 @@ cdef inline void route_row(
         double* squares,        # IN/OUT (n_next_slots,) partial g^2 sums, or NULL: none
         double gradient,
         double hessian,
+        double squared,                     # IN  the row's squared gradient on its grid
         node_index_t trash_slot=-1,  # IN  >= 0: the trees sample rows one by one
                                      #     (route_rows' scattered_samples): no branch on
                                      #     a code's sign; the unsampled add to sums' or
@@ -120,7 +121,6 @@ cdef inline void route_row(
     cdef Py_ssize_t value
     cdef node_index_t code, slot, child, negative, target
     cdef const slot_route* route
-    cdef double squared = gradient * gradient
     for tree in range(pack_size):
         code = row_codes[tree]
         if code == -1:
@@ -406,7 +406,7 @@ cdef void route_vector_chunk(
         Py_ssize_t row_end,
         double* squares,                         # IN/OUT the chunk's g^2 partials and trash
                                                  #     slots, or NULL
-        const gradient_t* gradients,             # IN  with squares
+        const double* squared,                   # IN  with squares: the rows' squared gradients
         const Py_ssize_t* column_starts,         # IN  split columns to prefetch, or NULL
         Py_ssize_t n_columns,
         Py_ssize_t line_rows,
@@ -434,8 +434,8 @@ cdef void route_vector_chunk(
     vector_end = vector_start + (row_end - vector_start) // rows_per_vector * rows_per_vector
     for row in range(row_start, vector_start):
         route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, routes, slot_node,
-                  &leaf_of_row[row, 0], NULL, squares,
-                  gradients[row] if squares != NULL else 0.0, 0.0,
+                  &leaf_of_row[row, 0], NULL, squares, 0.0, 0.0,
+                  squared[row] if squares != NULL else 0.0,
                   trash_slot if scattered else -1)
     row = vector_start
     while row < vector_end:
@@ -444,13 +444,13 @@ cdef void route_vector_chunk(
             prefetch_columns(codes, column_starts, n_columns, row, column_rows)
         route_entries(<const uint8_t*>codes, row_stride, &node_of_row[0, 0], &leaf_of_row[0, 0],
                       row * pack_size, line_end * pack_size, pack_shift, slot_column, slot_word,
-                      slot_node, n_slots, squares, trash_slot, gradients, scattered, child_base,
+                      slot_node, n_slots, squares, trash_slot, squared, scattered, child_base,
                       child_count, lane_children)
         row = line_end
     for row in range(vector_end, row_end):
         route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, routes, slot_node,
-                  &leaf_of_row[row, 0], NULL, squares,
-                  gradients[row] if squares != NULL else 0.0, 0.0,
+                  &leaf_of_row[row, 0], NULL, squares, 0.0, 0.0,
+                  squared[row] if squares != NULL else 0.0,
                   trash_slot if scattered else -1)
 
 
@@ -606,6 +606,7 @@ def route_rows(
         bint scattered_samples=False,
         const int32_t[::1] slot_tree=None,
         chunk_bounds=None,
+        squared_gradients=None,
 ):
     """Move every row to its child slot in the next frontier; rows of slots
     that do not split get code -1 and their leaf in ``leaf_of_row``.
@@ -638,12 +639,18 @@ def route_rows(
     (tree_children, _route.pxd's pb_add_squares_by_lanes; the same
     numbers).
 
-    ``chunk_bounds``: the rows' chunks for the sums (row_chunk_bounds)."""
+    ``chunk_bounds``: the rows' chunks for the sums (row_chunk_bounds).
+
+    ``squared_gradients`` (n_rows,): each row's squared gradient on its grid
+    (FixedPointGradients.squared), what the sums add; None: squares_of(gradients)."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0], row, chunk
     cdef const int64_t[::1] bounds = row_chunk_bounds(n_rows, chunk_bounds)
     cdef bint summing = gradients is not None and hessians is not None
     if summing and (gradients.shape[0] != n_rows or hessians.shape[0] != n_rows):
         raise ValueError(f"gradients and hessians must have {n_rows} entries")
+    cdef const double[::1] squared
+    if summing:
+        squared = squares_of(gradients, squared_gradients, n_rows)
     # Each row is added to its child's sums while the child is at hand: about
     # 5% less routing time per (row, tree) in a fit than a second loop over
     # its trees (benchmarks/RESULTS.md, 2026-11-25 8d88aa8); the same numbers.
@@ -729,7 +736,7 @@ def route_rows(
             route_vector_chunk(
                 codes, row_stride, node_of_row, leaf_of_row, route_pointer, &slot_node[0],
                 bounds[chunk], bounds[chunk + 1], chunk_squares,
-                &gradients[0] if summing else NULL, &starts_view[0] if n_columns > 0 else NULL,
+                &squared[0] if summing else NULL, &starts_view[0] if n_columns > 0 else NULL,
                 n_columns, line_rows, column_rows, &column_view[0], &word_view[0],
                 column_view.shape[0], pack_shift, n_next_slots, scattered_samples,
                 &children_view[0, 0] if lane_children > 0 else NULL,
@@ -740,7 +747,7 @@ def route_rows(
             if n_columns > 0 and row % line_rows == 0:
                 prefetch_columns(codes, &starts_view[0], n_columns, row, column_rows)
             route_row(codes + row * row_stride, &node_of_row[row, 0], pack_size, route_pointer,
-                      &slot_node[0], &leaf_of_row[row, 0], NULL, NULL, 0.0, 0.0,
+                      &slot_node[0], &leaf_of_row[row, 0], NULL, NULL, 0.0, 0.0, 0.0,
                       0 if scattered_samples else -1)
     elif n_rows > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
@@ -754,7 +761,7 @@ def route_rows(
                           if n_next_slots > 0 and not squares_only else NULL,
                           &squares_view[chunk, 0] if n_next_slots > 0 and squares_only
                           else NULL,
-                          gradients[row], hessians[row],
+                          gradients[row], hessians[row], squared[row],
                           <node_index_t>n_next_slots if scattered_samples else -1)
     if not summing:
         return None
@@ -858,6 +865,24 @@ def chunk_partials(Py_ssize_t n_slots):
     return np.zeros((SUM_CHUNKS, max(n_slots, 0) + TRASH_ROWS, 4))
 
 
+def squares_of(gradients, squared_gradients, Py_ssize_t n_rows):
+    """``squared_gradients`` checked against ``gradients`` (one value per
+    entry, float64), or, None, the squares of ``gradients`` on the grid of
+    each output's ``n_rows`` rows (_fixed_point.squared_gradient_scale): a
+    caller without a FixedPointGradients at hand (tests, benchmarks)."""
+    if squared_gradients is None:
+        from packboost._fixed_point import rounded_squares, squared_gradient_scale
+
+        values = np.asarray(gradients, dtype=np.float64)
+        parts = [values[start:start + n_rows] for start in range(0, len(values), max(1, n_rows))]
+        return np.concatenate([rounded_squares(part, squared_gradient_scale(part))
+                               for part in parts]) if parts else np.zeros(0)
+    squared = np.ascontiguousarray(squared_gradients, dtype=np.float64)
+    if squared.shape != (len(gradients),):
+        raise ValueError(f"squared_gradients must have {len(gradients)} entries, like gradients")
+    return squared
+
+
 def in_chunk_order(partial):
     """The SUM_CHUNKS chunks' partial sums (first axis) added in chunk order:
     the one order of the float sums, whatever the threads. A typed loop (each
@@ -891,6 +916,7 @@ def slot_sums(
         chunk_bounds=None,
         const int32_t[::1] tree_output=None,
         bint squares_only=False,
+        squared_gradients=None,
 ):
     """Pooled gradient, squared-gradient and hessian sums and row counts of every slot.
 
@@ -908,9 +934,12 @@ def slot_sums(
 
     Rows are cut into SUM_CHUNKS fixed chunks summed in parallel, then the
     chunks' partial sums are added in chunk order: the result does not
-    depend on the thread count. The squared gradients give the node's
-    gradient variance (DES's between-era std, csrc/des.h). ``chunk_bounds``:
-    other chunks than the equal ones (row_chunk_bounds).
+    depend on the thread count (every value added is on a grid on which the
+    sums are exact: they are the same in any order). The squared gradients
+    (``squared_gradients``, like ``gradients``: FixedPointGradients.squared;
+    None: squares_of(gradients)) give the node's gradient variance (DES's
+    between-era std, csrc/des.h). ``chunk_bounds``: other chunks than the
+    equal ones (row_chunk_bounds).
     """
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
     partial = chunk_partials(n_slots)
@@ -929,6 +958,7 @@ def slot_sums(
         output_pointer = &tree_output[0] if pack_size else NULL
     if gradients.shape[0] != n_outputs * n_rows or hessians.shape[0] != n_outputs * n_rows:
         raise ValueError(f"gradients and hessians must have {n_outputs * n_rows} entries")
+    cdef const double[::1] squared = squares_of(gradients, squared_gradients, n_rows)
     cdef double[:, ::1] squares_view
     if squares_only:
         # A chunk's squared sums, then its trash rows (as chunk_partials').
@@ -937,7 +967,7 @@ def slot_sums(
         if n_rows > 0 and n_slots > 0:
             for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                                 num_threads=max(1, min(n_threads, SUM_CHUNKS))):
-                add_squares_to_chunk(&gradients[0], node_of_row, bounds[chunk],
+                add_squares_to_chunk(&squared[0], node_of_row, bounds[chunk],
                                      bounds[chunk + 1], &squares_view[chunk, 0],
                                      <node_index_t>n_slots if scattered_samples else -1,
                                      output_pointer, n_rows)
@@ -945,7 +975,8 @@ def slot_sums(
     if n_rows > 0 and n_slots > 0:
         for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
                             num_threads=max(1, min(n_threads, SUM_CHUNKS))):
-            add_rows_to_chunk(&gradients[0], &hessians[0], node_of_row, bounds[chunk],
+            add_rows_to_chunk(&gradients[0], &hessians[0], &squared[0], node_of_row,
+                              bounds[chunk],
                               bounds[chunk + 1], &partial_view[chunk, 0, 0],
                               <node_index_t>n_slots if scattered_samples else -1,
                               output_pointer, n_rows)
@@ -953,7 +984,7 @@ def slot_sums(
 
 
 cdef inline void add_squares_to_chunk(
-        const gradient_t* gradients,            # IN  as add_rows_to_chunk takes them
+        const double* squared,                  # IN  add_rows_to_chunk's squared gradients
         const node_index_t[:, ::1] node_of_row,
         Py_ssize_t row_start,
         Py_ssize_t row_end,
@@ -967,17 +998,17 @@ cdef inline void add_squares_to_chunk(
     same order (the same numbers)."""
     cdef Py_ssize_t row, tree, pack_size = node_of_row.shape[1]
     cdef node_index_t code
-    cdef double gradient
+    cdef double square
     for row in range(row_start, row_end):
         for tree in range(pack_size):
             code = node_of_row[row, tree]
-            gradient = gradients[row + (tree_output[tree] * output_stride
-                                        if tree_output != NULL else 0)]
+            square = squared[row + (tree_output[tree] * output_stride
+                                    if tree_output != NULL else 0)]
             if trash_slot < 0:
                 if code >= 0:
-                    squares[code] += gradient * gradient
+                    squares[code] += square
                 continue
-            squares[slot_or_trash(code, code, trash_slot, tree)] += gradient * gradient
+            squares[slot_or_trash(code, code, trash_slot, tree)] += square
 
 
 def root_sums(
@@ -987,6 +1018,7 @@ def root_sums(
                                                     #     keeps the era (find_best_splits')
         const offset_t[::1] era_offsets,            # IN  (n_eras + 1,) rows era-sorted
         int n_threads=1,
+        squared_gradients=None,                     # IN  (n_rows,) as slot_sums takes them
 ):
     """slot_sums of a pack's roots where every tree keeps whole eras (slot
     ``t``: the rows of tree ``t``'s kept eras, as start_pack_eras writes
@@ -999,6 +1031,7 @@ def root_sums(
     cdef Py_ssize_t n_rows = gradients.shape[0]
     if hessians.shape[0] != n_rows:
         raise ValueError(f"hessians must have {n_rows} entries, like gradients")
+    cdef const double[::1] squared = squares_of(gradients, squared_gradients, n_rows)
     if (era_offsets.shape[0] != n_eras + 1 or era_offsets[0] != 0
             or era_offsets[n_eras] != n_rows):
         raise ValueError(f"era_offsets must have {n_eras + 1} entries from 0 to {n_rows}")
@@ -1016,7 +1049,8 @@ def root_sums(
             era = era_holding(&era_offsets[0], n_eras, first)
             tree0 = 0
             while tree0 < pack_size:
-                root_chunk_sums(&gradients[0], &hessians[0], first, last, &era_offsets[0], era,
+                root_chunk_sums(&gradients[0], &hessians[0], &squared[0], first, last,
+                                &era_offsets[0], era,
                                 &era_tree_rows[0, 0], pack_size, tree0,
                                 min(ROOT_LANES, pack_size - tree0), &partial_view[chunk, 0, 0])
                 tree0 = tree0 + ROOT_LANES

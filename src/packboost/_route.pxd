@@ -72,7 +72,8 @@ cdef extern from *:
 
     /* The squared gradients of entries [first, last) just routed (the
        caller's line of rows, in L1), entry by entry: an entry now >= 0 is a
-       sampled row's child and adds its row's gradient^2 to it; every other
+       sampled row's child and adds its row's squared gradient (``squared``, on
+       its grid: _fixed_point.rounded_squares) to it; every other
        entry adds to its lane's trash slot (never read). GCC compiles the
        slot's choice to a branch: right where a lane's tree samples all or
        none of the line's rows (whole eras: the branch is predicted, and the
@@ -84,22 +85,20 @@ cdef extern from *:
        the vector loop cost more than it saved.) */
     static inline void pb_add_squares(
         const int32_t *node, Py_ssize_t first, Py_ssize_t last, int pack_shift,
-        double *squares, int32_t trash_slot, const double *gradients, int scattered)
+        double *squares, int32_t trash_slot, const double *squared, int scattered)
     {
         Py_ssize_t entry;
         if (!scattered) {
             for (entry = first; entry < last; ++entry) {
                 const int32_t code = node[entry];
-                const double gradient = gradients[entry >> pack_shift];
-                squares[code >= 0 ? code : trash_slot + (int32_t)(entry & 7)] += gradient * gradient;
+                squares[code >= 0 ? code : trash_slot + (int32_t)(entry & 7)] += squared[entry >> pack_shift];
             }
             return;
         }
         for (entry = first; entry < last; ++entry) {
             const int32_t code = node[entry];
-            const double gradient = gradients[entry >> pack_shift];
             const int32_t away = trash_slot + (int32_t)(entry & 7) - code;
-            squares[code + (away & (code >> 31))] += gradient * gradient;   /* >> 31: -1 or 0 */
+            squares[code + (away & (code >> 31))] += squared[entry >> pack_shift];   /* >> 31: -1 or 0 */
         }
     }
 
@@ -146,7 +145,7 @@ cdef extern from *:
     static inline void pb_add_lane_squares(
         const int32_t *node, Py_ssize_t first_row, Py_ssize_t last_row, int pack_shift,
         double *squares, const int32_t *child_base, const int32_t *child_count,
-        const double *gradients, const int n_children, const int n_groups)
+        const double *squared, const int n_children, const int n_groups)
     {
         /* n_groups groups of four trees per pass over the rows (two: a pack
            of eight in one pass, its squares computed once per row) */
@@ -166,8 +165,7 @@ cdef extern from *:
                 base[group] = _mm_loadu_si128((const __m128i *)(child_base + tree));
             }
             for (row = first_row; row < last_row; ++row) {
-                const double gradient = gradients[row];
-                const __m256d square = _mm256_set1_pd(gradient * gradient);
+                const __m256d square = _mm256_set1_pd(squared[row]);
                 for (group = 0; group < n_groups; ++group) {
                     const __m128i code = _mm_loadu_si128(
                         (const __m128i *)(node + (row << pack_shift) + first_tree + 4 * group));
@@ -198,7 +196,7 @@ cdef extern from *:
     static void pb_add_squares_by_lanes_512(
         const int32_t *node, Py_ssize_t first_row, Py_ssize_t last_row, int pack_shift,
         double *squares, const int32_t *child_base, const int32_t *child_count,
-        const double *gradients)
+        const double *squared)
     {
         const Py_ssize_t pack_size = (Py_ssize_t)1 << pack_shift;
         const int n_children = PB_ROUTE_LANE_CHILDREN_512;
@@ -215,8 +213,7 @@ cdef extern from *:
             for (row = first_row; row < last_row; ++row) {
                 const __m256i child = _mm256_sub_epi32(_mm256_loadu_si256(
                     (const __m256i *)(node + (row << pack_shift) + first_tree)), base);
-                const double gradient = gradients[row];
-                const __m512d square = _mm512_set1_pd(gradient * gradient);
+                const __m512d square = _mm512_set1_pd(squared[row]);
                 for (j = 0; j < n_children; ++j)
                     running[j] = _mm512_mask_add_pd(
                         running[j], _mm256_cmpeq_epi32_mask(child, _mm256_set1_epi32(j)),
@@ -237,23 +234,23 @@ cdef extern from *:
     static void pb_add_squares_by_lanes(
         const int32_t *node, Py_ssize_t first_row, Py_ssize_t last_row, int pack_shift,
         double *squares, const int32_t *child_base, const int32_t *child_count,
-        const double *gradients, int n_children)
+        const double *squared, int n_children)
     {
         if (n_children > PB_ROUTE_LANE_CHILDREN)
             pb_add_squares_by_lanes_512(node, first_row, last_row, pack_shift, squares,
-                                        child_base, child_count, gradients);
+                                        child_base, child_count, squared);
         else if (pack_shift == 2 && n_children <= 2)
             pb_add_lane_squares(node, first_row, last_row, pack_shift, squares, child_base,
-                                child_count, gradients, 2, 1);
+                                child_count, squared, 2, 1);
         else if (pack_shift == 2)
             pb_add_lane_squares(node, first_row, last_row, pack_shift, squares, child_base,
-                                child_count, gradients, 4, 1);
+                                child_count, squared, 4, 1);
         else if (n_children <= 2)
             pb_add_lane_squares(node, first_row, last_row, pack_shift, squares, child_base,
-                                child_count, gradients, 2, 2);
+                                child_count, squared, 2, 2);
         else
             pb_add_lane_squares(node, first_row, last_row, pack_shift, squares, child_base,
-                                child_count, gradients, 4, 2);
+                                child_count, squared, 4, 2);
     }
 
     /* A slot's entry of a table of at most 8 * n_tables int32 held in
@@ -364,7 +361,7 @@ cdef extern from *:
     #endif
 
     /* pb_route_vectors, then the squared gradients of the entries: each
-       sampled entry adds its row's gradient^2 to its child's sum, entries
+       sampled entry adds its row's squared gradient to its child's sum, entries
        in order, in lanes (pb_add_squares_by_lanes, given lane_children) or
        entry by entry (pb_add_squares: squares has ROUTE_TRASH_SLOTS more
        entries from trash_slot on, which the other entries add to, as
@@ -375,7 +372,7 @@ cdef extern from *:
         const uint8_t *codes, Py_ssize_t row_stride, int32_t *node, int32_t *leaf,
         Py_ssize_t first, Py_ssize_t last, int pack_shift,
         const int32_t *slot_column, const uint32_t *slot_word, const int32_t *slot_node,
-        Py_ssize_t n_slots, double *squares, int32_t trash_slot, const double *gradients,
+        Py_ssize_t n_slots, double *squares, int32_t trash_slot, const double *squared,
         int scattered, const int32_t *child_base, const int32_t *child_count, int lane_children)
     {
     #if PB_ROUTE_VECTOR
@@ -393,10 +390,10 @@ cdef extern from *:
                              slot_word, slot_node, n_slots, 0);
         if (squares != NULL && lane_children > 0)
             pb_add_squares_by_lanes(node, first >> pack_shift, last >> pack_shift, pack_shift,
-                                    squares, child_base, child_count, gradients,
+                                    squares, child_base, child_count, squared,
                                     lane_children);
         else if (squares != NULL)
-            pb_add_squares(node, first, last, pack_shift, squares, trash_slot, gradients,
+            pb_add_squares(node, first, last, pack_shift, squares, trash_slot, squared,
                            scattered);
     #endif
     }
@@ -413,5 +410,5 @@ cdef extern from *:
         const uint8_t* codes, Py_ssize_t row_stride, int32_t* node, int32_t* leaf,
         Py_ssize_t first, Py_ssize_t last, int pack_shift, const int32_t* slot_column,
         const uint32_t* slot_word, const int32_t* slot_node, Py_ssize_t n_slots,
-        double* squares, int32_t trash_slot, const double* gradients, int scattered,
+        double* squares, int32_t trash_slot, const double* squared, int scattered,
         const int32_t* child_base, const int32_t* child_count, int lane_children) noexcept nogil

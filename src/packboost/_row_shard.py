@@ -74,22 +74,6 @@ class RowShard:
     def n_rows(self) -> int:
         return int(self.local_era_offsets[-1])
 
-    def chunk_bounds(self, fixed) -> np.ndarray:
-        """The global row chunks of the slot sums' float partials
-        (_partition.slot_sums: SUM_CHUNKS equal chunks of all rows, or those
-        of the counted rows, ``fixed.row_chunks``, already cut to this shard
-        by grid_bounds) cut to this shard's rows, (SUM_CHUNKS + 1,) int64
-        local row indices."""
-        from packboost._distributed import SUM_CHUNKS
-
-        if fixed.row_chunks is not None:
-            return np.asarray(fixed.row_chunks, dtype=np.int64)
-
-        chunk_rows = -(-self.total_rows // SUM_CHUNKS)
-        bounds = np.minimum(np.arange(SUM_CHUNKS + 1, dtype=np.int64) * chunk_rows,
-                            self.total_rows)
-        return np.clip(bounds - self.first_row, 0, self.n_rows)
-
     def local_samples(self, samples: TreeSamples) -> TreeSamples:
         """The draws of all rows (:func:`packboost.booster.draw_round`) cut to
         this shard's eras: its era flags, and of each tree's row flags (one
@@ -126,34 +110,11 @@ class RowShard:
         """Elementwise maximum over all shards (exact; NaN wins)."""
         return self.collective.allreduce(np.asarray(values, dtype=np.float64), "max")
 
-    def grid_bounds(self, bounds: dict, counted_rows: np.ndarray | None = None):
+    def grid_bounds(self, bounds: dict):
         """What :func:`packboost._fixed_point.to_fixed_point` chooses the grid
         from, over all shards' rows: :func:`~packboost._fixed_point.combine_grid_bounds`
         of every shard's ``bounds`` (:func:`~packboost._fixed_point.grid_bounds_of_rows`
-        of its rows), and the float sums' row chunks of the counted rows of all
-        shards cut to this shard (None without ``counted_rows``)."""
+        of its rows)."""
         from packboost._fixed_point import combine_grid_bounds
 
-        shards = self.collective.allgather(bounds)
-        row_chunks = None
-        if counted_rows is not None:
-            before = sum(part["counted"] for part in shards[:self.collective.rank])
-            row_chunks = self._counted_chunks(counted_rows, before,
-                                              sum(part["counted"] for part in shards))
-        return combine_grid_bounds(shards), row_chunks
-
-    def _counted_chunks(self, counted_rows, before: int, total: int) -> np.ndarray:
-        """_partition.counted_row_chunks of all shards' rows, cut to this
-        shard: chunk c starts at the counted row c * ceil(total / SUM_CHUNKS)
-        of all shards (``before`` of them on the shards before this one)."""
-        from packboost._distributed import SUM_CHUNKS
-
-        positions = np.flatnonzero(counted_rows)
-        per_chunk = -(-total // SUM_CHUNKS)
-        first = np.arange(SUM_CHUNKS + 1, dtype=np.int64) * per_chunk - before
-        bounds = np.where(first < 0, 0, self.n_rows)
-        inside = (first >= 0) & (first < len(positions))
-        bounds[inside] = positions[first[inside]]
-        # The first chunk starts at the first row, the last ends after the last.
-        bounds[0], bounds[SUM_CHUNKS] = 0, self.n_rows
-        return bounds.astype(np.int64)
+        return combine_grid_bounds(self.collective.allgather(bounds))

@@ -1,9 +1,10 @@
 # Pooled sums of a pack's slots (gradient, hessian, row count, squared
-# gradient), one fixed chunking of the rows for the CPU backend
-# (_partition.slot_sums) and the Dask shards (_distributed.chained_slot_sums):
-# within a chunk rows are added in order and the chunks' partials are added
-# in chunk order, so both give the same float sums whatever the threads or
-# the shards. A chunk's partial is slot-major, (n_slots + TRASH_ROWS, 4): a
+# gradient), in a fixed chunking of the rows (_partition.slot_sums): within
+# a chunk rows are added in order and the chunks' partials are added in chunk
+# order. Every value added is on a grid on which its sums stay exact
+# (the fixed-point gradients and hessians; the squared gradients on theirs,
+# _fixed_point.rounded_squares), so the sums are the same in any order: the
+# Dask shards add their own rows' and all-reduce them. A chunk's partial is slot-major, (n_slots + TRASH_ROWS, 4): a
 # slot's (g, h, count, g^2) side by side, added as two pairs
 # (add_row_to_slot), then trash rows that the rows no tree sampled add to.
 
@@ -66,7 +67,8 @@ cdef extern from *:
        the tree keep the era. */
     #define PB_ROOT_LANES 4
     static void pb_root_chunk_sums(
-        const double *gradients, const double *hessians, Py_ssize_t first, Py_ssize_t last,
+        const double *gradients, const double *hessians, const double *squared,
+        Py_ssize_t first, Py_ssize_t last,
         const int64_t *era_offsets, Py_ssize_t era, const uint8_t *era_tree_rows,
         Py_ssize_t pack_size, Py_ssize_t tree0, Py_ssize_t n_trees, double *partial)
     {
@@ -93,7 +95,7 @@ cdef extern from *:
                 }
             const pb_pair_mask low = {keep[0], keep[1]}, high = {keep[2], keep[3]};
             for (; row < end; ++row) {
-                const double g = gradients[row], h = hessians[row], s = g * g;
+                const double g = gradients[row], h = hessians[row], s = squared[row];
                 const pb_pair_mask gv = (pb_pair_mask)(pb_pair){g, g};
                 const pb_pair_mask hv = (pb_pair_mask)(pb_pair){h, h};
                 const pb_pair_mask sv = (pb_pair_mask)(pb_pair){s, s};
@@ -136,7 +138,7 @@ cdef extern from *:
                 for (; row < end; ++row) {
                     sums[0] += gradients[row];
                     sums[1] += hessians[row];
-                    sums[3] += gradients[row] * gradients[row];
+                    sums[3] += squared[row];
                 }
             }
         }
@@ -144,7 +146,8 @@ cdef extern from *:
     }
     """
     void root_chunk_sums "pb_root_chunk_sums" (
-        const double* gradients, const double* hessians, Py_ssize_t first, Py_ssize_t last,
+        const double* gradients, const double* hessians, const double* squared,
+        Py_ssize_t first, Py_ssize_t last,
         const int64_t* era_offsets, Py_ssize_t era, const uint8_t* era_tree_rows,
         Py_ssize_t pack_size, Py_ssize_t tree0, Py_ssize_t n_trees,
         double* partial) noexcept nogil
@@ -172,6 +175,7 @@ cdef inline node_index_t slot_or_trash(node_index_t slot, node_index_t code,
 cdef inline void add_row_to_chunk(
         const gradient_t* gradients,            # IN  (n_rows,) indexed by row
         const gradient_t* hessians,             # IN  (n_rows,)
+        const double* squared,                  # IN  (n_rows,) squared gradients on their grid
         const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or negative
         Py_ssize_t row,
         double* sums,                           # IN/OUT one chunk's (n_slots + TRASH_ROWS, 4)
@@ -200,26 +204,26 @@ cdef inline void add_row_to_chunk(
             gradient = gradients[at]
             if trash_slot < 0:
                 if code >= 0:
-                    add_row_to_slot(sums + 4 * code, gradient, hessians[at],
-                                    gradient * gradient)
+                    add_row_to_slot(sums + 4 * code, gradient, hessians[at], squared[at])
                 continue
             add_row_to_slot(sums + 4 * slot_or_trash(code, code, trash_slot, tree), gradient,
-                            hessians[at], gradient * gradient)
+                            hessians[at], squared[at])
         return
     gradient = gradients[row]
     for tree in range(pack_size):
         code = node_of_row[row, tree]
         if trash_slot < 0:
             if code >= 0:
-                add_row_to_slot(sums + 4 * code, gradient, hessians[row], gradient * gradient)
+                add_row_to_slot(sums + 4 * code, gradient, hessians[row], squared[row])
             continue
         add_row_to_slot(sums + 4 * slot_or_trash(code, code, trash_slot, tree), gradient,
-                        hessians[row], gradient * gradient)
+                        hessians[row], squared[row])
 
 
 cdef inline void add_rows_to_chunk(
         const gradient_t* gradients,            # IN  (n_rows,) indexed by row
         const gradient_t* hessians,             # IN  (n_rows,)
+        const double* squared,                  # IN  (n_rows,)
         const node_index_t[:, ::1] node_of_row,   # IN  (n_rows, pack_size) slot or negative
         Py_ssize_t row_start,                   # IN  rows [row_start, row_end)
         Py_ssize_t row_end,
@@ -231,5 +235,5 @@ cdef inline void add_rows_to_chunk(
 ) noexcept nogil:
     cdef Py_ssize_t row
     for row in range(row_start, row_end):
-        add_row_to_chunk(gradients, hessians, node_of_row, row, sums, trash_slot, tree_output,
-                         output_stride)
+        add_row_to_chunk(gradients, hessians, squared, node_of_row, row, sums, trash_slot,
+                         tree_output, output_stride)

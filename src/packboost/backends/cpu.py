@@ -214,12 +214,13 @@ class CpuBackend:
             # (root_sums), in under half the time.
             sums = SlotSums(*_partition.root_sums(fixed.gradients, fixed.hessians,
                                                   self._era_tree_rows, self.data.era_offsets,
-                                                  self.n_threads))
+                                                  self.n_threads, fixed.squared))
         else:
             sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
                                                   self.node_of_row, n_slots, self.n_threads,
                                                   scattered_samples=self._scattered_samples,
-                                                  chunk_bounds=fixed.row_chunks))
+                                                  chunk_bounds=fixed.row_chunks,
+                                                  squared_gradients=fixed.squared))
         self._counts = sums.count
         self._sums = sums
         return sums
@@ -252,12 +253,13 @@ class CpuBackend:
                 parts.append(_partition.root_sums(
                     output_fixed.gradients, output_fixed.hessians,
                     np.ascontiguousarray(self._era_tree_rows[:, trees]), self.data.era_offsets,
-                    self.n_threads))
+                    self.n_threads, output_fixed.squared))
             return SlotSums(*(np.concatenate(columns) for columns in zip(*parts, strict=True)))
         return SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
                                               self.node_of_row, n_slots, self.n_threads,
                                               scattered_samples=self._scattered_samples,
-                                              tree_output=fixed.tree_output))
+                                              tree_output=fixed.tree_output,
+                                              squared_gradients=fixed.squared))
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                     split_params, *, keep_for_children=False, constraints=None) -> BestSplits:
@@ -524,6 +526,7 @@ class CpuBackend:
                  self.n_threads)
         options = dict(scattered_samples=self._scattered_samples,
                        chunk_bounds=self.fixed.row_chunks)
+        squared = dict(squared_gradients=self.fixed.squared)
         block = self._codes_block
         if block is not None and best is not None and np.array_equal(block[0], best[1]):
             # The depth's features row-major (the node-ordered route's copy):
@@ -540,7 +543,7 @@ class CpuBackend:
                 sums = SlotSums(*children, _partition.slot_sums(
                     fixed.gradients, fixed.hessians, self.node_of_row, n_next, self.n_threads,
                     scattered_samples=self._scattered_samples, tree_output=fixed.tree_output,
-                    squares_only=True))
+                    squares_only=True, squared_gradients=fixed.squared))
             else:
                 # The last depth: its squared gradients are not read (route_rows'
                 # split_children), the rest comes from the splits.
@@ -549,7 +552,8 @@ class CpuBackend:
             # The next frontier's sums come with the routing (one pass over
             # the table, same numbers as slot_sums): slot_sums hands them out.
             sums = SlotSums(*_partition.route_rows(*route, self.fixed.gradients,
-                                                   self.fixed.hessians, n_next, **options))
+                                                   self.fixed.hessians, n_next, **options,
+                                                   **squared))
         else:
             # Gradient, hessian and count from the splits (exact); the
             # squared gradients only where the driver splits the children.
@@ -559,7 +563,7 @@ class CpuBackend:
             if split_children:
                 squares = _partition.route_rows(*route, self.fixed.gradients,
                                                 self.fixed.hessians, n_next, squares_only=True,
-                                                slot_tree=self._slot_tree, **options)
+                                                slot_tree=self._slot_tree, **options, **squared)
             else:
                 _partition.route_rows(*route, **options)
             sums = SlotSums(*children, squares)

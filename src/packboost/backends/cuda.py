@@ -21,7 +21,7 @@ from packboost._device_round import (
     gradient_multiplier,
     kept_before,
 )
-from packboost._fixed_point import squared_gradient_scale, squared_sum_bound_bits, to_fixed_point
+from packboost._fixed_point import squared_sum_bound_bits, to_fixed_point
 from packboost._samples import TreeSamples
 from packboost.backends.interface import BestSplits, SlotSums
 
@@ -127,7 +127,7 @@ class CudaBackend:
         else:
             # The values are on the fixed-point grid already: the device's
             # x * scale is an exact integer, so its sums are the CPU's.
-            scale_g2 = squared_gradient_scale(fixed.gradients, fixed.n_counted_rows)
+            scale_g2 = fixed.squared_scale
             self.kernels.begin_round(fixed.gradients, fixed.hessians,
                                      None if flags else list(tree_samples),
                                      fixed.gradient_scale, fixed.hessian_scale, scale_g2)

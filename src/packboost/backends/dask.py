@@ -10,8 +10,9 @@ workers (:class:`packboost._collective.Collective`) and runs
 over the rows are this worker's and whose sums over all eras are exchanged
 with the others. Per depth:
 
-1. slot sums: the float sums of squared gradients are continued shard after
-   shard over the global row chunks (``_distributed.chained_slot_sums``);
+1. slot sums: each shard sums its rows (gradients, hessians, counts and
+   squared gradients, every value on a grid on which its sums are exact)
+   and the sums are all-reduced;
 2. every shard histograms its own eras (they never leave the worker) and the
    pooled per-bin sums of every (slot, feature) are all-reduced: exact
    fixed-point sums, the same doubles in any order;
@@ -196,19 +197,18 @@ class ShardBackend(CpuBackend):
         self._kept_buffer = None
 
     def slot_sums(self, n_slots: int) -> SlotSums:
-        shard, fixed = self.data.shard, self.fixed
-        bounds = shard.chunk_bounds(fixed)
-
-        def continue_sums(_block, partial):
-            return _distributed.chained_slot_sums(fixed.gradients, fixed.hessians,
-                                                  self.node_of_row, n_slots, bounds,
-                                                  np.array(partial, copy=True), self.n_threads)
-
-        finals = self.collective.chain(continue_sums, [_partition.chunk_partials(n_slots)])
-        partial = self.collective.broadcast(None if finals is None else finals[0],
-                                            root=self.collective.size - 1)
-        # _partition.slot_sums' final additions, chunks in order
-        sums = SlotSums(*_partition.chunk_totals(partial, n_slots))
+        """Every slot's sums over all shards: this shard's rows' sums
+        (_partition.slot_sums), all-reduced. Each value added is on a grid on
+        which its sums are exact (the fixed-point gradients and hessians, the
+        squared gradients on theirs), so the totals are the local fit's
+        whatever the shards (docs/distributed.md §3)."""
+        fixed = self.fixed
+        own = _partition.slot_sums(fixed.gradients, fixed.hessians, self.node_of_row, n_slots,
+                                   self.n_threads, scattered_samples=self._scattered_samples,
+                                   squared_gradients=fixed.squared)
+        totals = self.collective.allreduce(
+            np.stack([np.asarray(column, dtype=np.float64) for column in own]), "sum")
+        sums = SlotSums(totals[0], totals[1], totals[2].astype(np.int64), totals[3])
         self._counts, self._sums, self._routed_sums = sums.count, sums, None
         return sums
 
