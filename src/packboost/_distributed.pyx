@@ -329,7 +329,7 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1]
     threshold_out = np.empty(capacity, dtype=np.int32)
     missing_out = np.empty(capacity, dtype=np.uint8)
     bounded_out = np.empty(capacity, dtype=np.uint8)
-    sums = np.empty((9, capacity))
+    sums = np.empty((10, capacity))
     cdef int32_t[::1] o_slot = slot_out, o_position = position_out, o_threshold = threshold_out
     cdef uint8_t[::1] o_missing = missing_out, o_bounded = bounded_out
     cdef double[:, ::1] o_sums = sums
@@ -414,6 +414,7 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1]
                         o_sums[3, n] = cand_h
                         o_sums[7, n] = weight_total
                         o_sums[8, n] = weight_squares
+                        o_sums[9, n] = cand_count
                         if c.era_gain == DES_ERA_GAIN_NEWTON:
                             o_sums[4, n] = 0.0
                         elif count_weights:
@@ -434,7 +435,8 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1]
             "left_g": sums[2, :n].copy(), "left_h": sums[3, :n].copy(),
             "mean": sums[4, :n].copy(), "bounded": bounded_out[:n].copy(),
             "lower": sums[5, :n].copy(), "upper": sums[6, :n].copy(),
-            "weight_total": sums[7, :n].copy(), "weight_squares": sums[8, :n].copy()}
+            "weight_total": sums[7, :n].copy(), "weight_squares": sums[8, :n].copy(),
+            "left_count": sums[9, :n].copy()}
 
 
 def weighted_sum_maxima(const int64_t[::1] cells, const int64_t[:, ::1] origin,

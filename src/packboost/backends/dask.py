@@ -197,11 +197,21 @@ class ShardBackend(CpuBackend):
         self._kept_buffer = None
 
     def slot_sums(self, n_slots: int) -> SlotSums:
-        """Every slot's sums over all shards: this shard's rows' sums
-        (_partition.slot_sums), all-reduced. Each value added is on a grid on
-        which its sums are exact (the fixed-point gradients and hessians, the
-        squared gradients on theirs), so the totals are the local fit's
-        whatever the shards (docs/distributed.md §3)."""
+        """Every slot's sums over all shards: those the routing took
+        (route_rows), or this shard's rows' sums (_partition.slot_sums),
+        all-reduced."""
+        routed, self._routed_sums = self._routed_sums, None
+        if routed is not None and routed[0] == n_slots:
+            self._counts, self._sums = routed[1].count, routed[1]
+            return routed[1]
+        return self._gathered_sums(n_slots)
+
+    def _gathered_sums(self, n_slots: int) -> SlotSums:
+        """This shard's rows' sums (_partition.slot_sums), all-reduced. Each
+        value added is on a grid on which its sums are exact (the fixed-point
+        gradients and hessians, the squared gradients on theirs), so the
+        totals are the local fit's whatever the shards (docs/distributed.md
+        §3)."""
         fixed = self.fixed
         own = _partition.slot_sums(fixed.gradients, fixed.hessians, self.node_of_row, n_slots,
                                    self.n_threads, scattered_samples=self._scattered_samples,
@@ -261,7 +271,8 @@ class ShardBackend(CpuBackend):
             # Nothing to add over eras: every shard finishes the same scores.
             score, gain = _distributed.candidate_pass(
                 candidates, slot_variance, split_params, _distributed.MODE_FINISH)
-            return _best_splits(candidates, score, gain, n_slots, n_candidates)
+            return self._chosen(_best_splits(candidates, score, gain, n_slots, n_candidates),
+                                features)
         pass_arguments = (cells, layout, era_rows, fixed, n_slots,
                           self.n_threads)
 
@@ -323,7 +334,7 @@ class ShardBackend(CpuBackend):
         contenders = np.flatnonzero(bound >= floor[candidates["slot"]])
         score, gain = np.full(n, -np.inf), np.zeros(n)
         score[contenders], gain[contenders] = scores_of(contenders)
-        return _best_splits(candidates, score, gain, n_slots, n_candidates)
+        return self._chosen(_best_splits(candidates, score, gain, n_slots, n_candidates), features)
 
     def _kept_terms(self, shape):
         """A float64 array of ``shape`` for the era terms a maximum pass keeps
@@ -404,11 +415,20 @@ class ShardBackend(CpuBackend):
                                           tree_uses_feature, slot_variance, params,
                                           constraints)
 
+    def _chosen(self, best: BestSplits, features) -> BestSplits:
+        """Keep the depth's choice for route_rows (the children's sums)."""
+        self._best = (best, features)
+        return best
+
     def route_rows(self, split_feature, split_threshold, split_missing_left, left_child_slot,
                    slot_node, *, split_children=True, category_splits=None) -> None:
-        """The CPU backend's routing, without the children's sums: slot_sums
-        gathers them from every shard."""
+        """The CPU backend's routing. The children's gradient, hessian and
+        count sums come from the splits (exact pooled sums, the same on every
+        shard); their squared gradients from this shard's rows as it routes
+        them, all-reduced (every shard takes the same branch: the choice is
+        the same on all). Otherwise slot_sums gathers the sums afterwards."""
         self._at_roots = False
+        best, self._best = self._best, None
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
         if len(split) == 0:
             self._last_slot_node = np.ascontiguousarray(slot_node, dtype=np.int32)
@@ -419,8 +439,25 @@ class ShardBackend(CpuBackend):
             self._route_by_categories(split_feature, split_threshold, split_missing_left,
                                       left_child_slot, slot_node, split, category_splits)
             return
-        self._route_without_sums(split_feature, split_threshold, split_missing_left,
-                                 left_child_slot, slot_node, split)
+        in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
+        children = None if not in_pairs else self._children_sums(
+            best, split, split_feature, split_threshold, split_missing_left)
+        if children is None or not split_children:
+            # Sums from the rows when the next depth asks (slot_sums); none
+            # at the last depth.
+            self._route_without_sums(split_feature, split_threshold, split_missing_left,
+                                     left_child_slot, slot_node, split)
+            return
+        self._slot_parent = np.repeat(split, 2).astype(np.int32)
+        data, fixed, n_next = self.data, self.fixed, 2 * len(split)
+        squares = _partition.route_rows(
+            data.X_binned, self.node_of_row, split_feature, split_threshold,
+            split_missing_left, left_child_slot, data.n_bins, slot_node, self.leaf_of_row,
+            self.n_threads, fixed.gradients, fixed.hessians, n_next, squares_only=True,
+            slot_tree=self._slot_tree, scattered_samples=self._scattered_samples,
+            squared_gradients=fixed.squared)
+        squares = self.collective.allreduce(np.ascontiguousarray(squares), "sum")
+        self._routed_sums = (n_next, SlotSums(*children, squares))
 
 
 # The most a shard keeps of a set of candidates' era terms between the era
@@ -462,6 +499,15 @@ def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
         found["threshold"][slot, position] = candidates["threshold"][chosen]
         found["missing_left"][slot, position] = candidates["missing_left"][chosen]
         found["found"][slot, position] = 1
+        # The winners' left sums (exact pooled sums, the same on every
+        # shard) give the children's sums, as find_best_splits' slot_left
+        # does locally.
+        wins = _split.best_candidate_per_slot(found["score"], found["found"])[slot] == position
+        picked = chosen[wins]
+        found["slot_left"] = np.full((n_slots, 4), np.nan)
+        found["slot_left"][slot[wins]] = np.stack(
+            [position[wins], candidates["left_g"][picked], candidates["left_h"][picked],
+             candidates["left_count"][picked]], axis=1)
     return BestSplits.of_table(found)
 
 
