@@ -329,11 +329,14 @@ class ShardBackend(CpuBackend):
         bound = mean + split_params["lambda_dir"] * np.abs(mean)
         leaders = _highest_per_slot(candidates["slot"], bound)
         floor = np.full(n_slots, -np.inf)
-        leader_scores, _ = scores_of(leaders)
-        np.fmax.at(floor, candidates["slot"][leaders], leader_scores)
-        contenders = np.flatnonzero(bound >= floor[candidates["slot"]])
         score, gain = np.full(n, -np.inf), np.zeros(n)
-        score[contenders], gain[contenders] = scores_of(contenders)
+        score[leaders], gain[leaders] = scores_of(leaders)
+        np.fmax.at(floor, candidates["slot"][leaders], score[leaders])
+        contenders = bound >= floor[candidates["slot"]]
+        contenders[leaders] = False   # scored already
+        contenders = np.flatnonzero(contenders)
+        if len(contenders):   # the same on every shard
+            score[contenders], gain[contenders] = scores_of(contenders)
         return self._chosen(_best_splits(candidates, score, gain, n_slots, n_candidates), features)
 
     def _kept_terms(self, shape):
