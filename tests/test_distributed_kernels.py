@@ -296,3 +296,22 @@ def test_era_pass_sums_on_the_grid_are_the_float_sums_to_rounding():
                 assert abs(math.ldexp(float(steps[i, j]), int(grid[i, j])) - exact) \
                     <= 0.5 * step * n_terms[i] * (1 + 1e-12)
         assert n > 10 and np.any(steps != 0)
+
+
+def test_rank_in_slot_orders_each_slots_candidates_highest_first():
+    """The order of the Dask era pass's rounds (best first, as the local scan
+    goes): within each slot by value, the largest 0, ties to the lower
+    index, NaN after every number -- against sorting each slot alone."""
+    from packboost.backends.dask import _rank_in_slot
+
+    rng = np.random.default_rng(4)
+    for n in (0, 1, 7, 200):
+        slot = rng.integers(0, 5, n)
+        value = rng.integers(-3, 3, n).astype(float)   # ties
+        value[rng.random(n) < 0.2] = np.nan
+        rank = _rank_in_slot(slot, value)
+        for one in np.unique(slot):
+            members = np.flatnonzero(slot == one)
+            ordered = [i for _, _, i in sorted(
+                (bool(np.isnan(value[i])), -np.nan_to_num(value[i]), i) for i in members)]
+            np.testing.assert_array_equal(rank[ordered], np.arange(len(members)))

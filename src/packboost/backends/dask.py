@@ -322,21 +322,28 @@ class ShardBackend(CpuBackend):
                                                            candidates["weight_total"])
         # A candidate scores at most mu + lambda_dir |mu| (sigma >= 0, |D| <= 1;
         # _split.candidate_bound, the local scan's pruning, docs/des.md §9).
-        # First the era pass of each slot's candidate of the highest bound:
-        # its score is a floor the slot's winner reaches; then the pass of the
-        # candidates whose bound reaches that floor. The others cannot win.
+        # Best first, as the local scan goes: each slot's candidates by bound,
+        # the highest first, in rounds of 1, 2, 4, ... per slot; a round's
+        # scores raise each slot's floor (the score its winner reaches at
+        # least), and a candidate whose bound is below its slot's floor cannot
+        # win: it is never scored. Every shard takes the same rounds.
         mean = candidates["mean"]
         bound = mean + split_params["lambda_dir"] * np.abs(mean)
-        leaders = _highest_per_slot(candidates["slot"], bound)
+        rank = _rank_in_slot(candidates["slot"], bound)
         floor = np.full(n_slots, -np.inf)
         score, gain = np.full(n, -np.inf), np.zeros(n)
-        score[leaders], gain[leaders] = scores_of(leaders)
-        np.fmax.at(floor, candidates["slot"][leaders], score[leaders])
-        contenders = bound >= floor[candidates["slot"]]
-        contenders[leaders] = False   # scored already
-        contenders = np.flatnonzero(contenders)
-        if len(contenders):   # the same on every shard
-            score[contenders], gain[contenders] = scores_of(contenders)
+        first, width = 0, 1
+        while True:
+            chosen = np.flatnonzero((rank >= first) & (rank < first + width)
+                                    & (bound >= floor[candidates["slot"]]))
+            if first > 0 and not len(chosen):
+                break   # in every slot the next bound is below its floor
+            if len(chosen):
+                score[chosen], gain[chosen] = scores_of(chosen)
+                np.fmax.at(floor, candidates["slot"][chosen], score[chosen])
+            first, width = first + width, 2 * width
+            if first >= n:
+                break
         return self._chosen(_best_splits(candidates, score, gain, n_slots, n_candidates), features)
 
     def _kept_terms(self, shape):
@@ -468,16 +475,19 @@ class ShardBackend(CpuBackend):
 KEPT_TERMS_BYTES = 128 << 20
 
 
-def _highest_per_slot(slot: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """Per slot that has candidates, the (first) candidate of the largest
-    ``value`` (NaN never chosen over a number); ascending indices."""
+def _rank_in_slot(slot: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Each candidate's place among its slot's by ``value``, the largest 0
+    (ties: the lower index first; NaN after every number)."""
     if not len(slot):
         return np.zeros(0, dtype=np.int64)
     ranked = np.where(np.isnan(value), -np.inf, value)
     order = np.lexsort((np.arange(len(slot)), -ranked, slot))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = slot[order][1:] != slot[order][:-1]
-    return np.sort(order[first])
+    sorted_slot = slot[order]
+    starts = np.flatnonzero(np.r_[True, sorted_slot[1:] != sorted_slot[:-1]])
+    run_start = np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    rank = np.empty(len(slot), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - run_start
+    return rank
 
 
 def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
