@@ -207,17 +207,15 @@ class ShardBackend(CpuBackend):
         return self._gathered_sums(n_slots)
 
     def _gathered_sums(self, n_slots: int) -> SlotSums:
-        """This shard's rows' sums (_partition.slot_sums), all-reduced. Each
+        """This shard's rows' sums (CpuBackend.slot_sums), all-reduced. Each
         value added is on a grid on which its sums are exact (the fixed-point
         gradients and hessians, the squared gradients on theirs), so the
         totals are the local fit's whatever the shards (docs/distributed.md
         §3)."""
-        fixed = self.fixed
-        own = _partition.slot_sums(fixed.gradients, fixed.hessians, self.node_of_row, n_slots,
-                                   self.n_threads, scattered_samples=self._scattered_samples,
-                                   squared_gradients=fixed.squared)
+        own = super().slot_sums(n_slots)   # the CPU's (at the roots from the era flags)
         totals = self.collective.allreduce(
-            np.stack([np.asarray(column, dtype=np.float64) for column in own]), "sum")
+            np.stack([np.asarray(column, dtype=np.float64) for column in (
+                own.gradients, own.hessians, own.count, own.gradients_squared)]), "sum")
         sums = SlotSums(totals[0], totals[1], totals[2].astype(np.int64), totals[3])
         self._counts, self._sums, self._routed_sums = sums.count, sums, None
         return sums
