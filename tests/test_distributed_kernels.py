@@ -37,6 +37,9 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
     words = 1 if fixed.hessian_is_constant else 2
     origin = np.empty((len(features), pack_size), np.int64)
     stride = np.empty(len(features), np.int64)
+    # The cells pooled by the pass itself, block by block (cells only).
+    in_pass = (np.full(_split.pooled_cells_size(n_slots, features, data.n_bins, fixed), -3,
+                       np.int64) if cells_only else None)
     # Stale values in the buffer (a fit reuses it from depth to depth).
     cells = np.full(_split.depth_cells_size(data.n_eras, n_slots, features, data.n_bins, words),
                     -7, np.int64)
@@ -49,7 +52,7 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
         slot_parent=np.full(n_slots, -1, np.int32),
         tree_extra_feature=np.zeros((len(features), pack_size), np.uint8),
         cells_only=cells_only, cell_origin=origin, cell_stride=stride,
-        cells_per_tree=layout == "per-tree")
+        cells_per_tree=layout == "per-tree", pooled_cells=in_pass)
     # cells_only: the cells and nothing scored.
     assert found["found"].any() != cells_only
     # Runs per tree: a feature's cells start at different places for the two trees.
@@ -61,6 +64,11 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
         run = (np.max(uses[block].T @ widths[block]) if layout == "per-tree"
                else widths[block].sum())
         assert np.all(stride[block] == run * words)
+    if cells_only:
+        # pooled in the pass: what pooling the filled cells afterwards gives
+        np.testing.assert_array_equal(in_pass, _distributed.pool_cells(
+            cells, origin, stride, np.ascontiguousarray(widths, dtype=np.int64), slot_tree,
+            slot_open, uses, data.n_eras, fixed, 2))
     return (data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words,
             (origin, stride))
 

@@ -1101,6 +1101,7 @@ def find_best_splits(
         int64_t[:, ::1] cell_origin=None,
         int64_t[::1] cell_stride=None,
         bint cells_per_tree=False,
+        int64_t[::1] pooled_cells=None,
 ):
     """Best DES candidate of every (slot, candidate feature).
 
@@ -1176,6 +1177,14 @@ def find_best_splits(
     cleared, written and read afterwards are about p times fewer. Otherwise
     the layout is block-wide (depth_cells_size's, which a next depth's
     subtraction reads).
+
+    ``pooled_cells`` (with ``cells_only``): also every open slot's cells
+    summed over the eras, per cell the gradient units, the rows and the
+    hessian units (without a constant hessian), int64, slot after slot, the
+    features' cells in their order (``pooled_cells_size`` entries; zeros for a
+    closed slot or a feature its tree does not use) -- taken block by block
+    right after the block is summed, while its cells are in cache (a pass over
+    all of a depth's cells afterwards read them from memory again).
 
     Returns a dict of (n_slots, n_candidates) arrays: ``score`` (-inf when no
     candidate meets the constraints), ``gain`` (pooled Newton gain),
@@ -1290,6 +1299,15 @@ def find_best_splits(
             parent_pointer = NULL
     cdef bint compact_cells = (cells_only and cells_per_tree and reports_layout
                                and kind_pointer == NULL)
+    cdef int64_t* pooled_pointer = NULL
+    cdef Py_ssize_t pooled_width = words + 1
+    if pooled_cells is not None:
+        if not cells_only:
+            raise ValueError("pooled_cells go with cells_only")
+        if pooled_cells.shape[0] != n_slots * width_prefix[n_candidates] * pooled_width:
+            raise ValueError("pooled_cells must have pooled_cells_size(...) entries")
+        pooled_cells[:] = 0
+        pooled_pointer = &pooled_cells[0] if pooled_cells.shape[0] else NULL
     cdef int64_t block_origin = 0
     for position in range(n_candidates):
         max_width = max(max_width, n_bins[features[position]] + 1)
@@ -1458,6 +1476,16 @@ def find_best_splits(
                                      &tree_uses_feature[first + part_start, 0],
                                      extra_pointer + part_start * pack_size)
                 if cells_only:
+                    if pooled_pointer != NULL:
+                        for slot in prange(n_slots, schedule='dynamic',
+                                           num_threads=n_threads):
+                            pool_block_slot(block_cells, n_eras, n_slots, slot,
+                                            slot_stride * words, &offset_view[0],
+                                            block_view.offset_stride, slot_tree[slot],
+                                            slot_open[slot], &tree_uses_feature[first, 0],
+                                            pack_size, &width_prefix_view[first], n_block,
+                                            width_prefix_view[n_candidates], words,
+                                            rows.count_bits, pooled_pointer)
                     group_start = group_end
                     continue
                 block_view.cells = block_cells
@@ -1502,6 +1530,55 @@ def find_best_splits(
                 block_origin += n_eras * n_slots * slot_stride * words
     result["slot_left"] = slot_first_maximum(records)
     return result
+
+
+cdef void pool_block_slot(
+        const int64_t* block_cells,      # IN  a block's cells: (era, slot) runs
+        Py_ssize_t n_eras,
+        Py_ssize_t n_slots,
+        Py_ssize_t slot,
+        Py_ssize_t run_entries,          # IN  int64 per (era, slot) run
+        const Py_ssize_t* feature_offset,   # IN  the block's offsets (tree tables
+        Py_ssize_t offset_stride,        #     offset_stride apart, or one table)
+        Py_ssize_t tree,
+        bint is_open,
+        const uint8_t* tree_uses_feature,   # IN  (n_block, pack_size) of the block
+        Py_ssize_t pack_size,
+        const Py_ssize_t* feature_prefix,   # IN  (n_block,) each feature's first pooled cell
+        Py_ssize_t n_block,
+        Py_ssize_t slot_cells,           # IN  pooled cells per slot (all features)
+        Py_ssize_t words,
+        int count_bits,
+        int64_t* pooled,                 # IN/OUT find_best_splits' pooled_cells
+) noexcept nogil:
+    """One slot's cells of one block summed over the eras into its pooled
+    cells (find_best_splits' ``pooled_cells``): era by era, each (era, slot)
+    run read front to back."""
+    if not is_open:
+        return
+    cdef Py_ssize_t pw = words + 1, era, member, b, width
+    cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
+    cdef uint64_t sign_bit = (<uint64_t>1) << 63
+    cdef uint64_t shift_excess = sign_bit >> count_bits
+    cdef const int64_t* run
+    cdef const int64_t* source
+    cdef int64_t* target
+    cdef uint64_t cell
+    for era in range(n_eras):
+        run = block_cells + (era * n_slots + slot) * run_entries
+        for member in range(n_block):
+            if not tree_uses_feature[member * pack_size + tree]:
+                continue
+            source = run + feature_offset[tree * offset_stride + member] * words
+            target = pooled + (slot * slot_cells + feature_prefix[member]) * pw
+            width = feature_prefix[member + 1] - feature_prefix[member]
+            for b in range(width):
+                cell = <uint64_t>source[b * words]
+                # arithmetic shift of the units, as pool_era_cells takes it
+                target[b * pw] += <int64_t>(((cell ^ sign_bit) >> count_bits) - shift_excess)
+                target[b * pw + 1] += <int64_t>(cell & mask)
+                if words == 2:
+                    target[b * pw + 2] += source[b * 2 + 1]
 
 
 def slot_first_maximum(records):

@@ -225,18 +225,19 @@ class ShardBackend(CpuBackend):
         data, collective, fixed = self.data, self.collective, self.fixed
         self._slot_tree = np.ascontiguousarray(slot_tree, dtype=np.int32)
         n_slots, n_candidates = len(slot_tree), len(features)
-        cells, origin, stride = self._era_cells(slot_tree, slot_open, features,
-                                                tree_uses_feature, slot_variance, split_params,
-                                                keep_for_children)
+        cells, origin, stride, pooled_cells = self._era_cells(
+            slot_tree, slot_open, features, tree_uses_feature, slot_variance, split_params,
+            keep_for_children)
         words = 1 if fixed.hessian_is_constant else 2
         widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
         width = int(widths.max()) if n_candidates else 1
         layout = (origin, stride, widths, self._slot_tree)
         _distributed.clear_skipped_eras(cells, origin, stride, widths, self._slot_tree,
                                         tree_uses_feature, self._era_tree_rows, words)
-        pooled_cells = _distributed.pool_cells(cells, origin, stride, widths, self._slot_tree,
-                                               slot_open, tree_uses_feature, data.n_eras, fixed,
-                                               self.n_threads)
+        if pooled_cells is None:   # derived cells: pooled once the skipped eras are cleared
+            pooled_cells = _distributed.pool_cells(cells, origin, stride, widths,
+                                                   self._slot_tree, slot_open, tree_uses_feature,
+                                                   data.n_eras, fixed, self.n_threads)
         # Integer sums: the same in any order.
         pooled_cells = collective.allreduce(pooled_cells, "sum")
         pooled = _distributed.pooled_from_cells(pooled_cells, _distributed.cell_prefix(widths),
@@ -374,8 +375,10 @@ class ShardBackend(CpuBackend):
     def _era_cells(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
                    split_params, keep_for_children=False):
         """This shard's per-era cells of every slot over ``features``
-        (find_best_splits' ``depth_cells``) and where they are (its
-        ``cell_origin``, ``cell_stride``), by the CPU backend's pass: the
+        (find_best_splits' ``depth_cells``), where they are (its
+        ``cell_origin``, ``cell_stride``) and, where no slot is derived,
+        their sums over its eras (its ``pooled_cells``; else None), by the
+        CPU backend's pass: the
         open slots' rows, a child from its parent's cells where the parent
         depth kept them for it over the same features (subtraction; the
         driver's ``keep_for_children``, as a local fit takes it). Cells no
@@ -392,6 +395,11 @@ class ShardBackend(CpuBackend):
                                                        data.era_offsets, self.n_threads)
         origin = np.empty((len(features), self.pack_size), dtype=np.int64)
         stride = np.empty(len(features), dtype=np.int64)
+        # Pooled by the pass while each block is in cache, unless cells are
+        # derived (their skipped eras are cleared first, find_splits).
+        pooled = None if plan["parent_cells"] is not None else np.empty(
+            _split.pooled_cells_size(len(slot_tree), features, data.n_bins, self.fixed),
+            dtype=np.int64)
         _split.find_best_splits(
             data.X_binned, self.fixed, rows, era_offsets, self.node_of_row, slot_tree,
             slot_open, features, tree_uses_feature, data.n_bins, split_params,
@@ -400,14 +408,14 @@ class ShardBackend(CpuBackend):
                 "depth_cells", "parent_cells", "slot_kind", "slot_parent",
                 "tree_extra_feature")},
             era_tree_rows=self._era_tree_rows, scattered_samples=self._scattered_samples,
-            cells_only=True, cell_origin=origin, cell_stride=stride,
+            cells_only=True, cell_origin=origin, cell_stride=stride, pooled_cells=pooled,
             # a child derives from block-wide cells only
             cells_per_tree=not keep_for_children)
         self._kept = None if not keep_for_children else dict(
             cells=plan["depth_cells"], features=features, uses=tree_uses_feature,
             n_slots=len(slot_tree))
         self._best = None
-        return plan["depth_cells"], origin, stride
+        return plan["depth_cells"], origin, stride, pooled
 
     def find_category_splits(self, slot_tree, slot_open, features, tree_uses_feature,
                              slot_variance, params, *, constraints=None) -> dict:
