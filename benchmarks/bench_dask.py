@@ -37,9 +37,9 @@ SIZES = {
 # The era pass per scored candidate: N_TERMS float64 maxima, then N_TERMS
 # int64 grid sums (_distributed.candidate_pass), each all-reduced.
 ERA_PASS_BYTES = 2 * 3 * 8
-# Allreduces per depth: pooled cells, era stats, and the era pass's maxima
-# and sums for the slots' leaders and for their contenders.
-ALLREDUCES_PER_DEPTH = 6
+# Allreduces per depth besides the era pass: pooled cells, era stats, the
+# children's squared gradients.
+ALLREDUCES_PER_DEPTH = 3
 
 
 def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max_depth,
@@ -122,17 +122,20 @@ def _task_seconds(tasks) -> dict:
 
 def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
                 features=238, bins=5, pack_size=4, max_depth=6, latency_ms=0.1,
-                era_pass_seconds_per_row_round=0.0):
+                era_pass_seconds_per_row_round=0.0, scored_fraction=0.05,
+                era_pass_rounds=6):
     """A Numerai-scale round on ``nodes`` workers: compute (the measured
     seconds per row and round of one worker, rows split evenly; a shard
-    computes its era-pass terms twice, for the maxima and on the grid, so
-    half of the shards' measured era-pass seconds,
-    ``era_pass_seconds_per_row_round``, is added), network (``gbit`` Gb/s;
+    computes its era-pass terms for the maxima and rounds them (or the
+    votes again) on the grid, so half of the shards' measured era-pass
+    seconds, ``era_pass_seconds_per_row_round``, is added), network (``gbit`` Gb/s;
     every allreduce around a ring: each link carries 2 (n - 1) / n of the
-    pooled sums and of the era pass's maxima and grid sums, every candidate
-    counted as scored) and message latency (2 (n - 1) per ring allreduce,
-    n for the chained slot sums), every depth summed (every node
-    splitting: slots double per depth)."""
+    pooled sums and of the era pass's maxima and grid sums of the
+    ``scored_fraction`` of candidates the best-first rounds score: 3% at
+    400k x 400, pack 4, layer fraction 0.1) and message latency (2 (n - 1)
+    per ring allreduce; the era pass two per round, ``era_pass_rounds`` per
+    depth), every depth summed (every node splitting: slots double per
+    depth)."""
     link = gbit * 1e9 / 8
     width = bins + 1
     compute = (seconds_per_row_round + era_pass_seconds_per_row_round / 2) * rows / nodes
@@ -141,8 +144,10 @@ def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
         slots = pack_size * 2 ** depth
         candidates = slots * features * (bins - 1)
         pooled = slots * features * width * 3 * 8
-        network += 2 * (nodes - 1) / nodes * (pooled + ERA_PASS_BYTES * candidates) / link
-        latency += (ALLREDUCES_PER_DEPTH * 2 * (nodes - 1) + nodes) * latency_ms * 1e-3
+        network += 2 * (nodes - 1) / nodes * (
+            pooled + ERA_PASS_BYTES * scored_fraction * candidates) / link
+        latency += ((ALLREDUCES_PER_DEPTH + 2 * era_pass_rounds) * 2 * (nodes - 1)
+                    * latency_ms * 1e-3)
     return {"nodes": nodes, "gbit_s": gbit, "rows": rows, "features_per_depth": features,
             "pack_size": pack_size, "max_depth": max_depth,
             "round_compute_s": compute, "round_network_s": network,
