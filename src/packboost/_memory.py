@@ -38,8 +38,9 @@ _TILE_CELL_BYTES = 24
 _DATA_BYTES_PER_ROW = 8 + 4
 # Per-row arrays of the boosting loop: gradients, hessians, raw predictions
 # (float64), the row indices every tree samples from (int32), and the
-# round's fixed-point copies (rounded gradients and hessians, packed cells).
-_TRAINING_BYTES_PER_ROW = 3 * 8 + 4 + 3 * 8
+# round's fixed-point copies (rounded gradients and hessians, packed cells,
+# squared gradients on their grid).
+_TRAINING_BYTES_PER_ROW = 3 * 8 + 4 + 4 * 8
 # Per row and tree of a pack: node_of_row and the training rows' leaves (int32).
 _BYTES_PER_ROW_AND_TREE = 4 + 4
 # Per row and output beyond the first (several targets or classes): its target
