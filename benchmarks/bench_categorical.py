@@ -156,7 +156,8 @@ def fit_model(name, tables, y, era, categorical, args):
                      learning_rate=lr, n_jobs=threads, random_state=args.seed,
                      min_data_per_group=args.min_data_per_group, lambda_dro=args.lambda_dro,
                      max_bins=args.max_bins, cat_smooth=args.cat_smooth,
-                     max_cat_threshold=args.max_cat_threshold)
+                     max_cat_threshold=args.max_cat_threshold,
+                     cat_search_steps=args.cat_search_steps)
     if name == "packboost":
         X, X_test = tables["category"]
         model = PackBoostRegressor(**packboost)
@@ -279,6 +280,8 @@ def parse_args(argv=None):
                              "the test eras (to choose settings)")
     parser.add_argument("--cat-smooth", type=float, default=10.0)
     parser.add_argument("--max-cat-threshold", type=int, default=32)
+    parser.add_argument("--cat-search-steps", type=int, default=8,
+                        help="moves of one category after the prefixes (0: prefixes only)")
     return parser.parse_args(argv)
 
 
