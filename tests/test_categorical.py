@@ -10,7 +10,12 @@ from packboost import PackBoostRegressor, _categorical, load_model
 from packboost.grower import pack_category_words, unpack_category_words
 
 from conftest import DEFAULT_SPLIT_PARAMS
-from oracles.categorical import best_category_candidate, category_candidates
+from oracles.categorical import (
+    best_category_candidate,
+    best_category_search,
+    category_candidates,
+    scored_sides,
+)
 
 OPTIONS = dict(max_cat_to_onehot=4, max_cat_threshold=3, cat_smooth=2.0, min_data_per_group=3)
 
@@ -33,7 +38,7 @@ def random_cells(rng, n_eras, n_categories, *, empty_eras=True, missing=True, sc
 
 
 def kernel_best(cells_by_slot, n_categories, params, options, variance=None, bounds=None,
-                cat_order="pooled"):
+                cat_order="pooled", search_steps=0):
     hist = np.ascontiguousarray(np.stack(cells_by_slot)[None])  # one feature
     n_slots = hist.shape[1]
     return _categorical.best_category_splits(
@@ -42,7 +47,7 @@ def kernel_best(cells_by_slot, n_categories, params, options, variance=None, bou
         np.zeros(n_slots) if variance is None else variance, dict(params),
         options["max_cat_to_onehot"], options["max_cat_threshold"], options["cat_smooth"],
         options["min_data_per_group"], 2, slot_bounds=bounds,
-        order_by_eras=cat_order == "era")
+        order_by_eras=cat_order == "era", search_steps=search_steps)
 
 
 def left_set_of(candidate, cells, n_categories):
@@ -65,11 +70,13 @@ PARAM_CASES = [
 ]
 
 
+@pytest.mark.parametrize("search_steps", [0, 8])
 @pytest.mark.parametrize("cat_order", ["pooled", "era"])
 @pytest.mark.parametrize("case", range(len(PARAM_CASES)))
 @pytest.mark.parametrize("n_eras,n_categories", [(1, 1), (1, 3), (3, 2), (5, 4), (7, 5),
                                                   (4, 9), (9, 14)])
-def test_best_category_split_matches_the_oracle(case, n_eras, n_categories, cat_order):
+def test_best_category_split_matches_the_oracle(case, n_eras, n_categories, cat_order,
+                                                search_steps):
     params = PARAM_CASES[case]
     rng = np.random.default_rng(1000 * case + 10 * n_eras + n_categories)
     for options in (OPTIONS, dict(OPTIONS, max_cat_to_onehot=1, max_cat_threshold=64,
@@ -78,31 +85,109 @@ def test_best_category_split_matches_the_oracle(case, n_eras, n_categories, cat_
                  for s in range(6)]
         variance = rng.random(len(slots)) * 2.0
         found = kernel_best(slots, n_categories, params, options, variance,
-                            cat_order=cat_order)
+                            cat_order=cat_order, search_steps=search_steps)
         for slot, cells in enumerate(slots):
-            oracle = best_category_candidate(cells, n_categories, params,
-                                             gradient_variance=variance[slot],
-                                             cat_order=cat_order, **options)
+            oracle, near_tie = best_category_search(
+                cells, n_categories, params, gradient_variance=variance[slot],
+                cat_order=cat_order, cat_search_steps=search_steps, **options)
             if oracle is None:
                 assert found["column"][slot] == -1
                 continue
             assert found["column"][slot] == 0
-            np.testing.assert_allclose(found["score"][slot], oracle["score"], rtol=1e-9,
-                                       atol=1e-12)
             chosen = found["left_categories"][slot]
             expected = left_set_of(oracle, cells, n_categories)
             if not np.array_equal(chosen, expected) or (
                     found["missing_left"][slot] != oracle["missing_left"]):
                 # Only a proven tie may resolve otherwise: the kernel's own
-                # candidate is among the oracle's, with the best score.
-                ties = [c for c in category_candidates(cells, n_categories, params,
-                                                       gradient_variance=variance[slot],
-                                                       cat_order=cat_order, **options)
-                        if np.array_equal(left_set_of(c, cells, n_categories), chosen)
-                        and c["missing_left"] == found["missing_left"][slot]]
-                assert ties and np.isclose(ties[0]["score"], oracle["score"], rtol=1e-9)
+                # candidate scores, by the oracle, what the kernel says and
+                # what the oracle's best does (a prefix), or the search met a
+                # near tie on its way.
+                assert near_tie or np.isclose(found["score"][slot], oracle["score"],
+                                              rtol=1e-9)
+                present = cells[:, : n_categories + 1, 2].sum(axis=1) > 0
+                left = [int(c) for c in np.flatnonzero(chosen[:n_categories])
+                        if cells[:, c, 2].sum() > 0]
+                own = [c for c in scored_sides(cells[present], n_categories, left, params,
+                                               variance[slot], (-np.inf, np.inf))
+                       if c["missing_left"] == found["missing_left"][slot]]
+                assert own and np.isclose(own[0]["score"], found["score"][slot], rtol=1e-9)
+                continue
+            np.testing.assert_allclose(found["score"][slot], oracle["score"], rtol=1e-9,
+                                       atol=1e-12)
             np.testing.assert_allclose(found["gain"][slot], oracle["gain"], rtol=1e-9,
                                        atol=1e-12)
+
+
+def test_the_search_leaves_the_prefixes_for_a_higher_score():
+    # Random cells whose best set is no prefix of either order: the search
+    # moves categories across until no move scores higher, and lands where
+    # the oracle's search does.
+    params = dict(DEFAULT_SPLIT_PARAMS, lambda_dro=1.0, lambda_dir=0.0)
+    options = dict(max_cat_to_onehot=1, max_cat_threshold=64, cat_smooth=2.0,
+                   min_data_per_group=1)
+    rng = np.random.default_rng(11)
+    moved = 0
+    for _ in range(20):
+        cells = random_cells(rng, 9, 14, scale=2.0)
+        prefixes = category_candidates(cells, 14, params, cat_order="era", **options)
+        if not prefixes:
+            continue
+        best_prefix = best_category_candidate(cells, 14, params, cat_order="era", **options)
+        found = kernel_best([cells], 14, params, options, cat_order="era", search_steps=14)
+        oracle = best_category_candidate(cells, 14, params, cat_order="era",
+                                         cat_search_steps=14, **options)
+        assert found["score"][0] >= best_prefix["score"]
+        np.testing.assert_allclose(found["score"][0], oracle["score"], rtol=1e-9)
+        np.testing.assert_array_equal(found["left_categories"][0],
+                                      left_set_of(oracle, cells, 14))
+        if found["score"][0] > best_prefix["score"]:
+            moved += 1
+            assert all(c["left"] != oracle["left"] for c in prefixes)
+            # no single move scores higher: a local optimum of the DES score
+            once_more = best_category_candidate(cells, 14, params, cat_order="era",
+                                                cat_search_steps=15, **options)
+            assert once_more["score"] == oracle["score"]
+    assert moved >= 3
+
+
+@pytest.mark.parametrize("max_cat_threshold, min_data_per_group", [(2, 1), (64, 12), (3, 8)])
+def test_the_search_keeps_the_set_limits(max_cat_threshold, min_data_per_group):
+    options = dict(max_cat_to_onehot=2, max_cat_threshold=max_cat_threshold, cat_smooth=1.0,
+                   min_data_per_group=min_data_per_group)
+    params = dict(DEFAULT_SPLIT_PARAMS, lambda_dro=0.5)
+    rng = np.random.default_rng(max_cat_threshold + min_data_per_group)
+    slots = [random_cells(rng, 6, 12, missing=False) for _ in range(12)]
+    found = kernel_best(slots, 12, params, options, search_steps=12)
+    assert (found["column"] == 0).sum() >= 6
+    for slot, cells in enumerate(slots):
+        if found["column"][slot] < 0:
+            continue
+        rows = cells[:, :12, 2].sum(axis=0)
+        present = rows > 0
+        left = found["left_categories"][slot][:12].astype(bool) & present
+        size = int(left.sum())
+        assert 1 <= size <= present.sum() - 1
+        assert min(size, present.sum() - size) <= max_cat_threshold
+        assert rows[left].sum() >= min_data_per_group
+        assert rows[present & ~left].sum() >= min_data_per_group
+
+
+def test_search_steps_parameter_reaches_the_kernel_and_the_model_file(tmp_path):
+    X, y, era, _ = era_table(seed=3)
+    base = dict(n_estimators=6, max_depth=3, random_state=0, n_jobs=1, min_data_per_group=20,
+                max_cat_to_onehot=2)
+    prefixes = PackBoostRegressor(**base, cat_search_steps=0).fit(X, y, era=era)
+    searched = PackBoostRegressor(**base, cat_search_steps=6).fit(X, y, era=era)
+    assert PackBoostRegressor().get_params()["cat_search_steps"] == 0
+    assert not np.array_equal(prefixes.ensemble_.nodes["category_words"],
+                              searched.ensemble_.nodes["category_words"])
+    path = tmp_path / "searched.json"
+    searched.save_model(path)
+    loaded = load_model(path)
+    assert loaded.get_params()["cat_search_steps"] == 6
+    np.testing.assert_array_equal(loaded.predict(X), searched.predict(X))
+    with pytest.raises(ValueError, match="cat_search_steps"):
+        PackBoostRegressor(cat_search_steps=-1).fit(X, y, era=era)
 
 
 def test_tied_categories_are_never_cut_apart():

@@ -470,6 +470,7 @@ def category_problem(seed, n_rows, n_eras):
     (1, {}),                                               # one era
     (8, dict(era_subsample=0.6, row_subsample=0.8)),       # eras a tree leaves empty
     (8, dict(cat_order="pooled", lambda_dir=0.3, era_gain="newton")),
+    (6, dict(cat_search_steps=6, max_cat_to_onehot=2)),    # the search beyond prefixes
 ])
 def test_categorical_fit_through_the_gpu_driver_matches_cpu(monkeypatch, n_eras, extra):
     # Category splits on device='cuda': the rows' slots read from the device,

@@ -63,6 +63,7 @@ def _dask_fit(client, params, X, y, era, npartitions=3, **fit_args):
     dict(lambda_dir=0.5, lambda_dro=0.3, era_gain="newton"),
     dict(max_cat_to_onehot=16),                                   # one against the rest
     dict(cat_order="era", era_weighting="count", era_alpha=2.0),
+    dict(cat_search_steps=6, max_cat_to_onehot=2),                # the search beyond prefixes
     dict(era_subsample=0.7, row_subsample=0.8, layer_feature_fraction=0.7),
     # constraints beside the category sets (monotone on a numeric feature)
     dict(monotone_constraints=[1, 0, 0], interaction_constraints=[["x0", "sector"], ["x1"]]),

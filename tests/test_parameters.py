@@ -235,7 +235,7 @@ def test_older_files_get_the_schema_values():
         "era_std": "total", "feature_sampling": "depth", "monotone_constraints": None,
         "interaction_constraints": None, "categorical_features": None,
         "max_cat_to_onehot": 4, "max_cat_threshold": 32, "cat_smooth": 10.0,
-        "min_data_per_group": 100, "cat_order": "pooled"}
+        "min_data_per_group": 100, "cat_order": "pooled", "cat_search_steps": 0}
     assert model_io.PARAMETERS_BEFORE_THEY_EXISTED is _parameters.PARAMETERS_BEFORE_THEY_EXISTED
     checked = model_io._checked_params(PackBoostRegressor(), {})
     assert checked["era_std"] == "total" and checked["feature_sampling"] == "depth"

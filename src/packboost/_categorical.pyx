@@ -18,14 +18,22 @@ left and the missing code to its missing side (docs/guide/categorical.md §2):
                              max_cat_threshold categories on the smaller side, at
                              least min_data_per_group non-missing rows on each,
                              and o_j, o_{j+1} of different ratios (a block of
-                             tied categories is never cut)
+                             tied categories is never cut);
+                             then, with cat_search_steps = T > 0, from the best
+                             prefix at most T moves of one category across the
+                             set (S xor {c}, c in code order, same limits), each
+                             to the move that scores highest if it beats the
+                             current set: (k - 1) + T k sets at most
 
 and every candidate, with the missing rows on the left, then on the right
 (docs/des.md §9's rules for which of the two is scored), is scored by
 csrc/des.h from the same per-era cells as a threshold: per-era gains, mean,
 risk and direction (docs/des.md §3-§8). A category set that helps some eras
 and hurts others loses as a threshold would. ``tests/oracles/categorical.py``
-enumerates the same candidates with NumPy.
+enumerates the same candidates and runs the same search with NumPy. The
+search's sets are sums of the prefix's per-era cells plus or minus one
+category's: exact (grid-valued sums, docs/fixed-point.md), so the kernel
+and the oracle score the same numbers.
 
 The histograms here are plain float64 sums of the round's rounded gradients
 (docs/fixed-point.md: exact in any order), one (era, code) cell per slot and
@@ -123,9 +131,25 @@ cdef struct category_best:
     double score
     double gain
     int missing_left
-    int one_vs_rest       # 1: left = {order[position]}; 0: left = order[0 .. position]
-    Py_ssize_t position
     double left_g, left_h, left_count
+
+
+cdef struct node_cells:
+    # One (slot, feature)'s per-era totals and what scoring a set needs of
+    # them (score_feature fills it once; score_set reads it per candidate).
+    const double* cells              # (n_eras, width, 3)
+    Py_ssize_t n_eras, width, n_present, missing_code
+    const int32_t* era_ids           # (n_present,) the eras with rows
+    const double* era_g
+    const double* era_h
+    const double* era_c
+    const double* era_w
+    double* era_terms                # (3 * n_eras,) scratch
+    double sum_g, sum_h, sum_c, m_g, m_h, m_c, w_m_g, w_m_h, w_sum_g, w_sum_h
+    double weight_total, weight_squares, largest_era_rows
+    double gradient_variance, lower, upper
+    bint bounded, with_direction, needs_pass
+    const pb_split_params* params
 
 
 cdef double era_robust_ratio(
@@ -177,6 +201,116 @@ cdef double era_robust_ratio(
     return pooled_ratio - spread if pooled_ratio > 0.0 else pooled_ratio + spread
 
 
+cdef bint score_set(
+        const node_cells* node,
+        const double* left_g, const double* left_h, const double* left_c,  # (n_present,)
+        double p_left_g, double p_left_h, double p_left_c,   # their sums (non-missing left)
+        category_best* best,             # IN/OUT: replaced by a strictly better candidate
+) noexcept nogil:
+    """DES of one category set, its missing rows on the left, then on the
+    right (docs/des.md §9: the right only if the node has missing rows);
+    ``best`` takes a candidate that scores strictly higher. True if it did."""
+    cdef const pb_split_params* params = node.params
+    cdef Py_ssize_t i, side, n_present = node.n_present, n_eras = node.n_eras
+    cdef double* era_terms = node.era_terms
+    cdef double w_left_g = 0.0, w_left_h = 0.0
+    cdef double cand_g, cand_h, cand_c, cand_w_g, cand_w_h, elg, elh, elc, mean
+    cdef const double* cell
+    cdef bint missing_goes_left, improved = False
+    cdef des_era_terms_t terms, terms_max
+    cdef des_grid_t grid
+    cdef des_grid_sums_t grid_sums
+    cdef des_candidate_t state
+    cdef des_result_t result
+    for i in range(n_present):
+        w_left_g = w_left_g + node.era_w[i] * left_g[i]
+        w_left_h = w_left_h + node.era_w[i] * left_h[i]
+    for side in range(2):
+        missing_goes_left = side == 0
+        if not missing_goes_left and node.m_c == 0.0:
+            continue
+        cand_g = p_left_g + node.m_g if missing_goes_left else p_left_g
+        cand_h = p_left_h + node.m_h if missing_goes_left else p_left_h
+        cand_c = p_left_c + node.m_c if missing_goes_left else p_left_c
+        if (cand_c < params.min_samples_leaf or node.sum_c - cand_c < params.min_samples_leaf
+                or cand_h < params.min_child_weight
+                or node.sum_h - cand_h < params.min_child_weight):
+            continue
+        if node.bounded:
+            des_candidate_begin_bounded(&state, node.sum_g, node.sum_h, cand_g, cand_h,
+                                        node.lower, node.upper, params.reg_lambda,
+                                        params.reg_alpha, params.era_gain,
+                                        params.dir_tanh_scale, node.with_direction)
+        else:
+            des_candidate_begin(&state, node.sum_g, node.sum_h, cand_g, cand_h,
+                                params.reg_lambda, params.reg_alpha, params.era_gain,
+                                params.dir_tanh_scale, node.with_direction)
+        if params.era_gain == DES_ERA_GAIN_NEWTON:
+            # sum_e w_e gain_e on a grid (csrc/des.h des_grid_sum)
+            for i in range(n_present):
+                elg = left_g[i]
+                elh = left_h[i]
+                if missing_goes_left:
+                    cell = node.cells + (node.era_ids[i] * node.width + node.missing_code) * 3
+                    elg = elg + cell[0]
+                    elh = elh + cell[1]
+                era_terms[i] = node.era_w[i] * des_era_gain(&state, node.era_g[i],
+                                                            node.era_h[i], elg, elh)
+            mean = des_grid_sum(era_terms, n_present) / node.weight_total
+        else:
+            cand_w_g = w_left_g + node.w_m_g if missing_goes_left else w_left_g
+            cand_w_h = w_left_h + node.w_m_h if missing_goes_left else w_left_h
+            mean = des_realized_mean(&state, node.w_sum_g, node.w_sum_h, cand_w_g, cand_w_h,
+                                     node.weight_total)
+        des_candidate_set_mean(&state, mean)
+        if params.era_std_between:
+            des_candidate_set_noise(&state, node.gradient_variance)
+        if node.needs_pass:
+            # The era terms, their largest magnitudes, then their sums on
+            # the grids those give (order-free: csrc/des.h, docs/des.md §6.3).
+            terms_max.square = 0.0
+            terms_max.noise = 0.0
+            terms_max.direction = 0.0
+            for i in range(n_present):
+                elg = left_g[i]
+                elh = left_h[i]
+                elc = left_c[i]
+                if missing_goes_left:
+                    cell = node.cells + (node.era_ids[i] * node.width + node.missing_code) * 3
+                    elg = elg + cell[0]
+                    elh = elh + cell[1]
+                    elc = elc + cell[2]
+                terms = des_candidate_era_terms(&state, node.era_w[i], node.era_g[i],
+                                                node.era_h[i], elg, elh, elc,
+                                                node.era_c[i] - elc, 1)
+                era_terms[i] = terms.square
+                era_terms[n_eras + i] = terms.noise
+                era_terms[2 * n_eras + i] = terms.direction
+                des_terms_max(&terms_max, &terms)
+            grid = des_grid_of(&terms_max, des_era_weight_bound(
+                params.era_weighting == PB_ERA_WEIGHTING_COUNT, node.largest_era_rows,
+                params.era_alpha), <double>n_present)
+            grid_sums = des_grid_sums_of(era_terms, era_terms + n_eras,
+                                         era_terms + 2 * n_eras, n_present, &grid)
+            des_candidate_set_sums(&state, node.weight_total, node.weight_squares,
+                                   &grid_sums, &grid)
+        result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)
+        if result.score > best.score:
+            improved = True
+            best.found = 1
+            best.score = result.score
+            if node.bounded:
+                best.gain = des_bounded_gain(&state, node.sum_g, node.sum_h, cand_g, cand_h)
+            else:
+                best.gain = des_pooled_gain(node.sum_g, node.sum_h, cand_g, cand_h,
+                                            params.reg_lambda, params.reg_alpha)
+            best.missing_left = missing_goes_left
+            best.left_g = cand_g
+            best.left_h = cand_h
+            best.left_count = cand_c
+    return improved
+
+
 cdef category_best score_feature(
         const double* cells,             # IN  (n_eras, width, 3) one slot's cells of a feature
         Py_ssize_t n_eras, Py_ssize_t width,
@@ -186,45 +320,60 @@ cdef category_best score_feature(
         int max_cat_to_onehot, int max_cat_threshold, double cat_smooth,
         double min_data_per_group,
         bint order_by_eras,              # order by the eras' ratios (cat_order="era")
-        double* scratch,                 # (11 * n_eras + 3 * width + 1)
+        int search_steps,                # cat_search_steps: toggle moves after the prefixes
+        double* scratch,                 # (14 * n_eras + 3 * width + 1)
         ranked_category* ranked,         # (width,)
+        uint8_t* chosen,                 # OUT (width,) 1: the best set's categories
 ) noexcept nogil:
-    cdef Py_ssize_t e, c, i, n_present = 0, k = 0, n_candidates, j, side
-    cdef Py_ssize_t missing_code = n_categories
+    cdef Py_ssize_t e, c, i, n_present = 0, k = 0, n_candidates, j, step, n_left
+    cdef Py_ssize_t missing_code = n_categories, best_position = -1, best_toggle
     cdef double* era_g = scratch
     cdef double* era_h = scratch + n_eras
     cdef double* era_c = scratch + 2 * n_eras
     cdef double* era_w = scratch + 3 * n_eras
-    cdef double* left_g = scratch + 4 * n_eras       # running non-missing left sums per era
-    cdef double* left_h = scratch + 5 * n_eras
-    cdef double* left_c = scratch + 6 * n_eras
+    cdef double* left_g = scratch + 4 * n_eras       # the candidate's non-missing left
+    cdef double* left_h = scratch + 5 * n_eras       # side per era: a prefix's running
+    cdef double* left_c = scratch + 6 * n_eras       # sums, or the search's current set
     cdef int32_t* era_ids = <int32_t*>(scratch + 7 * n_eras)
     cdef double* era_terms = scratch + 8 * n_eras   # 3 rows of n_eras: des_candidate_era_terms
-    cdef double* cat_g = scratch + 11 * n_eras
+    cdef double* move_g = scratch + 11 * n_eras     # a toggled set's, per era
+    cdef double* move_h = scratch + 12 * n_eras
+    cdef double* move_c = scratch + 13 * n_eras
+    cdef double* cat_g = scratch + 14 * n_eras
     cdef double* cat_h = cat_g + width
     cdef double* cat_c = cat_h + width
-    cdef double sum_g = 0.0, sum_h = 0.0, sum_c = 0.0, weight_total, weight_squares
-    cdef double count_squares = 0.0, largest_era_rows = 0.0
-    cdef des_era_terms_t terms, terms_max
-    cdef des_grid_t grid
-    cdef des_grid_sums_t grid_sums
-    cdef double w_sum_g = 0.0, w_sum_h = 0.0
-    cdef double m_g = 0.0, m_h = 0.0, m_c = 0.0, w_m_g = 0.0, w_m_h = 0.0
-    cdef double p_left_g, p_left_h, p_left_c, w_left_g, w_left_h
-    cdef double cand_g, cand_h, cand_c, cand_w_g, cand_w_h
-    cdef double eg, eh, ec, w, elg, elh, elc, mean, min_leaf
+    cdef double count_squares = 0.0, sign
+    cdef double eg, eh, ec, w
+    cdef double p_left_g, p_left_h, p_left_c, move_p_g, move_p_h, move_p_c
     cdef const double* cell
-    cdef bint one_vs_rest, missing_goes_left
-    cdef bint bounded = lower > -INFINITY or upper < INFINITY
-    cdef bint with_direction = params.lambda_dir != 0.0
-    cdef bint needs_pass = (params.lambda_dro != 0.0 or with_direction
-                            or params.era_gain == DES_ERA_GAIN_NEWTON)
-    cdef des_candidate_t state
-    cdef des_result_t result
+    cdef bint one_vs_rest
+    cdef node_cells node
     cdef category_best best
     best.found = 0
     best.score = -INFINITY
-    min_leaf = params.min_samples_leaf
+
+    node.cells = cells
+    node.n_eras = n_eras
+    node.width = width
+    node.missing_code = missing_code
+    node.era_ids = era_ids
+    node.era_g = era_g
+    node.era_h = era_h
+    node.era_c = era_c
+    node.era_w = era_w
+    node.era_terms = era_terms
+    node.params = params
+    node.gradient_variance = gradient_variance
+    node.lower = lower
+    node.upper = upper
+    node.bounded = lower > -INFINITY or upper < INFINITY
+    node.with_direction = params.lambda_dir != 0.0
+    node.needs_pass = (params.lambda_dro != 0.0 or node.with_direction
+                       or params.era_gain == DES_ERA_GAIN_NEWTON)
+    node.sum_g = node.sum_h = node.sum_c = 0.0
+    node.m_g = node.m_h = node.m_c = node.w_m_g = node.w_m_h = 0.0
+    node.w_sum_g = node.w_sum_h = 0.0
+    node.largest_era_rows = 0.0
 
     for c in range(n_categories):
         cat_g[c] = 0.0
@@ -247,31 +396,32 @@ cdef category_best score_feature(
         era_h[n_present] = eh
         era_c[n_present] = ec
         era_w[n_present] = w
-        sum_g += eg
-        sum_h += eh
-        sum_c += ec
+        node.sum_g += eg
+        node.sum_h += eh
+        node.sum_c += ec
         count_squares += ec * ec
-        largest_era_rows = max(largest_era_rows, ec)
-        w_sum_g += w * eg
-        w_sum_h += w * eh
+        node.largest_era_rows = max(node.largest_era_rows, ec)
+        node.w_sum_g += w * eg
+        node.w_sum_h += w * eh
         cell = cells + (e * width + missing_code) * 3
-        m_g += cell[0]
-        m_h += cell[1]
-        m_c += cell[2]
-        w_m_g += w * cell[0]
-        w_m_h += w * cell[1]
+        node.m_g += cell[0]
+        node.m_h += cell[1]
+        node.m_c += cell[2]
+        node.w_m_g += w * cell[0]
+        node.w_m_h += w * cell[1]
         for c in range(n_categories):
             cell = cells + (e * width + c) * 3
             cat_g[c] += cell[0]
             cat_h[c] += cell[1]
             cat_c[c] += cell[2]
         n_present += 1
+    node.n_present = n_present
     # The era weights' totals from integers, exact in any order (csrc/des.h).
-    weight_total = des_weight_total(params.era_weighting == PB_ERA_WEIGHTING_COUNT,
-                                    <double>n_present, sum_c, params.era_alpha)
-    weight_squares = des_weight_squares(params.era_weighting == PB_ERA_WEIGHTING_COUNT,
-                                        <double>n_present, sum_c, count_squares,
-                                        params.era_alpha)
+    node.weight_total = des_weight_total(params.era_weighting == PB_ERA_WEIGHTING_COUNT,
+                                         <double>n_present, node.sum_c, params.era_alpha)
+    node.weight_squares = des_weight_squares(params.era_weighting == PB_ERA_WEIGHTING_COUNT,
+                                             <double>n_present, node.sum_c, count_squares,
+                                             params.era_alpha)
     # The node's categories with rows, in code order.
     for c in range(n_categories):
         if cat_c[c] > 0.0:
@@ -312,8 +462,6 @@ cdef category_best score_feature(
             p_left_g = p_left_g + cat_g[c]
             p_left_h = p_left_h + cat_h[c]
             p_left_c = p_left_c + cat_c[c]
-        w_left_g = 0.0
-        w_left_h = 0.0
         for i in range(n_present):
             cell = cells + (era_ids[i] * width + c) * 3
             if one_vs_rest:
@@ -324,8 +472,6 @@ cdef category_best score_feature(
                 left_g[i] = left_g[i] + cell[0]
                 left_h[i] = left_h[i] + cell[1]
                 left_c[i] = left_c[i] + cell[2]
-            w_left_g = w_left_g + era_w[i] * left_g[i]
-            w_left_h = w_left_h + era_w[i] * left_h[i]
         if not one_vs_rest:
             if j + 1 > max_cat_threshold and k - j - 1 > max_cat_threshold:
                 continue
@@ -333,91 +479,80 @@ cdef category_best score_feature(
                 # Tied categories are one block: the order says nothing
                 # between them (docs/guide/categorical.md §2).
                 continue
-            if p_left_c < min_data_per_group or sum_c - m_c - p_left_c < min_data_per_group:
+            if (p_left_c < min_data_per_group
+                    or node.sum_c - node.m_c - p_left_c < min_data_per_group):
                 continue
-        for side in range(2):
-            missing_goes_left = side == 0
-            # docs/des.md §9: without missing rows the two sides are one partition.
-            if not missing_goes_left and m_c == 0.0:
+        if score_set(&node, left_g, left_h, left_c, p_left_g, p_left_h, p_left_c, &best):
+            best_position = j
+    if not best.found:
+        return best
+    for c in range(width):
+        chosen[c] = 0
+    if one_vs_rest:
+        chosen[ranked[best_position].code] = 1
+        return best
+    for i in range(best_position + 1):
+        chosen[ranked[i].code] = 1
+    if search_steps <= 0:
+        return best
+    # The search (docs/guide/categorical.md §2.2): from the best prefix, move
+    # one category across (into the set, or out of it) while that scores
+    # strictly higher, the best move first (ties: the lower code, then the
+    # missing rows left), at most search_steps moves.
+    n_left = best_position + 1
+    p_left_g = 0.0
+    p_left_h = 0.0
+    p_left_c = 0.0
+    for i in range(n_present):
+        left_g[i] = 0.0
+        left_h[i] = 0.0
+        left_c[i] = 0.0
+    for c in range(n_categories):
+        if chosen[c]:
+            p_left_g = p_left_g + cat_g[c]
+            p_left_h = p_left_h + cat_h[c]
+            p_left_c = p_left_c + cat_c[c]
+            for i in range(n_present):
+                cell = cells + (era_ids[i] * width + c) * 3
+                left_g[i] = left_g[i] + cell[0]
+                left_h[i] = left_h[i] + cell[1]
+                left_c[i] = left_c[i] + cell[2]
+    for step in range(search_steps):
+        best_toggle = -1
+        for c in range(n_categories):
+            if cat_c[c] == 0.0:
                 continue
-            cand_g = p_left_g + m_g if missing_goes_left else p_left_g
-            cand_h = p_left_h + m_h if missing_goes_left else p_left_h
-            cand_c = p_left_c + m_c if missing_goes_left else p_left_c
-            if (cand_c < min_leaf or sum_c - cand_c < min_leaf
-                    or cand_h < params.min_child_weight
-                    or sum_h - cand_h < params.min_child_weight):
+            sign = -1.0 if chosen[c] else 1.0
+            j = n_left - 1 if chosen[c] else n_left + 1       # the moved set's size
+            if j < 1 or j > k - 1 or (j > max_cat_threshold and k - j > max_cat_threshold):
                 continue
-            if bounded:
-                des_candidate_begin_bounded(&state, sum_g, sum_h, cand_g, cand_h, lower, upper,
-                                            params.reg_lambda, params.reg_alpha,
-                                            params.era_gain, params.dir_tanh_scale,
-                                            with_direction)
-            else:
-                des_candidate_begin(&state, sum_g, sum_h, cand_g, cand_h, params.reg_lambda,
-                                    params.reg_alpha, params.era_gain, params.dir_tanh_scale,
-                                    with_direction)
-            if params.era_gain == DES_ERA_GAIN_NEWTON:
-                # sum_e w_e gain_e on a grid (csrc/des.h des_grid_sum)
-                for i in range(n_present):
-                    elg = left_g[i]
-                    elh = left_h[i]
-                    if missing_goes_left:
-                        cell = cells + (era_ids[i] * width + missing_code) * 3
-                        elg = elg + cell[0]
-                        elh = elh + cell[1]
-                    era_terms[i] = era_w[i] * des_era_gain(&state, era_g[i], era_h[i], elg, elh)
-                mean = des_grid_sum(era_terms, n_present) / weight_total
-            else:
-                cand_w_g = w_left_g + w_m_g if missing_goes_left else w_left_g
-                cand_w_h = w_left_h + w_m_h if missing_goes_left else w_left_h
-                mean = des_realized_mean(&state, w_sum_g, w_sum_h, cand_w_g, cand_w_h,
-                                         weight_total)
-            des_candidate_set_mean(&state, mean)
-            if params.era_std_between:
-                des_candidate_set_noise(&state, gradient_variance)
-            if needs_pass:
-                # The era terms, their largest magnitudes, then their sums on
-                # the grids those give (order-free: csrc/des.h, docs/des.md §6.3).
-                terms_max.square = 0.0
-                terms_max.noise = 0.0
-                terms_max.direction = 0.0
-                for i in range(n_present):
-                    elg = left_g[i]
-                    elh = left_h[i]
-                    elc = left_c[i]
-                    if missing_goes_left:
-                        cell = cells + (era_ids[i] * width + missing_code) * 3
-                        elg = elg + cell[0]
-                        elh = elh + cell[1]
-                        elc = elc + cell[2]
-                    terms = des_candidate_era_terms(&state, era_w[i], era_g[i], era_h[i], elg,
-                                                    elh, elc, era_c[i] - elc, 1)
-                    era_terms[i] = terms.square
-                    era_terms[n_eras + i] = terms.noise
-                    era_terms[2 * n_eras + i] = terms.direction
-                    des_terms_max(&terms_max, &terms)
-                grid = des_grid_of(&terms_max, des_era_weight_bound(
-                    params.era_weighting == PB_ERA_WEIGHTING_COUNT, largest_era_rows,
-                    params.era_alpha), <double>n_present)
-                grid_sums = des_grid_sums_of(era_terms, era_terms + n_eras,
-                                             era_terms + 2 * n_eras, n_present, &grid)
-                des_candidate_set_sums(&state, weight_total, weight_squares, &grid_sums,
-                                       &grid)
-            result = des_candidate_finish(&state, params.lambda_dro, params.lambda_dir)
-            if result.score > best.score:
-                best.found = 1
-                best.score = result.score
-                if bounded:
-                    best.gain = des_bounded_gain(&state, sum_g, sum_h, cand_g, cand_h)
-                else:
-                    best.gain = des_pooled_gain(sum_g, sum_h, cand_g, cand_h,
-                                                params.reg_lambda, params.reg_alpha)
-                best.missing_left = missing_goes_left
-                best.one_vs_rest = one_vs_rest
-                best.position = j
-                best.left_g = cand_g
-                best.left_h = cand_h
-                best.left_count = cand_c
+            move_p_c = p_left_c + sign * cat_c[c]
+            if (move_p_c < min_data_per_group
+                    or node.sum_c - node.m_c - move_p_c < min_data_per_group):
+                continue
+            move_p_g = p_left_g + sign * cat_g[c]
+            move_p_h = p_left_h + sign * cat_h[c]
+            for i in range(n_present):
+                cell = cells + (era_ids[i] * width + c) * 3
+                move_g[i] = left_g[i] + sign * cell[0]
+                move_h[i] = left_h[i] + sign * cell[1]
+                move_c[i] = left_c[i] + sign * cell[2]
+            if score_set(&node, move_g, move_h, move_c, move_p_g, move_p_h, move_p_c, &best):
+                best_toggle = c
+        if best_toggle < 0:
+            break
+        c = best_toggle
+        sign = -1.0 if chosen[c] else 1.0
+        chosen[c] = 0 if chosen[c] else 1
+        n_left = n_left + (1 if chosen[c] else -1)
+        p_left_g = p_left_g + sign * cat_g[c]
+        p_left_h = p_left_h + sign * cat_h[c]
+        p_left_c = p_left_c + sign * cat_c[c]
+        for i in range(n_present):
+            cell = cells + (era_ids[i] * width + c) * 3
+            left_g[i] = left_g[i] + sign * cell[0]
+            left_h[i] = left_h[i] + sign * cell[1]
+            left_c[i] = left_c[i] + sign * cell[2]
     return best
 
 
@@ -434,6 +569,7 @@ def best_category_splits(
         const double[:, ::1] slot_bounds=None,      # IN  (n_slots, 2) value bounds, or None
         const uint8_t[:, ::1] slot_allows_feature=None,  # IN  (n_slots, n_cat), or None
         bint order_by_eras=False,                   # cat_order="era" (score_feature)
+        int search_steps=0,                         # cat_search_steps (score_feature)
 ):
     """The best category split of every open slot over the categorical
     features (ascending; the first strictly best wins: lower feature, then
@@ -478,6 +614,7 @@ def best_category_splits(
     cdef double lower, upper
     cdef double* scratch
     cdef ranked_category* ranked
+    cdef uint8_t* chosen
     cdef category_best found, best
     cdef Py_ssize_t best_f
     if n_slots == 0 or n_cat == 0:
@@ -488,8 +625,9 @@ def best_category_splits(
                        num_threads=max(1, min(n_threads, n_slots))):
         if not slot_open[slot]:
             continue
-        scratch = <double*>malloc((11 * n_eras + 3 * width + 1) * sizeof(double))
+        scratch = <double*>malloc((14 * n_eras + 3 * width + 1) * sizeof(double))
         ranked = <ranked_category*>malloc((width + 1) * sizeof(ranked_category))
+        chosen = <uint8_t*>malloc((width + 1) * sizeof(uint8_t))
         lower = -INFINITY
         upper = INFINITY
         if slot_bounds is not None:
@@ -506,18 +644,13 @@ def best_category_splits(
             found = score_feature(&hist[f, slot, 0, 0, 0], n_eras, width, n_categories[f],
                                   &params, slot_variance[slot], lower, upper,
                                   max_cat_to_onehot, max_cat_threshold, cat_smooth,
-                                  min_data_per_group, order_by_eras, scratch, ranked)
+                                  min_data_per_group, order_by_eras, search_steps,
+                                  scratch, ranked, chosen)
             if found.found and found.score > best.score:
                 best = found
                 best_f = f
-                # The left set, written while this feature's order is at hand.
                 for c in range(width):
-                    set_view[slot, c] = 0
-                if found.one_vs_rest:
-                    set_view[slot, ranked[found.position].code] = 1
-                else:
-                    for i in range(found.position + 1):
-                        set_view[slot, ranked[i].code] = 1
+                    set_view[slot, c] = chosen[c]
                 if found.missing_left:
                     # Categories without rows here go with the missing ones.
                     for c in range(n_categories[f]):
@@ -538,6 +671,7 @@ def best_category_splits(
             left_count_view[slot] = best.left_count
         free(scratch)
         free(ranked)
+        free(chosen)
     return dict(column=column, score=score, gain=gain, missing_left=missing_left,
                 left_gradients=left_g, left_hessians=left_h, left_count=left_count,
                 left_categories=left_categories)

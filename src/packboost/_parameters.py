@@ -329,6 +329,14 @@ SCHEMA: tuple = (
             "categories whose effect flips between eras sit in the middle of the order, "
             "one block that no prefix cuts (docs/guide/categorical.md §2).",
             ("grower",), before="pooled"),
+    _int("cat_search_steps", 0,
+         "Above ``max_cat_to_onehot`` categories: after the prefixes of ``cat_order``, "
+         "at most this many moves of one category across the best set found (into it or "
+         "out of it), each the move that raises the DES score most, while one does: so "
+         "that a category whose effect flips between eras can leave a set the order put "
+         "it in. Each move scores one candidate per category. 0: the prefixes only "
+         "(LightGBM's candidates) (docs/guide/categorical.md §2.2).",
+         ("grower",), low=0, before=0),
     Parameter("n_jobs", OTHER, None,
               "Threads; None or -1 uses every CPU this process may use.",
               ("estimator",), type_doc="int or None"),
@@ -551,7 +559,7 @@ def split_kernel_params(params: dict) -> dict:
 
 _CONSTRAINTS = (_constraints.MONOTONE, _constraints.INTERACTIONS)
 _CATEGORY_SPLITS = ("max_cat_to_onehot", "max_cat_threshold", "cat_smooth", "min_data_per_group",
-                    "cat_order")
+                    "cat_order", "cat_search_steps")
 
 
 def grower_settings(params: dict) -> dict:

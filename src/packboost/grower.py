@@ -144,6 +144,7 @@ class GrowerParams:
     cat_smooth: float = 10.0
     min_data_per_group: int = 100
     cat_order: str = "era"
+    cat_search_steps: int = 0
 
 
 @dataclass

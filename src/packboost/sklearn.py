@@ -95,7 +95,7 @@ class _PackBoostEstimator(BaseEstimator):
                  dir_tanh_scale=1.0, era_std="between", monotone_constraints=None,
                  interaction_constraints=None, categorical_features=None,
                  max_cat_to_onehot=4, max_cat_threshold=32, cat_smooth=10.0,
-                 min_data_per_group=100, cat_order="era", n_jobs=None,
+                 min_data_per_group=100, cat_order="era", cat_search_steps=0, n_jobs=None,
                  random_state=None,
                  device="cpu",
                  importance_type="gain"):
@@ -132,6 +132,7 @@ class _PackBoostEstimator(BaseEstimator):
         self.cat_smooth = cat_smooth
         self.min_data_per_group = min_data_per_group
         self.cat_order = cat_order
+        self.cat_search_steps = cat_search_steps
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.device = device

@@ -86,7 +86,7 @@ def score_category_cells(data, hist, slot_tree, slot_open, features, tree_uses_f
         params.cat_smooth, params.min_data_per_group, n_threads,
         slot_bounds=constraints.get("slot_bounds"),
         slot_allows_feature=constraints.get("slot_allows_feature"),
-        order_by_eras=params.cat_order == "era")
+        order_by_eras=params.cat_order == "era", search_steps=params.cat_search_steps)
 
 
 class CpuBackend:
