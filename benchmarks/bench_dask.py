@@ -123,7 +123,7 @@ def _task_seconds(tasks) -> dict:
 def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
                 features=238, bins=5, pack_size=4, max_depth=6, latency_ms=0.1,
                 era_pass_seconds_per_row_round=0.0, scored_fraction=0.05,
-                era_pass_rounds=6):
+                era_pass_rounds=4):
     """A Numerai-scale round on ``nodes`` workers: compute (the measured
     seconds per row and round of one worker, rows split evenly; a shard
     computes its era-pass terms for the maxima and rounds them (or the
@@ -132,10 +132,12 @@ def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
     every allreduce around a ring: each link carries 2 (n - 1) / n of the
     pooled sums and of the era pass's maxima and grid sums of the
     ``scored_fraction`` of candidates the best-first rounds score: 3% at
-    400k x 400, pack 4, layer fraction 0.1) and message latency (2 (n - 1)
-    per ring allreduce; the era pass two per round, ``era_pass_rounds`` per
-    depth), every depth summed (every node splitting: slots double per
-    depth)."""
+    400k x 400, pack 4, layer fraction 0.1) and message latency (the pooled
+    cells' ring allreduce 2 (n - 1) hops; the smaller ones, below the
+    collective's RING_MIN_BYTES, through rank 0: 2 hops each -- the era
+    stats, the squares, and two per round of the era pass,
+    ``era_pass_rounds`` per depth: 3-4 measured at 750k x 400), every depth
+    summed (every node splitting: slots double per depth)."""
     link = gbit * 1e9 / 8
     width = bins + 1
     compute = (seconds_per_row_round + era_pass_seconds_per_row_round / 2) * rows / nodes
@@ -146,8 +148,8 @@ def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
         pooled = slots * features * width * 3 * 8
         network += 2 * (nodes - 1) / nodes * (
             pooled + ERA_PASS_BYTES * scored_fraction * candidates) / link
-        latency += ((ALLREDUCES_PER_DEPTH + 2 * era_pass_rounds) * 2 * (nodes - 1)
-                    * latency_ms * 1e-3)
+        latency += (2 * (nodes - 1) + 2 * (ALLREDUCES_PER_DEPTH - 1 + 2 * era_pass_rounds)
+                    ) * latency_ms * 1e-3
     return {"nodes": nodes, "gbit_s": gbit, "rows": rows, "features_per_depth": features,
             "pack_size": pack_size, "max_depth": max_depth,
             "round_compute_s": compute, "round_network_s": network,
