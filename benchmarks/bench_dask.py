@@ -37,9 +37,9 @@ SIZES = {
 # The era pass per scored candidate: N_TERMS float64 maxima, then N_TERMS
 # int64 grid sums (_distributed.candidate_pass), each all-reduced.
 ERA_PASS_BYTES = 2 * 3 * 8
-# Allreduces per depth besides the era pass: pooled cells, era stats, the
-# children's squared gradients.
-ALLREDUCES_PER_DEPTH = 3
+# Allreduces per depth besides the era pass: pooled cells with the era
+# stats, the children's squared gradients.
+ALLREDUCES_PER_DEPTH = 2
 
 
 def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max_depth,
@@ -134,8 +134,8 @@ def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
     ``scored_fraction`` of candidates the best-first rounds score: 3% at
     400k x 400, pack 4, layer fraction 0.1) and message latency (the pooled
     cells' ring allreduce 2 (n - 1) hops; the smaller ones, below the
-    collective's RING_MIN_BYTES, through rank 0: 2 hops each -- the era
-    stats, the squares, and two per round of the era pass,
+    collective's RING_MIN_BYTES, through rank 0: 2 hops each -- the
+    squares, and two per round of the era pass,
     ``era_pass_rounds`` per depth: 3-4 measured at 750k x 400), every depth
     summed (every node splitting: slots double per depth)."""
     link = gbit * 1e9 / 8

@@ -238,18 +238,20 @@ class ShardBackend(CpuBackend):
             pooled_cells = _distributed.pool_cells(cells, origin, stride, widths,
                                                    self._slot_tree, slot_open, tree_uses_feature,
                                                    data.n_eras, fixed, self.n_threads)
-        # Integer sums: the same in any order.
-        pooled_cells = collective.allreduce(pooled_cells, "sum")
-        pooled = _distributed.pooled_from_cells(pooled_cells, _distributed.cell_prefix(widths),
-                                                widths, n_slots, width, fixed)
         era_rows = _distributed.era_rows_from_cells(cells, origin, stride, widths, slot_tree,
                                                     slot_open, tree_uses_feature, data.n_eras,
                                                     words, fixed.count_bits)
-        # Per slot over all eras: eras with rows, rows, squared era rows
-        # (integers: the era weights' totals, exact in any order).
-        era_stats = collective.allreduce(np.stack(
+        # Per slot over all eras: eras with rows, rows, squared era rows (the
+        # era weights' totals), added with the pooled cells in one message.
+        # Integer sums: the same in any order.
+        era_stats = np.stack(
             [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
-            axis=1).astype(np.float64), "sum")
+            axis=1).astype(np.int64)
+        summed = collective.allreduce(np.concatenate([pooled_cells, era_stats.ravel()]), "sum")
+        pooled_cells = summed[:len(pooled_cells)]
+        era_stats = summed[len(pooled_cells):].reshape(n_slots, 3).astype(np.float64)
+        pooled = _distributed.pooled_from_cells(pooled_cells, _distributed.cell_prefix(widths),
+                                                widths, n_slots, width, fixed)
         largest_era_rows = np.zeros(n_slots)
         totals = weighted_left = None
         if split_params["era_weighting"] == "count":
