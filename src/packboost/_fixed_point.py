@@ -94,18 +94,30 @@ class OutputsFixedPoint:
     all outputs share one format (``same_format``)."""
 
     outputs: list               # FixedPointGradients, one per output
-    tree_output: np.ndarray     # (n_trees,) int32
-
-    row_chunks = None           # equal chunks for every output's float sums
+    tree_output: np.ndarray     # (n_trees,) int32, non-decreasing
 
     @staticmethod
     def same_format(outputs: list) -> bool:
         """Can these outputs share one pass: cells of one layout (constant
-        hessian or not, the same count bits) and the equal float chunks."""
+        hessian or not, the same count bits)."""
         first = outputs[0]
         return all(item.hessian_is_constant == first.hessian_is_constant
-                   and item.count_bits == first.count_bits and item.row_chunks is None
-                   for item in outputs)
+                   and item.count_bits == first.count_bits for item in outputs)
+
+    @cached_property
+    def row_chunks(self) -> np.ndarray | None:
+        """The chunks of each output's float sums, (n_outputs, SUM_CHUNKS +
+        1) (_partition.slot_sums): an output trained on its known rows sums
+        in the chunks of a fit on those rows alone (counted_row_chunks), the
+        others in the equal ones; None where every output takes the equal
+        chunks."""
+        if all(item.row_chunks is None for item in self.outputs):
+            return None
+        from packboost import _partition
+
+        n_rows = len(self.outputs[0].gradients)
+        return np.stack([_partition.row_chunk_bounds(n_rows, item.row_chunks)
+                         for item in self.outputs])
 
     @property
     def hessian_is_constant(self) -> bool:

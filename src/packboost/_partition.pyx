@@ -904,7 +904,10 @@ def slot_sums(
     ``tree_output`` (pack_size,): the pack holds several outputs' trees
     (docs/packs.md §10); ``gradients`` and ``hessians`` are then
     (n_outputs * n_rows,), output-major, and tree t sums its output's. Each
-    slot's sums are those of its output's pack alone, bit for bit.
+    slot's sums are those of its output's pack alone, bit for bit. With it
+    ``chunk_bounds`` may be (n_outputs, SUM_CHUNKS + 1), each output's own
+    chunks (an output whose target is unknown in some rows:
+    counted_row_chunks); the outputs' trees must then be in output order.
 
     Rows are cut into SUM_CHUNKS fixed chunks summed in parallel, then the
     chunks' partial sums are added in chunk order: the result does not
@@ -916,6 +919,9 @@ def slot_sums(
     partial = chunk_partials(n_slots)
     cdef double[:, :, ::1] partial_view = partial
     cdef Py_ssize_t chunk
+    if tree_output is not None and chunk_bounds is not None and np.ndim(chunk_bounds) == 2:
+        return output_chunk_sums(gradients, hessians, node_of_row, n_slots, n_threads,
+                                 scattered_samples, chunk_bounds, tree_output, squares_only)
     cdef const int64_t[::1] bounds = row_chunk_bounds(n_rows, chunk_bounds)
     cdef const int32_t* output_pointer = NULL
     cdef Py_ssize_t n_outputs = 1, tree
@@ -950,6 +956,93 @@ def slot_sums(
                               <node_index_t>n_slots if scattered_samples else -1,
                               output_pointer, n_rows)
     return chunk_totals(partial, n_slots)
+
+
+def output_chunk_sums(
+        const gradient_t[::1] gradients,               # IN  (n_outputs * n_rows,)
+        const gradient_t[::1] hessians,                # IN  (n_outputs * n_rows,)
+        const node_index_t[:, ::1] node_of_row,     # IN  (n_rows, pack_size)
+        Py_ssize_t n_slots,
+        int n_threads,
+        bint scattered_samples,
+        chunk_bounds,                               # IN  (n_outputs, SUM_CHUNKS + 1)
+        const int32_t[::1] tree_output,             # IN  (pack_size,) non-decreasing
+        bint squares_only,
+):
+    """slot_sums of several outputs' trees where each output has its own row
+    chunks: in chunk c, output o's trees add the rows of o's chunk c, in row
+    order, and the chunks' partials are added in chunk order -- for every
+    slot the additions of its output's pack alone, whatever the others'
+    chunks (a slot belongs to one tree, so to one output)."""
+    cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
+    if tree_output.shape[0] != pack_size:
+        raise ValueError(f"tree_output must have {pack_size} entries")
+    outputs = np.asarray(tree_output)
+    if pack_size and (outputs[0] < 0 or np.any(np.diff(outputs) < 0)):
+        raise ValueError("with per-output chunk_bounds the trees must be in output order "
+                         "(tree_output non-decreasing, from 0)")
+    cdef Py_ssize_t n_outputs = int(outputs[pack_size - 1]) + 1 if pack_size else 1
+    if gradients.shape[0] != n_outputs * n_rows or hessians.shape[0] != n_outputs * n_rows:
+        raise ValueError(f"gradients and hessians must have {n_outputs * n_rows} entries")
+    given = np.asarray(chunk_bounds)
+    if given.shape[0] != n_outputs:
+        raise ValueError(f"chunk_bounds must have one row of chunks per output ({n_outputs})")
+    output_bounds = np.stack([row_chunk_bounds(n_rows, row) for row in given])
+    cdef const int64_t[:, ::1] bounds = output_bounds
+    # Output o's trees are tree_start[o] .. tree_start[o + 1] - 1.
+    tree_start = np.searchsorted(outputs, np.arange(n_outputs + 1)).astype(np.int64)
+    cdef const int64_t[::1] starts = tree_start
+    cdef node_index_t trash_slot = <node_index_t>n_slots if scattered_samples else -1
+    sums = np.zeros((SUM_CHUNKS, max(n_slots, 0) + TRASH_ROWS, 1 if squares_only else 4))
+    cdef double[:, :, ::1] sums_view = sums
+    cdef Py_ssize_t chunk, output
+    if n_rows > 0 and n_slots > 0:
+        for chunk in prange(SUM_CHUNKS, nogil=True, schedule='dynamic',
+                            num_threads=max(1, min(n_threads, SUM_CHUNKS))):
+            for output in range(n_outputs):
+                add_tree_rows_to_chunk(&gradients[output * n_rows], &hessians[output * n_rows],
+                                       node_of_row, bounds[output, chunk],
+                                       bounds[output, chunk + 1], starts[output],
+                                       starts[output + 1], &sums_view[chunk, 0, 0], trash_slot,
+                                       squares_only)
+    if squares_only:
+        return in_chunk_order(sums[:, :, 0])[:n_slots]
+    return chunk_totals(sums, n_slots)
+
+
+cdef inline void add_tree_rows_to_chunk(
+        const gradient_t* gradients,            # IN  (n_rows,) the trees' output's
+        const gradient_t* hessians,             # IN  (n_rows,)
+        const node_index_t[:, ::1] node_of_row,
+        Py_ssize_t row_start,                   # IN  rows [row_start, row_end)
+        Py_ssize_t row_end,
+        Py_ssize_t tree_begin,                  # IN  trees [tree_begin, tree_end)
+        Py_ssize_t tree_end,
+        double* sums,                           # IN/OUT a chunk's (n_slots + TRASH_ROWS,
+                                                #     4 or 1 with squares_only)
+        node_index_t trash_slot,
+        bint squares_only,
+) noexcept nogil:
+    """add_rows_to_chunk (or add_squares_to_chunk) for some trees of the pack
+    only: each row added to its slot in those trees that sampled it, rows in
+    order, with the same additions (the same numbers)."""
+    cdef Py_ssize_t row, tree
+    cdef node_index_t code, slot
+    cdef double gradient
+    for row in range(row_start, row_end):
+        gradient = gradients[row]
+        for tree in range(tree_begin, tree_end):
+            code = node_of_row[row, tree]
+            if trash_slot < 0:
+                if code < 0:
+                    continue
+                slot = code
+            else:
+                slot = slot_or_trash(code, code, trash_slot, tree)
+            if squares_only:
+                sums[slot] += gradient * gradient
+            else:
+                add_row_to_slot(sums + 4 * slot, gradient, hessians[row], gradient * gradient)
 
 
 cdef inline void add_squares_to_chunk(

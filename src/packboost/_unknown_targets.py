@@ -54,6 +54,15 @@ class KnownTargets:
             return None
         return cls(y, era_offsets)
 
+    def of_outputs(self, first: int, end: int) -> KnownTargets:
+        """The known rows of outputs ``first .. end - 1`` alone (numbered from 0)."""
+        part = object.__new__(KnownTargets)
+        part.known = self.known[first:end]
+        part.era_offsets = self.era_offsets
+        part.complete = self.complete[first:end]
+        part.era_counts = self.era_counts[first:end]
+        return part
+
     def clear_unknown(self, gradients: np.ndarray, hessians: np.ndarray) -> None:
         """Zero the (n_outputs, n_rows) gradients and hessians of unknown rows."""
         unknown = ~self.known

@@ -317,10 +317,11 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     # Several outputs: each round's packs grown as one pack, one pass over the
     # rows per depth for all of them (grower.grow_output_packs, docs/packs.md
     # §10), where the backend can and the outputs grow alike: the same
-    # rescaling and rows, no quantile refit, categories or constraints. Up to
-    # MAX_PACK_SIZE trees a pass. Otherwise one pack after the other.
+    # rescaling, no quantile refit, categories or constraints (each output
+    # on its own known rows). Up to MAX_PACK_SIZE trees a pass. Otherwise
+    # one pack after the other.
     outputs_per_pass = 1
-    if (n_outputs > 1 and known is None and shard is None
+    if (n_outputs > 1 and shard is None
             and getattr(backend, "grows_outputs_in_one_pass", False)
             and not getattr(output_objective, "refits_leaves_to_quantile", False)
             and not data.category_words
@@ -377,7 +378,9 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                 grown = grow_output_packs(backend, data, gradients[first:end],
                                           hessians[first:end], draws.tree_samples,
                                           draws.layer_features, draws.tree_feature_masks,
-                                          settings[first], n_threads)
+                                          settings[first], n_threads,
+                                          known=None if known is None
+                                          else known.of_outputs(first, end))
             for output in range(first, end):
                 if grown is not None:
                     pack = grown[output - first]

@@ -257,6 +257,7 @@ class CpuBackend:
         return SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
                                               self.node_of_row, n_slots, self.n_threads,
                                               scattered_samples=self._scattered_samples,
+                                              chunk_bounds=fixed.row_chunks,
                                               tree_output=fixed.tree_output))
 
     def find_splits(self, slot_tree, slot_open, features, tree_uses_feature, slot_variance,
@@ -522,14 +523,16 @@ class CpuBackend:
         route = (data.X_binned, self.node_of_row, split_feature, split_threshold,
                  split_missing_left, left_child_slot, data.n_bins, slot_node, self.leaf_of_row,
                  self.n_threads)
+        several_outputs = getattr(self.fixed, "outputs", None) is not None
+        # (Several outputs' routing sums nothing: their chunks are slot_sums'.)
         options = dict(scattered_samples=self._scattered_samples,
-                       chunk_bounds=self.fixed.row_chunks)
+                       chunk_bounds=None if several_outputs else self.fixed.row_chunks)
         block = self._codes_block
         if block is not None and best is not None and np.array_equal(block[0], best[1]):
             # The depth's features row-major (the node-ordered route's copy):
             # a row's split codes for every tree from one run of its codes.
             options.update(codes_by_row=block[1], block_features=block[0])
-        if getattr(self.fixed, "outputs", None) is not None:
+        if several_outputs:
             # Several outputs: the routing sums one gradient per row, so the
             # next frontier's sums are taken per output (_output_sums).
             _partition.route_rows(*route, **options)
@@ -539,8 +542,8 @@ class CpuBackend:
                 fixed = self.fixed
                 sums = SlotSums(*children, _partition.slot_sums(
                     fixed.gradients, fixed.hessians, self.node_of_row, n_next, self.n_threads,
-                    scattered_samples=self._scattered_samples, tree_output=fixed.tree_output,
-                    squares_only=True))
+                    scattered_samples=self._scattered_samples, chunk_bounds=fixed.row_chunks,
+                    tree_output=fixed.tree_output, squares_only=True))
             else:
                 # The last depth: its squared gradients are not read (route_rows'
                 # split_children), the rest comes from the splits.
