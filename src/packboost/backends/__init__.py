@@ -31,6 +31,17 @@ def check_device(device: str) -> None:
         raise ValueError(f"device must be one of {list(DEVICES)}, got {device!r}")
 
 
+def grows_outputs_in_one_pass(device: str) -> bool:
+    """Does the backend of ``device`` grow several outputs' packs as one pack
+    (``grows_outputs_in_one_pass``, grower.grow_output_packs)? Asked before
+    it is opened (the memory estimate of a fit)."""
+    if device == "cpu":
+        from packboost.backends.cpu import CpuBackend
+
+        return CpuBackend.grows_outputs_in_one_pass
+    return False  # the CUDA backend grows the outputs' packs one after the other
+
+
 def open_backend(device: str, data, pack_size: int, n_threads: int):
     """Context manager giving the backend of a fit on ``device``.
 
