@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 
-import numpy as np
-
 DEVICES = ("cpu", "cuda")
 
 
@@ -70,10 +68,7 @@ def predict_raw(device: str, ensemble, X, n_threads: int, n_rounds=None, start_r
     if device == "cuda":
         from packboost.backends.cuda import predict_raw_on_gpu
 
-        if ensemble.n_outputs > 1:  # the GPU predictor walks one output's trees
-            return np.column_stack([
-                predict_raw_on_gpu(ensemble.output_ensemble(output), X, n_rounds=n_rounds,
-                                   start_round=start_round)
-                for output in range(ensemble.n_outputs)])
+        # Every output's trees on one upload of X (the per-output copies it
+        # replaces sent X to the device once per output).
         return predict_raw_on_gpu(ensemble, X, n_rounds=n_rounds, start_round=start_round)
     return ensemble.predict_raw(X, n_threads, n_rounds=n_rounds, start_round=start_round)
