@@ -240,3 +240,21 @@ def test_unknown_rows_with_sampling_share_one_pass(numerai, monkeypatch):
     one_by_one = PackBoostRegressor(**params).fit(X, Y, era=era)
     _assert_same_trees(joint.ensemble_, one_by_one.ensemble_)
     np.testing.assert_array_equal(joint.predict(X), one_by_one.predict(X))
+
+
+def test_targets_whose_counts_need_fewer_bits_are_grown_one_by_one(monkeypatch):
+    """A target known in under half of every era's rows has fewer row-count
+    bits in its cells than a complete one (a cell layout of its own): the
+    round's packs are then grown one after the other, and each target is
+    still its fit on its known rows."""
+    data = make_numerai_like(n_rows=1_200, n_features=6, n_eras=6, random_state=3)
+    X, era = np.asarray(data.X), np.asarray(data.era)
+    y = np.asarray(data.y, dtype=np.float64)
+    Y = np.column_stack([y, 1.0 - y])
+    Y[np.arange(len(y)) % 3 != 0, 1] = np.nan       # 200 rows an era -> about 67 known
+    params = dict(NO_SAMPLING, n_jobs=1, n_estimators=3)
+    grown = _count_shared_passes(monkeypatch)
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era)
+    assert grown == [False] * params["n_estimators"]
+    for target, alone in _single_target_fits(params, X, Y, era, None):
+        _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)
