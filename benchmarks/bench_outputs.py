@@ -21,6 +21,15 @@ the eras (auxiliary targets that start later); the separate fits then train
 each target on its known rows only, as the joint fit does
 (packboost/_unknown_targets.py).
 
+``--one-by-one``: also time the joint fit with the round's packs grown one
+after the other (``CpuBackend.grows_outputs_in_one_pass`` off): the same
+trees without the shared pass, in the same run.
+
+``--held-out F``: generate ``F`` more of the eras (and rows) and hold them
+out; report the joint model's mean per-era Pearson correlation there, of
+each target's prediction with the first (main) target, averaged over the
+targets (the same models whatever the pass, so the same numbers).
+
 ``--wide``: also one fit of the first target alone with ``pack_size`` k x 4
 and the same rounds: one pass over the rows per depth for all ``4k`` trees,
 which is what a kernel growing the round's k packs in one pass would do
@@ -47,7 +56,9 @@ import numpy as np
 from bench_speed import _reset_peak_rss, _rss_kib
 
 from packboost import PackBoostRegressor
+from packboost.backends.cpu import CpuBackend
 from packboost.datasets import make_numerai_like
+from packboost.metrics import per_era_correlation
 
 
 def targets(y: np.ndarray, k: int, seed: int = 0, era=None, unknown: float = 0.0) -> np.ndarray:
@@ -73,12 +84,25 @@ def main() -> None:
     parser.add_argument("--unknown", type=float, default=0.0,
                         help="extra targets NaN in up to this fraction of the eras")
     parser.add_argument("--row-subsample", type=float, default=1.0)
+    parser.add_argument("--one-by-one", action="store_true",
+                        help="also time the joint fit without the shared pass")
+    parser.add_argument("--held-out", type=float, default=0.0,
+                        help="hold out this fraction more eras; report the per-era corr there")
     parser.add_argument("--wide", action="store_true",
                         help="also time one target with pack_size 4k (see the docstring)")
     args = parser.parse_args()
 
-    data = make_numerai_like(n_rows=args.rows, n_features=args.features, n_eras=args.eras,
+    held_eras = int(round(args.held_out * args.eras))
+    data = make_numerai_like(n_rows=args.rows + int(round(args.held_out * args.rows)),
+                             n_features=args.features, n_eras=args.eras + held_eras,
                              random_state=0)
+    valid = None
+    if held_eras:
+        # Rows are era-sorted: the last eras are held out (slices keep X's layout).
+        n_train = int(np.searchsorted(np.asarray(data.era), args.eras))
+        valid = (data.X[n_train:], data.y[n_train:], data.era[n_train:])
+        data = argparse.Namespace(X=data.X[:n_train], y=data.y[:n_train],
+                                  era=data.era[:n_train])
     params = dict(n_estimators=args.rounds, max_depth=6, pack_size=4, random_state=0,
                   n_jobs=args.threads, row_subsample=args.row_subsample)
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
@@ -90,13 +114,21 @@ def main() -> None:
     # One-off costs (lazy imports, the OpenMP pool) out of the first timing.
     PackBoostRegressor(**dict(params, n_estimators=1)).fit(data.X, data.y, era=data.era)
     wide_columns = " pack 4k, one target: wall s, CPU s | pack 4k / one (wall, CPU) |"
+    one_by_one_columns = (" one fit, packs one by one: wall s, CPU s "
+                          "| one by one / one (wall, CPU) | same as one by one |")
     print("| k targets | one fit: wall s, CPU s | k separate fits: wall s, CPU s "
           "| separate / one (wall, CPU) | one fit: peak GiB | same predictions |"
+          + (one_by_one_columns if args.one_by_one else "")
+          + (" held-out corr |" if valid is not None else "")
           + (wide_columns if args.wide else ""))
-    print("| ---: | ---: | ---: | ---: | ---: | --- |" + (" ---: | ---: |" if args.wide else ""))
+    print("| ---: | ---: | ---: | ---: | ---: | --- |"
+          + (" ---: | ---: | --- |" if args.one_by_one else "")
+          + (" ---: |" if valid is not None else "")
+          + (" ---: | ---: |" if args.wide else ""))
     for k in args.targets:
         Y = targets(data.y, k, era=data.era, unknown=args.unknown)
-        kinds = ("joint", "separate") + (("wide",) if args.wide else ())
+        kinds = (("joint", "separate") + (("one-by-one",) if args.one_by_one else ())
+                 + (("wide",) if args.wide else ()))
         times = {kind: [] for kind in kinds}
         peak_gib = 0.0
         for repeat in range(args.repeats):
@@ -109,6 +141,13 @@ def main() -> None:
                 if kind == "joint":
                     joint = PackBoostRegressor(**params).fit(data.X, Y if k > 1 else Y[:, 0],
                                                              era=data.era)
+                elif kind == "one-by-one":
+                    CpuBackend.grows_outputs_in_one_pass = False
+                    try:
+                        one_by_one = PackBoostRegressor(**params).fit(
+                            data.X, Y if k > 1 else Y[:, 0], era=data.era)
+                    finally:
+                        CpuBackend.grows_outputs_in_one_pass = True
                 elif kind == "wide":
                     PackBoostRegressor(**dict(params, pack_size=4 * k)).fit(
                         data.X, Y[:, 0], era=data.era)
@@ -126,12 +165,29 @@ def main() -> None:
         predicted = joint.predict(data.X).reshape(len(data.X), -1)
         same = all(np.array_equal(predicted[:, column], model.predict(data.X))
                    for column, model in enumerate(separate))
+        if valid is not None:
+            X_valid, y_valid, era_valid = valid
+            scores = joint.predict(X_valid).reshape(len(X_valid), -1)
+            corr = np.mean([np.nanmean(per_era_correlation(y_valid, scores[:, column],
+                                                           era_valid)[1])
+                            for column in range(scores.shape[1])])
+        if args.one_by_one:
+            same_apart = np.array_equal(predicted, one_by_one.predict(data.X).reshape(
+                len(data.X), -1))
         joint = [statistics.median(values) for values in zip(*times["joint"], strict=True)]
         separate = [statistics.median(values)
                     for values in zip(*times["separate"], strict=True)]
         line = (f"| {k} | {joint[0]:.2f}, {joint[1]:.2f} | {separate[0]:.2f}, {separate[1]:.2f} "
                 f"| {separate[0] / joint[0]:.2f}x, {separate[1] / joint[1]:.2f}x "
                 f"| {peak_gib:.2f} | {'yes' if same else 'no'} |")
+        if args.one_by_one:
+            apart = [statistics.median(values)
+                     for values in zip(*times["one-by-one"], strict=True)]
+            line += (f" {apart[0]:.2f}, {apart[1]:.2f} "
+                     f"| {apart[0] / joint[0]:.2f}x, {apart[1] / joint[1]:.2f}x "
+                     f"| {'yes' if same_apart else 'no'} |")
+        if valid is not None:
+            line += f" {corr:.4f} |"
         if args.wide:
             wide = [statistics.median(values) for values in zip(*times["wide"], strict=True)]
             line += (f" {wide[0]:.2f}, {wide[1]:.2f} "

@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define PBC_API_VERSION 4
+#define PBC_API_VERSION 5
 
 #define PBC_OK 0
 #define PBC_ERROR_INVALID_ARGUMENT (-1)
@@ -208,7 +208,13 @@ int pbc_add_leaf_values(pbc_context *context, int64_t n_nodes, const double *val
 int pbc_read_node_of_row(pbc_context *context, int32_t *node_of_row);
 int pbc_write_node_of_row(pbc_context *context, const int32_t *node_of_row);
 
-/* Raw-value prediction (no context). X is row-major (n_rows, n_features). */
+/* Raw-value prediction (no context). X is row-major (n_rows, n_features),
+   copied to the device once for every output: the trees are grouped by
+   output, output o's being tree_roots[output_tree_starts[o]] ..
+   tree_roots[output_tree_starts[o + 1] - 1] (output_tree_starts: n_outputs
+   + 1 entries from 0 to n_trees, non-decreasing); out is (n_rows, n_outputs)
+   row-major, and each (row, output) adds the sum of its trees, taken in
+   order. */
 #define PBC_DTYPE_FLOAT64 0
 #define PBC_DTYPE_FLOAT32 1
 #define PBC_DTYPE_INT8 2
@@ -217,7 +223,8 @@ int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_rows, int64_
                     int64_t n_nodes, const int32_t *feature, const double *threshold,
                     const uint8_t *missing_left, const int32_t *left_child,
                     const int32_t *right_child, const double *value, int64_t n_trees,
-                    const int64_t *tree_roots, double *out);
+                    const int64_t *tree_roots, int64_t n_outputs,
+                    const int64_t *output_tree_starts, double *out);
 
 #ifdef __cplusplus
 }

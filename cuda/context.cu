@@ -914,19 +914,25 @@ extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_r
                                const double *threshold, const uint8_t *missing_left,
                                const int32_t *left_child, const int32_t *right_child,
                                const double *value, int64_t n_trees, const int64_t *tree_roots,
+                               int64_t n_outputs, const int64_t *output_tree_starts,
                                double *out)
 {
     static const size_t item_bytes[] = {8, 4, 1, 1};
     if (!X || !out || n_rows < 0 || n_features < 1 || n_nodes < 1 || n_trees < 0
             || dtype < 0 || dtype > PBC_DTYPE_UINT8 || !feature || !threshold
             || !missing_left || !left_child || !right_child || !value
-            || (n_trees > 0 && !tree_roots))
+            || (n_trees > 0 && !tree_roots) || n_outputs < 1 || !output_tree_starts
+            || output_tree_starts[0] != 0 || output_tree_starts[n_outputs] != n_trees)
         return PBC_ERROR_INVALID_ARGUMENT;
+    for (int64_t output = 0; output < n_outputs; ++output)
+        if (output_tree_starts[output + 1] < output_tree_starts[output])
+            return PBC_ERROR_INVALID_ARGUMENT;
     if (n_rows == 0 || n_trees == 0)
         return PBC_OK;
     PBC_CHECK(cudaSetDevice(device));
     const size_t x_bytes = (size_t)n_rows * n_features * item_bytes[dtype];
-    double *host = (double *)malloc(n_rows * sizeof(double));
+    const size_t out_items = (size_t)n_rows * n_outputs;
+    double *host = (double *)malloc(out_items * sizeof(double));
     if (!host)
         return PBC_ERROR_HOST_MEMORY;
     void *buffer = NULL;
@@ -942,7 +948,8 @@ extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_r
         int32_t *d_right = (int32_t *)pbc_take(&arena, n_nodes * sizeof(int32_t));
         double *d_value = (double *)pbc_take(&arena, n_nodes * sizeof(double));
         int64_t *d_roots = (int64_t *)pbc_take(&arena, n_trees * sizeof(int64_t));
-        double *d_out = (double *)pbc_take(&arena, n_rows * sizeof(double));
+        int64_t *d_starts = (int64_t *)pbc_take(&arena, (n_outputs + 1) * sizeof(int64_t));
+        double *d_out = (double *)pbc_take(&arena, out_items * sizeof(double));
         if (pass == 0) {
             status = cudaMalloc(&buffer, arena.offset);
             rc = (int)status;
@@ -961,20 +968,22 @@ extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_r
         PBC_COPY_IN(d_right, right_child, n_nodes * sizeof(int32_t));
         PBC_COPY_IN(d_value, value, n_nodes * sizeof(double));
         PBC_COPY_IN(d_roots, tree_roots, n_trees * sizeof(int64_t));
+        PBC_COPY_IN(d_starts, output_tree_starts, (n_outputs + 1) * sizeof(int64_t));
 #undef PBC_COPY_IN
         rc = (int)status;
         if (rc == PBC_OK)
             rc = pbc_launch_predict_raw(0, d_X, dtype, n_rows, n_features, d_feature,
                                         d_threshold, d_missing_left, d_left, d_right, d_value,
-                                        n_trees, d_roots, d_out);
+                                        d_roots, n_outputs, d_starts, d_out);
         if (rc == PBC_OK)
-            rc = (int)cudaMemcpy(host, d_out, n_rows * sizeof(double), cudaMemcpyDeviceToHost);
+            rc = (int)cudaMemcpy(host, d_out, out_items * sizeof(double),
+                                 cudaMemcpyDeviceToHost);
     }
     if (buffer)
         cudaFree(buffer);
     if (rc == PBC_OK)
-        for (int64_t row = 0; row < n_rows; ++row)
-            out[row] += host[row];
+        for (size_t item = 0; item < out_items; ++item)
+            out[item] += host[item];
     free(host);
     return rc;
 }

@@ -203,8 +203,9 @@ int pbc_launch_add_leaf_values(pbc_context *ctx, const double *value, const int6
 int pbc_launch_predict_raw(cudaStream_t stream, const void *X, int dtype, int64_t n_rows,
                            int64_t n_features, const int32_t *feature, const double *threshold,
                            const uint8_t *missing_left, const int32_t *left_child,
-                           const int32_t *right_child, const double *value, int64_t n_trees,
-                           const int64_t *tree_roots, double *out);
+                           const int32_t *right_child, const double *value,
+                           const int64_t *tree_roots, int64_t n_outputs,
+                           const int64_t *output_tree_starts, double *out);
 
 /*
  * A 64-bit add into a shared-memory cell from native 32-bit atomics. Hopper

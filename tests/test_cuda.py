@@ -609,7 +609,7 @@ def test_device_must_be_cpu_or_cuda():
 def test_c_api_error_strings_and_build_facts():
     from packboost import _cuda
 
-    assert _cuda.api_version() == 4
+    assert _cuda.api_version() == 5
     assert "sm_" in _cuda.build_arch() or "compute_" in _cuda.build_arch()
     assert "invalid argument" in _cuda.error_string(-1)
     assert _cuda.error_string(2) == "out of memory"
@@ -639,6 +639,15 @@ def test_context_creation_without_gpu_raises():
     with pytest.raises(ValueError, match="2-D"):
         _cuda.predict_raw(np.zeros((4, 2), dtype=np.int64), *tree.values(),
                           np.zeros(1, dtype=np.int64), out)
+    # Several outputs: trees grouped by output, out (n_rows, n_outputs).
+    roots = np.zeros(2, dtype=np.int64)
+    for starts in ([0, 1], [0, 2, 1, 2], [1, 2]):
+        with pytest.raises(ValueError, match="output_tree_starts"):
+            _cuda.predict_raw(np.zeros((4, 2)), *tree.values(), roots, np.zeros((4, 2)),
+                              output_tree_starts=np.array(starts))
+    with pytest.raises(ValueError, match=r"shape \(4, 2\)"):
+        _cuda.predict_raw(np.zeros((4, 2)), *tree.values(), roots, out,
+                          output_tree_starts=np.array([0, 1, 2]))
 
 
 # -- on a GPU -------------------------------------------------------------------------------
@@ -815,6 +824,53 @@ def test_gpu_predicts_several_outputs():
     expected = cpu.predict(X)
     cpu.set_params(device="cuda")  # predicts each output's trees on the GPU
     np.testing.assert_allclose(cpu.predict(X), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+def test_gpu_predicts_every_output_on_one_copy_of_x(monkeypatch):
+    """A model of several outputs predicts on the GPU with one call of the
+    device predictor per block of X (one copy of X to the device for every
+    output, API version 5), each output's scores bit for bit those of a
+    one-output model of its trees, for any range of rounds."""
+    from packboost import _cuda
+    from packboost.backends import cuda as cuda_backend
+
+    X, y, era, _ = random_problem(9, 300, 5, 6)
+    X[::7, 1] = np.nan
+    Y = np.column_stack([y, -2.0 * y, y * y])
+    model = packboost.PackBoostRegressor(n_estimators=4, pack_size=2, max_depth=3,
+                                         random_state=1).fit(X, Y, era=era)
+    ensemble = model.ensemble_
+    calls = []
+    predict = _cuda.predict_raw
+
+    def counted(block, *args, **kwargs):
+        calls.append(len(block))
+        return predict(block, *args, **kwargs)
+
+    monkeypatch.setattr(_cuda, "predict_raw", counted)
+    every_round = None
+    for n_rounds, start_round in ((None, 0), (3, 1)):
+        calls.clear()
+        together = cuda_backend.predict_raw_on_gpu(ensemble, X, n_rounds, start_round)
+        every_round = together if every_round is None else every_round
+        assert calls == [len(X)]
+        assert together.shape == (len(X), 3)
+        for output in range(3):
+            alone = cuda_backend.predict_raw_on_gpu(ensemble.output_ensemble(output), X,
+                                                    n_rounds, start_round)
+            np.testing.assert_array_equal(together[:, output], alone)
+        np.testing.assert_allclose(together, ensemble.predict_raw(X, 1, n_rounds, start_round),
+                                   rtol=1e-12, atol=1e-12)
+    # Blocks of X: one call per block, every output in it.
+    monkeypatch.setattr(cuda_backend, "PREDICT_CHUNK_BYTES", 100 * X.shape[1] * 8)
+    calls.clear()
+    blocks = cuda_backend.predict_raw_on_gpu(ensemble, X)
+    assert calls == [100, 100, 100]
+    np.testing.assert_array_equal(blocks, every_round)
+    model.set_params(device="cuda")
+    np.testing.assert_array_equal(model.predict(X), every_round)
 
 
 @pytest.mark.cuda

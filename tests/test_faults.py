@@ -338,6 +338,68 @@ def test_the_estimate_is_a_lower_bound_of_what_fit_allocates(layout):
     assert 0 < estimate <= peak - base
 
 
+def test_the_estimate_counts_the_one_pass_of_several_targets(monkeypatch):
+    """A fit of 4 targets grows them as one pack (booster.outputs_per_pass):
+    its row tables have a column per tree of every target and every
+    target's fixed-point copies live at once. The estimate counts exactly
+    the buffers the pass holds (measured from the backend and its
+    OutputsFixedPoint) beyond one output's pack, and stays below the fit's
+    traced peak."""
+    from packboost import booster
+
+    n_rows, n_features, n_targets = 5000, 6, 4
+    X_float, y, era = problem(n_rows=n_rows, n_features=n_features, n_eras=40)
+    noise = np.random.default_rng(1).normal(0, 0.3, (n_rows, n_targets))
+    Y_many = y[:, np.newaxis] + noise
+    params = dict(PARAMS, n_estimators=2, max_bins=63, pack_size=3)
+    held = []
+    grow = booster.grow_output_packs
+
+    def measured(backend, data, gradients, *args, **kwargs):
+        packs = grow(backend, data, gradients, *args, **kwargs)
+        fixed = backend.fixed
+        arrays = [backend.node_of_row, backend.leaf_of_row, fixed.gradients, fixed.hessians,
+                  fixed.squared]
+        for output in fixed.outputs:
+            arrays += [output.gradients, output.hessians, output.packed, output.hessian_fixed,
+                       output.squared]
+        held.append(sum(array.nbytes for array in arrays))
+        return packs
+
+    monkeypatch.setattr(booster, "grow_output_packs", measured)
+    model = PackBoostRegressor(**params)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        model.fit(X_float, Y_many, era=era)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(held) == params["n_estimators"]      # one pass for the 4 targets a round
+    shared = booster.outputs_per_pass(n_targets, model.get_params(), None,
+                                      grows_outputs_in_one_pass=True, categorical=False)
+    assert shared == n_targets
+
+    def estimate(outputs_per_pass):
+        return _memory.training_memory_estimate(
+            n_rows=n_rows, pack_size=params["pack_size"], n_threads=1,
+            bin_widths=model.bin_mapper_.n_bins_ + 1, n_eras=40, n_candidates=n_features,
+            max_depth=params["max_depth"], min_samples_leaf=params["min_samples_leaf"],
+            n_estimators=params["n_estimators"], n_outputs=n_targets,
+            outputs_per_pass=outputs_per_pass)
+
+    one_pass, one_by_one = estimate(shared), estimate(1)
+    # One output's pack at a time: its tables and one output's fixed-point copies.
+    alone = n_rows * (8 * params["pack_size"] + 4 * 8)
+    counted = one_pass["per-row training arrays"][0] - one_by_one["per-row training arrays"][0]
+    assert counted == max(held) - alone > 0
+    data = _memory.data_memory_estimate(n_rows=n_rows, n_features=n_features,
+                                        binned_bytes_per_value=1, sorted_by_era=False)
+    assert 0 < sum(size for size, _ in {**data, **one_pass}.values()) <= peak - base
+    assert "4 outputs in one pass" in one_pass["per-row training arrays"][1]
+
+
 def test_available_memory_reads_meminfo_and_cgroup_limits(monkeypatch):
     available, source = _memory.available_memory_bytes()
     if available is not None:

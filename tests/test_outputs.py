@@ -506,9 +506,9 @@ def test_one_pass_for_the_outputs_grows_what_one_pack_at_a_time_grows(numerai, b
     passes = []
     grow = booster.grow_output_packs
 
-    def counted(backend, data, gradients, *args):
+    def counted(backend, data, gradients, *args, **kwargs):
         passes.append(len(gradients))
-        return grow(backend, data, gradients, *args)
+        return grow(backend, data, gradients, *args, **kwargs)
 
     monkeypatch.setattr(booster, "grow_output_packs", counted)
     one_pass = make().fit(X, y, era=era)

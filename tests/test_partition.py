@@ -685,3 +685,61 @@ def test_children_sums_from_the_best_left_sums(n_slots):
     assert _partition.children_sums(**unknown) is None
     short = dict(args, count=args["count"][:-1])
     assert _partition.children_sums(**short) is None
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 17, 1000])
+@pytest.mark.parametrize("sampling", ["rows", "eras"])
+@pytest.mark.parametrize("squares_only", [False, True])
+def test_several_outputs_sum_each_output_as_a_fit_on_its_counted_rows(n_rows, sampling,
+                                                                      squares_only):
+    """slot_sums of several outputs, each trained on its counted rows (the
+    others in no slot of its trees, zero gradients): every slot's sums are
+    bit for bit those of its output's trees summed alone over its counted
+    rows only (a compact fit), whatever the threads -- the squared gradients
+    on the grid of its counted rows (to_fixed_point(counted_rows=...))."""
+    from packboost._fixed_point import to_fixed_point
+
+    rng = np.random.default_rng(n_rows + (7 if sampling == "rows" else 0))
+    n_outputs, trees_per_output = 3, 2
+    pack_size = n_outputs * trees_per_output
+    codes, *_ = random_frontier(rng, n_rows, pack_size, 3, 2, 4,
+                                era_rows=40 if sampling == "eras" else None)
+    n_slots = 3 * pack_size
+    tree_output = np.repeat(np.arange(n_outputs, dtype=np.int32), trees_per_output)
+    counted = [np.ones(n_rows, bool), rng.random(n_rows) < 0.6, np.arange(n_rows) >= n_rows // 3]
+    for output, mask in enumerate(counted):     # no tree holds an uncounted row
+        for tree in np.flatnonzero(tree_output == output):
+            column = codes[:, tree]
+            column[~mask & (column >= 0)] = -2 - column[~mask & (column >= 0)]
+    era_offsets = np.array([0, n_rows])
+    fixed = []
+    for mask in counted:
+        gradients = np.where(mask, rng.normal(size=n_rows) * 3.0, 0.0)
+        hessians = np.where(mask, rng.uniform(0.5, 2, n_rows), 0.0)
+        fixed.append(to_fixed_point(gradients, hessians, era_offsets, counted_rows=mask))
+
+    def sums(n_threads):
+        found = _partition.slot_sums(
+            np.concatenate([item.gradients for item in fixed]),
+            np.concatenate([item.hessians for item in fixed]), codes, n_slots, n_threads,
+            scattered_samples=sampling == "rows", tree_output=tree_output,
+            squares_only=squares_only,
+            squared_gradients=np.concatenate([item.squared for item in fixed]))
+        return [found] if squares_only else list(found)
+
+    got = sums(1)
+    for one, three in zip(got, sums(3), strict=True):
+        np.testing.assert_array_equal(one, three)
+    for output, mask in enumerate(counted):
+        trees = np.flatnonzero(tree_output == output)
+        own = slice(trees[0] * 3, (trees[-1] + 1) * 3)       # its trees' slots
+        compact = np.ascontiguousarray(codes[mask][:, trees[0]:trees[-1] + 1])
+        alone_fixed = to_fixed_point(fixed[output].gradients[mask],
+                                     fixed[output].hessians[mask],
+                                     np.array([0, int(mask.sum())]))
+        alone = _partition.slot_sums(alone_fixed.gradients, alone_fixed.hessians, compact,
+                                     n_slots, 1, scattered_samples=sampling == "rows",
+                                     squared_gradients=alone_fixed.squared)
+        expected = [alone[3]] if squares_only else list(alone)
+        for got_sum, alone_sum in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(got_sum[own], alone_sum[own])

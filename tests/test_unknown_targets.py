@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from packboost import PackBoostRegressor, _partition
+from packboost import PackBoostRegressor
 from packboost.datasets import make_numerai_like
 
 # Every sampling off: a target's trees are then those of a fit on its known rows.
@@ -105,23 +105,6 @@ def test_eval_metrics_score_each_target_on_its_known_rows(numerai):
             assert np.isfinite(history[name]).all()
 
 
-def test_row_chunks_of_counted_rows_hold_a_compact_fit_chunks():
-    """counted_row_chunks: chunk c holds the counted rows that chunk c of the
-    counted rows alone (equal chunks) holds, whatever rows lie between."""
-    rng = np.random.default_rng(0)
-    for n_rows in (1, 5, 16, 17, 100, 1000):
-        for fraction in (0.0, 0.3, 1.0):
-            counted = rng.random(n_rows) >= fraction
-            counted[rng.integers(n_rows)] = True
-            bounds = _partition.counted_row_chunks(counted)
-            compact = _partition.row_chunk_bounds(int(counted.sum()))
-            assert bounds[0] == 0 and bounds[-1] == n_rows and np.all(np.diff(bounds) >= 0)
-            running = np.concatenate(([0], np.cumsum(counted)))
-            np.testing.assert_array_equal(running[bounds], compact)
-    with pytest.raises(ValueError, match="chunk_bounds"):
-        _partition.row_chunk_bounds(10, np.arange(3))
-
-
 def test_unknown_values_are_refused_where_a_target_cannot_be_unknown(numerai):
     X, Y, era = numerai
     with pytest.raises(ValueError, match="contains NaN"):
@@ -171,4 +154,90 @@ def test_awkward_eras_one_row_and_no_known_row_for_a_target(weighted):
     params = dict(NO_SAMPLING, max_depth=3, n_jobs=2)
     joint = PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
     for target, alone in _single_target_fits(params, X, Y, era, weight):
+        _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)
+
+
+def _count_shared_passes(monkeypatch):
+    """Record, per call of booster.grow_output_packs, whether it grew the
+    outputs as one pack (True) or left them to be grown one by one (False)."""
+    from packboost import booster
+
+    grown = []
+    grow = booster.grow_output_packs
+
+    def counted(*args, **kwargs):
+        packs = grow(*args, **kwargs)
+        grown.append(packs is not None)
+        return packs
+
+    monkeypatch.setattr(booster, "grow_output_packs", counted)
+    return grown
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n_jobs", [1, 2])
+@pytest.mark.parametrize("n_rows", [211, 1_337])
+def test_targets_with_unknown_rows_share_one_pass(weighted, n_jobs, n_rows, monkeypatch):
+    """Targets NaN in some rows (scattered, a whole era, the first eras) are
+    grown as one pack for all outputs (grower.grow_output_packs with their
+    known rows), and each output's trees are bit for bit those of the
+    outputs grown one by one and of a one-target fit on its known rows."""
+    from packboost.backends.cpu import CpuBackend
+
+    data = make_numerai_like(n_rows=n_rows, n_features=7, n_eras=9, random_state=n_rows)
+    rng = np.random.default_rng(n_rows)
+    X, era = np.asarray(data.X), np.asarray(data.era)
+    y = np.asarray(data.y, dtype=np.float64)
+    Y = np.column_stack([y, y + rng.normal(0, 0.1, len(y)), 1.0 - y, y * y])
+    Y[era == 4, 0] = np.nan                            # an era with no known row
+    Y[era < 2, 1] = np.nan                             # a target that starts later
+    Y[rng.random(len(y)) < 0.1, 2] = np.nan            # scattered unknown rows
+    Y[(era == 8) & (rng.random(len(y)) < 0.5), 3] = np.nan
+    weight = rng.uniform(0.5, 2.0, len(y)) if weighted else None
+    params = dict(NO_SAMPLING, max_depth=5, pack_size=3, n_jobs=n_jobs)
+    grown = _count_shared_passes(monkeypatch)
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
+    assert grown == [True] * params["n_estimators"]
+    monkeypatch.setattr(CpuBackend, "grows_outputs_in_one_pass", False)
+    one_by_one = PackBoostRegressor(**params).fit(X, Y, era=era, sample_weight=weight)
+    assert len(grown) == params["n_estimators"]
+    _assert_same_trees(joint.ensemble_, one_by_one.ensemble_)
+    for target, alone in _single_target_fits(params, X, Y, era, weight):
+        _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)
+        assert alone.ensemble_.nodes["feature"].max() >= 0      # the trees split
+
+
+def test_unknown_rows_with_sampling_share_one_pass(numerai, monkeypatch):
+    """With era, row and feature draws the shared pass grows what the
+    outputs grown one by one grow (the draws cut to each target's known
+    rows), over the one-pass size limit too (two passes per round)."""
+    from packboost.backends.cpu import CpuBackend
+
+    X, Y, era = numerai
+    params = dict(NO_SAMPLING, era_subsample=0.6, row_subsample=0.7, tree_feature_fraction=0.5,
+                  pack_size=24, n_jobs=2, n_estimators=3)
+    grown = _count_shared_passes(monkeypatch)
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era)
+    assert grown == [True] * params["n_estimators"]     # outputs 0-1 shared, 2 alone
+    monkeypatch.setattr(CpuBackend, "grows_outputs_in_one_pass", False)
+    one_by_one = PackBoostRegressor(**params).fit(X, Y, era=era)
+    _assert_same_trees(joint.ensemble_, one_by_one.ensemble_)
+    np.testing.assert_array_equal(joint.predict(X), one_by_one.predict(X))
+
+
+def test_targets_whose_counts_need_fewer_bits_are_grown_one_by_one(monkeypatch):
+    """A target known in under half of every era's rows has fewer row-count
+    bits in its cells than a complete one (a cell layout of its own): the
+    round's packs are then grown one after the other, and each target is
+    still its fit on its known rows."""
+    data = make_numerai_like(n_rows=1_200, n_features=6, n_eras=6, random_state=3)
+    X, era = np.asarray(data.X), np.asarray(data.era)
+    y = np.asarray(data.y, dtype=np.float64)
+    Y = np.column_stack([y, 1.0 - y])
+    Y[np.arange(len(y)) % 3 != 0, 1] = np.nan       # 200 rows an era -> about 67 known
+    params = dict(NO_SAMPLING, n_jobs=1, n_estimators=3)
+    grown = _count_shared_passes(monkeypatch)
+    joint = PackBoostRegressor(**params).fit(X, Y, era=era)
+    assert grown == [False] * params["n_estimators"]
+    for target, alone in _single_target_fits(params, X, Y, era, None):
         _assert_same_trees(joint.ensemble_.output_ensemble(target), alone.ensemble_)

@@ -88,7 +88,7 @@ cdef extern from "packboost_cuda.h" nogil:
                         const double *threshold, const uint8_t *missing_left,
                         const int32_t *left_child, const int32_t *right_child,
                         const double *value, int64_t n_trees, const int64_t *tree_roots,
-                        double *out)
+                        int64_t n_outputs, const int64_t *output_tree_starts, double *out)
 
 # Names of the kernel timers, in the order of PBC_TIMER_* (packboost_cuda.h).
 TIMER_NAMES = ("init", "slot_sums", "histogram", "score", "select", "route", "predict",
@@ -487,22 +487,41 @@ _RAW_DTYPES = {np.dtype(np.float64): PBC_DTYPE_FLOAT64, np.dtype(np.float32): PB
 def predict_raw(X, const int32_t[::1] feature, const double[::1] threshold,
                 const uint8_t[::1] missing_left, const int32_t[::1] left_child,
                 const int32_t[::1] right_child, const double[::1] value,
-                const int64_t[::1] tree_roots, double[::1] out, int device=0):
-    """out += the trees on raw rows X (C-contiguous float64/float32/int8/uint8)."""
+                const int64_t[::1] tree_roots, out, int device=0, output_tree_starts=None):
+    """out += the trees on raw rows X (C-contiguous float64/float32/int8/uint8),
+    X copied to the device once.
+
+    ``output_tree_starts`` None: one output, ``out`` (n_rows,). Else (n_outputs
+    + 1,) int64 from 0 to len(tree_roots): the trees grouped by output, output
+    o's being ``tree_roots[starts[o]:starts[o + 1]]``, and ``out`` (n_rows,
+    n_outputs) C-contiguous; each output's trees are summed as a call with
+    its trees alone sums them."""
     X = np.ascontiguousarray(X)
     if X.ndim != 2 or X.dtype not in _RAW_DTYPES:
         raise ValueError("X must be a 2-D float64, float32, int8 or uint8 array")
-    if out.shape[0] != X.shape[0]:
-        raise ValueError("out must have one entry per row of X")
+    n_trees = tree_roots.shape[0]
+    starts = (np.array([0, n_trees], dtype=np.int64) if output_tree_starts is None
+              else np.ascontiguousarray(output_tree_starts, dtype=np.int64))
+    cdef Py_ssize_t n_outputs = starts.shape[0] - 1
+    if (starts.ndim != 1 or n_outputs < 1 or starts[0] != 0 or starts[n_outputs] != n_trees
+            or np.any(np.diff(starts) < 0)):
+        raise ValueError(f"output_tree_starts must be non-decreasing from 0 to {n_trees}")
+    expected = (X.shape[0],) if output_tree_starts is None else (X.shape[0], n_outputs)
+    if not isinstance(out, np.ndarray) or out.shape != expected or out.dtype != np.float64 \
+            or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float64 array of shape {expected} "
+                         "(one entry per row of X and output)")
+    cdef double[::1] out_view = out.reshape(-1)
+    cdef const int64_t[::1] starts_view = starts
     cdef int dtype = _RAW_DTYPES[X.dtype]
     cdef Py_ssize_t n_rows = X.shape[0], n_features = X.shape[1]
-    if n_rows == 0 or tree_roots.shape[0] == 0 or feature.shape[0] == 0:
+    if n_rows == 0 or n_trees == 0 or feature.shape[0] == 0:
         return
     cdef const uint8_t[::1] raw = X.reshape(-1).view(np.uint8)
     cdef int code
     with nogil:
         code = pbc_predict_raw(device, &raw[0], dtype, n_rows, n_features, feature.shape[0],
                                &feature[0], &threshold[0], &missing_left[0], &left_child[0],
-                               &right_child[0], &value[0], tree_roots.shape[0], &tree_roots[0],
-                               &out[0])
+                               &right_child[0], &value[0], n_trees, &tree_roots[0],
+                               n_outputs, &starts_view[0], &out_view[0])
     check(code, "prediction on the GPU")

@@ -61,9 +61,6 @@ class FixedPointGradients:
     gradient_scale: float
     hessian_scale: float
     constant_hessian: float     # NaN when hessians differ between rows
-    # The rows' chunks of the float sums (_partition.row_chunk_bounds), or
-    # None for equal chunks: to_fixed_point's counted_rows' chunks.
-    row_chunks: np.ndarray | None = None
     # How many rows any tree may hold: to_fixed_point's counted_rows (None:
     # every row). Grids sized by a row count use it (squared_gradient_scale).
     counted_row_count: int | None = None
@@ -79,6 +76,10 @@ class FixedPointGradients:
             scale = squared_gradient_scale(self.gradients, self.n_counted_rows)
             object.__setattr__(self, "squared_scale", scale)
             object.__setattr__(self, "squared", rounded_squares(self.gradients, scale))
+
+    @property
+    def counts_every_row(self) -> bool:
+        return self.counted_row_count is None
 
     @property
     def n_counted_rows(self) -> int:
@@ -106,18 +107,19 @@ class OutputsFixedPoint:
     all outputs share one format (``same_format``)."""
 
     outputs: list               # FixedPointGradients, one per output
-    tree_output: np.ndarray     # (n_trees,) int32
-
-    row_chunks = None           # equal chunks for every output's float sums
+    tree_output: np.ndarray     # (n_trees,) int32, non-decreasing
 
     @staticmethod
     def same_format(outputs: list) -> bool:
         """Can these outputs share one pass: cells of one layout (constant
-        hessian or not, the same count bits) and the equal float chunks."""
+        hessian or not, the same count bits)."""
         first = outputs[0]
         return all(item.hessian_is_constant == first.hessian_is_constant
-                   and item.count_bits == first.count_bits and item.row_chunks is None
-                   for item in outputs)
+                   and item.count_bits == first.count_bits for item in outputs)
+
+    @property
+    def counts_every_row(self) -> bool:
+        return all(item.counts_every_row for item in self.outputs)
 
     @property
     def hessian_is_constant(self) -> bool:
@@ -135,7 +137,7 @@ class OutputsFixedPoint:
     @cached_property
     def gradients(self) -> np.ndarray:
         """(n_outputs * n_rows,) the outputs' rounded gradients, output-major
-        (the float sums' input, _partition.slot_sums(tree_output=...))."""
+        (the node sums' input, _partition.slot_sums(tree_output=...))."""
         return np.concatenate([item.gradients for item in self.outputs])
 
     @cached_property
@@ -200,11 +202,11 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     ``counted_rows`` (bool per row, or None for all): the only rows any tree
     of the pack may hold (a target's known rows, packboost._unknown_targets;
     the others have zero gradients and hessians). The row counts are sized,
-    a constant hessian judged and the float sums chunked on them, so the grid
-    and the sums are those of a fit on those rows alone.
+    a constant hessian judged and the squared gradients' grid sized on them,
+    so the grids and the sums are those of a fit on those rows alone.
     ``shard`` (a :class:`packboost._row_shard.RowShard`): these rows are one
-    shard of whole eras of the training rows; the grid and the chunks are
-    then chosen from the bounds of all shards' rows
+    shard of whole eras of the training rows; the grids are then chosen
+    from the bounds of all shards' rows
     (:meth:`RowShard.grid_bounds`), the very numbers one machine holding
     every row computes, so every shard rounds to the grid of the
     single-machine fit (docs/distributed.md §3).
@@ -217,16 +219,10 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
                          f"{gradients.shape} and {hessians.shape}")
     if len(era_offsets) == 0 or era_offsets[-1] != len(gradients):
         raise ValueError("era_offsets must end at the number of rows")
-    from packboost import _histogram, _partition  # the kernels (Cython) of this format
+    from packboost import _histogram  # the kernel (Cython) of this format
 
     bounds = grid_bounds_of_rows(gradients, hessians, era_offsets, counted_rows)
-    if shard is None:
-        grid = combine_grid_bounds([bounds])
-        row_chunks = (None if counted_rows is None
-                      else _partition.counted_row_chunks(counted_rows))
-    else:
-        # Every sum of the rows is exact (on grids): no chunking to agree on.
-        grid, row_chunks = shard.grid_bounds(bounds), None
+    grid = combine_grid_bounds([bounds]) if shard is None else shard.grid_bounds(bounds)
     (count_bits, largest_era, total, hessian_total, constant, first_hessian, peak,
      counted_total) = grid
     if count_bits > 31:
@@ -265,7 +261,6 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
         gradients=rounded_gradients, hessians=rounded_hessians, packed=packed,
         hessian_fixed=hessian_fixed, count_bits=count_bits, gradient_scale=gradient_scale,
         hessian_scale=hessian_scale, constant_hessian=constant_hessian,
-        row_chunks=row_chunks,
         counted_row_count=None if counted_rows is None else int(np.count_nonzero(counted_rows)),
         squared=rounded_squares(rounded_gradients, squared_scale, n_threads),
         squared_scale=squared_scale)

@@ -36,17 +36,25 @@ _TILE_CELL_BYTES = 24
 # era codes as int32; the era sort order (int64) unless the rows are already
 # era-sorted; the sample weights (float64) when given.
 _DATA_BYTES_PER_ROW = 8 + 4
+# A round's fixed-point copies of one output's gradients, per row: rounded
+# gradients and hessians (float64), packed cells (int64), squared gradients
+# on their grid (float64).
+_FIXED_POINT_BYTES_PER_ROW = 4 * 8
 # Per-row arrays of the boosting loop: gradients, hessians, raw predictions
 # (float64), the row indices every tree samples from (int32), and the
-# round's fixed-point copies (rounded gradients and hessians, packed cells,
-# squared gradients on their grid).
-_TRAINING_BYTES_PER_ROW = 3 * 8 + 4 + 4 * 8
+# round's fixed-point copies.
+_TRAINING_BYTES_PER_ROW = 3 * 8 + 4 + _FIXED_POINT_BYTES_PER_ROW
 # Per row and tree of a pack: node_of_row and the training rows' leaves (int32).
 _BYTES_PER_ROW_AND_TREE = 4 + 4
 # Per row and output beyond the first (several targets or classes): its target
-# column, raw predictions, gradients and hessians (float64); the fixed-point
-# copies are made one output at a time and reused.
+# column, raw predictions, gradients and hessians (float64).
 _BYTES_PER_ROW_AND_OUTPUT = 4 * 8
+# Per row and output of a pass shared by several outputs (booster.outputs_per_pass,
+# grower.grow_output_packs): its fixed-point copies, all alive at once, and
+# its share of their rounded gradients, hessians and squared gradients laid
+# end to end (OutputsFixedPoint.gradients, .hessians and .squared, the node
+# sums' input).
+_PASS_BYTES_PER_ROW_AND_OUTPUT = _FIXED_POINT_BYTES_PER_ROW + 3 * 8
 _GIB = 1024 ** 3
 
 # The CUDA backend's device memory (docs/cuda-kernels.md §11; cuda/context.cu).
@@ -151,7 +159,8 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
                              n_eras: int, n_candidates: int, max_depth: int,
                              min_samples_leaf: int, n_estimators: int, eval_rows: int = 0,
                              histogram_budget_bytes: int | None = None,
-                             features_per_pass: int | None = None, n_outputs: int = 1) -> dict:
+                             features_per_pass: int | None = None, n_outputs: int = 1,
+                             outputs_per_pass: int = 1) -> dict:
     """Lower bound of what the boosting loop allocates, once the data is binned.
 
     Parameters
@@ -165,19 +174,29 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
     n_outputs : int
         Targets or classes: each beyond the first adds its own target, raw
         scores, gradients and hessians per row (float64 each).
+    outputs_per_pass : int
+        Outputs whose packs a round grows as one pack
+        (:func:`packboost.booster.outputs_per_pass`): its row tables have a
+        column per tree of all of them, and every one of them holds its
+        fixed-point copies at once.
 
     Returns
     -------
     dict
         ``{component: (bytes, how it was counted)}``.
     """
-    per_row = _TRAINING_BYTES_PER_ROW + _BYTES_PER_ROW_AND_TREE * pack_size
-    components = {
-        "per-row training arrays": (
-            n_rows * per_row + 8 * eval_rows,
-            f"{n_rows} rows x ({_TRAINING_BYTES_PER_ROW} B + pack_size {pack_size} x "
-            f"{_BYTES_PER_ROW_AND_TREE} B)"),
-    }
+    outputs_per_pass = max(1, min(outputs_per_pass, n_outputs))
+    trees = pack_size * outputs_per_pass   # the trees of one pass
+    per_row = _TRAINING_BYTES_PER_ROW + _BYTES_PER_ROW_AND_TREE * trees
+    how = (f"{n_rows} rows x ({_TRAINING_BYTES_PER_ROW} B + pack_size {pack_size} x "
+           f"{_BYTES_PER_ROW_AND_TREE} B)")
+    if outputs_per_pass > 1:
+        per_row += (outputs_per_pass * _PASS_BYTES_PER_ROW_AND_OUTPUT
+                    - _FIXED_POINT_BYTES_PER_ROW)
+        how = (f"{n_rows} rows x ({_TRAINING_BYTES_PER_ROW - _FIXED_POINT_BYTES_PER_ROW} B + "
+               f"{outputs_per_pass} outputs in one pass x ({_PASS_BYTES_PER_ROW_AND_OUTPUT} B + "
+               f"pack_size {pack_size} x {_BYTES_PER_ROW_AND_TREE} B))")
+    components = {"per-row training arrays": (n_rows * per_row + 8 * eval_rows, how)}
     if n_outputs > 1:
         components["per-output arrays"] = (
             (n_outputs - 1) * (n_rows * _BYTES_PER_ROW_AND_OUTPUT + 8 * eval_rows),
@@ -200,7 +219,7 @@ def training_memory_estimate(*, n_rows: int, pack_size: int, n_threads: int, bin
         # At depth 0 the frontier is the pack's roots, histogrammed in groups of
         # as many slots as the threads' budget allows (at least one), into one
         # buffer the threads share; each thread scores in its own tile.
-        group = max(1, min(pack_size, threads * budget // unit))
+        group = max(1, min(trees, threads * budget // unit))
         components["histogram buffers"] = (
             unit * group + threads * n_eras * width * _TILE_CELL_BYTES,
             f"{per_pass} features per pass x {n_eras} eras x {width} bins x {group} slots x "

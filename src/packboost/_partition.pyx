@@ -605,7 +605,6 @@ def route_rows(
         const feature_index_t[::1] block_features=None,
         bint scattered_samples=False,
         const int32_t[::1] slot_tree=None,
-        chunk_bounds=None,
         squared_gradients=None,
 ):
     """Move every row to its child slot in the next frontier; rows of slots
@@ -639,12 +638,10 @@ def route_rows(
     (tree_children, _route.pxd's pb_add_squares_by_lanes; the same
     numbers).
 
-    ``chunk_bounds``: the rows' chunks for the sums (row_chunk_bounds).
-
     ``squared_gradients`` (n_rows,): each row's squared gradient on its grid
     (FixedPointGradients.squared), what the sums add; None: squares_of(gradients)."""
     cdef Py_ssize_t n_rows = node_of_row.shape[0], row, chunk
-    cdef const int64_t[::1] bounds = row_chunk_bounds(n_rows, chunk_bounds)
+    cdef const int64_t[::1] bounds = row_chunk_bounds(n_rows)
     cdef bint summing = gradients is not None and hessians is not None
     if summing and (gradients.shape[0] != n_rows or hessians.shape[0] != n_rows):
         raise ValueError(f"gradients and hessians must have {n_rows} entries")
@@ -823,39 +820,13 @@ def children_sums(const int64_t[::1] split, const int64_t[::1] column,
     return [child_gradients, child_hessians, child_count]
 
 
-def row_chunk_bounds(Py_ssize_t n_rows, chunk_bounds=None):
-    """The SUM_CHUNKS chunks of rows the float sums are taken in, (SUM_CHUNKS
-    + 1,) int64: chunk c is rows bounds[c] .. bounds[c + 1] - 1.
-
-    None: equal chunks of ceil(n_rows / SUM_CHUNKS) rows. Else
-    ``chunk_bounds`` as given (checked): counted_row_chunks' chunks, which
-    hold the rows a fit on only some rows would (its sums then are that
-    fit's, bit for bit)."""
-    if chunk_bounds is None:
-        chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
-        return np.minimum(np.arange(SUM_CHUNKS + 1, dtype=np.int64) * chunk_rows, n_rows)
-    bounds = np.ascontiguousarray(chunk_bounds, dtype=np.int64)
-    if (bounds.shape != (SUM_CHUNKS + 1,) or bounds[0] != 0 or bounds[SUM_CHUNKS] != n_rows
-            or np.any(np.diff(bounds) < 0)):
-        raise ValueError(f"chunk_bounds must be {SUM_CHUNKS + 1} non-decreasing row "
-                         f"indices from 0 to {n_rows}")
-    return bounds
-
-
-def counted_row_chunks(counted_rows):
-    """row_chunk_bounds where only ``counted_rows`` (bool per row) are ever
-    in a slot: chunk c starts at counted row c * ceil(n_counted / SUM_CHUNKS),
-    so each chunk adds the counted rows that chunk c of a fit on those rows
-    alone adds, in the same order (the other rows add nothing)."""
-    counted = np.asarray(counted_rows, dtype=bool)
-    positions = np.flatnonzero(counted)
-    per_chunk = (len(positions) + SUM_CHUNKS - 1) // SUM_CHUNKS
-    first = np.arange(SUM_CHUNKS + 1, dtype=np.int64) * per_chunk
-    bounds = np.full(SUM_CHUNKS + 1, len(counted), dtype=np.int64)
-    inside = first < len(positions)
-    bounds[inside] = positions[first[inside]]
-    bounds[0] = 0
-    return bounds
+def row_chunk_bounds(Py_ssize_t n_rows):
+    """The SUM_CHUNKS chunks of rows the sums are taken in, (SUM_CHUNKS + 1,)
+    int64: chunk c is rows bounds[c] .. bounds[c + 1] - 1, equal chunks of
+    ceil(n_rows / SUM_CHUNKS) rows. (The sums are exact, so the chunks only
+    share the work out.)"""
+    chunk_rows = (n_rows + SUM_CHUNKS - 1) // SUM_CHUNKS
+    return np.minimum(np.arange(SUM_CHUNKS + 1, dtype=np.int64) * chunk_rows, n_rows)
 
 
 def chunk_partials(Py_ssize_t n_slots):
@@ -913,7 +884,6 @@ def slot_sums(
         Py_ssize_t n_slots,
         int n_threads=1,
         bint scattered_samples=False,
-        chunk_bounds=None,
         const int32_t[::1] tree_output=None,
         bint squares_only=False,
         squared_gradients=None,
@@ -930,7 +900,8 @@ def slot_sums(
     ``tree_output`` (pack_size,): the pack holds several outputs' trees
     (docs/packs.md §10); ``gradients`` and ``hessians`` are then
     (n_outputs * n_rows,), output-major, and tree t sums its output's. Each
-    slot's sums are those of its output's pack alone, bit for bit.
+    slot's sums are those of its output's pack alone, bit for bit (an
+    output trained on its known rows: those of a fit on them alone).
 
     Rows are cut into SUM_CHUNKS fixed chunks summed in parallel, then the
     chunks' partial sums are added in chunk order: the result does not
@@ -938,14 +909,13 @@ def slot_sums(
     sums are exact: they are the same in any order). The squared gradients
     (``squared_gradients``, like ``gradients``: FixedPointGradients.squared;
     None: squares_of(gradients)) give the node's gradient variance (DES's
-    between-era std, csrc/des.h). ``chunk_bounds``: other chunks than the
-    equal ones (row_chunk_bounds).
+    between-era std, csrc/des.h).
     """
     cdef Py_ssize_t n_rows = node_of_row.shape[0], pack_size = node_of_row.shape[1]
     partial = chunk_partials(n_slots)
     cdef double[:, :, ::1] partial_view = partial
     cdef Py_ssize_t chunk
-    cdef const int64_t[::1] bounds = row_chunk_bounds(n_rows, chunk_bounds)
+    cdef const int64_t[::1] bounds = row_chunk_bounds(n_rows)
     cdef const int32_t* output_pointer = NULL
     cdef Py_ssize_t n_outputs = 1, tree
     if tree_output is not None:

@@ -54,6 +54,15 @@ class KnownTargets:
             return None
         return cls(y, era_offsets)
 
+    def of_outputs(self, first: int, end: int) -> KnownTargets:
+        """The known rows of outputs ``first .. end - 1`` alone (numbered from 0)."""
+        part = object.__new__(KnownTargets)
+        part.known = self.known[first:end]
+        part.era_offsets = self.era_offsets
+        part.complete = self.complete[first:end]
+        part.era_counts = self.era_counts[first:end]
+        return part
+
     def clear_unknown(self, gradients: np.ndarray, hessians: np.ndarray) -> None:
         """Zero the (n_outputs, n_rows) gradients and hessians of unknown rows."""
         unknown = ~self.known
@@ -70,8 +79,15 @@ class KnownTargets:
             return samples
         known, era_offsets = self.known[output], self.era_offsets
         era_keep = samples.era_keep & (self.era_counts[output] > 0).astype(np.uint8)
+        # Eras where the target is known in every row: a tree keeping whole
+        # eras and only such eras keeps whole eras still (no row flags: the
+        # kernels' faster pass for whole eras, the same sums).
+        whole = self.era_counts[output] == np.diff(era_offsets)
         row_keep = []
         for tree in range(len(samples)):
+            if samples.row_keep[tree] is None and np.all(whole[era_keep[tree] > 0]):
+                row_keep.append(None)
+                continue
             kept_rows = _partition.rows_of_eras(era_keep[tree], era_offsets)
             keep = known[kept_rows]
             if samples.row_keep[tree] is not None:

@@ -112,6 +112,27 @@ def draw_round(rng: np.random.Generator, data: TrainingData, params: dict) -> Ro
     return RoundDraws(tree_samples, layer_features, tree_feature_masks)
 
 
+def outputs_per_pass(n_outputs: int, params: dict, objective, *, grows_outputs_in_one_pass: bool,
+                     categorical: bool, settings: GrowerParams | None = None) -> int:
+    """How many outputs' packs a round grows as one pack, one pass over the
+    rows per depth for all of them (grower.grow_output_packs, docs/packs.md
+    §10): up to MAX_PACK_SIZE trees a pass where the backend can
+    (``grows_outputs_in_one_pass``) and the outputs grow alike -- no
+    quantile refit (``objective``, the loss each output is fitted with),
+    categorical features or constraints; else 1 (one pack after the other).
+    ``train`` also needs the outputs' gradient rescalings equal, known only
+    once their gradients are; :func:`packboost._memory.training_memory_estimate`
+    counts the pass from this."""
+    settings = grower_params(params) if settings is None else settings
+    if (n_outputs > 1 and grows_outputs_in_one_pass
+            and not getattr(objective, "refits_leaves_to_quantile", False)
+            and not categorical
+            and settings.monotone_constraints is None
+            and settings.interaction_constraints is None):
+        return min(n_outputs, max(1, MAX_PACK_SIZE // params["pack_size"]))
+    return 1
+
+
 def grower_params(params: dict) -> GrowerParams:
     from packboost._parameters import grower_settings  # the schema's "grower" and "split" layers
 
@@ -314,20 +335,15 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                                  gradients)
     unscaled_settings = grower_params(params)
     settings = [scaling.grower_params(unscaled_settings) for scaling in scalings]
-    # Several outputs: each round's packs grown as one pack, one pass over the
-    # rows per depth for all of them (grower.grow_output_packs, docs/packs.md
-    # §10), where the backend can and the outputs grow alike: the same
-    # rescaling and rows, no quantile refit, categories or constraints. Up to
-    # MAX_PACK_SIZE trees a pass. Otherwise one pack after the other.
-    outputs_per_pass = 1
-    if (n_outputs > 1 and known is None and shard is None
-            and getattr(backend, "grows_outputs_in_one_pass", False)
-            and not getattr(output_objective, "refits_leaves_to_quantile", False)
-            and not data.category_words
-            and unscaled_settings.monotone_constraints is None
-            and unscaled_settings.interaction_constraints is None
-            and all(scaling == scalings[0] for scaling in scalings)):
-        outputs_per_pass = max(1, MAX_PACK_SIZE // params["pack_size"])
+    # Several outputs: each round's packs grown as one pack where the outputs
+    # grow alike (outputs_per_pass), with the same rescaling, each on its
+    # own known rows; else one pack after the other.
+    shares_pass = shard is None and all(scaling == scalings[0] for scaling in scalings)
+    pass_outputs = outputs_per_pass(
+        n_outputs, params, output_objective,
+        grows_outputs_in_one_pass=shares_pass and getattr(backend, "grows_outputs_in_one_pass",
+                                                          False),
+        categorical=bool(data.category_words), settings=unscaled_settings)
     # The round on the device (packboost/_device_round.py): a one-output fit
     # whose objective the device computes keeps y and its scores there, and
     # each round's gradients and grid are computed there (the same numbers).
@@ -366,8 +382,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
             draws = draw_round(rng, shard.global_rows, params)
             draws.tree_samples = shard.local_samples(draws.tree_samples)
         round_packs = []
-        for first in range(0, n_outputs, outputs_per_pass):
-            end = min(n_outputs, first + outputs_per_pass)
+        for first in range(0, n_outputs, pass_outputs):
+            end = min(n_outputs, first + pass_outputs)
             grown = None
             if end - first > 1:
                 for output in range(first, end):
@@ -377,7 +393,9 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                 grown = grow_output_packs(backend, data, gradients[first:end],
                                           hessians[first:end], draws.tree_samples,
                                           draws.layer_features, draws.tree_feature_masks,
-                                          settings[first], n_threads)
+                                          settings[first], n_threads,
+                                          known=None if known is None
+                                          else known.of_outputs(first, end))
             for output in range(first, end):
                 if grown is not None:
                     pack = grown[output - first]

@@ -225,7 +225,7 @@ def grow_device_pack(backend, data: TrainingData, tree_samples: Sequence, layer_
 def grow_output_packs(backend, data: TrainingData, gradients: np.ndarray,
                       hessians: np.ndarray, tree_samples: TreeSamples, layer_features: list,
                       tree_feature_masks: list, params: GrowerParams,
-                      n_threads: int) -> list[Pack] | None:
+                      n_threads: int, *, known=None) -> list[Pack] | None:
     """The packs of k outputs grown as one pack of ``k * pack_size`` trees
     (docs/packs.md §10): one pass over the rows per depth for all of them,
     tree ``j * pack_size + t`` being tree ``t`` of output ``j`` with output
@@ -233,22 +233,33 @@ def grow_output_packs(backend, data: TrainingData, gradients: np.ndarray,
     ``hessians``) and the round's draws. Every slot is split on its own sums,
     so each output's pack is the one :func:`grow_pack` grows alone, bit for
     bit. The backend must accept :class:`~packboost._fixed_point.OutputsFixedPoint`
-    (``grows_outputs_in_one_pass``); every output is grown with ``params``
-    and on all rows (no unknown targets).
+    (``grows_outputs_in_one_pass``); every output is grown with ``params``.
+
+    ``known`` (a :class:`packboost._unknown_targets.KnownTargets` of these
+    k outputs, or None: every target known): output ``j`` grows on its
+    known rows, as :func:`grow_pack` with ``known.tree_samples(j, ...)`` and
+    ``counted_rows=known.counted_rows(j)`` grows it -- its trees' samples
+    cut to them, its grid and float sums' chunks those of a fit on them.
 
     Returns the k packs, or None (nothing grown) where the outputs' rounded
     gradients cannot share one pass (OutputsFixedPoint.same_format): grow
     them one by one then.
     """
     n_outputs, pack_size = len(gradients), len(tree_samples)
+    counted = [None if known is None else known.counted_rows(output)
+               for output in range(n_outputs)]
     outputs = [to_fixed_point(gradients[output], hessians[output], data.era_offsets,
-                              n_threads, shard=data.shard) for output in range(n_outputs)]
+                              n_threads, counted_rows=counted[output], shard=data.shard)
+               for output in range(n_outputs)]
     if not OutputsFixedPoint.same_format(outputs):
         return None
     fixed = OutputsFixedPoint(outputs, np.repeat(np.arange(n_outputs, dtype=np.int32),
                                                  pack_size))
-    samples = TreeSamples(np.tile(tree_samples.era_keep, (n_outputs, 1)),
-                          list(tree_samples.row_keep) * n_outputs, tree_samples.era_offsets)
+    output_samples = [tree_samples if known is None else known.tree_samples(output, tree_samples)
+                      for output in range(n_outputs)]
+    samples = TreeSamples(np.concatenate([item.era_keep for item in output_samples]),
+                          [keep for item in output_samples for keep in item.row_keep],
+                          tree_samples.era_offsets)
     masks = [None if mask is None else np.tile(mask, (n_outputs, 1))
              for mask in tree_feature_masks]
     pack = _grow(backend, data, fixed, samples, layer_features, masks, params)

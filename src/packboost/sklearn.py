@@ -35,7 +35,7 @@ from packboost._docs import FIT_DOC as _FIT_DOC
 from packboost._eval_metrics import check_distinct_names, resolve_eval_metric
 from packboost._memory import check_fit_memory, data_memory_estimate, training_memory_estimate
 from packboost.binning import BinMapper
-from packboost.booster import EvalSet, InitModel, _fraction_count, train
+from packboost.booster import EvalSet, InitModel, _fraction_count, outputs_per_pass, train
 from packboost.callback import EarlyStopping, LogEvaluation, ProgressBar
 from packboost.grower import TrainingData
 from packboost.model_io import register_estimator, save_estimator
@@ -318,18 +318,22 @@ class _PackBoostEstimator(BaseEstimator):
                                             target, n_outputs, encoder=encoder)
         metrics = self._resolve_metrics(eval_metric, eval_sets, params, n_outputs)
         callback_list = self._build_callbacks(callbacks, early_stopping_rounds, progress)
+        output_objective = make_objective(params["objective"], alpha=params["alpha"],
+                                          link=get_objective(self._objective_name).transform,
+                                          row_order=order)
         check_fit_memory(training_memory_estimate(
             n_rows=n_rows, pack_size=params["pack_size"], n_threads=n_threads,
             bin_widths=mapper.n_bins_ + 1, n_eras=data.n_eras,
             n_candidates=_fraction_count(params["layer_feature_fraction"], X.shape[1]),
             max_depth=params["max_depth"], min_samples_leaf=params["min_samples_leaf"],
             n_estimators=params["n_estimators"],
-            eval_rows=sum(item.X.shape[0] for item in eval_sets), n_outputs=n_outputs),
+            eval_rows=sum(item.X.shape[0] for item in eval_sets), n_outputs=n_outputs,
+            outputs_per_pass=outputs_per_pass(
+                n_outputs, params, output_objective,
+                grows_outputs_in_one_pass=backends.grows_outputs_in_one_pass(params["device"]),
+                categorical=encoder is not None)),
             who=f"{type(self).__name__}.fit")
-        objective = self._output_objective(
-            make_objective(params["objective"], alpha=params["alpha"],
-                           link=get_objective(self._objective_name).transform,
-                           row_order=order), n_outputs)
+        objective = self._output_objective(output_objective, n_outputs)
         with backends.open_backend(params["device"], data, params["pack_size"],
                                    n_threads) as backend:
             ensemble, info = train(data, self._training_target(y, n_outputs), sample_weight,

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 
-import numpy as np
-
 DEVICES = ("cpu", "cuda")
 
 
@@ -29,6 +27,17 @@ def check_device(device: str) -> None:
         require_cuda()
     elif device != "cpu":
         raise ValueError(f"device must be one of {list(DEVICES)}, got {device!r}")
+
+
+def grows_outputs_in_one_pass(device: str) -> bool:
+    """Does the backend of ``device`` grow several outputs' packs as one pack
+    (``grows_outputs_in_one_pass``, grower.grow_output_packs)? Asked before
+    it is opened (the memory estimate of a fit)."""
+    if device == "cpu":
+        from packboost.backends.cpu import CpuBackend
+
+        return CpuBackend.grows_outputs_in_one_pass
+    return False  # the CUDA backend grows the outputs' packs one after the other
 
 
 def open_backend(device: str, data, pack_size: int, n_threads: int):
@@ -59,10 +68,7 @@ def predict_raw(device: str, ensemble, X, n_threads: int, n_rounds=None, start_r
     if device == "cuda":
         from packboost.backends.cuda import predict_raw_on_gpu
 
-        if ensemble.n_outputs > 1:  # the GPU predictor walks one output's trees
-            return np.column_stack([
-                predict_raw_on_gpu(ensemble.output_ensemble(output), X, n_rounds=n_rounds,
-                                   start_round=start_round)
-                for output in range(ensemble.n_outputs)])
+        # Every output's trees on one upload of X (the per-output copies it
+        # replaces sent X to the device once per output).
         return predict_raw_on_gpu(ensemble, X, n_rounds=n_rounds, start_round=start_round)
     return ensemble.predict_raw(X, n_threads, n_rounds=n_rounds, start_round=start_round)

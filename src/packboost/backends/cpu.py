@@ -219,7 +219,6 @@ class CpuBackend:
             sums = SlotSums(*_partition.slot_sums(fixed.gradients, fixed.hessians,
                                                   self.node_of_row, n_slots, self.n_threads,
                                                   scattered_samples=self._scattered_samples,
-                                                  chunk_bounds=fixed.row_chunks,
                                                   squared_gradients=fixed.squared))
         self._counts = sums.count
         self._sums = sums
@@ -227,10 +226,10 @@ class CpuBackend:
 
     def _roots_from_era_flags(self, n_slots: int) -> bool:
         """Can slot_sums take the pack's roots from the era flags
-        (_partition.root_sums): at the roots, trees keeping whole eras, the
-        equal float chunks."""
+        (_partition.root_sums): at the roots, trees keeping whole eras of
+        rows that all count (no target unknown in a row)."""
         return (self._at_roots and self._era_tree_rows is not None
-                and not self._scattered_samples and self.fixed.row_chunks is None
+                and not self._scattered_samples and self.fixed.counts_every_row
                 and n_slots == self.node_of_row.shape[1])
 
     def _output_table(self, output: int) -> np.ndarray:
@@ -524,15 +523,15 @@ class CpuBackend:
         route = (data.X_binned, self.node_of_row, split_feature, split_threshold,
                  split_missing_left, left_child_slot, data.n_bins, slot_node, self.leaf_of_row,
                  self.n_threads)
-        options = dict(scattered_samples=self._scattered_samples,
-                       chunk_bounds=self.fixed.row_chunks)
+        several_outputs = getattr(self.fixed, "outputs", None) is not None
+        options = dict(scattered_samples=self._scattered_samples)
         squared = dict(squared_gradients=self.fixed.squared)
         block = self._codes_block
         if block is not None and best is not None and np.array_equal(block[0], best[1]):
             # The depth's features row-major (the node-ordered route's copy):
             # a row's split codes for every tree from one run of its codes.
             options.update(codes_by_row=block[1], block_features=block[0])
-        if getattr(self.fixed, "outputs", None) is not None:
+        if several_outputs:
             # Several outputs: the routing sums one gradient per row, so the
             # next frontier's sums are taken per output (_output_sums).
             _partition.route_rows(*route, **options)

@@ -247,11 +247,25 @@ _RAW_DTYPES = (np.float64, np.float32, np.int8, np.uint8)
 
 
 def predict_raw_on_gpu(ensemble, X, n_rounds=None, start_round=0) -> np.ndarray:
-    """``ensemble.predict_raw`` on the GPU: base score plus the selected rounds."""
+    """``ensemble.predict_raw`` on the GPU: base score plus the selected rounds,
+    (n_rows,) or (n_rows, n_outputs). Every output's trees walk one copy of
+    each block of X on the device (its trees grouped by output, each summed
+    in tree order: the numbers of a one-output model of its trees)."""
     from packboost import _cuda
 
-    out = np.full(X.shape[0], ensemble.base_score, dtype=np.float64)
-    roots = ensemble.tree_roots(n_rounds, start_round)
+    n_outputs = ensemble.n_outputs
+    starts = None
+    if n_outputs == 1:
+        out = np.full(X.shape[0], ensemble.base_score, dtype=np.float64)
+        roots = ensemble.tree_roots(n_rounds, start_round)
+    else:
+        out = np.repeat(np.asarray(ensemble.base_scores, dtype=np.float64)[np.newaxis, :],
+                        X.shape[0], axis=0)
+        per_output = [ensemble.tree_roots(n_rounds, start_round, output=output)
+                      for output in range(n_outputs)]
+        roots = np.ascontiguousarray(np.concatenate(per_output), dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum([len(item) for item in per_output])]
+                                ).astype(np.int64)
     if X.shape[0] == 0 or len(roots) == 0:
         return out
     if X.dtype not in _RAW_DTYPES:
@@ -267,6 +281,6 @@ def predict_raw_on_gpu(ensemble, X, n_rounds=None, start_round=0) -> np.ndarray:
         stop = min(start + step, X.shape[0])
         block = np.ascontiguousarray(X[start:stop])
         part = out[start:stop].copy()
-        _cuda.predict_raw(block, *arrays, roots, part)
+        _cuda.predict_raw(block, *arrays, roots, part, output_tree_starts=starts)
         out[start:stop] = part
     return out
