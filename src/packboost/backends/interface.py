@@ -19,11 +19,10 @@ A backend with ``grows_outputs_in_one_pass = True`` (the CPU one) also
 takes the packs of several outputs as one pack of all their trees
 (grower.grow_output_packs, docs/packs.md §10): ``begin_pack`` then gets a
 :class:`packboost._fixed_point.OutputsFixedPoint` (tree ``t`` sums output
-``tree_output[t]``'s gradients; its ``row_chunks``, where not None, give
-each output's own chunks of the float node sums: an output trained on its
-known rows) and ``add_output_pack(pack, raw_prediction,
-output)`` adds one output's trees; without it the driver grows the outputs'
-packs one after the other.
+``tree_output[t]``'s gradients, each output on its own grids: an output
+trained on its known rows sums those of a fit on them alone) and
+``add_output_pack(pack, raw_prediction, output)`` adds one output's trees;
+without it the driver grows the outputs' packs one after the other.
 
 Both backends take the round's gradients in the one fixed-point form
 (:mod:`packboost._fixed_point`, docs/fixed-point.md), so their sums are exact
