@@ -123,7 +123,7 @@ def _task_seconds(tasks) -> dict:
 def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
                 features=238, bins=5, pack_size=4, max_depth=6, latency_ms=0.1,
                 era_pass_seconds_per_row_round=0.0, scored_fraction=0.05,
-                era_pass_rounds=4):
+                era_pass_rounds=2):
     """A Numerai-scale round on ``nodes`` workers: compute (the measured
     seconds per row and round of one worker, rows split evenly; a shard
     computes its era-pass terms for the maxima and rounds them (or the
@@ -131,12 +131,13 @@ def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
     seconds, ``era_pass_seconds_per_row_round``, is added), network (``gbit`` Gb/s;
     every allreduce around a ring: each link carries 2 (n - 1) / n of the
     pooled sums and of the era pass's maxima and grid sums of the
-    ``scored_fraction`` of candidates the best-first rounds score: 3% at
+    ``scored_fraction`` of candidates the best-first rounds score: 6% at
     400k x 400, pack 4, layer fraction 0.1) and message latency (the pooled
     cells' ring allreduce 2 (n - 1) hops; the smaller ones, below the
     collective's RING_MIN_BYTES, through rank 0: 2 hops each -- the
     squares, and two per round of the era pass,
-    ``era_pass_rounds`` per depth: 3-4 measured at 750k x 400), every depth
+    ``era_pass_rounds`` per depth: about 2 measured at 400k x 400, the
+    first round 4 candidates a slot), every depth
     summed (every node splitting: slots double per depth)."""
     link = gbit * 1e9 / 8
     width = bins + 1
