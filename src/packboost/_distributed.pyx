@@ -30,6 +30,7 @@ from libc.math cimport INFINITY, fabs
 from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
+from packboost._histogram cimport packed_units, add_to_pooled
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
                                       monotone_order_holds,
                                       DES_ERA_GAIN_NEWTON, PB_ERA_WEIGHTING_COUNT)
@@ -145,16 +146,12 @@ def pool_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
     cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = origin.shape[0]
     cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2, pw = words + 1
     cdef int count_bits = int(fixed.count_bits)
-    cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
     prefix = cell_prefix(widths)
     cdef const int64_t[::1] prefix_view = prefix
     cdef Py_ssize_t slot_cells = (prefix_view[n_cand - 1] + widths[n_cand - 1]) if n_cand else 0
     pooled = np.zeros(n_slots * slot_cells * pw, dtype=np.int64)
     cdef int64_t[::1] out = pooled
-    cdef Py_ssize_t slot, position, era, b
-    cdef const int64_t* source
-    cdef int64_t* target
-    cdef uint64_t cell
+    cdef Py_ssize_t slot, position, era
     if n_slots == 0 or slot_cells == 0:
         return pooled
     for slot in prange(n_slots, nogil=True, schedule='dynamic', num_threads=max(1, n_threads)):
@@ -163,24 +160,12 @@ def pool_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
         for position in range(n_cand):
             if not tree_uses_feature[position, slot_tree[slot]]:
                 continue
-            target = &out[(slot * slot_cells + prefix_view[position]) * pw]
             for era in range(n_eras):
-                source = (&cells[0] + origin[position, slot_tree[slot]]
-                          + (era * n_slots + slot) * stride[position])
-                for b in range(widths[position]):
-                    cell = <uint64_t>source[b * words]
-                    target[b * pw] += _units(cell, count_bits)
-                    target[b * pw + 1] += <int64_t>(cell & mask)
-                    if words == 2:
-                        target[b * pw + 2] += source[b * 2 + 1]
+                add_to_pooled(&cells[0] + origin[position, slot_tree[slot]]
+                              + (era * n_slots + slot) * stride[position], widths[position],
+                              words, count_bits,
+                              &out[(slot * slot_cells + prefix_view[position]) * pw])
     return pooled
-
-
-cdef inline int64_t _units(uint64_t cell, int count_bits) noexcept nogil:
-    """A packed cell's gradient units: an arithmetic shift, written without
-    shifting a negative value (as _split.pool_era_cells does)."""
-    cdef uint64_t sign_bit = (<uint64_t>1) << 63
-    return <int64_t>(((cell ^ sign_bit) >> count_bits) - (sign_bit >> count_bits))
 
 
 def pooled_from_cells(const int64_t[::1] pooled_cells, const int64_t[::1] prefix,
@@ -472,9 +457,8 @@ def weighted_sum_maxima(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                     w = _era_weight(&c, era_rows[slot, era])
                     left_g = left_h = 0.0
                     for b in range(nb + 1):
-                        _bin_sums(&view, &cells[origin[position, slot_tree[slot]]], stride[position],
-                                  slot, era, b,
-                                  &g, &h, &count)
+                        _bin_sums(&view, &cells[origin[position, slot_tree[slot]]],
+                                  stride[position], slot, era, b, &g, &h, &count)
                         if b == nb:   # the missing bin, then the era's totals
                             _raise_to(&largest[slot, position, 0], fabs(w * g))
                             _raise_to(&largest[slot, position, 1], fabs(w * h))
@@ -543,9 +527,8 @@ def weighted_sum_steps(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                     w = _era_weight(&c, era_rows[slot, era])
                     left_g = left_h = 0.0
                     for b in range(nb + 1):
-                        _bin_sums(&view, &cells[origin[position, slot_tree[slot]]], stride[position],
-                                  slot, era, b,
-                                  &g, &h, &count)
+                        _bin_sums(&view, &cells[origin[position, slot_tree[slot]]],
+                                  stride[position], slot, era, b, &g, &h, &count)
                         if b == nb:
                             total_view[slot, position, 2] += des_to_grid(w * g, inverse_g)
                             total_view[slot, position, 3] += des_to_grid(w * h, inverse_h)
@@ -592,12 +575,12 @@ cdef inline void _era_sums(const era_cells_t* view, const int64_t* feature_cells
     cdef uint64_t rows = 0, left_rows = 0, packed
     for b in range(width):
         packed = <uint64_t>cell[b * words]
-        units = units + _units(packed, view.count_bits)
+        units = units + packed_units(packed, view.count_bits)
         rows = rows + (packed & mask)
         if words == 2:
             hessian_units = hessian_units + cell[b * words + 1]
         if b <= threshold or (b == nb and missing_left):
-            left_units = left_units + _units(packed, view.count_bits)
+            left_units = left_units + packed_units(packed, view.count_bits)
             left_rows = left_rows + (packed & mask)
             if words == 2:
                 left_hessian_units = left_hessian_units + cell[b * words + 1]
@@ -630,7 +613,7 @@ cdef inline void _bin_sums(const era_cells_t* view, const int64_t* feature_cells
                                 + b * view.words)
     cdef uint64_t mask = ((<uint64_t>1) << view.count_bits) - 1
     cdef uint64_t packed = <uint64_t>cell[0]
-    g[0] = _units(packed, view.count_bits) / view.gradient_scale
+    g[0] = packed_units(packed, view.count_bits) / view.gradient_scale
     count[0] = <double>(packed & mask)
     h[0] = (cell[1] / view.hessian_scale if view.words == 2
             else view.constant_hessian * count[0])

@@ -6,7 +6,7 @@
 # by one thread, on a buffer that stays in that thread's cache.
 
 from libc.string cimport memcmp, memcpy, memset
-from libc.stdint cimport uint8_t, int32_t, uint32_t, int64_t
+from libc.stdint cimport uint8_t, int32_t, uint32_t, int64_t, uint64_t
 
 cdef extern from *:
     # GCC/Clang: a hint to load a cache line early (unpack_tile).
@@ -1227,3 +1227,35 @@ cdef inline void unpack_tile(
                 target[bin_idx].sum_hessians = target[bin_idx].count * constant_hessian
             else:
                 target[bin_idx].sum_hessians = hessian * inverse_hessian_scale
+
+
+cdef inline int64_t packed_units(uint64_t cell, int count_bits) noexcept nogil:
+    """A packed cell's gradient units: an arithmetic shift, written as a
+    logical shift of cell + 2**63 less 2**(63 - count_bits), never a shift
+    of a negative number."""
+    cdef uint64_t sign_bit = (<uint64_t>1) << 63
+    return <int64_t>(((cell ^ sign_bit) >> count_bits) - (sign_bit >> count_bits))
+
+
+cdef inline void add_to_pooled(
+        const int64_t* cells,       # IN  n_cells packed cells, words int64 each
+        Py_ssize_t n_cells,
+        Py_ssize_t words,
+        int count_bits,
+        int64_t* pooled,            # IN/OUT n_cells pooled cells, words + 1 int64 each
+) noexcept nogil:
+    """Add packed cells to pooled ones (an era's cells summed over eras): per
+    cell the gradient units (packed_units), the rows (the low count_bits)
+    and, with two words, the hessian units. Unsigned adds: the sums wrap
+    rather than trap."""
+    cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
+    cdef const uint64_t* source = <const uint64_t*>cells
+    cdef uint64_t* target = <uint64_t*>pooled
+    cdef Py_ssize_t c, pw = words + 1
+    cdef uint64_t cell
+    for c in range(n_cells):
+        cell = source[c * words]
+        target[c * pw] += <uint64_t>packed_units(cell, count_bits)
+        target[c * pw + 1] += cell & mask
+        if words == 2:
+            target[c * pw + 2] += source[c * 2 + 1]

@@ -67,7 +67,7 @@ from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SC
                                    fixed_point_rows, rows_of_tree, view_outputs,
                                    view_fixed_point, era_tree_flags, block_cell_offsets,
                                    tree_cell_offsets, build_pack_histograms, derive_slots,
-                                   unpack_tile,
+                                   unpack_tile, add_to_pooled,
                                    SLOT_SKIP, SLOT_BUILD, SLOT_DERIVE)
 from packboost._pooled cimport pb_pool_layout, pb_pool_rows
 from packboost._histogram import HIST_DTYPE
@@ -1556,29 +1556,16 @@ cdef void pool_block_slot(
     run read front to back."""
     if not is_open:
         return
-    cdef Py_ssize_t pw = words + 1, era, member, b, width
-    cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
-    cdef uint64_t sign_bit = (<uint64_t>1) << 63
-    cdef uint64_t shift_excess = sign_bit >> count_bits
+    cdef Py_ssize_t pw = words + 1, era, member
     cdef const int64_t* run
-    cdef const int64_t* source
-    cdef int64_t* target
-    cdef uint64_t cell
     for era in range(n_eras):
         run = block_cells + (era * n_slots + slot) * run_entries
         for member in range(n_block):
-            if not tree_uses_feature[member * pack_size + tree]:
-                continue
-            source = run + feature_offset[tree * offset_stride + member] * words
-            target = pooled + (slot * slot_cells + feature_prefix[member]) * pw
-            width = feature_prefix[member + 1] - feature_prefix[member]
-            for b in range(width):
-                cell = <uint64_t>source[b * words]
-                # arithmetic shift of the units, as pool_era_cells takes it
-                target[b * pw] += <int64_t>(((cell ^ sign_bit) >> count_bits) - shift_excess)
-                target[b * pw + 1] += <int64_t>(cell & mask)
-                if words == 2:
-                    target[b * pw + 2] += source[b * 2 + 1]
+            if tree_uses_feature[member * pack_size + tree]:
+                add_to_pooled(run + feature_offset[tree * offset_stride + member] * words,
+                              feature_prefix[member + 1] - feature_prefix[member], words,
+                              count_bits,
+                              pooled + (slot * slot_cells + feature_prefix[member]) * pw)
 
 
 def slot_first_maximum(records):
@@ -2389,29 +2376,17 @@ def pool_era_cells(const int64_t[::1] depth_cells, Py_ssize_t n_eras, Py_ssize_t
         raise ValueError("depth_cells do not match the slots' cells")
     if pooled.shape[0] < n_slots * slot_cells * pw:
         raise ValueError("pooled must have pooled_cells_size(...) entries")
-    cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
-    cdef uint64_t sign_bit = (<uint64_t>1) << 63
-    cdef uint64_t shift_excess = sign_bit >> count_bits
     cdef Py_ssize_t slot, block, era, c, stride
-    cdef const uint64_t* source
-    cdef uint64_t* target
-    cdef uint64_t cell
+    cdef int64_t* target
     if n_slots == 0 or slot_cells == 0:
         return
     for slot in prange(n_slots, nogil=True, schedule='dynamic', num_threads=max(1, n_threads)):
-        target = <uint64_t*>&pooled[slot * slot_cells * pw]
+        target = &pooled[slot * slot_cells * pw]
         for c in range(slot_cells * pw):
             target[c] = 0
         for block in range(n_blocks):
             stride = block_start[block + 1] - block_start[block]
             for era in range(n_eras):
-                source = (<const uint64_t*>&depth_cells[0] + block_start[block] * n_eras
-                          * n_slots * words + (era * n_slots + slot) * stride * words)
-                for c in range(stride):
-                    cell = source[c * words]
-                    # arithmetic shift as in bound_slot_tiles: logical shift of
-                    # cell + 2**63, less 2**(63 - count_bits)
-                    target[(block_start[block] + c) * pw] += ((cell ^ sign_bit) >> count_bits) - shift_excess
-                    target[(block_start[block] + c) * pw + 1] += cell & mask
-                    if words == 2:
-                        target[(block_start[block] + c) * pw + 2] += source[c * 2 + 1]
+                add_to_pooled(&depth_cells[0] + block_start[block] * n_eras * n_slots * words
+                              + (era * n_slots + slot) * stride * words, stride, words,
+                              count_bits, target + block_start[block] * pw)
