@@ -203,6 +203,7 @@ def test_counted_rows_size_the_squared_gradient_grid_as_a_fit_on_them():
     assert to_fixed_point(gradients, np.ones(n_rows), era_offsets).n_counted_rows == n_rows
     alone = squared_gradient_scale(fixed.gradients[known])
     assert squared_gradient_scale(fixed.gradients, fixed.n_counted_rows) == alone
+    assert fixed.squared_scale == alone     # the grid to_fixed_point rounds the squares to
     assert squared_gradient_scale(fixed.gradients) < alone   # 1000 rows: a coarser grid
 
 

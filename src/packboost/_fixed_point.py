@@ -61,21 +61,14 @@ class FixedPointGradients:
     gradient_scale: float
     hessian_scale: float
     constant_hessian: float     # NaN when hessians differ between rows
+    # Each row's g * g on the grid of squared_scale (squared_gradient_scale):
+    # any sum of them is exact in float64, so the node sums of squared
+    # gradients are the same in any order, on any backend or shard.
+    squared: np.ndarray         # (n_rows,) float64
+    squared_scale: float
     # How many rows any tree may hold: to_fixed_point's counted_rows (None:
     # every row). Grids sized by a row count use it (squared_gradient_scale).
     counted_row_count: int | None = None
-    # Each row's g * g on the grid of squared_scale (squared_gradient_scale):
-    # any sum of them is exact in float64, so the node sums of squared
-    # gradients are the same in any order, on any backend or shard. None:
-    # computed from ``gradients`` when first read.
-    squared: np.ndarray | None = None
-    squared_scale: float | None = None
-
-    def __post_init__(self):
-        if self.squared is None:
-            scale = squared_gradient_scale(self.gradients, self.n_counted_rows)
-            object.__setattr__(self, "squared_scale", scale)
-            object.__setattr__(self, "squared", rounded_squares(self.gradients, scale))
 
     @property
     def counts_every_row(self) -> bool:

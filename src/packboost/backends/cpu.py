@@ -510,11 +510,9 @@ class CpuBackend:
             self._last_slot_node = np.ascontiguousarray(slot_node, dtype=np.int32)
             self._slot_parent = self._routed_sums = None
             return
-        # The next depth's slot 2k and 2k + 1 are the children of the slot whose
-        # left_child_slot is 2k (subtraction derives them from its cells).
-        # Children numbered otherwise: no subtraction, and their sums from the rows.
-        in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
-        self._slot_parent = np.repeat(split, 2).astype(np.int32) if in_pairs else None
+        # Children numbered otherwise than in pairs: no subtraction, and their
+        # sums from the rows.
+        in_pairs = self._note_parents(left_child_slot, split)
         n_next = 2 * len(split)
         children = None
         if in_pairs:
@@ -583,14 +581,22 @@ class CpuBackend:
                                            category_splits["child_feature"],
                                            category_splits["child_left_set"], self.n_threads)
 
+    def _note_parents(self, left_child_slot, split) -> bool:
+        """Do the next depth's slots 2k and 2k + 1 hold the children of the
+        split slot ``split[k]`` (its left_child_slot 2k)? Then their parents
+        are kept (``_slot_parent``: subtraction derives a child from its
+        parent's cells, the children's sums come from the split); else None."""
+        in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
+        self._slot_parent = np.repeat(split, 2).astype(np.int32) if in_pairs else None
+        return in_pairs
+
     def _route_without_sums(self, split_feature, split_threshold, split_missing_left,
                             left_child_slot, slot_node, split) -> None:
         """Every row to its child slot by its threshold, without the next
         frontier's sums (slot_sums then takes them from the rows); the
         children's parents, where they come in pairs, for subtraction."""
         data = self.data
-        in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
-        self._slot_parent = np.repeat(split, 2).astype(np.int32) if in_pairs else None
+        self._note_parents(left_child_slot, split)
         _partition.route_rows(data.X_binned, self.node_of_row, split_feature, split_threshold,
                               split_missing_left, left_child_slot, data.n_bins, slot_node,
                               self.leaf_of_row, self.n_threads,

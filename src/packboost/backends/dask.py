@@ -460,16 +460,14 @@ class ShardBackend(CpuBackend):
             self._route_by_categories(split_feature, split_threshold, split_missing_left,
                                       left_child_slot, slot_node, split, category_splits)
             return
-        in_pairs = np.array_equal(np.asarray(left_child_slot)[split], 2 * np.arange(len(split)))
-        children = None if not in_pairs else self._children_sums(
-            best, split, split_feature, split_threshold, split_missing_left)
+        children = None if not self._note_parents(left_child_slot, split) else \
+            self._children_sums(best, split, split_feature, split_threshold, split_missing_left)
         if children is None or not split_children:
             # Sums from the rows when the next depth asks (slot_sums); none
             # at the last depth.
             self._route_without_sums(split_feature, split_threshold, split_missing_left,
                                      left_child_slot, slot_node, split)
             return
-        self._slot_parent = np.repeat(split, 2).astype(np.int32)
         data, fixed, n_next = self.data, self.fixed, 2 * len(split)
         squares = _partition.route_rows(
             data.X_binned, self.node_of_row, split_feature, split_threshold,
