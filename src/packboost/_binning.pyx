@@ -118,3 +118,30 @@ cdef inline void bin_rows(
         else:
             out[feature, position] = <bin_code_t>count_cuts_below(feature_cuts, n_cuts,
                                                                   value)
+
+
+def place_columns(
+        const bin_code_t[:, ::1] piece,        # IN  (n_features, m) codes of m rows
+        const int64_t[::1] rows,               # IN  (m,) their rows in ``out``
+        bin_code_t[:, ::1] out,                # OUT (n_features, n_rows) rows ``rows`` set
+        int n_threads,
+):
+    """``out[k, rows[i]] = piece[k, i]``: rows binned elsewhere put in their
+    places (a Dask shard assembled from the pieces its input partitions
+    binned). Threads take whole features; with ``rows`` ascending each
+    feature's writes move forward through its row of ``out``."""
+    cdef Py_ssize_t n_features = piece.shape[0]
+    cdef Py_ssize_t m = piece.shape[1]
+    cdef Py_ssize_t feature, i
+    if out.shape[0] != n_features or rows.shape[0] != m:
+        raise ValueError(f"place_columns: piece {piece.shape[0]}x{m}, rows {rows.shape[0]}, "
+                         f"out {out.shape[0]} features")
+    for i in range(m):
+        if rows[i] < 0 or rows[i] >= out.shape[1]:
+            raise ValueError(f"place_columns: row {rows[i]} outside 0..{out.shape[1] - 1}")
+    if m == 0:
+        return
+    for feature in prange(n_features, nogil=True, schedule='static',
+                          num_threads=max(1, min(n_threads, n_features))):
+        for i in range(m):
+            out[feature, rows[i]] = piece[feature, i]

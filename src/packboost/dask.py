@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from packboost import _categories, _constraints, _inputs, _validation
+from packboost._binning import place_columns
 from packboost._collective import PeerLostError
 from packboost.backends.dask import (
     WorkerLostError,
@@ -87,9 +88,9 @@ def _checked(part, encoder):
     return _validation.check_X(part)[0]
 
 
-def _select_rows(part, index, encoder=None):
-    """Rows ``index`` of one input partition, validated as the local fit would."""
-    return np.ascontiguousarray(_checked(part, encoder)[index])
+def _select_rows(scanned, index):
+    """Rows ``index`` of one scanned partition (:func:`_scan_partition`)."""
+    return np.ascontiguousarray(scanned[1][index])
 
 
 def _partition_categories(part, categorical_features):
@@ -114,24 +115,28 @@ class ShardInfo:
     key: str          # the shard's name in its worker's registry: fit id / shard index
 
 
-def _build_shard(key, pieces, n_local, n_features, dtype, mapper, row_era, n_threads, y,
-                 sample_weight, first_era, end_era, init_ensemble):
-    """Worker side: assemble the shard's rows in era-sorted order, bin, store
-    (with ``init_ensemble``'s raw scores of the rows, when continuing it);
+def _build_shard(key, pieces, n_local, n_features, binned_dtype, n_threads, row_era, y,
+                 sample_weight, first_era, end_era):
+    """Worker side: the shard's binned pieces (:func:`_bin_partition`, one
+    per input partition holding its rows) put in era-sorted order, stored;
     returns (rows, the address its fit listens at)."""
-    if pieces:
-        X = np.concatenate([rows for rows, _ in pieces]).astype(dtype, copy=False)
-        position = np.concatenate([position for _, position in pieces])
+    arrived = sum(len(rows) for _, rows, _ in pieces)
+    if arrived != n_local:
+        raise AssertionError(f"shard {key}: {arrived} rows arrived, {n_local} expected")
+    continuing = bool(pieces) and pieces[0][2] is not None
+    if len(pieces) == 1:
+        # One partition held every row: its piece is already in order.
+        X_binned, _, init_raw = pieces[0]
     else:
-        X, position = np.empty((0, n_features), dtype=dtype), np.empty(0, dtype=np.int64)
-    if len(position) != n_local:
-        raise AssertionError(f"shard {key}: {len(position)} rows arrived, {n_local} expected")
-    # The pieces' rows into era-sorted order as they are binned (one pass).
-    row_order = np.argsort(position, kind="stable")
-    X_binned = mapper.transform(X, row_order=row_order, n_threads=n_threads)
-    init_raw = None
-    if init_ensemble is not None:
-        init_raw = np.ascontiguousarray(init_ensemble.predict_raw(X, n_threads)[row_order])
+        # Each piece's columns go to its rows' places (a scatter of bytes:
+        # the binning itself happened where the partitions live).
+        X_binned = np.empty((n_features, n_local), dtype=binned_dtype)
+        init_raw = (np.empty((n_local,) + pieces[0][2].shape[1:], dtype=np.float64)
+                    if continuing else None)
+        for codes, rows, raw in pieces:
+            place_columns(codes, rows, X_binned, n_threads)
+            if continuing:
+                init_raw[rows] = raw
     return worker_store(key, _Shard(X_binned=X_binned, row_era=row_era, y=y,
                                     sample_weight=sample_weight, first_era=first_era,
                                     end_era=end_era, init_raw=init_raw))
@@ -258,26 +263,31 @@ class _DaskEstimator:
                                  "continue it on the same numeric features")
         if encoder is not None:
             _check_categorical_supported(params, encoder, feature_names)
-        # One pass over each partition where it lives: validated as the local
-        # fit validates X, its dtype and integer column ranges, and its rows
-        # cut into the shards' pieces. Empty partitions (what a filter leaves)
-        # hold no rows to validate or bin.
-        placed = [client.submit(_place_partition, part, shard_of_row[start:end], len(plan),
-                                encoder, pure=False) if end > start else None
-                  for part, start, end in zip(part_futures, starts[:-1], starts[1:], strict=True)]
-        ranges = client.gather([client.submit(operator.getitem, item, 0, pure=False)
-                                for item in placed if item is not None])
-        filled = [part for part, length in zip(part_futures, lengths, strict=True) if length]
+        # Two passes over each partition where it lives. The first validates
+        # it as the local fit validates X and measures what the bin mapper
+        # needs (dtype, integer column ranges); the second bins its rows of
+        # each shard, so only bin codes travel to the shards. Empty
+        # partitions (what a filter leaves) hold no rows to validate or bin.
+        filled = [client.submit(_scan_partition, part, encoder, pure=False)
+                  for part, length in zip(part_futures, lengths, strict=True) if length]
         filled_lengths = lengths[lengths > 0]
+        ranges = client.gather([client.submit(operator.getitem, item, 0, pure=False)
+                                for item in filled])
         # Continued training bins with the saved cuts, so old and new trees agree.
         if init is None:
-            mapper = self._fit_mapper(ranges, client, n_rows, params, filled, filled_lengths,
-                                      encoder)
+            mapper = self._fit_mapper(ranges, client, n_rows, params, filled, filled_lengths)
             _categories.set_category_bins(mapper, encoder)   # as the local fit's fit_bins
         else:
             mapper = init["bin_mapper_"]
         init_ensemble = None if init is None else init["ensemble_"]
-        dtype = np.result_type(*[dtype for dtype, _, _ in ranges])
+        # Each row's place in its shard (the local fit's era-sorted order).
+        shard_position = position - era_offsets[[first for first, _ in plan]][shard_of_row]
+        filled_starts = starts[:-1][lengths > 0]
+        binned = [client.submit(_bin_partition, scanned, shard_of_row[start:start + length],
+                                shard_position[start:start + length], len(plan), mapper,
+                                init_ensemble, pure=False)
+                  for scanned, start, length in zip(filled, filled_starts, filled_lengths,
+                                                    strict=True)]
 
         fit_id = uuid.uuid4().hex
         # In train's form: era-sorted, several targets output-major (n_targets, n_rows).
@@ -287,14 +297,10 @@ class _DaskEstimator:
         shards, stores = [], []
         for index, (first_era, end_era) in enumerate(plan):
             first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
-            pieces = []
-            for item, start, end in zip(placed, starts[:-1], starts[1:], strict=True):
-                if item is None:
-                    continue
-                local = np.flatnonzero(shard_of_row[start:end] == index)
-                if len(local):
-                    rows = client.submit(_piece, item, index, pure=False)
-                    pieces.append((rows, position[start + local] - first_row))
+            pieces = [client.submit(operator.getitem, item, index, pure=False)
+                      for item, start, length in zip(binned, filled_starts, filled_lengths,
+                                                     strict=True)
+                      if np.any(shard_of_row[start:start + length] == index)]
             shard = ShardInfo(worker=workers[index], first_row=first_row, end_row=end_row,
                               first_era=first_era, end_era=end_era, key=f"{fit_id}/{index}")
             row_era = np.ascontiguousarray(era_codes[order[first_row:end_row]] - first_era,
@@ -305,10 +311,11 @@ class _DaskEstimator:
                                             workers=[shard.worker], hash=False)
                              if values is not None else None for values in (y, sample_weight)]
             stores.append(client.submit(_build_shard, shard.key, pieces, end_row - first_row,
-                                        n_features, dtype, mapper, row_era,
-                                        threads[shard.worker], *rows_of_shard, first_era,
-                                        end_era, init_ensemble, workers=[shard.worker],
-                                        allow_other_workers=False, pure=False))
+                                        n_features, mapper.binned_dtype_,
+                                        threads[shard.worker], row_era,
+                                        *rows_of_shard, first_era, end_era,
+                                        workers=[shard.worker], allow_other_workers=False,
+                                        pure=False))
             shards.append(shard)
 
         eval_set = _computed_eval_set(eval_set)
@@ -366,11 +373,12 @@ class _DaskEstimator:
         return self._resolve_init_model(view, pack_size)
 
     @staticmethod
-    def _fit_mapper(ranges, client, n_rows, params, part_futures, lengths, encoder=None):
+    def _fit_mapper(ranges, client, n_rows, params, scanned, lengths):
         """The local fit's BinMapper, exactly: pre-binned integer codes from the
         global column ranges; otherwise fitted on the local fit's row sample
         (gathered) and, for the columns with few distinct values, their
-        distinct values over all partitions (BinMapper.fit_sample)."""
+        distinct values over all partitions (BinMapper.fit_sample).
+        ``scanned``: the non-empty partitions' :func:`_scan_partition`."""
         mapper = BinMapper(max_bins=params["max_bins"], random_state=params["random_state"])
         kinds = {dtype.kind for dtype, _, _ in ranges}
         if kinds <= set("iu"):
@@ -382,23 +390,22 @@ class _DaskEstimator:
                 return mapper.fit(np.stack([np.zeros_like(high), high]).astype(np.int64))
         sample_rows = mapper.sample_rows(n_rows)
         if sample_rows is None:
-            X_all = np.concatenate([_checked(part, encoder)
-                                    for part in client.gather(part_futures)])
+            X_all = np.concatenate([item[1] for item in client.gather(scanned)])
             return mapper.fit(X_all)
         # The local fit's row sample, gathered from the partitions (rows in
         # their global order), and each column's distinct values over every
         # partition where the sample has few: BinMapper.fit's cuts, exactly.
         starts = np.concatenate([[0], np.cumsum(lengths)])
         sample = np.concatenate(client.gather([
-            client.submit(_select_rows, part,
+            client.submit(_select_rows, item,
                           sample_rows[(sample_rows >= start) & (sample_rows < end)] - start,
-                          encoder, pure=False)
-            for part, start, end in zip(part_futures, starts[:-1], starts[1:], strict=True)]))
+                          pure=False)
+            for item, start, end in zip(scanned, starts[:-1], starts[1:], strict=True)]))
 
         def column_distinct(features):
-            parts = client.gather([client.submit(_distinct_values, part, features,
-                                                 mapper.max_bins, encoder, pure=False)
-                                   for part in part_futures])
+            parts = client.gather([client.submit(_distinct_values, item, features,
+                                                 mapper.max_bins, pure=False)
+                                   for item in scanned])
             union = []
             for k in range(len(features)):
                 pieces = [part[k] for part in parts]
@@ -518,32 +525,48 @@ def _drop_shards(client, shards) -> list:
     return stats
 
 
-def _distinct_values(part, features, max_bins, encoder=None):
-    """Per feature of ``features``: its distinct values in this partition
-    (binning.distinct_values)."""
+def _distinct_values(scanned, features, max_bins):
+    """Per feature of ``features``: its distinct values in this scanned
+    partition (binning.distinct_values)."""
     from packboost.binning import distinct_values
 
-    X = _checked(part, encoder)
+    X = scanned[1]
     return [distinct_values(X[:, k], max_bins) for k in features]
 
 
-def _place_partition(part, shard_of_row, n_shards, encoder=None):
-    """One partition validated as the local fit validates X (categorical
-    columns as their codes): (its dtype and, for integers, its column minima
-    and maxima), and its rows of each shard (in partition order; None for a
-    shard with none)."""
+def _scan_partition(part, encoder=None):
+    """First pass over one partition where it lives: validated as the local
+    fit validates X (categorical columns as their codes). Returns (its
+    dtype and, for integers, its column minima and maxima: what the bin
+    mapper needs) and the validated matrix, kept on the worker for the
+    second pass (:func:`_bin_partition`)."""
     X = _checked(part, encoder)
     if X.dtype.kind not in "iu" or X.shape[0] == 0:
         ranges = X.dtype, np.zeros(0, dtype=np.int64), np.zeros(X.shape[1], dtype=np.int64)
     else:
         ranges = X.dtype, X.min(axis=0).astype(np.int64), X.max(axis=0).astype(np.int64)
-    if n_shards == 1:
-        return ranges, [X]
+    return ranges, X
+
+
+def _bin_partition(scanned, shard_of_row, shard_position, n_shards, mapper, init_ensemble):
+    """Second pass over one partition where it lives: its rows of each shard,
+    binned in the shard's row order. Per shard None (no row) or (codes of
+    shape (n_features, m), the rows' places in the shard, ascending, and
+    ``init_ensemble``'s raw scores of them when continuing it, else None).
+    One thread: the partitions are binned in parallel."""
+    X = scanned[1]
     pieces = []
     for shard in range(n_shards):
-        mine = shard_of_row == shard
-        pieces.append(np.ascontiguousarray(X[mine]) if mine.any() else None)
-    return ranges, pieces
+        rows = np.flatnonzero(shard_of_row == shard)
+        if len(rows) == 0:
+            pieces.append(None)
+            continue
+        rows = rows[np.argsort(shard_position[rows], kind="stable")]
+        codes = mapper.transform(X, row_order=rows, n_threads=1)
+        init_raw = (None if init_ensemble is None
+                    else np.ascontiguousarray(init_ensemble.predict_raw(X[rows], 1)))
+        pieces.append((codes, shard_position[rows], init_raw))
+    return pieces
 
 
 def _may_have_categories(X, categorical_features) -> bool:
@@ -554,11 +577,6 @@ def _may_have_categories(X, categorical_features) -> bool:
     dtypes = getattr(X, "dtypes", None)
     return dtypes is not None and hasattr(dtypes, "items") and any(
         type(dtype).__name__ == "CategoricalDtype" for _, dtype in dtypes.items())
-
-
-def _piece(placed, shard):
-    """A shard's rows of one placed partition."""
-    return placed[1][shard]
 
 
 def _computed_eval_set(eval_set):
