@@ -749,3 +749,39 @@ def test_fit_sample_gives_the_cuts_of_fit():
         np.testing.assert_array_equal(mine, theirs)
     np.testing.assert_array_equal(mapper.n_bins_, reference.n_bins_)
     np.testing.assert_array_equal(mapper.transform(X), reference.transform(X))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+@pytest.mark.parametrize("n_features, n_rows, n_pieces", [(1, 1, 1), (3, 17, 4), (5, 0, 1),
+                                                          (7, 1000, 3)])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_place_columns_puts_each_piece_at_its_rows(dtype, n_features, n_rows, n_pieces,
+                                                   n_threads):
+    """A shard assembled from pieces binned elsewhere (packboost.dask): each
+    piece's column i lands at row rows[i], every other cell untouched."""
+    from packboost._binning import place_columns
+
+    rng = np.random.default_rng(n_rows + n_pieces)
+    full = rng.integers(0, np.iinfo(dtype).max, size=(n_features, n_rows), dtype=dtype)
+    out = np.full((n_features, n_rows + 2), 7, dtype=dtype)   # two rows no piece covers
+    places = rng.permutation(n_rows + 2)[:n_rows]
+    for rows in np.array_split(np.arange(n_rows), n_pieces):
+        rows = np.sort(rows)
+        place_columns(np.ascontiguousarray(full[:, rows]), places[rows].astype(np.int64),
+                      out, n_threads)
+    expected = np.full_like(out, 7)
+    for i in range(n_rows):   # naive oracle, cell by cell
+        for k in range(n_features):
+            expected[k, places[i]] = full[k, i]
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_place_columns_refuses_rows_outside_the_matrix():
+    from packboost._binning import place_columns
+
+    out = np.zeros((2, 3), dtype=np.uint8)
+    with pytest.raises(ValueError, match="row 3 outside"):
+        place_columns(np.ones((2, 1), dtype=np.uint8), np.array([3]), out, 1)
+    with pytest.raises(ValueError, match="piece 2x1, rows 2"):
+        place_columns(np.ones((2, 1), dtype=np.uint8), np.array([0, 1]), out, 1)
+    assert not out.any()
