@@ -41,35 +41,59 @@ def run_ranks(n_ranks, function):
     return results
 
 
-@pytest.mark.parametrize("n_ranks", [3, 4, 5])
+@pytest.mark.parametrize("n_ranks", [2, 3, 4, 5])
 @pytest.mark.parametrize("n_values", [1, 4, 37])
-def test_the_ring_reduces_as_the_star(monkeypatch, n_ranks, n_values):
-    """Arrays large enough for the ring (here: any) give every rank the sums
-    and maxima of the star, for any size (fewer values than ranks: empty
-    pieces) and shape; each rank sends about 2 (n - 1) / n of the array."""
+def test_ring_direct_and_star_reduce_alike(monkeypatch, n_ranks, n_values):
+    """Arrays large enough for the ring (here: any), small arrays sent to
+    every rank (direct) and through rank 0 (the star, beyond DIRECT_MAX_RANKS)
+    give every rank the same sums and maxima, for any size (fewer values than
+    ranks: empty pieces) and shape; each rank of the ring sends about
+    2 (n - 1) / n of the array, of the direct exchange n - 1 arrays."""
     rng = np.random.default_rng(n_ranks * 100 + n_values)
     counts = rng.integers(-2**40, 2**40, size=(n_ranks, n_values, 3))
     floats = rng.normal(size=(n_ranks, 2, n_values))
     floats[1, 0, 0] = np.nan
 
-    def work(collective, ring_bytes):
+    def work(collective, ring_bytes, direct_ranks):
         monkeypatch.setattr(_collective, "RING_MIN_BYTES", ring_bytes)
+        monkeypatch.setattr(_collective, "DIRECT_MAX_RANKS", direct_ranks)
         rank = collective.rank
         sums = collective.allreduce(counts[rank], "sum")
         maxima = collective.allreduce(floats[rank], "max")
-        return sums, maxima, collective.bytes_sent
+        # float sums in rank order on every rank: the same bits everywhere
+        float_sums = collective.allreduce(floats[rank], "sum")
+        return sums, maxima, float_sums, collective.bytes_sent
 
-    ring = run_ranks(n_ranks, lambda collective: work(collective, 0))
-    star = run_ranks(n_ranks, lambda collective: work(collective, 1 << 60))
-    for (sums, maxima, _), (star_sums, star_maxima, _) in zip(ring, star, strict=True):
-        np.testing.assert_array_equal(sums, counts.sum(axis=0))
-        np.testing.assert_array_equal(sums, star_sums)
-        np.testing.assert_array_equal(maxima, np.maximum.reduce(floats, axis=0))
-        np.testing.assert_array_equal(maxima, star_maxima)
-        assert sums.shape == (n_values, 3) and maxima.shape == (2, n_values)
-    if n_values == 37:
-        # rank 0 of the star sends n - 1 whole arrays, every rank of the ring less
-        assert max(item[2] for item in ring) < star[0][2]
+    ring = run_ranks(n_ranks, lambda collective: work(collective, 0, 16))
+    direct = run_ranks(n_ranks, lambda collective: work(collective, 1 << 60, 16))
+    star = run_ranks(n_ranks, lambda collective: work(collective, 1 << 60, 1))
+    for results in (ring, direct, star):
+        for sums, maxima, float_sums, _ in results:
+            np.testing.assert_allclose(float_sums, floats.sum(axis=0), rtol=1e-12)
+            np.testing.assert_array_equal(sums, counts.sum(axis=0))
+            np.testing.assert_array_equal(maxima, np.maximum.reduce(floats, axis=0))
+            assert sums.shape == (n_values, 3) and maxima.shape == (2, n_values)
+    for direct_result, star_result in zip(direct, star, strict=True):
+        np.testing.assert_array_equal(direct_result[2], star_result[2])
+        np.testing.assert_array_equal(direct_result[2], direct[0][2])
+    if n_values == 37 and n_ranks > 2:
+        # rank 0 of the star and every rank of the direct exchange send n - 1
+        # whole arrays, every rank of the ring less
+        assert max(item[3] for item in ring) < min(star[0][3], direct[0][3])
+
+
+@pytest.mark.parametrize("n_ranks", [2, 3])
+def test_messages_larger_than_the_socket_buffers_do_not_wait_for_each_other(n_ranks):
+    """Every rank sends 16 MB to every other at once (the direct exchange of
+    a large array): each sends while it receives, none waits forever."""
+    def work(collective):
+        values = np.full(2 << 20, collective.rank + 1, dtype=np.int64)
+        gathered = collective.allgather(values)
+        return [int(part[0]) for part in gathered], int(collective.allreduce(values)[-1])
+
+    for gathered, total in run_ranks(n_ranks, work):
+        assert gathered == list(range(1, n_ranks + 1))
+        assert total == sum(range(1, n_ranks + 1))
 
 
 def test_a_rank_lost_in_the_ring_is_a_lost_peer(monkeypatch):

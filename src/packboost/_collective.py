@@ -15,14 +15,21 @@ in the same order (the driver's decisions are identical on all ranks), so
 the messages need no tags: each connection is a FIFO.
 
 * :meth:`Collective.allreduce` -- sums (exact: fixed-point values) or maxima:
-  a small array reduced at rank 0 and broadcast (two messages deep), a large
-  one around a ring (reduce-scatter, then allgather: every rank sends and
-  receives 2 (n - 1) / n of it, where rank 0 of the star would move
-  2 (n - 1) whole arrays, the pooled histograms of a depth);
+  a small array sent by every rank to every other, each reducing them in
+  rank order (one message deep: a depth's many small exchanges wait one
+  latency, not two; up to DIRECT_MAX_RANKS ranks, reduced at rank 0 and
+  broadcast beyond), a large one around a ring (reduce-scatter, then
+  allgather: every rank sends and receives 2 (n - 1) / n of it, where rank 0
+  of the star would move 2 (n - 1) whole arrays, the pooled histograms of a
+  depth);
 * :meth:`Collective.allgather`, :meth:`Collective.broadcast`;
 * :meth:`Collective.chain` -- a state continued rank after rank, in blocks so
   that the ranks work as a pipeline (the float slot sums of squared
   gradients, docs/distributed.md §3).
+
+Where a rank sends and receives at once, one loop serves whichever
+socket is ready (:meth:`Collective._exchange`): two ranks each sending a
+large message to the other would otherwise wait for each other forever.
 
 A peer that fails closes its sockets; the others then get
 :class:`PeerLostError` instead of waiting forever.
@@ -31,9 +38,9 @@ A peer that fails closes its sockets; the others then get
 from __future__ import annotations
 
 import pickle
+import selectors
 import socket
 import struct
-import threading
 import time
 
 import numpy as np
@@ -46,6 +53,13 @@ _HEADER = struct.Struct("<Q")
 # Arrays of at least this many bytes are all-reduced around the ring (when
 # there are more than two ranks; with two, the star moves the same bytes).
 RING_MIN_BYTES = 1 << 18
+# Up to this many ranks a small array is all-reduced by every rank sending it
+# to every other (n - 1 messages each, one latency); beyond, through rank 0.
+DIRECT_MAX_RANKS = 16
+# A message this small is sent blocking in an exchange: it fits any
+# platform's socket buffers (Linux, macOS and Windows keep at least 64 KiB
+# in flight), so the send returns whether or not the receiver reads yet.
+SMALL_MESSAGE_BYTES = 32 << 10
 
 
 class PeerLostError(ConnectionError):
@@ -148,6 +162,10 @@ class Collective:
         """Every rank's ``value``, in rank order."""
         if self.size == 1:
             return [value]
+        if self.size <= DIRECT_MAX_RANKS:
+            received = self._exchange(dict.fromkeys(self._others(), value), self._others())
+            return [value if other == self.rank else received[other]
+                    for other in range(self.size)]
         if self.rank == 0:
             values = [value] + [self.receive(other) for other in range(1, self.size)]
         else:
@@ -167,6 +185,14 @@ class Collective:
         array = np.asarray(array)
         if self.size > 2 and array.nbytes >= RING_MIN_BYTES:
             return self._ring_allreduce(array, operation)
+        if self.size <= DIRECT_MAX_RANKS:
+            # Reduced in rank order on every rank: the same numbers everywhere
+            # (also for float sums), as the star's rank 0 adds them.
+            parts = self.allgather(array)
+            total = np.array(parts[0], copy=True)
+            for part in parts[1:]:
+                _combine(total, part, operation)
+            return total
         if self.rank == 0:
             total = np.array(array, copy=True)
             for other in range(1, self.size):
@@ -191,33 +217,85 @@ class Collective:
 
         following, preceding = (rank + 1) % n, (rank - 1) % n
         for step in range(n - 1):
-            incoming = self._exchange(following, piece(rank - step), preceding)
+            incoming = self._exchange({following: piece(rank - step)}, [preceding])[preceding]
             _combine(piece(rank - step - 1), incoming, operation)
         for step in range(n - 1):
-            piece(rank - step)[:] = self._exchange(following, piece(rank + 1 - step),
-                                                   preceding)
+            piece(rank - step)[:] = self._exchange({following: piece(rank + 1 - step)},
+                                                   [preceding])[preceding]
         return flat.reshape(array.shape)
 
-    def _exchange(self, send_to: int, value, receive_from: int):
-        """Send ``value`` to one rank while receiving from another: with
-        every rank sending at once, sends that waited for the receiver's
-        buffer to drain would wait for each other forever."""
-        failure = []
+    def _others(self) -> list:
+        return [other for other in range(self.size) if other != self.rank]
 
-        def send():
-            try:
-                self.send(send_to, value)
-            except PeerLostError as error:
-                failure.append(error)
-
-        sender = threading.Thread(target=send, daemon=True)
-        sender.start()
-        # A failed receive raises at once: closing the collective (the
-        # caller's cleanup) then ends a send still waiting.
-        received = self.receive(receive_from)
-        sender.join()
-        if failure:
-            raise failure[0]
+    def _exchange(self, outgoing: dict, sources: list) -> dict:
+        """Send ``outgoing[r]`` to each rank r while receiving one value from
+        each rank of ``sources``; returns them by rank. One loop serves
+        whichever socket is ready (non-blocking for the exchange): with every
+        rank sending at once, blocking sends of messages larger than the
+        sockets' buffers would wait for each other forever."""
+        pickled = {}   # a value sent to several ranks is pickled once
+        sending = {}
+        for other, value in outgoing.items():
+            if id(value) not in pickled:
+                payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+                pickled[id(value)] = memoryview(_HEADER.pack(len(payload)) + payload)
+            sending[other] = pickled[id(value)]
+            self.bytes_sent += len(sending[other]) - _HEADER.size
+            self.messages_sent += 1
+        if all(len(message) <= SMALL_MESSAGE_BYTES for message in sending.values()):
+            # Small messages fit the sockets' buffers: blocking sends return
+            # without the receiver, and the loop's system calls cost more
+            # than the exchange (most of a depth's exchanges are this small).
+            for other, message in sending.items():
+                try:
+                    self._peers[other].sendall(message)
+                except OSError as error:
+                    raise PeerLostError(f"worker of rank {other} is gone ({error})") from None
+            return {other: self.receive(other) for other in sources}
+        receiving = {other: _Incoming() for other in sources}
+        received = {}
+        sockets = {other: self._peers[other] for other in {*sending, *receiving}}
+        selector = selectors.DefaultSelector()
+        try:
+            for other, connection in sockets.items():
+                connection.setblocking(False)
+                selector.register(connection, _events(other, sending, receiving), other)
+            while sending or receiving:
+                start = time.perf_counter()
+                ready = selector.select()
+                self.seconds_waiting += time.perf_counter() - start
+                for key, mask in ready:
+                    other = key.data
+                    if mask & selectors.EVENT_WRITE and other in sending:
+                        view = sending[other]
+                        try:
+                            count = key.fileobj.send(view)
+                        except BlockingIOError:
+                            count = 0
+                        except OSError as error:
+                            raise PeerLostError(f"worker of rank {other} is gone "
+                                                f"({error})") from None
+                        if count == len(view):
+                            del sending[other]
+                        else:
+                            sending[other] = view[count:]
+                    if mask & selectors.EVENT_READ and other in receiving:
+                        incoming = receiving[other]
+                        incoming.read_from(key.fileobj, other)
+                        if incoming.value is not _Incoming.PENDING:
+                            received[other] = receiving.pop(other).value
+                    events = _events(other, sending, receiving)
+                    if events:
+                        selector.modify(key.fileobj, events, other)
+                    else:
+                        selector.unregister(key.fileobj)
+        finally:
+            selector.close()
+            for connection in sockets.values():
+                try:
+                    connection.setblocking(True)
+                except OSError:
+                    pass
         return received
 
     def chain(self, step, initial_blocks: list):
@@ -236,6 +314,48 @@ class Collective:
             else:
                 finals.append(state)
         return finals if self.rank == last else None
+
+
+def _events(other: int, sending: dict, receiving: dict) -> int:
+    """What an exchange still waits for on the connection to ``other``."""
+    return ((selectors.EVENT_WRITE if other in sending else 0)
+            | (selectors.EVENT_READ if other in receiving else 0))
+
+
+class _Incoming:
+    """One message being received without blocking: its length header, then
+    its payload; ``value`` once complete."""
+
+    PENDING = object()
+
+    def __init__(self):
+        self.buffer = bytearray(_HEADER.size)
+        self.received = 0
+        self.header = True
+        self.value = self.PENDING
+
+    def read_from(self, connection: socket.socket, other: int) -> None:
+        while True:
+            view = memoryview(self.buffer)[self.received:]
+            try:
+                count = connection.recv_into(view, len(view))
+            except BlockingIOError:
+                return
+            except OSError as error:
+                raise PeerLostError(f"worker of rank {other} is gone ({error})") from None
+            if count == 0 and len(view):
+                raise PeerLostError(f"worker of rank {other} closed its connection "
+                                    "(it failed or left the cluster)")
+            self.received += count
+            if self.received < len(self.buffer):
+                continue
+            if self.header:
+                (length,) = _HEADER.unpack(self.buffer)
+                self.buffer, self.received, self.header = bytearray(length), 0, False
+                if length:
+                    continue
+            self.value = pickle.loads(self.buffer)
+            return
 
 
 def _combine(total: np.ndarray, part: np.ndarray, operation: str) -> None:
