@@ -785,3 +785,49 @@ def test_place_columns_refuses_rows_outside_the_matrix():
     with pytest.raises(ValueError, match="piece 2x1, rows 2"):
         place_columns(np.ones((2, 1), dtype=np.uint8), np.array([0, 1]), out, 1)
     assert not out.any()
+
+
+@pytest.mark.parametrize("kind", ["float_nan", "prebinned", "int16"])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_transform_into_bins_rows_into_their_columns(kind, order, n_threads):
+    """transform_into(X, out, rows, columns): column columns[i] of out holds
+    transform's codes of row rows[i]; columns it is not given stay as they
+    were (a Dask shard binning its local partitions into place)."""
+    rng = np.random.default_rng(3)
+    if kind == "float_nan":
+        X = rng.normal(size=(300, 5))
+        X[rng.random(X.shape) < 0.1] = np.nan
+    elif kind == "prebinned":
+        X = rng.integers(0, 5, size=(300, 5)).astype(np.uint8)
+    else:
+        X = rng.integers(-3, 40, size=(300, 5)).astype(np.int16)
+    X = np.asarray(X, order=order)
+    mapper = BinMapper(max_bins=16, random_state=0).fit(X)
+    expected_codes = mapper.transform(X)
+    rows = rng.permutation(300)[:120]
+    columns = rng.permutation(400)[:120]
+    out = np.full((5, 400), 99, dtype=mapper.binned_dtype_)
+    mapper.transform_into(X, out, rows, columns, n_threads=n_threads)
+    expected = np.full_like(out, 99)
+    expected[:, columns] = expected_codes[:, rows]
+    np.testing.assert_array_equal(out, expected)
+    mapper.transform_into(X, out, rows[:0], columns[:0])   # no rows: nothing changes
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_transform_into_refuses_a_wrong_output_or_mismatched_rows():
+    X = np.arange(12, dtype=np.float64).reshape(4, 3)
+    mapper = BinMapper(max_bins=8).fit(X)
+    good = np.zeros((3, 4), dtype=mapper.binned_dtype_)
+    for bad in (np.zeros((3, 4), dtype=np.int64), np.zeros((2, 4), dtype=good.dtype),
+                np.zeros((4, 3), dtype=good.dtype).T):
+        with pytest.raises(ValueError, match="out must be"):
+            mapper.transform_into(X, bad, [0], [0])
+    with pytest.raises(ValueError, match="one length"):
+        mapper.transform_into(X, good, [0, 1], [0])
+    with pytest.raises(ValueError, match="column 4 outside"):
+        mapper.transform_into(X, good, [0], [4])
+    with pytest.raises(ValueError, match="row_order must index"):
+        mapper.transform_into(X, good, [4], [0])
+    assert not good.any()

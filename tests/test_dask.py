@@ -312,11 +312,16 @@ def _exit_soon():
 
 
 class _KillThisWorker(TrainingCallback):
-    """Callbacks run on the first worker of the fit: it dies after round 0."""
+    """Callbacks run on the first worker of the fit: it dies after round 0,
+    before the fit can end (it waits for its death: a small fit could
+    otherwise finish within the moment)."""
 
     def after_iteration(self, info):
         if info.iteration == 0:
+            import time
+
             _exit_soon()
+            time.sleep(30)
         return False
 
 

@@ -66,11 +66,24 @@ def map_to_bins(
         bin_code_t[:, ::1] out,                # OUT (n_features, n_rows_out)
         int n_threads,
         bint codes_are_values=False,           # IN  every value is its own code
+        const int64_t[::1] out_columns=None,   # IN  (n_rows_out,) or None: i
 ):
-    """Fill ``out[k, i]`` with the code of ``X[row_order[i], k]``."""
+    """Fill ``out[k, c]`` with the code of ``X[row_order[i], k]``, where
+    ``c = out_columns[i]`` (``i`` without ``out_columns``: then ``out`` has
+    one column per output row; with them, a shard's rows binned into their
+    places, packboost.dask)."""
     cdef Py_ssize_t n_features = X.shape[1]
-    cdef Py_ssize_t n_rows_out = out.shape[1]
+    cdef bint placed = out_columns is not None
+    cdef Py_ssize_t n_rows_out = out_columns.shape[0] if placed else out.shape[1]
     cdef bint ordered = row_order.shape[0] > 0
+    cdef Py_ssize_t i
+    if placed:
+        if ordered and row_order.shape[0] != n_rows_out:
+            raise ValueError("map_to_bins: row_order and out_columns differ in length")
+        for i in range(n_rows_out):
+            if out_columns[i] < 0 or out_columns[i] >= out.shape[1]:
+                raise ValueError(f"map_to_bins: column {out_columns[i]} outside "
+                                 f"0..{out.shape[1] - 1}")
     cdef bint columns_contiguous = X.strides[0] == sizeof(raw_value_t)
     # Output rows per block (C order): their input rows stay in L2 while
     # every feature is read from them.
@@ -83,28 +96,30 @@ def map_to_bins(
     if columns_contiguous:
         for feature in prange(n_features, nogil=True, schedule='dynamic',
                               num_threads=max(1, min(n_threads, n_features))):
-            bin_rows(X, cuts, cut_offsets, n_bins, row_order, ordered, out, feature,
-                     0, n_rows_out, codes_are_values)
+            bin_rows(X, cuts, cut_offsets, n_bins, row_order, ordered, out_columns, placed,
+                     out, feature, 0, n_rows_out, codes_are_values)
     else:
         for block in prange(n_blocks, nogil=True, schedule='static',
                             num_threads=max(1, min(n_threads, n_blocks))):
             for feature in range(n_features):
-                bin_rows(X, cuts, cut_offsets, n_bins, row_order, ordered, out, feature,
-                         block * rows_per_block, min((block + 1) * rows_per_block, n_rows_out),
-                         codes_are_values)
+                bin_rows(X, cuts, cut_offsets, n_bins, row_order, ordered, out_columns,
+                         placed, out, feature, block * rows_per_block,
+                         min((block + 1) * rows_per_block, n_rows_out), codes_are_values)
 
 
 cdef inline void bin_rows(
         const raw_value_t[:, :] X, const double[::1] cuts, const int64_t[::1] cut_offsets,
         const bin_index_t[::1] n_bins, const int64_t[::1] row_order, bint ordered,
-        bin_code_t[:, ::1] out, Py_ssize_t feature, Py_ssize_t start,
-        Py_ssize_t end, bint codes_are_values) noexcept nogil:
+        const int64_t[::1] out_columns, bint placed, bin_code_t[:, ::1] out,
+        Py_ssize_t feature, Py_ssize_t start, Py_ssize_t end,
+        bint codes_are_values) noexcept nogil:
     """Codes of output rows [start, end) of one feature."""
-    cdef Py_ssize_t position, row
+    cdef Py_ssize_t position, row, column
     if codes_are_values:
         for position in range(start, end):
             row = row_order[position] if ordered else position
-            out[feature, position] = <bin_code_t>X[row, feature]
+            column = out_columns[position] if placed else position
+            out[feature, column] = <bin_code_t>X[row, feature]
         return
     cdef Py_ssize_t n_cuts = cut_offsets[feature + 1] - cut_offsets[feature]
     cdef const double* feature_cuts = (&cuts[0] + cut_offsets[feature]
@@ -112,12 +127,12 @@ cdef inline void bin_rows(
     cdef double value
     for position in range(start, end):
         row = row_order[position] if ordered else position
+        column = out_columns[position] if placed else position
         value = <double>X[row, feature]
         if value != value:  # NaN; compiled away for integer inputs
-            out[feature, position] = <bin_code_t>n_bins[feature]
+            out[feature, column] = <bin_code_t>n_bins[feature]
         else:
-            out[feature, position] = <bin_code_t>count_cuts_below(feature_cuts, n_cuts,
-                                                                  value)
+            out[feature, column] = <bin_code_t>count_cuts_below(feature_cuts, n_cuts, value)
 
 
 def place_columns(

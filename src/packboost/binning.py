@@ -241,15 +241,45 @@ class BinMapper:
 
         n_rows_out = n_rows if row_order is None else row_order.size
         X_binned = np.empty((n_features, n_rows_out), dtype=self.binned_dtype_)
+        self._bin(X, X_binned, row_order, None, n_threads, in_range)
+        return X_binned
+
+    def transform_into(self, X, out, rows, columns, n_threads=None):
+        """Bin rows ``rows`` of ``X`` into columns ``columns`` of ``out``:
+        ``out[k, columns[i]]`` becomes the code of ``X[rows[i], k]`` (a
+        Dask shard binning the rows of its partitions into their places).
+
+        ``out`` is a C-contiguous (n_features, n) array of ``binned_dtype_``;
+        ``rows`` and ``columns`` integer arrays of one length.
+        """
+        self._check_fitted()
+        X = _as_numeric_matrix(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but the BinMapper was fitted "
+                             f"with {self.n_features_in_} features.")
+        if (not isinstance(out, np.ndarray) or out.dtype != self.binned_dtype_
+                or out.ndim != 2 or out.shape[0] != self.n_features_in_
+                or not out.flags.c_contiguous or not out.flags.writeable):
+            raise ValueError(f"out must be a writeable C-contiguous ({self.n_features_in_}, "
+                             f"n) array of {np.dtype(self.binned_dtype_).name}")
+        rows = _check_row_order(rows, X.shape[0])
+        columns = np.ascontiguousarray(columns, dtype=np.int64)
+        if rows is None or columns.shape != rows.shape:
+            raise ValueError("rows and columns must be 1-D arrays of one length")
+        integer_codes = self.prebinned_ and X.dtype.kind in "iu"
+        in_range = integer_codes and _codes_in_range(X, self.n_bins_)
+        self._bin(X, out, rows, columns, n_threads, in_range)
+
+    def _bin(self, X, out, row_order, out_columns, n_threads, in_range):
+        """The binning kernel (packboost._binning.map_to_bins) on ``X``."""
         if X.dtype not in _KERNEL_DTYPES:
             X = X.astype(np.int64 if X.dtype.kind in "iu" and X.itemsize < 8 else np.float64)
         arrays = self.to_arrays()
         map_to_bins(X, arrays["bin_cuts"], arrays["bin_cut_offsets"], arrays["bin_n_bins"],
                     np.zeros(0, dtype=np.int64) if row_order is None
                     else row_order.astype(np.int64, copy=False),
-                    X_binned, available_cpus() if n_threads is None else int(n_threads),
-                    codes_are_values=bool(in_range))
-        return X_binned
+                    out, available_cpus() if n_threads is None else int(n_threads),
+                    codes_are_values=bool(in_range), out_columns=out_columns)
 
     def _can_share_memory(self, X, row_order):
         """Whether ``X.T`` (in-range codes) can be returned as the binned matrix."""

@@ -115,28 +115,39 @@ class ShardInfo:
     key: str          # the shard's name in its worker's registry: fit id / shard index
 
 
-def _build_shard(key, pieces, n_local, n_features, binned_dtype, n_threads, row_era, y,
-                 sample_weight, first_era, end_era):
-    """Worker side: the shard's binned pieces (:func:`_bin_partition`, one
-    per input partition holding its rows) put in era-sorted order, stored;
-    returns (rows, the address its fit listens at)."""
-    arrived = sum(len(rows) for _, rows, _ in pieces)
+def _build_shard(key, pieces, local_parts, n_local, mapper, init_ensemble, n_threads, row_era,
+                 y, sample_weight, first_era, end_era):
+    """Worker side: the shard's rows in era-sorted order, stored. ``pieces``:
+    what partitions on other workers binned for it (:func:`_bin_partition`),
+    put in their places; ``local_parts``: (scanned partition, its rows'
+    shards, their places in their shards) of the partitions on this worker,
+    binned straight into their places (no copy in between). Returns (rows,
+    the address its fit listens at)."""
+    index = int(key.rsplit("/", 1)[1])
+    X_binned = np.empty((mapper.n_features_in_, n_local), dtype=mapper.binned_dtype_)
+    init_raw = None
+    arrived = 0
+
+    def place_scores(raw, places):
+        nonlocal init_raw
+        if init_raw is None:
+            init_raw = np.empty((n_local,) + raw.shape[1:], dtype=np.float64)
+        init_raw[places] = raw
+
+    for codes, places, raw in pieces:
+        place_columns(codes, places, X_binned, n_threads)
+        arrived += len(places)
+        if raw is not None:
+            place_scores(raw, places)
+    for scanned, shard_of_row, shard_position in local_parts:
+        rows = _rows_of_shard(shard_of_row, shard_position, index)
+        mapper.transform_into(scanned[1], X_binned, rows, shard_position[rows], n_threads)
+        arrived += len(rows)
+        if init_ensemble is not None:
+            place_scores(init_ensemble.predict_raw(scanned[1][rows], n_threads),
+                         shard_position[rows])
     if arrived != n_local:
         raise AssertionError(f"shard {key}: {arrived} rows arrived, {n_local} expected")
-    continuing = bool(pieces) and pieces[0][2] is not None
-    if len(pieces) == 1:
-        # One partition held every row: its piece is already in order.
-        X_binned, _, init_raw = pieces[0]
-    else:
-        # Each piece's columns go to its rows' places (a scatter of bytes:
-        # the binning itself happened where the partitions live).
-        X_binned = np.empty((n_features, n_local), dtype=binned_dtype)
-        init_raw = (np.empty((n_local,) + pieces[0][2].shape[1:], dtype=np.float64)
-                    if continuing else None)
-        for codes, rows, raw in pieces:
-            place_columns(codes, rows, X_binned, n_threads)
-            if continuing:
-                init_raw[rows] = raw
     return worker_store(key, _Shard(X_binned=X_binned, row_era=row_era, y=y,
                                     sample_weight=sample_weight, first_era=first_era,
                                     end_era=end_era, init_raw=init_raw))
@@ -282,12 +293,21 @@ class _DaskEstimator:
         init_ensemble = None if init is None else init["ensemble_"]
         # Each row's place in its shard (the local fit's era-sorted order).
         shard_position = position - era_offsets[[first for first, _ in plan]][shard_of_row]
-        filled_starts = starts[:-1][lengths > 0]
-        binned = [client.submit(_bin_partition, scanned, shard_of_row[start:start + length],
-                                shard_position[start:start + length], len(plan), mapper,
-                                init_ensemble, pure=False)
-                  for scanned, start, length in zip(filled, filled_starts, filled_lengths,
-                                                    strict=True)]
+        # A partition on a shard's worker is binned by the shard itself, into
+        # place; the others bin their rows of each remote shard where they live.
+        holders = client.who_has(filled)
+        partitions = []   # (scanned, its rows' shards, their places, its workers)
+        for scanned, start, length in zip(filled, starts[:-1][lengths > 0], filled_lengths,
+                                          strict=True):
+            shard_of_part = shard_of_row[start:start + length]
+            places = shard_position[start:start + length]
+            held_by = set(holders.get(scanned.key, ()))
+            remote = sorted(index for index in np.unique(shard_of_part).tolist()
+                            if workers[index] not in held_by)
+            binned = None if not remote else client.submit(
+                _bin_partition, scanned, shard_of_part, places, remote, mapper, init_ensemble,
+                pure=False)
+            partitions.append((scanned, shard_of_part, places, held_by, binned))
 
         fit_id = uuid.uuid4().hex
         # In train's form: era-sorted, several targets output-major (n_targets, n_rows).
@@ -297,10 +317,14 @@ class _DaskEstimator:
         shards, stores = [], []
         for index, (first_era, end_era) in enumerate(plan):
             first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
-            pieces = [client.submit(operator.getitem, item, index, pure=False)
-                      for item, start, length in zip(binned, filled_starts, filled_lengths,
-                                                     strict=True)
-                      if np.any(shard_of_row[start:start + length] == index)]
+            pieces, local_parts = [], []
+            for scanned, shard_of_part, places, held_by, binned in partitions:
+                if not np.any(shard_of_part == index):
+                    continue
+                if workers[index] in held_by:
+                    local_parts.append((scanned, shard_of_part, places))
+                else:
+                    pieces.append(client.submit(operator.getitem, binned, index, pure=False))
             shard = ShardInfo(worker=workers[index], first_row=first_row, end_row=end_row,
                               first_era=first_era, end_era=end_era, key=f"{fit_id}/{index}")
             row_era = np.ascontiguousarray(era_codes[order[first_row:end_row]] - first_era,
@@ -310,8 +334,8 @@ class _DaskEstimator:
             rows_of_shard = [client.scatter(np.ascontiguousarray(values[..., first_row:end_row]),
                                             workers=[shard.worker], hash=False)
                              if values is not None else None for values in (y, sample_weight)]
-            stores.append(client.submit(_build_shard, shard.key, pieces, end_row - first_row,
-                                        n_features, mapper.binned_dtype_,
+            stores.append(client.submit(_build_shard, shard.key, pieces, local_parts,
+                                        end_row - first_row, mapper, init_ensemble,
                                         threads[shard.worker], row_era,
                                         *rows_of_shard, first_era, end_era,
                                         workers=[shard.worker], allow_other_workers=False,
@@ -548,24 +572,27 @@ def _scan_partition(part, encoder=None):
     return ranges, X
 
 
-def _bin_partition(scanned, shard_of_row, shard_position, n_shards, mapper, init_ensemble):
-    """Second pass over one partition where it lives: its rows of each shard,
-    binned in the shard's row order. Per shard None (no row) or (codes of
-    shape (n_features, m), the rows' places in the shard, ascending, and
-    ``init_ensemble``'s raw scores of them when continuing it, else None).
-    One thread: the partitions are binned in parallel."""
+def _rows_of_shard(shard_of_row, shard_position, shard):
+    """A partition's rows of ``shard``, in the shard's (era-sorted) order."""
+    rows = np.flatnonzero(shard_of_row == shard)
+    return rows[np.argsort(shard_position[rows], kind="stable")]
+
+
+def _bin_partition(scanned, shard_of_row, shard_position, shards, mapper, init_ensemble):
+    """Second pass over one partition where it lives: its rows of each of
+    ``shards`` (on other workers), binned in the shard's row order. A dict
+    by shard: (codes of shape (n_features, m), the rows' places in the
+    shard, ascending, and ``init_ensemble``'s raw scores of them when
+    continuing it, else None). One thread: the partitions are binned in
+    parallel."""
     X = scanned[1]
-    pieces = []
-    for shard in range(n_shards):
-        rows = np.flatnonzero(shard_of_row == shard)
-        if len(rows) == 0:
-            pieces.append(None)
-            continue
-        rows = rows[np.argsort(shard_position[rows], kind="stable")]
+    pieces = {}
+    for shard in shards:
+        rows = _rows_of_shard(shard_of_row, shard_position, shard)
         codes = mapper.transform(X, row_order=rows, n_threads=1)
         init_raw = (None if init_ensemble is None
                     else np.ascontiguousarray(init_ensemble.predict_raw(X[rows], 1)))
-        pieces.append((codes, shard_position[rows], init_raw))
+        pieces[shard] = (codes, shard_position[rows], init_raw)
     return pieces
 
 
