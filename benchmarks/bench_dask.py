@@ -37,9 +37,6 @@ SIZES = {
 # The era pass per scored candidate: N_TERMS float64 maxima, then N_TERMS
 # int64 grid sums (_distributed.candidate_pass), each all-reduced.
 ERA_PASS_BYTES = 2 * 3 * 8
-# Allreduces per depth besides the era pass: pooled cells with the era
-# stats, the children's squared gradients.
-ALLREDUCES_PER_DEPTH = 2
 
 
 def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max_depth,
@@ -128,29 +125,40 @@ def extrapolate(seconds_per_row_round, nodes=10, gbit=10.0, rows=2_700_000,
     seconds per row and round of one worker, rows split evenly; a shard
     computes its era-pass terms for the maxima and rounds them (or the
     votes again) on the grid, so half of the shards' measured era-pass
-    seconds, ``era_pass_seconds_per_row_round``, is added), network (``gbit`` Gb/s;
-    every allreduce around a ring: each link carries 2 (n - 1) / n of the
-    pooled sums and of the era pass's maxima and grid sums of the
-    ``scored_fraction`` of candidates the best-first rounds score: 6% at
-    400k x 400, pack 4, layer fraction 0.1) and message latency (the pooled
-    cells' ring allreduce 2 (n - 1) hops; the smaller ones, below the
-    collective's RING_MIN_BYTES, through rank 0: 2 hops each -- the
-    squares, and two per round of the era pass,
-    ``era_pass_rounds`` per depth: about 2 measured at 400k x 400, the
-    first round 4 candidates a slot), every depth
-    summed (every node splitting: slots double per depth)."""
+    seconds, ``era_pass_seconds_per_row_round``, is added), network (``gbit``
+    Gb/s) and message latency, every depth summed (every node splitting:
+    slots double per depth). Each allreduce as the collective does it: an
+    array of at least RING_MIN_BYTES around a ring (each link carries
+    2 (n - 1) / n of it, 2 (n - 1) hops), a smaller one sent by every rank to
+    every other (n - 1 copies from each rank, one hop). Per depth: the
+    pooled cells, the children's squared gradients, and per round of the
+    era pass (``era_pass_rounds`` a depth: about 2 measured at 400k x 400,
+    the first round 4 candidates a slot) its maxima and its grid sums, for
+    the ``scored_fraction`` of the candidates the best-first rounds score
+    (6% at 400k x 400, pack 4, layer fraction 0.1)."""
+    from packboost._collective import RING_MIN_BYTES
+
     link = gbit * 1e9 / 8
     width = bins + 1
     compute = (seconds_per_row_round + era_pass_seconds_per_row_round / 2) * rows / nodes
     network = latency = 0.0
+
+    def allreduce(size):
+        nonlocal network, latency
+        if size >= RING_MIN_BYTES and nodes > 2:
+            network += 2 * (nodes - 1) / nodes * size / link
+            latency += 2 * (nodes - 1) * latency_ms * 1e-3
+        else:
+            network += (nodes - 1) * size / link
+            latency += latency_ms * 1e-3
+
     for depth in range(max_depth):
         slots = pack_size * 2 ** depth
         candidates = slots * features * (bins - 1)
-        pooled = slots * features * width * 3 * 8
-        network += 2 * (nodes - 1) / nodes * (
-            pooled + ERA_PASS_BYTES * scored_fraction * candidates) / link
-        latency += (2 * (nodes - 1) + 2 * (ALLREDUCES_PER_DEPTH - 1 + 2 * era_pass_rounds)
-                    ) * latency_ms * 1e-3
+        allreduce(slots * features * width * 3 * 8)      # pooled cells
+        allreduce(slots * 2 * 8)                          # children's squared gradients
+        for _ in range(2 * era_pass_rounds):               # maxima, then grid sums
+            allreduce(ERA_PASS_BYTES / 2 * scored_fraction * candidates / era_pass_rounds)
     return {"nodes": nodes, "gbit_s": gbit, "rows": rows, "features_per_depth": features,
             "pack_size": pack_size, "max_depth": max_depth,
             "round_compute_s": compute, "round_network_s": network,
