@@ -335,3 +335,30 @@ def test_a_worker_dying_mid_fit_is_a_clear_error_and_no_model(client, problem):
                   era=da.from_array(era, chunks=700), callbacks=[_KillThisWorker()])
     assert not hasattr(model, "ensemble_")
     client.wait_for_workers(2, timeout=60)
+
+
+def test_a_worker_gone_with_a_finished_result_is_a_lost_worker():
+    """A worker that dies after its task finished takes the result with it
+    (the pinned task waits for it forever): the client's wait for the result
+    ends as a lost worker, not a bare timeout."""
+    from packboost import dask as packboost_dask
+
+    class FinishedButGone:
+        status = "finished"
+
+        def result(self, timeout=None):
+            raise TimeoutError("the result never came")
+
+    class Cluster:     # the scheduler knows no worker any more
+        def run_on_scheduler(self, function):
+            return []
+
+        def cancel(self, futures):
+            self.cancelled = futures
+
+    shard = packboost_dask.ShardInfo(worker="tcp://gone:1", first_row=0, end_row=10,
+                                     first_era=0, end_era=2, key="fit/0")
+    client = Cluster()
+    with pytest.raises(WorkerLostError, match="left the cluster during fit"):
+        packboost_dask._wait(client, [shard], [FinishedButGone()])
+    assert len(client.cancelled) == 1

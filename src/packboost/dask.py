@@ -101,6 +101,9 @@ def _partition_categories(part, categorical_features):
 
 # How often the client checks that the shards' workers are alive while it waits.
 POLL_SECONDS = 0.5
+# How long the client waits for a finished task's result (the fitted model
+# from rank 0) before it checks whether the worker holding it is gone.
+RESULT_SECONDS = 60.0
 
 
 @dataclass
@@ -510,8 +513,15 @@ def _wait(client, shards, futures) -> list:
                                   "the fit was abandoned (no model was kept)")
         if all(future.status == "finished" for future in futures):
             # Fetched with a timeout too: a worker that dies after its task
-            # finished takes the result with it.
-            return [future.result(timeout=60) for future in futures]
+            # finished takes the result with it (its pinned task then waits
+            # for it forever): that is a lost worker too.
+            try:
+                return [future.result(timeout=RESULT_SECONDS) for future in futures]
+            except TimeoutError:
+                _check_workers(client, shards, futures, wait_seconds=5.0)
+                raise WorkerLostError(
+                    f"the results of the fit's tasks did not arrive within {RESULT_SECONDS} s; "
+                    "the fit was abandoned (no model was kept)") from None
         _check_workers(client, shards, futures)
 
 
