@@ -169,6 +169,48 @@ def test_threaded_workers_of_one_process(problem, monkeypatch, n_workers, n_jobs
     assert_same_model(local, model)
 
 
+@pytest.mark.parametrize("extra", [dict(lambda_dir=0.5), dict(lambda_dro=0.8, lambda_dir=0.0),
+                                   dict(era_gain="newton", lambda_dro=0.5)])
+def test_the_era_pass_in_many_best_first_rounds(problem, monkeypatch, extra):
+    """One candidate a slot in the era pass's first round: many rounds a
+    depth, the floors of each round pruning the next. The model is still
+    the local fit's, and the rounds scored fewer candidates than there were."""
+    from packboost import _distributed
+    from packboost.backends import dask as dask_backend
+
+    monkeypatch.setattr(dask_backend, "FIRST_ROUND_PER_SLOT", 1)
+    scored, enumerated = [], []
+    finish, enumerate_candidates = _distributed.candidate_pass, _distributed.enumerate_candidates
+
+    def counting(candidates, *args, **kwargs):
+        if args[2] == _distributed.MODE_TERMS_MAX:
+            scored.append(len(candidates["slot"]))
+        return finish(candidates, *args, **kwargs)
+
+    def listing(*args, **kwargs):
+        candidates = enumerate_candidates(*args, **kwargs)
+        enumerated.append(len(candidates["slot"]))
+        return candidates
+
+    monkeypatch.setattr(_distributed, "candidate_pass", counting)
+    monkeypatch.setattr(_distributed, "enumerate_candidates", listing)
+    params = dict(PARAMS, max_depth=4, **extra)
+    X, y, era = problem
+    local = PackBoostRegressor(**params).fit(X, y, era=era)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as threaded:
+        model = DaskPackBoostRegressor(**params)
+        model.client = threaded
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700))
+    assert_same_model(local, model)
+    # Both shards counted: more rounds than depths, fewer candidates scored
+    # than enumerated (the floors pruned)
+    assert len(scored) > 2 * params["n_estimators"] * params["max_depth"]
+    assert sum(scored) < sum(enumerated)
+
+
 def test_shard_plan_is_contiguous_and_balanced_by_rows():
     assert shard_plan(np.array([10, 10, 10, 10]), 2) == [(0, 2), (2, 4)]
     assert shard_plan(np.array([100, 1, 1, 1]), 2) == [(0, 1), (1, 4)]
