@@ -211,6 +211,42 @@ def test_the_era_pass_in_many_best_first_rounds(problem, monkeypatch, extra):
     assert sum(scored) < sum(enumerated)
 
 
+_LOADING_KEYS_SEEN = []
+
+
+class _RecordLoadingKeys(TrainingCallback):
+    """On rank 0's worker, each round: which of the loading's intermediate
+    results (validated partitions, binned pieces) the worker still holds."""
+
+    def after_iteration(self, info):
+        import time
+
+        time.sleep(0.05)   # the scheduler frees keys asynchronously
+        held = [str(key) for key in distributed.get_worker().data.keys()]
+        _LOADING_KEYS_SEEN.append([key for key in held
+                                   if "_scan_partition" in key or "_bin_partition" in key])
+        return False
+
+
+def test_the_loading_is_freed_before_the_fit(problem):
+    """A DataFrame's validated copy and the binned pieces are not kept on
+    the workers through the rounds: the shards hold what the fit needs."""
+    X, y, era = problem
+    frame = dd.from_pandas(pd.DataFrame(X, columns=[f"f{k}" for k in range(X.shape[1])]),
+                           npartitions=4)
+    _LOADING_KEYS_SEEN.clear()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as threaded:
+        model = DaskPackBoostRegressor(**dict(PARAMS, n_estimators=6))
+        model.client = threaded
+        model.fit(frame, dd.from_pandas(pd.Series(y), npartitions=4),
+                  era=dd.from_pandas(pd.Series(era), npartitions=4),
+                  callbacks=[_RecordLoadingKeys()])
+    assert len(_LOADING_KEYS_SEEN) == 6
+    assert _LOADING_KEYS_SEEN[-1] == []
+
+
 def test_shard_plan_is_contiguous_and_balanced_by_rows():
     assert shard_plan(np.array([10, 10, 10, 10]), 2) == [(0, 2), (2, 4)]
     assert shard_plan(np.array([100, 1, 1, 1]), 2) == [(0, 1), (1, 4)]

@@ -362,6 +362,10 @@ class _DaskEstimator:
                                     else None))
         try:
             addresses = [address for _, address in _wait(client, shards, stores)]
+            # The shards hold what the fit needs: the loading's intermediate
+            # results (validated partitions, binned pieces, scattered targets)
+            # are freed on the workers before it, not kept through every round.
+            del part_futures, filled, partitions, pieces, local_parts, rows_of_shard
             global_era_offsets = np.asarray(era_offsets, dtype=np.int64)
             fits = [client.submit(
                 worker_train, shard.key, rank, addresses, global_era_offsets,
