@@ -294,56 +294,15 @@ class _DaskEstimator:
         else:
             mapper = init["bin_mapper_"]
         init_ensemble = None if init is None else init["ensemble_"]
-        # Each row's place in its shard (the local fit's era-sorted order).
-        shard_position = position - era_offsets[[first for first, _ in plan]][shard_of_row]
-        # A partition on a shard's worker is binned by the shard itself, into
-        # place; the others bin their rows of each remote shard where they live.
-        holders = client.who_has(filled)
-        partitions = []   # (scanned, its rows' shards, their places, its workers)
-        for scanned, start, length in zip(filled, starts[:-1][lengths > 0], filled_lengths,
-                                          strict=True):
-            shard_of_part = shard_of_row[start:start + length]
-            places = shard_position[start:start + length]
-            held_by = set(holders.get(scanned.key, ()))
-            remote = sorted(index for index in np.unique(shard_of_part).tolist()
-                            if workers[index] not in held_by)
-            binned = None if not remote else client.submit(
-                _bin_partition, scanned, shard_of_part, places, remote, mapper, init_ensemble,
-                pure=False)
-            partitions.append((scanned, shard_of_part, places, held_by, binned))
-
         fit_id = uuid.uuid4().hex
         # In train's form: era-sorted, several targets output-major (n_targets, n_rows).
         y = self._training_target(y[order], n_outputs)
         sample_weight = sample_weight[order] if sample_weight is not None else None
         threads = _worker_threads(client, workers, self.n_jobs)
-        shards, stores = [], []
-        for index, (first_era, end_era) in enumerate(plan):
-            first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
-            pieces, local_parts = [], []
-            for scanned, shard_of_part, places, held_by, binned in partitions:
-                if not np.any(shard_of_part == index):
-                    continue
-                if workers[index] in held_by:
-                    local_parts.append((scanned, shard_of_part, places))
-                else:
-                    pieces.append(client.submit(operator.getitem, binned, index, pure=False))
-            shard = ShardInfo(worker=workers[index], first_row=first_row, end_row=end_row,
-                              first_era=first_era, end_era=end_era, key=f"{fit_id}/{index}")
-            row_era = np.ascontiguousarray(era_codes[order[first_row:end_row]] - first_era,
-                                           dtype=np.int32)
-            # The shard's targets and weights go to its worker once, here;
-            # nothing per row crosses the network after loading.
-            rows_of_shard = [client.scatter(np.ascontiguousarray(values[..., first_row:end_row]),
-                                            workers=[shard.worker], hash=False)
-                             if values is not None else None for values in (y, sample_weight)]
-            stores.append(client.submit(_build_shard, shard.key, pieces, local_parts,
-                                        end_row - first_row, mapper, init_ensemble,
-                                        threads[shard.worker], row_era,
-                                        *rows_of_shard, first_era, end_era,
-                                        workers=[shard.worker], allow_other_workers=False,
-                                        pure=False))
-            shards.append(shard)
+        shards, stores = _store_shards(
+            client, fit_id, plan, workers, threads, filled, starts[:-1][lengths > 0],
+            filled_lengths, era_codes, order, position, shard_of_row, era_offsets, y,
+            sample_weight, mapper, init_ensemble)
 
         eval_set = _computed_eval_set(eval_set)
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, n_features, feature_names,
@@ -365,7 +324,7 @@ class _DaskEstimator:
             # The shards hold what the fit needs: the loading's intermediate
             # results (validated partitions, binned pieces, scattered targets)
             # are freed on the workers before it, not kept through every round.
-            del part_futures, filled, partitions, pieces, local_parts, rows_of_shard
+            del part_futures, filled
             global_era_offsets = np.asarray(era_offsets, dtype=np.int64)
             fits = [client.submit(
                 worker_train, shard.key, rank, addresses, global_era_offsets,
@@ -475,6 +434,59 @@ class _DaskEstimator:
         """Columns of ``predict``: None (one value a row), or the targets."""
         n_outputs = local.ensemble_.n_outputs
         return None if n_outputs == 1 else n_outputs
+
+
+def _store_shards(client, fit_id, plan, workers, threads, scanned, starts, lengths, era_codes,
+                  order, position, shard_of_row, era_offsets, y, sample_weight, mapper,
+                  init_ensemble):
+    """Bin the scanned partitions (``scanned``, their global ``starts`` and
+    ``lengths``) into the shards of ``plan`` and store them on their workers;
+    returns the shards (ShardInfo) and their store tasks. A partition on a
+    shard's worker is binned by the shard itself, into place; the others bin
+    their rows of each remote shard where they live (:func:`_bin_partition`).
+    What this function holds (the pieces, the targets' futures) ends with it:
+    the shards then hold what the fit needs."""
+    # Each row's place in its shard (the local fit's era-sorted order).
+    shard_position = position - era_offsets[[first for first, _ in plan]][shard_of_row]
+    holders = client.who_has(scanned)
+    partitions = []   # (scanned, its rows' shards, their places, its workers, binned)
+    for item, start, length in zip(scanned, starts, lengths, strict=True):
+        shard_of_part = shard_of_row[start:start + length]
+        places = shard_position[start:start + length]
+        held_by = set(holders.get(item.key, ()))
+        remote = sorted(index for index in np.unique(shard_of_part).tolist()
+                        if workers[index] not in held_by)
+        binned = None if not remote else client.submit(
+            _bin_partition, item, shard_of_part, places, remote, mapper, init_ensemble,
+            pure=False)
+        partitions.append((item, shard_of_part, places, held_by, binned))
+    shards, stores = [], []
+    for index, (first_era, end_era) in enumerate(plan):
+        first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
+        pieces, local_parts = [], []
+        for item, shard_of_part, places, held_by, binned in partitions:
+            if not np.any(shard_of_part == index):
+                continue
+            if workers[index] in held_by:
+                local_parts.append((item, shard_of_part, places))
+            else:
+                pieces.append(client.submit(operator.getitem, binned, index, pure=False))
+        shard = ShardInfo(worker=workers[index], first_row=first_row, end_row=end_row,
+                          first_era=first_era, end_era=end_era, key=f"{fit_id}/{index}")
+        row_era = np.ascontiguousarray(era_codes[order[first_row:end_row]] - first_era,
+                                       dtype=np.int32)
+        # The shard's targets and weights go to its worker once, here;
+        # nothing per row crosses the network after loading.
+        rows_of_shard = [client.scatter(np.ascontiguousarray(values[..., first_row:end_row]),
+                                        workers=[shard.worker], hash=False)
+                         if values is not None else None for values in (y, sample_weight)]
+        stores.append(client.submit(_build_shard, shard.key, pieces, local_parts,
+                                    end_row - first_row, mapper, init_ensemble,
+                                    threads[shard.worker], row_era, *rows_of_shard, first_era,
+                                    end_era, workers=[shard.worker], allow_other_workers=False,
+                                    pure=False))
+        shards.append(shard)
+    return shards, stores
 
 
 def _worker_threads(client, workers, n_jobs) -> dict:
