@@ -157,8 +157,8 @@ def fit_model(name, tables, y, era, categorical, args):
     packboost = dict(n_estimators=rounds, pack_size=PACK_SIZE, max_depth=depth,
                      learning_rate=lr, n_jobs=threads, random_state=args.seed,
                      min_data_per_group=args.min_data_per_group, lambda_dro=args.lambda_dro,
-                     max_bins=args.max_bins, cat_smooth=args.cat_smooth,
-                     max_cat_threshold=args.max_cat_threshold)
+                     max_bins=args.max_bins, max_cat_threshold=args.max_cat_threshold,
+                     **({} if args.cat_smooth is None else dict(cat_smooth=args.cat_smooth)))
     if name == "packboost":
         X, X_test = tables["category"]
         model = PackBoostRegressor(**packboost)
@@ -282,7 +282,8 @@ def parse_args(argv=None):
     parser.add_argument("--validate", action="store_true",
                         help="score on the last quarter of the training eras instead of "
                              "the test eras (to choose settings)")
-    parser.add_argument("--cat-smooth", type=float, default=10.0)
+    parser.add_argument("--cat-smooth", type=float, default=None,
+                        help="PackBoost's cat_smooth (default: the library's)")
     parser.add_argument("--max-cat-threshold", type=int, default=32)
     parser.add_argument("--cat-search-steps", type=int, default=8,
                         help="packboost-search's cat_search_steps: moves of one category "

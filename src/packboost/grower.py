@@ -141,7 +141,7 @@ class GrowerParams:
     # Category splits (packboost/_categorical.pyx; LightGBM's meanings).
     max_cat_to_onehot: int = 4
     max_cat_threshold: int = 32
-    cat_smooth: float = 10.0
+    cat_smooth: float = 1000.0
     min_data_per_group: int = 100
     cat_order: str = "era"
     cat_search_steps: int = 0

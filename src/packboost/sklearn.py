@@ -94,7 +94,7 @@ class _PackBoostEstimator(BaseEstimator):
                  lambda_dro=1.0, lambda_dir=0.0, era_weighting="equal", era_alpha=0.0,
                  dir_tanh_scale=1.0, era_std="between", monotone_constraints=None,
                  interaction_constraints=None, categorical_features=None,
-                 max_cat_to_onehot=4, max_cat_threshold=32, cat_smooth=10.0,
+                 max_cat_to_onehot=4, max_cat_threshold=32, cat_smooth=1000.0,
                  min_data_per_group=100, cat_order="era", cat_search_steps=0, n_jobs=None,
                  random_state=None,
                  device="cpu",
