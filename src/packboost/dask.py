@@ -63,6 +63,23 @@ def _compute(value):
     return value.compute()
 
 
+def _compute_on(client, *values) -> list:
+    """``values`` with their Dask collections computed on ``client``, in one
+    call per kind of graph (a round trip to the scheduler each, not one per
+    value; DataFrame expressions and array graphs computed together would
+    be materialised, with a warning); anything else as is."""
+    out = list(values)
+    lazy = [index for index, value in enumerate(values)
+            if value is not None and _is_dask(value)]
+    for expressions in (True, False):
+        group = [index for index in lazy if hasattr(values[index], "expr") == expressions]
+        if group:
+            for index, result in zip(group, client.compute([values[index] for index in group],
+                                                           sync=True), strict=True):
+                out[index] = result
+    return out
+
+
 def shard_plan(era_rows: np.ndarray, n_workers: int) -> list:
     """Contiguous era ranges ``(first_era, end_era)``, at most ``n_workers``,
     each non-empty, balanced by rows (a cut where the running row count
@@ -220,7 +237,7 @@ class _DaskEstimator:
         feature_names = None
         if hasattr(X, "columns"):
             parts = X.to_delayed()
-            lengths = np.asarray(X.map_partitions(len).compute(), dtype=np.int64)
+            lengths = X.map_partitions(len)   # computed with the targets, below
             feature_names = _inputs.table_feature_names(X.columns)  # as the local fit
             n_features = len(X.columns)
         else:
@@ -237,10 +254,11 @@ class _DaskEstimator:
             if feature_names is None:
                 feature_names = init.get("feature_names_in_")
         params = _constraints.resolve_for_fit(params, n_features, feature_names)
+        lengths, y, era, sample_weight = _compute_on(client, lengths, y, era, sample_weight)
+        lengths = np.asarray(lengths, dtype=np.int64)
         n_rows = int(lengths.sum())
         starts = np.concatenate([[0], np.cumsum(lengths)])
 
-        y, era, sample_weight = (_compute(y), _compute(era), _compute(sample_weight))
         y, target = self._learn_target(y, n_rows, init)
         n_outputs = self._n_outputs(y, target)
         self._check_outputs_supported(n_outputs, params)
