@@ -56,13 +56,6 @@ def _is_dask(value) -> bool:
     return hasattr(value, "__dask_graph__") and value.__dask_graph__() is not None
 
 
-def _compute(value):
-    """A Dask collection as NumPy (pandas for a frame); anything else as is."""
-    if value is None or not _is_dask(value):
-        return value
-    return value.compute()
-
-
 def _compute_on(client, *values) -> list:
     """``values`` with their Dask collections computed on ``client``, in one
     call per kind of graph (a round trip to the scheduler each, not one per
@@ -135,15 +128,14 @@ class ShardInfo:
     key: str          # the shard's name in its worker's registry: fit id / shard index
 
 
-def _build_shard(key, pieces, local_parts, n_local, mapper, init_ensemble, n_threads, row_era,
-                 y, sample_weight, first_era, end_era):
+def _build_shard(key, index, pieces, local_parts, n_local, mapper, init_ensemble, n_threads,
+                 row_era, y, sample_weight, first_era, end_era):
     """Worker side: the shard's rows in era-sorted order, stored. ``pieces``:
     what partitions on other workers binned for it (:func:`_bin_partition`),
     put in their places; ``local_parts``: (scanned partition, its rows'
     shards, their places in their shards) of the partitions on this worker,
     binned straight into their places (no copy in between). Returns (rows,
-    the address its fit listens at)."""
-    index = int(key.rsplit("/", 1)[1])
+    the address its fit listens at). ``index``: the shard's, in the plan."""
     X_binned = np.empty((mapper.n_features_in_, n_local), dtype=mapper.binned_dtype_)
     init_raw = None
     arrived = 0
@@ -322,7 +314,7 @@ class _DaskEstimator:
             filled_lengths, era_codes, order, position, shard_of_row, era_offsets, y,
             sample_weight, mapper, init_ensemble)
 
-        eval_set = _computed_eval_set(eval_set)
+        eval_set = _computed_eval_set(client, eval_set)
         eval_sets = self._prepare_eval_sets(eval_set, eval_names, n_features, feature_names,
                                             target, n_outputs, encoder=encoder)
         metrics = self._resolve_metrics(eval_metric, eval_sets, params, n_outputs)
@@ -498,7 +490,7 @@ def _store_shards(client, fit_id, plan, workers, threads, scanned, starts, lengt
         rows_of_shard = [client.scatter(np.ascontiguousarray(values[..., first_row:end_row]),
                                         workers=[shard.worker], hash=False)
                          if values is not None else None for values in (y, sample_weight)]
-        stores.append(client.submit(_build_shard, shard.key, pieces, local_parts,
+        stores.append(client.submit(_build_shard, shard.key, index, pieces, local_parts,
                                     end_row - first_row, mapper, init_ensemble,
                                     threads[shard.worker], row_era, *rows_of_shard, first_era,
                                     end_era, workers=[shard.worker], allow_other_workers=False,
@@ -650,12 +642,13 @@ def _may_have_categories(X, categorical_features) -> bool:
         type(dtype).__name__ == "CategoricalDtype" for _, dtype in dtypes.items())
 
 
-def _computed_eval_set(eval_set):
+def _computed_eval_set(client, eval_set):
+    """The eval sets with their Dask collections computed (on ``client``)."""
     if eval_set is None:
         return None
     items = [eval_set] if isinstance(eval_set, tuple) else list(eval_set)
-    return [tuple(_compute(value) for value in item) if isinstance(item, (tuple, list))
-            else item for item in items]
+    return [tuple(_compute_on(client, *item)) if isinstance(item, (tuple, list)) else item
+            for item in items]
 
 
 def _fitted_names(view):
