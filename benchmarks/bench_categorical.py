@@ -35,7 +35,9 @@ averaged in a round), the peers ``4 * --rounds`` trees at ``--learning-rate
 / 4``. Fit times are the median of ``--repeats`` fits, binning included,
 after one untimed fit of each model on 500 rows (its one-time costs).
 ``--validate`` holds out the last quarter of the training eras instead of
-the test eras: settings are chosen there, never on the test eras.
+the test eras: settings are chosen there, never on the test eras;
+``--choose-min-data-per-group 100 300 1000`` makes that choice in the same
+command (printed), then fits and scores every model on the test eras.
 
 Usage::
 
@@ -229,9 +231,38 @@ def validation_split(X_train, y, era, fraction=0.25):
             X_train[held].reset_index(drop=True), y[held], era[held])
 
 
+def validation_score(correlations) -> float:
+    """What a setting is chosen by: the per-era Sharpe, or the mean
+    correlation where fewer than two eras leave no spread."""
+    summary = era_summary(correlations)
+    return summary["sharpe"] if len(correlations) > 1 else summary["mean"]
+
+
+def choose_on_validation(args, X_train, y, era, categorical) -> int:
+    """``--choose-min-data-per-group``: the value whose category-set model
+    (``packboost``) scores best on the last quarter of the training eras,
+    trained on the rest; the test eras are not looked at."""
+    X_fit, y_fit, era_fit, X_valid, y_valid, era_valid = validation_split(X_train, y, era)
+    tables = encodings(X_fit, X_valid, categorical)
+    scores = {}
+    for value in args.choose_min_data_per_group:
+        trial = argparse.Namespace(**{**vars(args), "min_data_per_group": value})
+        prediction, _ = fit_model("packboost", tables, y_fit, era_fit, categorical, trial)
+        scores[value] = validation_score(per_era_correlation(y_valid, prediction,
+                                                             era_valid)[1])
+    chosen = max(scores, key=lambda value: scores[value])
+    print("  min_data_per_group on the validation eras: "
+          + ", ".join(f"{value}: {score:+.2f}" for value, score in scores.items())
+          + f" -> {chosen}")
+    return chosen
+
+
 def run_case(case, args):
     X_train, y, era, X_test, y_test, era_test, categorical = CASES[case](args)
     effects = synthetic_effects(args) if case == "synthetic" else None
+    if args.choose_min_data_per_group and not args.validate:
+        args = argparse.Namespace(**{**vars(args), "min_data_per_group": choose_on_validation(
+            args, X_train, y, era, categorical)})
     if args.validate:
         X_train, y, era, X_test, y_test, era_test = validation_split(X_train, y, era)
         case = f"{case} (validation: last quarter of the training eras held out)"
@@ -282,6 +313,11 @@ def parse_args(argv=None):
     parser.add_argument("--validate", action="store_true",
                         help="score on the last quarter of the training eras instead of "
                              "the test eras (to choose settings)")
+    parser.add_argument("--choose-min-data-per-group", type=int, nargs="*", default=None,
+                        metavar="M",
+                        help="choose PackBoost's min_data_per_group among these on the "
+                             "last quarter of the training eras (the category-set model, "
+                             "trained on the rest), then fit every PackBoost model with it")
     parser.add_argument("--cat-smooth", type=float, default=None,
                         help="PackBoost's cat_smooth (default: the library's)")
     parser.add_argument("--max-cat-threshold", type=int, default=32)
