@@ -216,15 +216,22 @@ _LOADING_KEYS_SEEN = []
 
 class _RecordLoadingKeys(TrainingCallback):
     """On rank 0's worker, each round: which of the loading's intermediate
-    results (validated partitions, binned pieces) the worker still holds."""
+    results (validated partitions, binned pieces) the worker still holds.
+    The scheduler frees keys asynchronously: each round waits up to 5 s for
+    them to go (a fit that kept them would hold them to its end)."""
 
     def after_iteration(self, info):
         import time
 
-        time.sleep(0.05)   # the scheduler frees keys asynchronously
-        held = [str(key) for key in distributed.get_worker().data.keys()]
-        _LOADING_KEYS_SEEN.append([key for key in held
-                                   if "_scan_partition" in key or "_bin_partition" in key])
+        deadline = time.monotonic() + 5.0
+        while True:
+            held = [str(key) for key in distributed.get_worker().data.keys()]
+            loading = [key for key in held
+                       if "_scan_partition" in key or "_bin_partition" in key]
+            if not loading or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        _LOADING_KEYS_SEEN.append(loading)
         return False
 
 
