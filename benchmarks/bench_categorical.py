@@ -36,8 +36,9 @@ averaged in a round), the peers ``4 * --rounds`` trees at ``--learning-rate
 after one untimed fit of each model on 500 rows (its one-time costs).
 ``--validate`` holds out the last quarter of the training eras instead of
 the test eras: settings are chosen there, never on the test eras;
-``--choose-min-data-per-group 100 300 1000`` makes that choice in the same
-command (printed), then fits and scores every model on the test eras.
+``--choose min_data_per_group=100,300,1000 --choose max_cat_threshold=32,64,128``
+makes that choice in the same command (the grid's validation scores are
+printed), then fits and scores every model on the test eras.
 
 Usage::
 
@@ -238,31 +239,52 @@ def validation_score(correlations) -> float:
     return summary["sharpe"] if len(correlations) > 1 else summary["mean"]
 
 
-def choose_on_validation(args, X_train, y, era, categorical) -> int:
-    """``--choose-min-data-per-group``: the value whose category-set model
-    (``packboost``) scores best on the last quarter of the training eras,
-    trained on the rest; the test eras are not looked at."""
+# The PackBoost settings --choose may name, and their types.
+CHOOSABLE = {"min_data_per_group": int, "max_cat_threshold": int, "cat_smooth": float}
+
+
+def parse_choices(items) -> dict:
+    """``--choose NAME=V1,V2,...`` items as {name: [values]}."""
+    grid = {}
+    for item in items or ():
+        name, _, values = item.partition("=")
+        if name not in CHOOSABLE or not values:
+            raise SystemExit(f"--choose takes NAME=V1,V2,... with NAME one of "
+                             f"{sorted(CHOOSABLE)}, got {item!r}")
+        grid[name] = [CHOOSABLE[name](value) for value in values.split(",")]
+    return grid
+
+
+def choose_on_validation(args, grid, X_train, y, era, categorical) -> dict:
+    """``--choose``: the combination of ``grid``'s values whose category-set
+    model (``packboost``) scores best on the last quarter of the training
+    eras, trained on the rest; the test eras are not looked at."""
+    import itertools
+
     X_fit, y_fit, era_fit, X_valid, y_valid, era_valid = validation_split(X_train, y, era)
     tables = encodings(X_fit, X_valid, categorical)
     scores = {}
-    for value in args.choose_min_data_per_group:
-        trial = argparse.Namespace(**{**vars(args), "min_data_per_group": value})
+    for values in itertools.product(*grid.values()):
+        setting = dict(zip(grid, values, strict=True))
+        trial = argparse.Namespace(**{**vars(args), **setting})
         prediction, _ = fit_model("packboost", tables, y_fit, era_fit, categorical, trial)
-        scores[value] = validation_score(per_era_correlation(y_valid, prediction,
+        scores[values] = validation_score(per_era_correlation(y_valid, prediction,
                                                              era_valid)[1])
-    chosen = max(scores, key=lambda value: scores[value])
-    print("  min_data_per_group on the validation eras: "
-          + ", ".join(f"{value}: {score:+.2f}" for value, score in scores.items())
-          + f" -> {chosen}")
-    return chosen
+    chosen = max(scores, key=lambda values: scores[values])
+    print(f"  chosen on the validation eras ({', '.join(grid)}): "
+          + ", ".join(f"{'/'.join(map(str, values))}: {score:+.3f}"
+                      for values, score in scores.items())
+          + f" -> {'/'.join(map(str, chosen))}")
+    return dict(zip(grid, chosen, strict=True))
 
 
 def run_case(case, args):
     X_train, y, era, X_test, y_test, era_test, categorical = CASES[case](args)
     effects = synthetic_effects(args) if case == "synthetic" else None
-    if args.choose_min_data_per_group and not args.validate:
-        args = argparse.Namespace(**{**vars(args), "min_data_per_group": choose_on_validation(
-            args, X_train, y, era, categorical)})
+    grid = parse_choices(args.choose)
+    if grid and not args.validate:
+        args = argparse.Namespace(**{**vars(args), **choose_on_validation(
+            args, grid, X_train, y, era, categorical)})
     if args.validate:
         X_train, y, era, X_test, y_test, era_test = validation_split(X_train, y, era)
         case = f"{case} (validation: last quarter of the training eras held out)"
@@ -313,11 +335,11 @@ def parse_args(argv=None):
     parser.add_argument("--validate", action="store_true",
                         help="score on the last quarter of the training eras instead of "
                              "the test eras (to choose settings)")
-    parser.add_argument("--choose-min-data-per-group", type=int, nargs="*", default=None,
-                        metavar="M",
-                        help="choose PackBoost's min_data_per_group among these on the "
-                             "last quarter of the training eras (the category-set model, "
-                             "trained on the rest), then fit every PackBoost model with it")
+    parser.add_argument("--choose", action="append", metavar="NAME=V1,V2,...",
+                        help="choose PackBoost's NAME (min_data_per_group, "
+                             "max_cat_threshold, cat_smooth; repeat for a grid) on the last "
+                             "quarter of the training eras (the category-set model, trained "
+                             "on the rest), then fit every PackBoost model with the choice")
     parser.add_argument("--cat-smooth", type=float, default=None,
                         help="PackBoost's cat_smooth (default: the library's)")
     parser.add_argument("--max-cat-threshold", type=int, default=32)
