@@ -347,13 +347,37 @@ def test_raw_features_beyond_the_binning_sample(client, problem, monkeypatch):
     assert_same_model(local, model)
 
 
-def test_unsupported_parameters_are_refused(client, problem):
+def test_weighted_quantiles_are_refused(client, problem):
     X, y, era = problem
     model = DaskPackBoostRegressor(objective="quantile", alpha=0.3, **PARAMS)
     model.client = client
-    with pytest.raises(NotImplementedError, match="objective='quantile'"):
+    with pytest.raises(NotImplementedError, match="objective='quantile' with sample_weight"):
         model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
-                  era=da.from_array(era, chunks=1000))
+                  era=da.from_array(era, chunks=1000),
+                  sample_weight=da.from_array(np.ones(len(y)), chunks=1000))
+
+
+@pytest.mark.parametrize("extra", [
+    dict(alpha=0.3),
+    # tree samples (rows and eras) and a quantile at the edge of small leaves
+    dict(alpha=0.9, row_subsample=0.7, era_subsample=0.8, min_samples_leaf=3),
+    # targets with ties: many residuals equal, zeros among them
+    dict(alpha=0.5, ties=True),
+])
+def test_quantile_leaves_as_locally(client, problem, extra):
+    """objective="quantile": the leaves refitted to the residuals' quantiles
+    over every shard's rows, bit for bit the local refit."""
+    X, y, era = problem
+    extra = dict(extra)
+    if extra.pop("ties", False):
+        y = np.round(y * 4) / 4
+    params = dict(PARAMS, objective="quantile", n_estimators=4, **extra)
+    local = PackBoostRegressor(**params).fit(X, y, era=era)
+    model = DaskPackBoostRegressor(**params)
+    model.client = client
+    model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+              era=da.from_array(era, chunks=700))
+    assert_same_model(local, model)
 
 
 @pytest.mark.parametrize("kind", ["targets", "classes"])

@@ -425,3 +425,37 @@ def test_losses_are_the_eval_metrics_of_the_same_name():
     with np.errstate(all="raise"):
         assert SquaredError.loss(y, np.full(n, 1e300), None) == np.inf
         assert Huber(0.7).loss(y, np.full(n, 1e308), None) == np.inf
+
+
+def test_order_keys_sort_as_the_floats_and_come_back():
+    """packboost._leaf_refit.order_keys: uint64 keys in the floats' order
+    (negatives, zeros, infinities, subnormals), inverted exactly."""
+    from packboost import _leaf_refit
+
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.normal(size=200) * 10.0 ** rng.integers(-300, 300, 200),
+                             [0.0, -np.inf, np.inf, 5e-324, -5e-324, 1.0, -1.0, 0.0]])
+    keys = _leaf_refit.order_keys(values)
+    assert keys.dtype == np.uint64
+    np.testing.assert_array_equal(np.argsort(keys, kind="stable"),
+                                  np.argsort(values, kind="stable"))
+    np.testing.assert_array_equal(_leaf_refit.from_order_keys(keys).view(np.uint64),
+                                  values.view(np.uint64))
+
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.3, 0.5, 0.9, 1.0])
+def test_quantile_ranks_pick_what_the_weighted_quantile_picks(q):
+    """The Dask refit's rank rule against grouped_weighted_quantile with unit
+    weights: groups of 0, 1, 2 and many rows, ties."""
+    from packboost import _leaf_refit
+
+    rng = np.random.default_rng(int(q * 10))
+    counts = np.array([0, 1, 2, 7, 0, 40, 3])
+    group = np.repeat(np.arange(len(counts)), counts)
+    values = rng.integers(0, 5, size=len(group)).astype(np.float64)
+    quantile, has = _leaf_refit.grouped_weighted_quantile(group, values, np.ones(len(group)), q,
+                                                          len(counts))
+    rank = _leaf_refit.quantile_ranks(counts, q)
+    for g in np.flatnonzero(counts):
+        assert np.sort(values[group == g])[rank[g]] == quantile[g]
+    np.testing.assert_array_equal(has, counts > 0)

@@ -13,8 +13,11 @@ pinball loss.
 The rows are routed with the binned prediction kernel
 (:func:`packboost._predict.predict_binned` walking a copy of the tree whose
 leaf values are their node ids), on the driver's binned matrix, so the CPU
-and CUDA backends refit the same way; the Dask backend keeps that matrix on
-its workers and does not support it.
+and CUDA backends refit the same way. The Dask backend, whose rows are on
+its shards, finds the same order statistic of every shard's residuals by
+bisection over their order (:func:`quantile_ranks`, :func:`order_keys`;
+packboost.backends.dask), without weights: the local rule adds the weights
+in sorted order, which no split of the rows reproduces.
 """
 
 from __future__ import annotations
@@ -38,6 +41,42 @@ def leaf_of_rows(pack, tree: int, data, n_threads: int) -> np.ndarray:
     # A tree's walk adds its root's offset to the leaf's tree-local index:
     # the sum is the pack-wide node id, exactly (integers far below 2**53).
     return out.astype(np.int64)
+
+
+def residuals(y: np.ndarray, raw_prediction: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``y - raw_prediction`` of ``rows``, a zero always +0.0 (-0.0 and 0.0
+    sort as equals but are different bits: the Dask refit's order keys tell
+    them apart, so neither refit keeps a -0.0)."""
+    return y[rows] - raw_prediction[rows] + 0.0
+
+
+def order_keys(values: np.ndarray) -> np.ndarray:
+    """uint64 keys in the order of the float64 ``values`` (no NaN): a
+    non-negative value's bits with the sign bit set, a negative one's bits
+    all flipped. :func:`from_order_keys` inverts it."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
+    return np.where(bits >> np.uint64(63), ~bits, bits | np.uint64(1 << 63))
+
+
+def from_order_keys(keys: np.ndarray) -> np.ndarray:
+    """The float64 values of :func:`order_keys`' ``keys``."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    bits = np.where(keys >> np.uint64(63), keys & np.uint64((1 << 63) - 1), ~keys)
+    return bits.view(np.float64)
+
+
+def quantile_ranks(counts: np.ndarray, q: float) -> np.ndarray:
+    """Per group of one tree's rows (``counts`` rows each, groups in order):
+    the 0-based rank, within its group, of the row whose value
+    :func:`grouped_weighted_quantile` takes with unit weights (its rule, in
+    its float arithmetic; a group without rows gets 0)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    before = np.concatenate([[0.0], np.cumsum(counts)[:-1]])
+    # The first position whose cumulative count (1-based, exact integers)
+    # reaches before + q x count, kept inside the group.
+    position = np.maximum(np.ceil(before + q * counts) - 1.0, 0.0)
+    position = np.clip(position, before, np.maximum(before + counts - 1.0, before))
+    return (position - before).astype(np.int64)
 
 
 def grouped_weighted_quantile(group: np.ndarray, values: np.ndarray,
@@ -83,7 +122,7 @@ def refit_quantile_leaves(pack, data, y: np.ndarray, raw_prediction: np.ndarray,
         if len(rows) == 0:
             continue
         leaf = leaf_of_rows(pack, tree, data, n_threads)[rows]
-        residual = y[rows] - raw_prediction[rows]
+        residual = residuals(y, raw_prediction, rows)
         weights = (np.ones(len(rows)) if sample_weight is None
                    else np.asarray(sample_weight, dtype=np.float64)[rows])
         quantile, has_weight = grouped_weighted_quantile(leaf, residual, weights, alpha,

@@ -417,11 +417,12 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                                          n_threads, counted_rows=counted_rows)
                     scalings[output].restore(pack.nodes, pack.value_bounds)
                     if getattr(output_objective, "refits_leaves_to_quantile", False):
-                        refit_quantile_leaves(pack, data, y if n_outputs == 1 else y[output],
-                                              raw_prediction[output], sample_weight,
-                                              samples, output_objective.alpha,
-                                              params["learning_rate"] / params["pack_size"],
-                                              n_threads)
+                        # A backend whose rows are spread over workers refits its way.
+                        refit = getattr(backend, "refit_quantile_leaves", refit_quantile_leaves)
+                        refit(pack, data, y if n_outputs == 1 else y[output],
+                              raw_prediction[output], sample_weight, samples,
+                              output_objective.alpha,
+                              params["learning_rate"] / params["pack_size"], n_threads)
                 if not np.isfinite(pack.nodes["value"]).all():
                     # Never keep training on garbage: inputs are bounded at the public
                     # boundary, so this is a safety net, not an expected path.

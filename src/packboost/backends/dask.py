@@ -436,6 +436,65 @@ class ShardBackend(CpuBackend):
                                           tree_uses_feature, slot_variance, params,
                                           constraints)
 
+    def refit_quantile_leaves(self, pack, data, y, raw_prediction, sample_weight, tree_samples,
+                              alpha, shrinkage, n_threads) -> None:
+        """objective="quantile": every leaf refitted as the local fit refits it
+        (_leaf_refit.refit_quantile_leaves, unit weights) over every shard's
+        rows. A leaf's value is the order statistic of its rows' residuals
+        at the rank the local rule picks (_leaf_refit.quantile_ranks, from
+        the leaves' row counts over all shards); it is found by bisection
+        over the residuals' order keys (_leaf_refit.order_keys), every leaf
+        of the pack at once: 64 steps, each one allreduce of the leaves'
+        counts of rows at or below their midpoints (integers: exact)."""
+        from packboost import _leaf_refit
+
+        if sample_weight is not None:
+            raise NotImplementedError("objective='quantile' with sample_weight is not "
+                                      "supported on Dask")
+        values, collective = pack.nodes["value"], self.collective
+        n_nodes = len(values)
+        # Every sampled row's leaf (a pack-wide node id: the trees' leaves are
+        # distinct groups) and residual key, sorted by (leaf, key).
+        leaves, keys = [], []
+        for tree, rows in enumerate(tree_samples):
+            if len(rows):
+                leaves.append(_leaf_refit.leaf_of_rows(pack, tree, data, n_threads)[rows])
+                keys.append(_leaf_refit.order_keys(_leaf_refit.residuals(y, raw_prediction,
+                                                                         rows)))
+        leaf = np.concatenate(leaves) if leaves else np.zeros(0, dtype=np.int64)
+        key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
+        order = np.lexsort((key, leaf))
+        leaf, key = leaf[order], key[order]
+        segment = np.searchsorted(leaf, np.arange(n_nodes + 1), side="left")
+        counts = collective.allreduce(np.diff(segment).astype(np.int64), "sum")
+        # Each tree's leaves are a range of node ids: the rank rule runs per tree.
+        rank = np.zeros(n_nodes, dtype=np.int64)
+        offsets = pack.tree_offsets
+        for tree in range(len(offsets) - 1):
+            begin, end = int(offsets[tree]), int(offsets[tree + 1])
+            rank[begin:end] = _leaf_refit.quantile_ranks(counts[begin:end], alpha)
+        # The smallest key with more than ``rank`` rows at or below it, per node.
+        low = np.zeros(n_nodes, dtype=np.uint64)
+        high = np.full(n_nodes, np.iinfo(np.uint64).max, dtype=np.uint64)
+        own = np.flatnonzero(np.diff(segment) > 0)    # nodes with rows on this shard
+        refit = (counts > 0) & (pack.nodes["feature"] < 0)
+        for _ in range(64):
+            middle = low + (high - low) // np.uint64(2)
+            at_most = np.zeros(n_nodes, dtype=np.int64)
+            for node in own:
+                at_most[node] = np.searchsorted(key[segment[node]:segment[node + 1]],
+                                                middle[node], side="right")
+            at_most = collective.allreduce(at_most, "sum")
+            # (a node without rows anywhere stays put: nothing to find)
+            enough = (at_most > rank) | ~refit
+            high = np.where(enough, middle, high)
+            low = np.where(enough, low, middle + np.uint64(1))
+        refitted = shrinkage * _leaf_refit.from_order_keys(low[refit])
+        if pack.value_bounds is not None:
+            refitted = np.clip(refitted, pack.value_bounds[refit, 0],
+                               pack.value_bounds[refit, 1])
+        values[refit] = refitted
+
     def _chosen(self, best: BestSplits, features) -> BestSplits:
         """Keep the depth's choice for route_rows (the children's sums)."""
         self._best = (best, features)
