@@ -288,11 +288,13 @@ def test_bad_input_gives_the_local_error(client, problem, case):
     assert not hasattr(model, "ensemble_")
 
 
-def test_targets_unknown_in_some_eras_as_locally(client, problem):
+@pytest.mark.parametrize("objective", ["squared_error", "quantile"])
+def test_targets_unknown_in_some_eras_as_locally(client, problem, objective):
     # Auxiliary targets NaN in the first eras (on one worker only) and in
-    # scattered rows: each target grows on its known rows, as locally.
+    # scattered rows: each target grows on its known rows, as locally (with
+    # quantile leaves: refitted over the known rows of every shard).
     X, y, era = problem
-    params = {**PARAMS, "lambda_dir": 0.3, "row_subsample": 0.9}
+    params = {**PARAMS, "lambda_dir": 0.3, "row_subsample": 0.9, "objective": objective}
     target = np.column_stack([y, y + np.cos(np.arange(len(y))), -y])
     first_eras = np.isin(era, np.unique(era)[:3])
     target[first_eras, 1] = np.nan
