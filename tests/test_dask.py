@@ -42,6 +42,17 @@ def problem():
     return data.X[perm], data.y[perm], np.asarray(data.era)[perm]
 
 
+def assert_fits_as_locally(client, X, y, era, params):
+    """The Dask fit on ``client`` (X in row chunks of 700: every era over
+    several chunks) grows the local fit's model, bit for bit."""
+    local = PackBoostRegressor(**params).fit(X, y, era=era)
+    model = DaskPackBoostRegressor(**params)
+    model.client = client
+    model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+              era=da.from_array(era, chunks=700))
+    assert_same_model(local, model)
+
+
 @pytest.mark.parametrize("extra", [
     dict(lambda_dir=0.5),                                    # the whole DES era pass
     dict(era_gain="newton", lambda_dro=0.5, row_subsample=0.8, tree_feature_fraction=0.7),
@@ -299,12 +310,7 @@ def test_targets_unknown_in_some_eras_as_locally(client, problem, objective):
     first_eras = np.isin(era, np.unique(era)[:3])
     target[first_eras, 1] = np.nan
     target[np.random.default_rng(2).random(len(y)) < 0.2, 2] = np.nan
-    local = PackBoostRegressor(**params).fit(X, target, era=era)
-    model = DaskPackBoostRegressor(**params)
-    model.client = client
-    model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(target, chunks=700),
-              era=da.from_array(era, chunks=700))
-    assert_same_model(local, model)
+    assert_fits_as_locally(client, X, target, era, params)
 
 
 def test_continued_training_as_locally(client, problem, tmp_path):
@@ -373,13 +379,8 @@ def test_quantile_leaves_as_locally(client, problem, extra):
     extra = dict(extra)
     if extra.pop("ties", False):
         y = np.round(y * 4) / 4
-    params = dict(PARAMS, objective="quantile", n_estimators=4, **extra)
-    local = PackBoostRegressor(**params).fit(X, y, era=era)
-    model = DaskPackBoostRegressor(**params)
-    model.client = client
-    model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
-              era=da.from_array(era, chunks=700))
-    assert_same_model(local, model)
+    assert_fits_as_locally(client, X, y, era,
+                           dict(PARAMS, objective="quantile", n_estimators=4, **extra))
 
 
 @pytest.mark.parametrize("kind", ["targets", "classes"])
