@@ -311,6 +311,23 @@ cdef bint score_set(
     return improved
 
 
+cdef inline void add_category_eras(
+        double* out_g, double* out_h, double* out_c,               # OUT (n_present,)
+        const double* base_g, const double* base_h, const double* base_c,  # IN (n_present,)
+        const double* cells, const int32_t* era_ids, Py_ssize_t n_present,
+        Py_ssize_t width, Py_ssize_t code, double sign) noexcept nogil:
+    """A side's per-era sums with category ``code`` added (``sign`` 1) or
+    taken away (-1): ``out = base + sign x`` the category's cell (G, H,
+    count) in each present era. ``out`` may be ``base``."""
+    cdef Py_ssize_t i
+    cdef const double* cell
+    for i in range(n_present):
+        cell = cells + (era_ids[i] * width + code) * 3
+        out_g[i] = base_g[i] + sign * cell[0]
+        out_h[i] = base_h[i] + sign * cell[1]
+        out_c[i] = base_c[i] + sign * cell[2]
+
+
 cdef category_best score_feature(
         const double* cells,             # IN  (n_eras, width, 3) one slot's cells of a feature
         Py_ssize_t n_eras, Py_ssize_t width,
@@ -462,16 +479,15 @@ cdef category_best score_feature(
             p_left_g = p_left_g + cat_g[c]
             p_left_h = p_left_h + cat_h[c]
             p_left_c = p_left_c + cat_c[c]
-        for i in range(n_present):
-            cell = cells + (era_ids[i] * width + c) * 3
-            if one_vs_rest:
+        if one_vs_rest:
+            for i in range(n_present):
+                cell = cells + (era_ids[i] * width + c) * 3
                 left_g[i] = cell[0]
                 left_h[i] = cell[1]
                 left_c[i] = cell[2]
-            else:
-                left_g[i] = left_g[i] + cell[0]
-                left_h[i] = left_h[i] + cell[1]
-                left_c[i] = left_c[i] + cell[2]
+        else:
+            add_category_eras(left_g, left_h, left_c, left_g, left_h, left_c, cells, era_ids,
+                              n_present, width, c, 1.0)
         if not one_vs_rest:
             if j + 1 > max_cat_threshold and k - j - 1 > max_cat_threshold:
                 continue
@@ -512,11 +528,8 @@ cdef category_best score_feature(
             p_left_g = p_left_g + cat_g[c]
             p_left_h = p_left_h + cat_h[c]
             p_left_c = p_left_c + cat_c[c]
-            for i in range(n_present):
-                cell = cells + (era_ids[i] * width + c) * 3
-                left_g[i] = left_g[i] + cell[0]
-                left_h[i] = left_h[i] + cell[1]
-                left_c[i] = left_c[i] + cell[2]
+            add_category_eras(left_g, left_h, left_c, left_g, left_h, left_c, cells, era_ids,
+                              n_present, width, c, 1.0)
     for step in range(search_steps):
         best_toggle = -1
         for c in range(n_categories):
@@ -532,11 +545,8 @@ cdef category_best score_feature(
                 continue
             move_p_g = p_left_g + sign * cat_g[c]
             move_p_h = p_left_h + sign * cat_h[c]
-            for i in range(n_present):
-                cell = cells + (era_ids[i] * width + c) * 3
-                move_g[i] = left_g[i] + sign * cell[0]
-                move_h[i] = left_h[i] + sign * cell[1]
-                move_c[i] = left_c[i] + sign * cell[2]
+            add_category_eras(move_g, move_h, move_c, left_g, left_h, left_c, cells, era_ids,
+                              n_present, width, c, sign)
             if score_set(&node, move_g, move_h, move_c, move_p_g, move_p_h, move_p_c, &best):
                 best_toggle = c
         if best_toggle < 0:
@@ -548,11 +558,8 @@ cdef category_best score_feature(
         p_left_g = p_left_g + sign * cat_g[c]
         p_left_h = p_left_h + sign * cat_h[c]
         p_left_c = p_left_c + sign * cat_c[c]
-        for i in range(n_present):
-            cell = cells + (era_ids[i] * width + c) * 3
-            left_g[i] = left_g[i] + sign * cell[0]
-            left_h[i] = left_h[i] + sign * cell[1]
-            left_c[i] = left_c[i] + sign * cell[2]
+        add_category_eras(left_g, left_h, left_c, left_g, left_h, left_c, cells, era_ids,
+                          n_present, width, c, sign)
     return best
 
 
