@@ -6,8 +6,10 @@
 For each size, fits the local :class:`packboost.PackBoostRegressor` with
 ``w x t`` threads and :class:`packboost.dask.DaskPackBoostRegressor` on a
 ``LocalCluster(n_workers=w, threads_per_worker=t, processes=True)`` (the
-input persisted on the workers, shuffled into 8 partitions so that every era
-is split across partitions), alternating the two ``--repeats`` times, on
+input persisted on the workers in 8 partitions: ``--layout shuffled``, the
+rows shuffled so that every era is split across partitions and half of each
+shard's rows cross between workers; ``--layout by-era``, the rows in era
+order, as a Parquet data set sorted by era reads), alternating the two ``--repeats`` times, on
 Numerai-like data (the last quarter of eras held out). Reports the median fit
 seconds of each and their ratio, the fit alone (the one task per worker,
 after the data is placed and binned), whether trees and held-out predictions
@@ -40,7 +42,7 @@ ERA_PASS_BYTES = 2 * 3 * 8
 
 
 def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max_depth,
-        feature_fraction):
+        feature_fraction, layout="shuffled"):
     import dask.array as da
     from distributed import Client, LocalCluster, get_task_stream
 
@@ -50,11 +52,12 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
 
     data = make_numerai_like(**SIZES[size], random_state=0)
     train, test = data.split_by_era(0.25)
-    perm = np.random.default_rng(0).permutation(len(train.y))
+    perm = (np.random.default_rng(0).permutation(len(train.y)) if layout == "shuffled"
+            else np.argsort(np.asarray(train.era), kind="stable"))
     X, y, era = train.X[perm], train.y[perm], np.asarray(train.era)[perm]
     params = dict(n_estimators=rounds, pack_size=pack_size, max_depth=max_depth,
                   layer_feature_fraction=feature_fraction, random_state=0)
-    results = {"size": size, "rows": int(len(y)), "features": int(X.shape[1]),
+    results = {"size": size, "layout": layout, "rows": int(len(y)), "features": int(X.shape[1]),
                "eras": int(len(np.unique(era))), "params": params, "runs": []}
     chunk = -(-len(y) // 8)
     for workers in worker_counts:
@@ -176,11 +179,12 @@ def main() -> None:
     parser.add_argument("--pack-size", type=int, default=4)
     parser.add_argument("--max-depth", type=int, default=6)
     parser.add_argument("--feature-fraction", type=float, default=0.1)
+    parser.add_argument("--layout", choices=["shuffled", "by-era"], default="shuffled")
     args = parser.parse_args()
     report = []
     for size in args.sizes:
         results = run(size, args.rounds, args.workers, args.threads_per_worker, args.repeats,
-                      args.pack_size, args.max_depth, args.feature_fraction)
+                      args.pack_size, args.max_depth, args.feature_fraction, args.layout)
         one = results["runs"][0]
         per_row_round = (one["local_fit_s"] * one["local_threads"]
                          / (results["rows"] * args.rounds))

@@ -21,6 +21,7 @@ from packboost.dask import (  # noqa: E402
     DaskPackBoostClassifier,
     DaskPackBoostRegressor,
     WorkerLostError,
+    _shard_workers,
     shard_plan,
 )
 from packboost.datasets import make_numerai_like  # noqa: E402
@@ -270,6 +271,59 @@ def test_shard_plan_is_contiguous_and_balanced_by_rows():
     assert shard_plan(np.array([100, 1, 1, 1]), 2) == [(0, 1), (1, 4)]
     assert shard_plan(np.array([5]), 3) == [(0, 1)]
     assert shard_plan(np.array([1, 1, 1]), 3) == [(0, 1), (1, 2), (2, 3)]
+
+
+class _Partition:
+    def __init__(self, key):
+        self.key = key
+
+
+def test_each_shard_goes_to_the_worker_holding_most_of_its_rows():
+    parts = [_Partition(k) for k in "abcd"]
+    # 4 partitions of 3 rows; rows of shards 0 and 1 (era-sorted input)
+    shard_of_row = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
+    starts, lengths = np.array([0, 3, 6, 9]), np.array([3, 3, 3, 3])
+    holders = {"a": ["w1"], "b": ["w1"], "c": ["w0"], "d": ["w0"]}
+    assert _shard_workers(["w0", "w1"], holders, parts, starts, lengths, shard_of_row,
+                          2) == ["w1", "w0"]
+    # a partition held twice counts for both; no rows anywhere: in worker order
+    holders = {"a": ["w0", "w1"], "b": ["w1"], "c": ["w1"], "d": ["w0"]}
+    assert _shard_workers(["w0", "w1"], holders, parts, starts, lengths, shard_of_row,
+                          2) == ["w1", "w0"]
+    assert _shard_workers(["w0", "w1", "w2"], {}, parts, starts, lengths, shard_of_row,
+                          2) == ["w0", "w1"]
+    # fewer shards than workers: the one holding the rows is taken
+    assert _shard_workers(["w0", "w1", "w2"], {"a": ["w2"]}, parts, starts, lengths,
+                          np.zeros(12, dtype=np.int64), 1) == ["w2"]
+
+
+@pytest.mark.parametrize("first_half_on", [0, 1])
+def test_input_partitioned_by_era_is_binned_where_it_lives(client, problem, first_half_on):
+    """Era-sorted input whose halves live on one worker each, the halves the
+    shards' era ranges: each shard is built from its worker's partitions,
+    whichever worker holds which half (no partition binned for another
+    worker), and the model is the local fit's."""
+    X, y, era = problem
+    order = np.argsort(era, kind="stable")
+    X, y, era = X[order], y[order], era[order]
+    era_rows = np.bincount(np.unique(era, return_inverse=True)[1])
+    cut = int(np.cumsum(era_rows)[shard_plan(era_rows, 2)[0][1] - 1])
+    workers = sorted(client.scheduler_info()["workers"])
+    if first_half_on:
+        workers = workers[::-1]
+    halves = [da.from_array(X[:cut], chunks=(400, -1)).persist(workers=[workers[0]]),
+              da.from_array(X[cut:], chunks=(400, -1)).persist(workers=[workers[1]])]
+    distributed.wait(halves)
+    local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
+    model = DaskPackBoostRegressor(**PARAMS)
+    model.client = client
+    with distributed.get_task_stream(client) as stream:
+        model.fit(da.concatenate(halves), da.from_array(y, chunks=400),
+                  era=da.from_array(era, chunks=400))
+    names = [str(task["key"]) for task in stream.data]
+    assert any("_build_shard" in name for name in names)
+    assert not any("_bin_partition" in name for name in names)
+    assert_same_model(local, model)
 
 
 def _message(error):

@@ -128,14 +128,14 @@ class ShardInfo:
     key: str          # the shard's name in its worker's registry: fit id / shard index
 
 
-def _build_shard(key, index, pieces, local_parts, n_local, mapper, init_ensemble, n_threads,
+def _build_shard(key, pieces, local_parts, n_local, mapper, init_ensemble, n_threads,
                  row_era, y, sample_weight, first_era, end_era):
     """Worker side: the shard's rows in era-sorted order, stored. ``pieces``:
     what partitions on other workers binned for it (:func:`_bin_partition`),
-    put in their places; ``local_parts``: (scanned partition, its rows'
-    shards, their places in their shards) of the partitions on this worker,
-    binned straight into their places (no copy in between). Returns (rows,
-    the address its fit listens at). ``index``: the shard's, in the plan."""
+    put in their places; ``local_parts``: (scanned partition, its rows of
+    this shard in the shard's order, their places in the shard) of the
+    partitions on this worker, binned straight into their places (no copy
+    in between). Returns (rows, the address its fit listens at)."""
     X_binned = np.empty((mapper.n_features_in_, n_local), dtype=mapper.binned_dtype_)
     init_raw = None
     arrived = 0
@@ -151,13 +151,11 @@ def _build_shard(key, index, pieces, local_parts, n_local, mapper, init_ensemble
         arrived += len(places)
         if raw is not None:
             place_scores(raw, places)
-    for scanned, shard_of_row, shard_position in local_parts:
-        rows = _rows_of_shard(shard_of_row, shard_position, index)
-        mapper.transform_into(scanned[1], X_binned, rows, shard_position[rows], n_threads)
+    for scanned, rows, places in local_parts:
+        mapper.transform_into(scanned[1], X_binned, rows, places, n_threads)
         arrived += len(rows)
         if init_ensemble is not None:
-            place_scores(init_ensemble.predict_raw(scanned[1][rows], n_threads),
-                         shard_position[rows])
+            place_scores(init_ensemble.predict_raw(scanned[1][rows], n_threads), places)
     if arrived != n_local:
         raise AssertionError(f"shard {key}: {arrived} rows arrived, {n_local} expected")
     return worker_store(key, _Shard(X_binned=X_binned, row_era=row_era, y=y,
@@ -453,35 +451,38 @@ def _store_shards(client, fit_id, plan, workers, threads, scanned, starts, lengt
     """Bin the scanned partitions (``scanned``, their global ``starts`` and
     ``lengths``) into the shards of ``plan`` and store them on their workers;
     returns the shards (ShardInfo) and their store tasks. A partition on a
-    shard's worker is binned by the shard itself, into place; the others bin
-    their rows of each remote shard where they live (:func:`_bin_partition`).
-    What this function holds (the pieces, the targets' futures) ends with it:
-    the shards then hold what the fit needs."""
+    shard's worker is binned by the shard itself, into place; for a shard
+    elsewhere one task where the partition lives bins its rows of that shard
+    (:func:`_bin_partition`): its result is the shard's piece, fetched by the
+    shard's worker (no task on the partition's worker to pick it out, which
+    would queue behind that worker's own shard). What this function holds
+    (the pieces, the targets' futures) ends with it: the shards then hold
+    what the fit needs."""
     # Each row's place in its shard (the local fit's era-sorted order).
     shard_position = position - era_offsets[[first for first, _ in plan]][shard_of_row]
     holders = client.who_has(scanned)
-    partitions = []   # (scanned, its rows' shards, their places, its workers, binned)
+    workers = _shard_workers(workers, holders, scanned, starts, lengths, shard_of_row,
+                             len(plan))
+    pieces = [[] for _ in plan]        # futures of (codes, places, raw scores) by shard
+    local_parts = [[] for _ in plan]   # (scanned, rows, places) binned by the shard itself
     for item, start, length in zip(scanned, starts, lengths, strict=True):
         shard_of_part = shard_of_row[start:start + length]
-        places = shard_position[start:start + length]
+        places_of_part = shard_position[start:start + length]
         held_by = set(holders.get(item.key, ()))
-        remote = sorted(index for index in np.unique(shard_of_part).tolist()
-                        if workers[index] not in held_by)
-        binned = None if not remote else client.submit(
-            _bin_partition, item, shard_of_part, places, remote, mapper, init_ensemble,
-            pure=False)
-        partitions.append((item, shard_of_part, places, held_by, binned))
+        # The partition's rows by shard, each shard's in its order: one sort.
+        by_shard = np.lexsort((places_of_part, shard_of_part))
+        bounds = np.searchsorted(shard_of_part[by_shard], np.arange(len(plan) + 1))
+        for index in np.flatnonzero(np.diff(bounds)).tolist():
+            rows = by_shard[bounds[index]:bounds[index + 1]]
+            places = np.ascontiguousarray(places_of_part[rows], dtype=np.int64)
+            if workers[index] in held_by:
+                local_parts[index].append((item, rows, places))
+            else:
+                pieces[index].append(client.submit(_bin_partition, item, rows, places, mapper,
+                                                   init_ensemble, pure=False))
     shards, stores = [], []
     for index, (first_era, end_era) in enumerate(plan):
         first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
-        pieces, local_parts = [], []
-        for item, shard_of_part, places, held_by, binned in partitions:
-            if not np.any(shard_of_part == index):
-                continue
-            if workers[index] in held_by:
-                local_parts.append((item, shard_of_part, places))
-            else:
-                pieces.append(client.submit(operator.getitem, binned, index, pure=False))
         shard = ShardInfo(worker=workers[index], first_row=first_row, end_row=end_row,
                           first_era=first_era, end_era=end_era, key=f"{fit_id}/{index}")
         row_era = np.ascontiguousarray(era_codes[order[first_row:end_row]] - first_era,
@@ -491,13 +492,36 @@ def _store_shards(client, fit_id, plan, workers, threads, scanned, starts, lengt
         rows_of_shard = [client.scatter(np.ascontiguousarray(values[..., first_row:end_row]),
                                         workers=[shard.worker], hash=False)
                          if values is not None else None for values in (y, sample_weight)]
-        stores.append(client.submit(_build_shard, shard.key, index, pieces, local_parts,
+        stores.append(client.submit(_build_shard, shard.key, pieces[index], local_parts[index],
                                     end_row - first_row, mapper, init_ensemble,
                                     threads[shard.worker], row_era, *rows_of_shard, first_era,
                                     end_era, workers=[shard.worker], allow_other_workers=False,
                                     pure=False))
         shards.append(shard)
     return shards, stores
+
+
+def _shard_workers(workers, holders, scanned, starts, lengths, shard_of_row, n_shards):
+    """The worker of each shard: the one already holding the most of its
+    rows (greedy, the largest first; ties to the earlier worker), so that
+    input partitioned by era (as a Parquet data set sorted by era reads)
+    is binned where it lives and does not cross the network. ``holders``:
+    client.who_has of the scanned partitions. The shards keep their era
+    ranges and ranks: only where they live changes, not the model."""
+    column = {worker: k for k, worker in enumerate(workers)}
+    held = np.zeros((n_shards, len(workers)), dtype=np.int64)
+    for item, start, length in zip(scanned, starts, lengths, strict=True):
+        rows = np.bincount(shard_of_row[start:start + length], minlength=n_shards)
+        for worker in holders.get(item.key, ()):
+            if worker in column:
+                held[:, column[worker]] += rows
+    chosen, taken = [None] * n_shards, set()
+    for flat in np.argsort(-held, axis=None, kind="stable").tolist():
+        shard, worker = divmod(flat, len(workers))
+        if chosen[shard] is None and worker not in taken:
+            chosen[shard] = worker
+            taken.add(worker)
+    return [workers[k] for k in chosen]
 
 
 def _worker_threads(client, workers, n_jobs) -> dict:
@@ -609,28 +633,17 @@ def _scan_partition(part, encoder=None):
     return ranges, X
 
 
-def _rows_of_shard(shard_of_row, shard_position, shard):
-    """A partition's rows of ``shard``, in the shard's (era-sorted) order."""
-    rows = np.flatnonzero(shard_of_row == shard)
-    return rows[np.argsort(shard_position[rows], kind="stable")]
-
-
-def _bin_partition(scanned, shard_of_row, shard_position, shards, mapper, init_ensemble):
-    """Second pass over one partition where it lives: its rows of each of
-    ``shards`` (on other workers), binned in the shard's row order. A dict
-    by shard: (codes of shape (n_features, m), the rows' places in the
-    shard, ascending, and ``init_ensemble``'s raw scores of them when
-    continuing it, else None). One thread: the partitions are binned in
-    parallel."""
+def _bin_partition(scanned, rows, places, mapper, init_ensemble):
+    """Second pass over one partition where it lives: its rows ``rows`` of
+    one shard on another worker, in the shard's row order, binned. Returns
+    (codes of shape (n_features, m), the rows' places in the shard,
+    ascending, and ``init_ensemble``'s raw scores of them when continuing
+    it, else None). One thread: the partitions are binned in parallel."""
     X = scanned[1]
-    pieces = {}
-    for shard in shards:
-        rows = _rows_of_shard(shard_of_row, shard_position, shard)
-        codes = mapper.transform(X, row_order=rows, n_threads=1)
-        init_raw = (None if init_ensemble is None
-                    else np.ascontiguousarray(init_ensemble.predict_raw(X[rows], 1)))
-        pieces[shard] = (codes, shard_position[rows], init_raw)
-    return pieces
+    codes = mapper.transform(X, row_order=rows, n_threads=1)
+    init_raw = (None if init_ensemble is None
+                else np.ascontiguousarray(init_ensemble.predict_raw(X[rows], 1)))
+    return codes, places, init_raw
 
 
 def _may_have_categories(X, categorical_features) -> bool:
