@@ -450,6 +450,7 @@ extern "C" int pbc_begin_round(pbc_context *ctx, const double *gradients,
               pbc_copies(ctx, pbc_upload(ctx, ctx->staging, hessians,
                                          ctx->n_rows * sizeof(double))));
     PBC_TIMED(PBC_TIMER_INIT, pbc_launch_quantize(ctx, ctx->hessians, scale_hessians, 0));
+    pbc_note_hessians(ctx, hessians, scale_hessians);
     ctx->grid_pending = 0;  /* the scales are the host's */
     if (!tree_rows) {
         /* The samples follow (pbc_start_samples), on the same stream. */
@@ -514,6 +515,7 @@ extern "C" int pbc_device_round_setup(pbc_context *ctx, int objective, double pa
     }
     /* The fit's hessians do not change between rounds: quantised once. */
     rc = pbc_launch_quantize(ctx, ctx->hessians, scale_hessians, 0);
+    pbc_note_hessians(ctx, hessians, scale_hessians);
     if (rc == PBC_OK)
         rc = (int)cudaStreamSynchronize(ctx->stream);
     if (rc == PBC_OK) {

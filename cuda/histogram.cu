@@ -19,7 +19,11 @@
  *          * max_width + bin]
  *
  * A row's g and h are read once for all items of the block (g and h are
- * shared by the pack's trees, docs/packs.md §2). Sums are int64 fixed point,
+ * shared by the pack's trees, docs/packs.md §2). Where every row's hessian
+ * is one value (squared error without weights) the block adds g and the
+ * count only and flushes count x that value as the hessian sum: the same
+ * integer mod 2^64 as the per-row adds, one shared atomic less per update.
+ * Sums are int64 fixed point,
  * so the atomics' order does not matter and the histogram is bit-identical
  * run to run. Where one slot's bins do not fit in shared memory (max_width >
  * the block's cells) rows go straight to global atomics.
@@ -37,7 +41,8 @@ __global__ void pbc_histogram_kernel(
     const long long *__restrict__ hessians, const int32_t *__restrict__ node_of_row,
     const uint8_t *__restrict__ slot_open, const pbc_hist_item *__restrict__ items,
     const int32_t *__restrict__ block_items, int32_t shared_capacity, int32_t max_width,
-    int32_t n_eras, int use_shared, unsigned long long *__restrict__ hist)
+    int32_t n_eras, int use_shared, int hessian_is_constant, long long hessian_constant,
+    unsigned long long *__restrict__ hist)
 {
     PBC_DYNAMIC_SHARED(unsigned long long, shared_cells);
     /* The block's items sit after its cells: read by every thread for every row. */
@@ -74,7 +79,7 @@ __global__ void pbc_histogram_kernel(
                 continue;
             if (!loaded) {
                 g = gradients[row];
-                h = hessians[row];
+                h = hessian_is_constant ? hessian_constant : hessians[row];
                 loaded = true;
             }
             const int64_t bin = (int64_t)X_binned[(int64_t)item->column * n_rows + row];
@@ -83,7 +88,8 @@ __global__ void pbc_histogram_kernel(
                     + 3 * (item->shared_offset + (int64_t)(slot - item->slot_begin) * max_width
                            + bin);
                 pbc_shared_add64(cell, (unsigned long long)g);
-                pbc_shared_add64(cell + 1, (unsigned long long)h);
+                if (!hessian_is_constant)
+                    pbc_shared_add64(cell + 1, (unsigned long long)h);
                 atomicAdd((unsigned int *)(cell + 2), 1u);  /* < 2^32 rows a tile */
             } else {
                 unsigned long long *cell = hist
@@ -109,7 +115,9 @@ __global__ void pbc_histogram_kernel(
                 unsigned long long *cell =
                     hist + 3 * (item.hist_offset + (slot * n_eras + era) * max_width + bin);
                 atomicAdd(cell, local[0]);
-                atomicAdd(cell + 1, local[1]);
+                atomicAdd(cell + 1, hessian_is_constant
+                                        ? local[2] * (unsigned long long)hessian_constant
+                                        : local[1]);
                 atomicAdd(cell + 2, local[2]);
             }
         }
@@ -334,13 +342,13 @@ int pbc_launch_histograms(pbc_context *ctx, const pbc_hist_plan *plan, int32_t c
             (const uint8_t *)ctx->X_binned, ctx->n_rows, ctx->pack_size, ctx->tile_begin,
             ctx->tile_end, ctx->tile_era, ctx->gradients, ctx->hessians, ctx->node_of_row,
             slot_open, items, blocks, capacity, ctx->max_width, ctx->n_eras, plan->use_shared,
-            (unsigned long long *)ctx->hist);
+            ctx->hessian_is_constant, ctx->hessian_constant, (unsigned long long *)ctx->hist);
     else
         PBC_LAUNCH(pbc_histogram_kernel<uint16_t>, grid, PBC_ROW_THREADS, shared, ctx->stream)(
             (const uint16_t *)ctx->X_binned, ctx->n_rows, ctx->pack_size, ctx->tile_begin,
             ctx->tile_end, ctx->tile_era, ctx->gradients, ctx->hessians, ctx->node_of_row,
             slot_open, items, blocks, capacity, ctx->max_width, ctx->n_eras, plan->use_shared,
-            (unsigned long long *)ctx->hist);
+            ctx->hessian_is_constant, ctx->hessian_constant, (unsigned long long *)ctx->hist);
     PBC_CHECK_LAUNCH();
     return PBC_OK;
 }

@@ -14,6 +14,7 @@
 #ifndef PACKBOOST_CUDA_INTERNAL_CUH
 #define PACKBOOST_CUDA_INTERNAL_CUH
 
+#include <math.h>
 #include <stdint.h>
 
 #ifdef PBC_FAKE_CUDA
@@ -129,6 +130,11 @@ struct pbc_context {
     int copy_error;                   /* the last copy's cudaError_t (see pbc_copies) */
     int hist_shared_cells;            /* pbc_cell capacity of a histogram block */
     int hist_block_cells;             /* the cells a histogram block is planned to hold */
+    /* Every row's fixed-point hessian is hessian_constant (squared error
+     * without weights): the histogram kernel counts rows and derives the
+     * hessian sums, one shared atomic less per update (pbc_note_hessians). */
+    int hessian_is_constant;
+    long long hessian_constant;
 };
 
 /* The fixed-point grid of a round computed on the device (round.cu). */
@@ -228,6 +234,22 @@ __device__ __forceinline__ void pbc_shared_add64(unsigned long long *cell,
     high += (unsigned int)(old + low < old);  /* the carry out of the low word */
     if (high != 0u)
         atomicAdd(words + 1, high);
+}
+
+/*
+ * Note whether every row's hessian (real, before quantisation) is one finite
+ * value, and its fixed-point value: nearbyint rounds half to even, as the
+ * quantise kernel's __double2ll_rn, on the same exact product (scale is a
+ * power of two).
+ */
+static inline void pbc_note_hessians(pbc_context *ctx, const double *hessians, double scale)
+{
+    const double first = ctx->n_rows > 0 ? hessians[0] : 0.0;
+    int64_t row = 1;
+    while (row < ctx->n_rows && hessians[row] == first)
+        ++row;
+    ctx->hessian_is_constant = ctx->n_rows > 0 && row == ctx->n_rows && isfinite(first);
+    ctx->hessian_constant = ctx->hessian_is_constant ? (long long)nearbyint(first * scale) : 0;
 }
 
 static inline unsigned int pbc_blocks(int64_t n, int threads)

@@ -245,6 +245,8 @@ PACK_CASES = [
     (8, 300, 4, 30, 8, {"era_std": "between", "lambda_dro": 1.0, "lambda_dir": 0.0}),
     (9, 300, 4, 9, 6, {"reg_alpha": 2.0, "era_std": "between"}),
     (10, 200, 3, 5, 4, {"reg_alpha": 0.7, "era_gain": "newton"}),
+    # per-row hessians (the others are one value: the kernels count rows instead)
+    (11, 300, 4, 9, 5, {"weighted": True, "lambda_dir": 0.3}),
 ]
 
 
@@ -253,8 +255,8 @@ PACK_CASES = [
 def test_host_kernels_grow_the_cpu_pack(seed, n_rows, n_features, n_eras, n_bins, extra,
                                         pack_size):
     extra = dict(extra)
-    problem = {key: extra.pop(key) for key in ("duplicate_feature", "one_sided_eras")
-               if key in extra}
+    problem = {key: extra.pop(key) for key in ("duplicate_feature", "one_sided_eras",
+                                               "weighted") if key in extra}
     data, gradients, hessians = make_binned_problem(seed, n_rows, n_features, n_eras,
                                                     n_bins=n_bins, **problem)
     min_samples_leaf = extra.pop("min_samples_leaf", 1)
@@ -661,8 +663,8 @@ def test_gpu_grows_the_cpu_pack(seed, n_rows, n_features, n_eras, n_bins, extra,
     from packboost._cuda import CudaContext
 
     extra = dict(extra)
-    problem = {key: extra.pop(key) for key in ("duplicate_feature", "one_sided_eras")
-               if key in extra}
+    problem = {key: extra.pop(key) for key in ("duplicate_feature", "one_sided_eras",
+                                               "weighted") if key in extra}
     data, gradients, hessians = make_binned_problem(seed, n_rows, n_features, n_eras,
                                                     n_bins=n_bins, **problem)
     min_samples_leaf = extra.pop("min_samples_leaf", 1)
