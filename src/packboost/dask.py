@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import operator
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from packboost import _categories, _constraints, _inputs, _validation
 from packboost._binning import place_columns
 from packboost._collective import PeerLostError
 from packboost.backends.dask import (
+    _LOADING,
     WorkerLostError,
     _Shard,
     _worker_addresses,
@@ -128,39 +130,87 @@ class ShardInfo:
     key: str          # the shard's name in its worker's registry: fit id / shard index
 
 
-def _build_shard(key, pieces, local_parts, n_local, mapper, init_ensemble, n_threads,
-                 row_era, y, sample_weight, first_era, end_era):
-    """Worker side: the shard's rows in era-sorted order, stored. ``pieces``:
-    what partitions on other workers binned for it (:func:`_bin_partition`),
-    put in their places; ``local_parts``: (scanned partition, its rows of
-    this shard in the shard's order, their places in the shard) of the
-    partitions on this worker, binned straight into their places (no copy
-    in between). Returns (rows, the address its fit listens at)."""
-    X_binned = np.empty((mapper.n_features_in_, n_local), dtype=mapper.binned_dtype_)
-    init_raw = None
-    arrived = 0
+@dataclass
+class _ShardLoading:
+    """A shard's rows while they arrive (worker side): its own partitions'
+    (_start_shard) and the pieces other workers binned (_place_pieces), in
+    either order or at once; _build_shard stores the shard once both are in."""
 
-    def place_scores(raw, places):
-        nonlocal init_raw
-        if init_raw is None:
-            init_raw = np.empty((n_local,) + raw.shape[1:], dtype=np.float64)
-        init_raw[places] = raw
+    X_binned: np.ndarray
+    init_raw: np.ndarray | None = None
+    arrived: int = 0
 
-    for codes, places, raw in pieces:
-        place_columns(codes, places, X_binned, n_threads)
-        arrived += len(places)
-        if raw is not None:
-            place_scores(raw, places)
+    def place_scores(self, raw, places):
+        with _LOADING_LOCK:
+            if self.init_raw is None:
+                self.init_raw = np.empty((self.X_binned.shape[1],) + raw.shape[1:],
+                                         dtype=np.float64)
+        self.init_raw[places] = raw
+
+    def count(self, rows: int) -> None:
+        with _LOADING_LOCK:
+            self.arrived += rows
+
+
+_LOADING_LOCK = threading.Lock()
+
+
+def _loading(key, n_features, n_local, dtype) -> _ShardLoading:
+    """The shard ``key``'s loading on this worker, begun by whichever half
+    comes first (threaded workers may run both at once)."""
+    with _LOADING_LOCK:
+        if key not in _LOADING:
+            _LOADING[key] = _ShardLoading(np.empty((n_features, n_local), dtype=dtype))
+        return _LOADING[key]
+
+
+def _start_shard(key, local_parts, n_local, mapper, init_ensemble, n_threads):
+    """Worker side: the shard's rows of the partitions on this worker
+    (``local_parts``: (scanned partition, its rows of this shard in the
+    shard's order, their places in the shard)) binned straight into their
+    era-sorted places. It needs nothing from other workers: it runs while
+    the pieces from them are binned and fetched (:func:`_place_pieces`).
+    Returns the rows placed."""
+    loading = _loading(key, mapper.n_features_in_, n_local, mapper.binned_dtype_)
+    placed = 0
     for scanned, rows, places in local_parts:
-        mapper.transform_into(scanned[1], X_binned, rows, places, n_threads)
-        arrived += len(rows)
+        mapper.transform_into(scanned[1], loading.X_binned, rows, places, n_threads)
+        placed += len(rows)
         if init_ensemble is not None:
-            place_scores(init_ensemble.predict_raw(scanned[1][rows], n_threads), places)
-    if arrived != n_local:
-        raise AssertionError(f"shard {key}: {arrived} rows arrived, {n_local} expected")
-    return worker_store(key, _Shard(X_binned=X_binned, row_era=row_era, y=y,
+            loading.place_scores(init_ensemble.predict_raw(scanned[1][rows], n_threads),
+                                 places)
+    loading.count(placed)
+    return placed
+
+
+def _place_pieces(key, pieces, n_local, n_features, dtype, n_threads):
+    """Worker side: what partitions on other workers binned for the shard
+    (``pieces``, :func:`_bin_partition`) put in their places. Its only
+    dependencies are the pieces, so the worker fetches them as they are
+    binned, not after its own rows are placed. Returns the rows placed."""
+    loading = _loading(key, n_features, n_local, dtype)
+    placed = 0
+    for codes, places, raw in pieces:
+        place_columns(codes, places, loading.X_binned, n_threads)
+        placed += len(places)
+        if raw is not None:
+            loading.place_scores(raw, places)
+    loading.count(placed)
+    return placed
+
+
+def _build_shard(key, started, placed, row_era, y, sample_weight, first_era, end_era):
+    """Worker side: the shard stored once its own rows (``started``, from
+    :func:`_start_shard`) and the pieces (``placed``, :func:`_place_pieces`)
+    are in. Returns (rows, the address its fit listens at)."""
+    with _LOADING_LOCK:
+        loading = _LOADING.pop(key)
+    n_local = loading.X_binned.shape[1]
+    if loading.arrived != n_local or started + placed != n_local:
+        raise AssertionError(f"shard {key}: {loading.arrived} rows arrived, {n_local} expected")
+    return worker_store(key, _Shard(X_binned=loading.X_binned, row_era=row_era, y=y,
                                     sample_weight=sample_weight, first_era=first_era,
-                                    end_era=end_era, init_raw=init_raw))
+                                    end_era=end_era, init_raw=loading.init_raw))
 
 
 class _DaskEstimator:
@@ -478,8 +528,10 @@ def _store_shards(client, fit_id, plan, workers, threads, scanned, starts, lengt
             if workers[index] in held_by:
                 local_parts[index].append((item, rows, places))
             else:
+                # First on their worker: the pieces travel while the shards
+                # there bin their own rows (_start_shard).
                 pieces[index].append(client.submit(_bin_partition, item, rows, places, mapper,
-                                                   init_ensemble, pure=False))
+                                                   init_ensemble, pure=False, priority=1))
     shards, stores = [], []
     for index, (first_era, end_era) in enumerate(plan):
         first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
@@ -492,11 +544,15 @@ def _store_shards(client, fit_id, plan, workers, threads, scanned, starts, lengt
         rows_of_shard = [client.scatter(np.ascontiguousarray(values[..., first_row:end_row]),
                                         workers=[shard.worker], hash=False)
                          if values is not None else None for values in (y, sample_weight)]
-        stores.append(client.submit(_build_shard, shard.key, pieces[index], local_parts[index],
-                                    end_row - first_row, mapper, init_ensemble,
-                                    threads[shard.worker], row_era, *rows_of_shard, first_era,
-                                    end_era, workers=[shard.worker], allow_other_workers=False,
-                                    pure=False))
+        pinned = dict(workers=[shard.worker], allow_other_workers=False, pure=False)
+        n_local, n_threads = end_row - first_row, threads[shard.worker]
+        started = client.submit(_start_shard, shard.key, local_parts[index], n_local, mapper,
+                                init_ensemble, n_threads, **pinned)
+        placed = client.submit(_place_pieces, shard.key, pieces[index], n_local,
+                               mapper.n_features_in_, mapper.binned_dtype_, n_threads,
+                               **pinned)
+        stores.append(client.submit(_build_shard, shard.key, started, placed, row_era,
+                                    *rows_of_shard, first_era, end_era, **pinned))
         shards.append(shard)
     return shards, stores
 

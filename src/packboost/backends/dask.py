@@ -44,6 +44,8 @@ from packboost.backends.interface import BestSplits, SlotSums
 from packboost.callback import CallbackList
 
 _SHARDS: dict = {}   # worker side: shard key -> _Shard (per process: threaded workers share it)
+# worker side: shard key -> a shard being loaded (packboost.dask._start_shard)
+_LOADING: dict = {}
 
 
 class WorkerLostError(RuntimeError):
@@ -85,6 +87,7 @@ def worker_store(key: str, shard: _Shard) -> tuple:
 
 def worker_drop(key: str) -> dict:
     """Free the shard; returns its fit's statistics (CPU seconds, bytes sent)."""
+    _LOADING.pop(key, None)   # a fit that failed while loading
     shard = _SHARDS.pop(key, None)
     if shard is None:
         return {}
