@@ -43,14 +43,16 @@ def problem():
     return data.X[perm], data.y[perm], np.asarray(data.era)[perm]
 
 
-def assert_fits_as_locally(client, X, y, era, params):
+def assert_fits_as_locally(client, X, y, era, params, sample_weight=None):
     """The Dask fit on ``client`` (X in row chunks of 700: every era over
     several chunks) grows the local fit's model, bit for bit."""
-    local = PackBoostRegressor(**params).fit(X, y, era=era)
+    local = PackBoostRegressor(**params).fit(X, y, era=era, sample_weight=sample_weight)
     model = DaskPackBoostRegressor(**params)
     model.client = client
     model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
-              era=da.from_array(era, chunks=700))
+              era=da.from_array(era, chunks=700),
+              sample_weight=(None if sample_weight is None
+                             else da.from_array(sample_weight, chunks=700)))
     assert_same_model(local, model)
 
 
@@ -409,22 +411,15 @@ def test_raw_features_beyond_the_binning_sample(client, problem, monkeypatch):
     assert_same_model(local, model)
 
 
-def test_weighted_quantiles_are_refused(client, problem):
-    X, y, era = problem
-    model = DaskPackBoostRegressor(objective="quantile", alpha=0.3, **PARAMS)
-    model.client = client
-    with pytest.raises(NotImplementedError, match="objective='quantile' with sample_weight"):
-        model.fit(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
-                  era=da.from_array(era, chunks=1000),
-                  sample_weight=da.from_array(np.ones(len(y)), chunks=1000))
-
-
 @pytest.mark.parametrize("extra", [
     dict(alpha=0.3),
     # tree samples (rows and eras) and a quantile at the edge of small leaves
     dict(alpha=0.9, row_subsample=0.7, era_subsample=0.8, min_samples_leaf=3),
     # targets with ties: many residuals equal, zeros among them
     dict(alpha=0.5, ties=True),
+    # weights on their grid: random reals, zeros, a weight far below the rest
+    dict(alpha=0.3, weights=True),
+    dict(alpha=0.8, weights=True, ties=True, row_subsample=0.7, min_samples_leaf=3),
 ])
 def test_quantile_leaves_as_locally(client, problem, extra):
     """objective="quantile": the leaves refitted to the residuals' quantiles
@@ -433,8 +428,14 @@ def test_quantile_leaves_as_locally(client, problem, extra):
     extra = dict(extra)
     if extra.pop("ties", False):
         y = np.round(y * 4) / 4
+    weights = None
+    if extra.pop("weights", False):
+        rng = np.random.default_rng(5)
+        weights = rng.uniform(0.0, 3.0, len(y)) * (rng.random(len(y)) > 0.2)
+        weights[7] = 1e-30
     assert_fits_as_locally(client, X, y, era,
-                           dict(PARAMS, objective="quantile", n_estimators=4, **extra))
+                           dict(PARAMS, objective="quantile", n_estimators=4, **extra),
+                           sample_weight=weights)
 
 
 @pytest.mark.parametrize("kind", ["targets", "classes"])

@@ -145,6 +145,50 @@ def test_grouped_weighted_quantile_matches_one_group_at_a_time():
                         or q == 0.0, (n_rows, g, q)
 
 
+def test_grid_quantile_is_the_weighted_quantile_on_grid_weights():
+    """grouped_grid_quantile against weighted_quantile one group at a time,
+    on weights the grid holds exactly (dyadic: both rules add them exactly),
+    and the same whatever order the rows come in."""
+    from packboost._leaf_refit import (
+        grouped_grid_quantile,
+        weight_grid_exponent,
+        weight_units,
+    )
+
+    rng = np.random.default_rng(11)
+    for n_rows, n_groups in [(1, 1), (5, 3), (200, 7), (1000, 40)]:
+        group = rng.integers(0, n_groups, n_rows)
+        values = rng.integers(-3, 4, n_rows).astype(float)   # ties
+        weights = rng.choice([0.0, 0.25, 1.0, 3.0], n_rows)    # zero weights too
+        units = weight_units(weights, weight_grid_exponent(n_rows, weights.max()))
+        for q in (0.0, 0.1, 0.5, 0.9, 1.0):
+            quantile, has_weight = grouped_grid_quantile(group, values, units, q, n_groups)
+            shuffled = rng.permutation(n_rows)
+            again = grouped_grid_quantile(group[shuffled], values[shuffled],
+                                          units[shuffled], q, n_groups)
+            np.testing.assert_array_equal(again[0], quantile)
+            for g in range(n_groups):
+                rows = (group == g) & (weights > 0)
+                assert has_weight[g] == rows.any()
+                if q == 0.0 and rows.any():   # the smallest value, even of weight 0
+                    assert quantile[g] == values[group == g].min()
+                elif rows.any():
+                    assert quantile[g] == weighted_quantile(values[rows], weights[rows], q), \
+                        (n_rows, g, q)
+
+
+@pytest.mark.parametrize("n_rows, max_weight", [(1, 1.0), (3, 1e-300), (2_700_000, 7.5),
+                                                (2**31, 1e300), (10, 0.0)])
+def test_weight_grid_sums_stay_exact(n_rows, max_weight):
+    from packboost._leaf_refit import GRID_SUM_BITS, weight_grid_exponent, weight_units
+
+    exponent = weight_grid_exponent(n_rows, max_weight)
+    largest = int(weight_units(np.array([max_weight]), exponent)[0])
+    assert largest * n_rows <= 2**GRID_SUM_BITS
+    if max_weight > 0:   # the grid is not needlessly coarse: within a factor 4 of the bound
+        assert 4 * largest * n_rows > 2**GRID_SUM_BITS
+
+
 def test_huber_resists_outliers_that_pull_squared_error():
     X, y, era = _shifted_problem(2, 6000)
     X_test, y_test, _ = _shifted_problem(3, 3000)

@@ -16,8 +16,12 @@ leaf values are their node ids), on the driver's binned matrix, so the CPU
 and CUDA backends refit the same way. The Dask backend, whose rows are on
 its shards, finds the same order statistic of every shard's residuals by
 bisection over their order (:func:`quantile_ranks`, :func:`order_keys`;
-packboost.backends.dask), without weights: the local rule adds the weights
-in sorted order, which no split of the rows reproduces.
+packboost.backends.dask). With sample weights the weights are first put on
+an integer grid (:func:`weight_grid_exponent`, :func:`weight_units`: a
+power of two from the tree sample's row count and largest weight, so that
+every sum of units is exact in int64 and in float64): the quantile is then
+the same whatever order, or split over shards, the weights are added in
+(:func:`grouped_grid_quantile`).
 """
 
 from __future__ import annotations
@@ -104,11 +108,67 @@ def grouped_weighted_quantile(group: np.ndarray, values: np.ndarray,
     return quantile, has_weight
 
 
+# Every sum of weight units stays at or below 2**GRID_SUM_BITS: exact as int64
+# and as float64 (whose q x total the rule compares with).
+GRID_SUM_BITS = 52
+
+
+def weight_grid_exponent(n_rows: int, max_weight: float) -> int:
+    """The power of two ``e`` that puts a tree sample's weights on their grid:
+    ``rint(w x 2**e)`` of ``n_rows`` weights, each at most ``max_weight``,
+    sums to at most 2**GRID_SUM_BITS. A weight below 2**-(e+1) counts as
+    zero (a leaf whose every weight does keeps its value)."""
+    row_bits = int(np.ceil(np.log2(max(int(n_rows), 1))))
+    if not max_weight > 0.0:
+        return 0
+    return GRID_SUM_BITS - row_bits - int(np.frexp(max_weight)[1])
+
+
+def weight_units(weights: np.ndarray, exponent: int) -> np.ndarray:
+    """int64 ``rint(weights x 2**exponent)`` (exact: a power of two scales)."""
+    return np.rint(np.ldexp(np.asarray(weights, dtype=np.float64), exponent)).astype(np.int64)
+
+
+def unit_thresholds(totals: np.ndarray, q: float) -> np.ndarray:
+    """Per group: the units its cumulative weight must reach, ``ceil(q x
+    total)`` (the total's units exact in float64, the product rounded once)."""
+    return np.ceil(q * np.asarray(totals, dtype=np.float64)).astype(np.int64)
+
+
+def grouped_grid_quantile(group: np.ndarray, values: np.ndarray, units: np.ndarray,
+                          q: float, n_groups: int):
+    """:func:`grouped_weighted_quantile` on integer weights (``units``,
+    :func:`weight_units`): per group the smallest value whose cumulative
+    units (values ascending) reach :func:`unit_thresholds` of the group's
+    total; with a threshold of 0, the group's smallest value. Integer sums:
+    the same in any order, which lets the Dask shards find it by bisection.
+
+    Returns ``(quantile, has_weight)``; groups without units get 0 and False.
+    """
+    order = np.lexsort((values, group))
+    group, values, units = group[order], values[order], units[order]
+    starts = np.searchsorted(group, np.arange(n_groups), side="left")
+    ends = np.searchsorted(group, np.arange(n_groups), side="right")
+    cumulative = np.concatenate([[0], np.cumsum(units)])
+    before, totals = cumulative[starts], cumulative[ends] - cumulative[starts]
+    has_weight = totals > 0
+    # First position whose cumulative units within the group reach the threshold.
+    position = np.searchsorted(cumulative[1:], before + unit_thresholds(totals, q),
+                               side="left")
+    position = np.clip(position, starts, np.maximum(ends - 1, starts))
+    if not len(values):
+        return np.zeros(n_groups), has_weight
+    quantile = np.where(has_weight, values[np.minimum(position, len(values) - 1)], 0.0)
+    return quantile, has_weight
+
+
 def refit_quantile_leaves(pack, data, y: np.ndarray, raw_prediction: np.ndarray,
                           sample_weight: np.ndarray | None, tree_samples: list,
                           alpha: float, shrinkage: float, n_threads: int) -> None:
     """Set every leaf of ``pack`` to ``shrinkage`` x the weighted ``alpha``-quantile
-    of ``y - raw_prediction`` over its tree's sampled rows that reach it (in place).
+    of ``y - raw_prediction`` over its tree's sampled rows that reach it (in place):
+    without weights :func:`grouped_weighted_quantile` with unit weights, with
+    them :func:`grouped_grid_quantile` on the weights' grid.
 
     ``raw_prediction`` is the prediction the pack was grown from (before the
     pack is added). A leaf none of whose sampled rows has weight keeps its value.
@@ -123,10 +183,14 @@ def refit_quantile_leaves(pack, data, y: np.ndarray, raw_prediction: np.ndarray,
             continue
         leaf = leaf_of_rows(pack, tree, data, n_threads)[rows]
         residual = residuals(y, raw_prediction, rows)
-        weights = (np.ones(len(rows)) if sample_weight is None
-                   else np.asarray(sample_weight, dtype=np.float64)[rows])
-        quantile, has_weight = grouped_weighted_quantile(leaf, residual, weights, alpha,
-                                                         len(values))
+        if sample_weight is None:
+            quantile, has_weight = grouped_weighted_quantile(
+                leaf, residual, np.ones(len(rows)), alpha, len(values))
+        else:
+            weights = np.asarray(sample_weight, dtype=np.float64)[rows]
+            exponent = weight_grid_exponent(len(rows), float(weights.max()))
+            quantile, has_weight = grouped_grid_quantile(
+                leaf, residual, weight_units(weights, exponent), alpha, len(values))
         refit = has_weight & is_leaf
         refitted = shrinkage * quantile[refit]
         if pack.value_bounds is not None:

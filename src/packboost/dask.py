@@ -296,14 +296,6 @@ class _DaskEstimator:
         n_outputs = self._n_outputs(y, target)
         self._check_outputs_supported(n_outputs, params)
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
-        if params["objective"] == "quantile" and sample_weight is not None:
-            # The local refit adds the weights of a leaf's rows in sorted
-            # order: no split of the rows over workers reproduces those sums.
-            raise NotImplementedError(
-                f"{type(self).__name__} does not support objective='quantile' with "
-                "sample_weight (its leaves' weighted quantiles add the weights in an order "
-                "no split of the rows reproduces); fit without weights, or fit "
-                "PackBoostRegressor on one machine")
         _validation.check_gradient_scale(y, sample_weight)
         era_codes, _ = _validation.encode_eras(era, n_rows)
         n_eras = int(era_codes.max()) + 1

@@ -442,45 +442,65 @@ class ShardBackend(CpuBackend):
     def refit_quantile_leaves(self, pack, data, y, raw_prediction, sample_weight, tree_samples,
                               alpha, shrinkage, n_threads) -> None:
         """objective="quantile": every leaf refitted as the local fit refits it
-        (_leaf_refit.refit_quantile_leaves, unit weights) over every shard's
-        rows. A leaf's value is the order statistic of its rows' residuals
-        at the rank the local rule picks (_leaf_refit.quantile_ranks, from
-        the leaves' row counts over all shards); it is found by bisection
+        (_leaf_refit.refit_quantile_leaves) over every shard's rows. A leaf's
+        value is the smallest residual at or below which its rows reach
+        the local rule's share: without weights, more rows than the rank the
+        local rule picks (_leaf_refit.quantile_ranks, from the leaves' row
+        counts over all shards); with weights, the threshold of its weight
+        units (_leaf_refit.unit_thresholds; the grid from every shard's rows
+        and largest weight of each tree's sample). It is found by bisection
         over the residuals' order keys (_leaf_refit.order_keys), every leaf
         of the pack at once: 64 steps, each one allreduce of the leaves'
-        counts of rows at or below their midpoints (integers: exact)."""
+        rows (and units) at or below their midpoints (integers: exact)."""
         from packboost import _leaf_refit
 
-        if sample_weight is not None:
-            raise NotImplementedError("objective='quantile' with sample_weight is not "
-                                      "supported on Dask")
         values, collective = pack.nodes["value"], self.collective
-        n_nodes = len(values)
+        n_nodes, n_trees = len(values), len(tree_samples)
+        weighted = sample_weight is not None
+        if weighted:
+            # Each tree's grid: its sample's rows and largest weight, all shards.
+            sizes = collective.allreduce(
+                np.array([len(rows) for rows in tree_samples], dtype=np.int64), "sum")
+            largest = collective.allreduce(np.array(
+                [float(np.max(sample_weight[rows], initial=0.0)) for rows in tree_samples],
+                dtype=np.float64), "max")
         # Every sampled row's leaf (a pack-wide node id: the trees' leaves are
-        # distinct groups) and residual key, sorted by (leaf, key).
-        leaves, keys = [], []
+        # distinct groups), residual key and weight units, sorted by (leaf, key).
+        leaves, keys, units = [], [], []
         for tree, rows in enumerate(tree_samples):
             if len(rows):
                 leaves.append(_leaf_refit.leaf_of_rows(pack, tree, data, n_threads)[rows])
                 keys.append(_leaf_refit.order_keys(_leaf_refit.residuals(y, raw_prediction,
                                                                          rows)))
+                if weighted:
+                    exponent = _leaf_refit.weight_grid_exponent(sizes[tree], largest[tree])
+                    units.append(_leaf_refit.weight_units(sample_weight[rows], exponent))
         leaf = np.concatenate(leaves) if leaves else np.zeros(0, dtype=np.int64)
         key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
         order = np.lexsort((key, leaf))
         leaf, key = leaf[order], key[order]
         segment = np.searchsorted(leaf, np.arange(n_nodes + 1), side="left")
-        counts = collective.allreduce(np.diff(segment).astype(np.int64), "sum")
-        # Each tree's leaves are a range of node ids: the rank rule runs per tree.
-        rank = np.zeros(n_nodes, dtype=np.int64)
-        offsets = pack.tree_offsets
-        for tree in range(len(offsets) - 1):
-            begin, end = int(offsets[tree]), int(offsets[tree + 1])
-            rank[begin:end] = _leaf_refit.quantile_ranks(counts[begin:end], alpha)
-        # The smallest key with more than ``rank`` rows at or below it, per node.
+        counts = np.diff(segment).astype(np.int64)
+        if weighted:
+            unit = (np.concatenate(units) if units else np.zeros(0, dtype=np.int64))[order]
+            cumulative_units = np.concatenate([[0], np.cumsum(unit)])
+            totals = cumulative_units[segment[1:]] - cumulative_units[segment[:-1]]
+            counts, totals = collective.allreduce(np.stack([counts, totals]), "sum")
+            threshold = _leaf_refit.unit_thresholds(totals, alpha)
+            refit = (totals > 0) & (pack.nodes["feature"] < 0)
+        else:
+            counts = collective.allreduce(counts, "sum")
+            # Each tree's leaves are a range of node ids: the rank rule runs per tree.
+            rank = np.zeros(n_nodes, dtype=np.int64)
+            offsets = pack.tree_offsets
+            for tree in range(n_trees):
+                begin, end = int(offsets[tree]), int(offsets[tree + 1])
+                rank[begin:end] = _leaf_refit.quantile_ranks(counts[begin:end], alpha)
+            refit = (counts > 0) & (pack.nodes["feature"] < 0)
+        # The smallest key that reaches the leaf's share, per node.
         low = np.zeros(n_nodes, dtype=np.uint64)
         high = np.full(n_nodes, np.iinfo(np.uint64).max, dtype=np.uint64)
         own = np.flatnonzero(np.diff(segment) > 0)    # nodes with rows on this shard
-        refit = (counts > 0) & (pack.nodes["feature"] < 0)
         # One sorted int64 per row, (leaf, the key's rank among this shard's
         # keys), so that one searchsorted counts every leaf's keys at or below
         # its midpoint (a search per leaf and step was 64 x the leaves calls).
@@ -489,13 +509,19 @@ class ShardBackend(CpuBackend):
         combined = leaf.astype(np.int64) * width + dense.reshape(-1) + 1
         for _ in range(64):
             middle = low + (high - low) // np.uint64(2)
-            at_most = np.zeros(n_nodes, dtype=np.int64)
             below = np.searchsorted(distinct, middle[own], side="right")
-            at_most[own] = np.searchsorted(combined, own * width + below,
-                                           side="right") - segment[own]
+            end = np.searchsorted(combined, own * width + below, side="right")
+            at_most = np.zeros((2 if weighted else 1, n_nodes), dtype=np.int64)
+            at_most[0, own] = end - segment[own]
+            if weighted:
+                at_most[1, own] = cumulative_units[end] - cumulative_units[segment[own]]
             at_most = collective.allreduce(at_most, "sum")
+            if weighted:   # a row at or below it, and the units' threshold reached
+                enough = (at_most[0] >= 1) & (at_most[1] >= threshold)
+            else:
+                enough = at_most[0] > rank
             # (a node without rows anywhere stays put: nothing to find)
-            enough = (at_most > rank) | ~refit
+            enough |= ~refit
             high = np.where(enough, middle, high)
             low = np.where(enough, low, middle + np.uint64(1))
         refitted = shrinkage * _leaf_refit.from_order_keys(low[refit])
