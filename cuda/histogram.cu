@@ -18,6 +18,14 @@
  *     hist[tile_offset[candidate, tree] + ((slot - first slot of tree) * n_eras + era)
  *          * max_width + bin]
  *
+ * Features of at most PBC_PAIR_MAX_WIDTH bins go in pairs of one tree's
+ * candidates (as the CPU's joint tables, docs/cpu-kernels.md): an item holds
+ * the (bin, bin) table of the two, so a row adds its g, h and count once for
+ * both features; when the block ends, each of the pair's cells in the
+ * histogram gets its row (first feature) or column (second) of the table,
+ * summed in shared memory: the same integer sums (mod 2^64), half the shared
+ * atomics of a row's pass where every feature pairs.
+ *
  * A row's g and h are read once for all items of the block (g and h are
  * shared by the pack's trees, docs/packs.md §2). Where every row's hessian
  * is one value (squared error without weights) the block adds g and the
@@ -32,6 +40,14 @@
 #include <string.h>
 
 #include "internal.cuh"
+
+/* Shared cells of one item: a bin per slot, or a (bin, bin) table per slot. */
+__host__ __device__ static inline int64_t pbc_item_cells(const pbc_hist_item *item,
+                                                         int32_t max_width)
+{
+    return (int64_t)(item->slot_end - item->slot_begin) * max_width
+           * (item->column2 >= 0 ? max_width : 1);
+}
 
 template <typename BinT>
 __global__ void pbc_histogram_kernel(
@@ -57,8 +73,7 @@ __global__ void pbc_histogram_kernel(
     __syncthreads();
     if (use_shared) {
         const pbc_hist_item last = block_item[n_items - 1];
-        const int64_t n_cells =
-            last.shared_offset + (int64_t)(last.slot_end - last.slot_begin) * max_width;
+        const int64_t n_cells = last.shared_offset + pbc_item_cells(&last, max_width);
         for (int64_t i = threadIdx.x; i < 3 * n_cells; i += blockDim.x)
             shared_cells[i] = 0ULL;
         __syncthreads();
@@ -84,9 +99,12 @@ __global__ void pbc_histogram_kernel(
             }
             const int64_t bin = (int64_t)X_binned[(int64_t)item->column * n_rows + row];
             if (use_shared) {
-                unsigned long long *cell = shared_cells
-                    + 3 * (item->shared_offset + (int64_t)(slot - item->slot_begin) * max_width
-                           + bin);
+                /* a pair's table: row `bin`, column the second feature's bin */
+                const int64_t offset = item->column2 < 0
+                    ? (int64_t)(slot - item->slot_begin) * max_width + bin
+                    : ((int64_t)(slot - item->slot_begin) * max_width + bin) * max_width
+                      + (int64_t)X_binned[(int64_t)item->column2 * n_rows + row];
+                unsigned long long *cell = shared_cells + 3 * (item->shared_offset + offset);
                 pbc_shared_add64(cell, (unsigned long long)g);
                 if (!hessian_is_constant)
                     pbc_shared_add64(cell + 1, (unsigned long long)h);
@@ -106,19 +124,38 @@ __global__ void pbc_histogram_kernel(
         __syncthreads();
         for (int32_t i = 0; i < n_items; ++i) {
             const pbc_hist_item item = block_item[i];
-            const int64_t n_item_cells = (int64_t)(item.slot_end - item.slot_begin) * max_width;
-            for (int64_t c = threadIdx.x; c < n_item_cells; c += blockDim.x) {
-                const unsigned long long *local = shared_cells + 3 * (item.shared_offset + c);
-                if (local[2] == 0ULL)
+            const int32_t pair = item.column2 >= 0;
+            /* Output cells: (slot, bin), or (slot, side, bin) of a pair. */
+            const int64_t n_out =
+                (int64_t)(item.slot_end - item.slot_begin) * max_width * (pair ? 2 : 1);
+            for (int64_t c = threadIdx.x; c < n_out; c += blockDim.x) {
+                const int64_t bin = c % max_width, side = pair ? (c / max_width) % 2 : 0;
+                const int64_t slot = c / (max_width * (pair ? 2 : 1));
+                unsigned long long sum[3];
+                if (!pair) {
+                    const unsigned long long *local = shared_cells + 3 * (item.shared_offset + c);
+                    sum[0] = local[0], sum[1] = local[1], sum[2] = local[2];
+                } else {
+                    /* the table's row `bin` (first feature) or column `bin` (second) */
+                    const unsigned long long *table =
+                        shared_cells + 3 * (item.shared_offset + slot * max_width * max_width);
+                    sum[0] = sum[1] = sum[2] = 0ULL;
+                    for (int64_t k = 0; k < max_width; ++k) {
+                        const unsigned long long *local = table + 3 * (
+                            side == 0 ? bin * max_width + k : k * max_width + bin);
+                        sum[0] += local[0], sum[1] += local[1], sum[2] += local[2];
+                    }
+                }
+                if (sum[2] == 0ULL)
                     continue;
-                const int64_t slot = c / max_width, bin = c % max_width;
-                unsigned long long *cell =
-                    hist + 3 * (item.hist_offset + (slot * n_eras + era) * max_width + bin);
-                atomicAdd(cell, local[0]);
+                unsigned long long *cell = hist + 3 * ((side == 0 ? item.hist_offset
+                                                                  : item.hist_offset2)
+                                                       + (slot * n_eras + era) * max_width + bin);
+                atomicAdd(cell, sum[0]);
                 atomicAdd(cell + 1, hessian_is_constant
-                                        ? local[2] * (unsigned long long)hessian_constant
-                                        : local[1]);
-                atomicAdd(cell + 2, local[2]);
+                                        ? sum[2] * (unsigned long long)hessian_constant
+                                        : sum[1]);
+                atomicAdd(cell + 2, sum[2]);
             }
         }
     }
@@ -208,11 +245,18 @@ int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *
     }
     if (use_shared)
         slots_per_item = block_capacity / width;  /* >= 1 */
+    /* Pairs: features narrow enough, and a slot's table fits a block. */
+    const int32_t pair_cells = width * width;
+    const int use_pairs = use_shared && width <= PBC_PAIR_MAX_WIDTH
+                          && pair_cells <= block_capacity;
+    const int32_t slots_per_pair = use_pairs ? block_capacity / pair_cells : slots_per_item;
+    const int32_t fewest_slots = slots_per_pair < slots_per_item ? slots_per_pair
+                                                                 : slots_per_item;
     if (budget_cells < 1)
         budget_cells = 1;
 
     const int64_t max_items =
-        (int64_t)n_candidates * pack * ((max_tree_slots + slots_per_item - 1) / slots_per_item);
+        (int64_t)n_candidates * pack * ((max_tree_slots + fewest_slots - 1) / fewest_slots);
     plan->chunk_first = (int32_t *)malloc((n_candidates + 1) * sizeof(int32_t));
     plan->chunk_blocks = (int32_t *)malloc((n_candidates + 1) * sizeof(int32_t));
     plan->chunk_cells = (int64_t *)malloc((n_candidates + 1) * sizeof(int64_t));
@@ -239,7 +283,7 @@ int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *
         for (int32_t t = 0; t < pack; ++t)
             if (tree_uses_feature[(int64_t)c * pack + t] && tree_open[t]) {
                 member_cells += tree_slots[t] * tile_cells;
-                member_items += (tree_slots[t] + slots_per_item - 1) / slots_per_item;
+                member_items += (tree_slots[t] + fewest_slots - 1) / fewest_slots;
             }
         if (c > plan->chunk_first[n_chunks]
                 && (chunk_cells + member_cells > budget_cells
@@ -268,16 +312,37 @@ int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *
         for (int32_t t = 0; t < pack; ++t) {
             if (!tree_open[t])
                 continue;
-            for (int32_t c = plan->chunk_first[k]; c < plan->chunk_first[k + 1]; ++c) {
-                const int64_t pair = (int64_t)c * pack + t;
-                if (!tree_uses_feature[pair])
+            /* The tree's candidates of the chunk, two at a time where they pair. */
+            int32_t pending = -1;   /* a drawn candidate waiting for its partner */
+            for (int32_t c = plan->chunk_first[k]; c <= plan->chunk_first[k + 1]; ++c) {
+                const int at_end = c == plan->chunk_first[k + 1];
+                if (!at_end && !tree_uses_feature[(int64_t)c * pack + t])
                     continue;
+                if (use_pairs && !at_end && pending < 0) {
+                    pending = c;
+                    continue;
+                }
+                int32_t first_c = c, second_c = -1;
+                if (use_pairs) {
+                    if (pending < 0)
+                        break;            /* at the end, nothing waiting */
+                    first_c = pending;    /* at the end: alone */
+                    second_c = at_end ? -1 : c;
+                    pending = -1;
+                } else if (at_end) {
+                    break;
+                }
+                const int64_t pair = (int64_t)first_c * pack + t;
+                const int64_t tile_cells_of_tree = (int64_t)tree_slots[t] * tile_cells;
                 plan->tile_offset[pair] = offset;
+                if (second_c >= 0)
+                    plan->tile_offset[(int64_t)second_c * pack + t] = offset + tile_cells_of_tree;
+                const int32_t step = second_c >= 0 ? slots_per_pair : slots_per_item;
                 for (int32_t begin = plan->tree_first_slot[t]; begin < tree_end_slot[t];
-                     begin += slots_per_item) {
-                    const int32_t end = begin + slots_per_item < tree_end_slot[t]
-                        ? begin + slots_per_item : tree_end_slot[t];
-                    const int32_t cells = (end - begin) * width;
+                     begin += step) {
+                    const int32_t end = begin + step < tree_end_slot[t]
+                        ? begin + step : tree_end_slot[t];
+                    const int32_t cells = (end - begin) * width * (second_c >= 0 ? width : 1);
                     if (block_open
                             && (n_items - plan->block_items[n_blocks] >= PBC_MAX_ITEMS_PER_BLOCK
                                 || (use_shared && block_cells + cells > block_capacity))) {
@@ -289,19 +354,22 @@ int pbc_plan_histograms(const pbc_context *ctx, int32_t n_slots, const int32_t *
                         block_cells = 0;
                     }
                     pbc_hist_item *item = &plan->items[n_items++];
-                    item->hist_offset = offset + (int64_t)(begin - plan->tree_first_slot[t])
-                                                 * tile_cells;
-                    item->column = features[c];
+                    const int64_t within = (int64_t)(begin - plan->tree_first_slot[t])
+                                           * tile_cells;
+                    item->hist_offset = offset + within;
+                    item->hist_offset2 = second_c >= 0 ? offset + tile_cells_of_tree + within
+                                                       : -1;
+                    item->column = features[first_c];
+                    item->column2 = second_c >= 0 ? features[second_c] : -1;
                     item->tree = t;
                     item->slot_begin = begin;
                     item->slot_end = end;
                     item->shared_offset = block_cells;
-                    item->pad = 0;
                     block_cells += cells;
                     if (block_cells > plan->max_block_cells)
                         plan->max_block_cells = block_cells;
                 }
-                offset += (int64_t)tree_slots[t] * tile_cells;
+                offset += tile_cells_of_tree * (second_c >= 0 ? 2 : 1);
             }
         }
         if (block_open)

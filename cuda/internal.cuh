@@ -150,16 +150,23 @@ int pbc_launch_round_gradients(pbc_context *ctx);
 int pbc_launch_start_samples(pbc_context *ctx, const uint8_t *row_keep);
 int pbc_launch_gather(pbc_context *ctx, const double *values, int64_t first, int64_t stride,
                       int64_t n_out, double *out);
-/* One unit of a histogram block's work: the bins of one candidate feature
- * for the slots [slot_begin, slot_end) of one tree (histogram.cu). */
+/* One unit of a histogram block's work: the bins of one candidate feature,
+ * or the joint bins of a pair of them, for the slots [slot_begin, slot_end)
+ * of one tree (histogram.cu). */
 typedef struct {
     int64_t hist_offset;     /* cells: slot_begin's (era 0, bin 0) in the chunk's histogram */
+    int64_t hist_offset2;    /* the same for the pair's second feature */
     int32_t column;          /* the feature's column in X_binned */
+    int32_t column2;         /* the pair's second feature's column; -1: a single feature */
     int32_t tree;
     int32_t slot_begin, slot_end;
     int32_t shared_offset;   /* cells: where the block sums the item's bins */
-    int32_t pad;
 } pbc_hist_item;
+
+/* Features of at most this many bins (the missing bin included) are summed
+ * in pairs: a (bin, bin) table of the two, one set of adds per row for both
+ * (Numerai's 5 levels and the missing bin: 36 cells a slot). */
+#define PBC_PAIR_MAX_WIDTH 8
 
 /* A depth's histogram work, planned on the host (pbc_plan_histograms). */
 typedef struct {

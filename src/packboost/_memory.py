@@ -73,7 +73,7 @@ _DEVICE_BYTES_PER_TILE = 8 + 8 + 4
 # missing side, found) in the depth's scratch.
 _DEVICE_BYTES_PER_TILE_RESULT = 8 + 8 + 4 + 1 + 1
 # Per histogram item (pbc_hist_item) and its block index.
-_DEVICE_BYTES_PER_ITEM = 32 + 4
+_DEVICE_BYTES_PER_ITEM = 40 + 4
 
 
 def available_memory_bytes() -> tuple[int | None, str]:
