@@ -12,6 +12,11 @@
 #   ci/gpu_ab.sh                       # new, base, new, base at Numerai scale, ff 0.1
 #   AB_RUNS="new base" BENCH_ARGS="--feature-fraction 0.1 1.0 --skip-cpu" ci/gpu_ab.sh
 #
+# Or the working tree's own sources with switches as the baseline (no export,
+# and no C API mismatch), e.g. the histograms without pairs and per-row hessians:
+#
+#   AB_BASE=cuda AB_BASE_FLAGS="-DPBC_PAIR_MAX_WIDTH=0 -DPBC_HIST_CONSTANT_HESSIAN=0" ci/gpu_ab.sh
+#
 # Prints each run's trees/s and per-depth kernel table; `cuobjdump -sass` of
 # both libraries' atomics first (what the compiler made of the adds).
 set -euo pipefail
@@ -22,8 +27,10 @@ ci/gpu_check.sh build > "${OUT:-/tmp}/gpu_ab_build.log" 2>&1 \
     || { tail -30 "${OUT:-/tmp}/gpu_ab_build.log"; exit 1; }
 ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
 mkdir -p .ab/lib
+# shellcheck disable=SC2086  # AB_BASE_FLAGS: several -D flags
 nvcc -gencode "arch=compute_$ARCH,code=sm_$ARCH" -O3 --fmad=false -shared -Xcompiler -fPIC \
-    -Icsrc -I"$BASE" '-DPBC_BUILD_ARCH="baseline"' -o .ab/lib/libpackboost_cuda.so "$BASE"/*.cu
+    -Icsrc -I"$BASE" '-DPBC_BUILD_ARCH="baseline"' ${AB_BASE_FLAGS:-} \
+    -o .ab/lib/libpackboost_cuda.so "$BASE"/*.cu
 NEW=$(find build/gpu-check/stage -name 'libpackboost_cuda.so' | head -1)
 for lib in "$NEW" .ab/lib/libpackboost_cuda.so; do
     echo "== $lib"

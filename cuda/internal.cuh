@@ -165,8 +165,16 @@ typedef struct {
 
 /* Features of at most this many bins (the missing bin included) are summed
  * in pairs: a (bin, bin) table of the two, one set of adds per row for both
- * (Numerai's 5 levels and the missing bin: 36 cells a slot). */
+ * (Numerai's 5 levels and the missing bin: 36 cells a slot). 0: no pairs
+ * (-DPBC_PAIR_MAX_WIDTH=0, the A/B baseline of ci/gpu_ab.sh). */
+#ifndef PBC_PAIR_MAX_WIDTH
 #define PBC_PAIR_MAX_WIDTH 8
+#endif
+/* 1: a histogram block counts rows where every hessian is one value
+ * (pbc_note_hessians); 0: it adds every row's hessian (the A/B baseline). */
+#ifndef PBC_HIST_CONSTANT_HESSIAN
+#define PBC_HIST_CONSTANT_HESSIAN 1
+#endif
 
 /* A depth's histogram work, planned on the host (pbc_plan_histograms). */
 typedef struct {
@@ -255,7 +263,8 @@ static inline void pbc_note_hessians(pbc_context *ctx, const double *hessians, d
     int64_t row = 1;
     while (row < ctx->n_rows && hessians[row] == first)
         ++row;
-    ctx->hessian_is_constant = ctx->n_rows > 0 && row == ctx->n_rows && isfinite(first);
+    ctx->hessian_is_constant = PBC_HIST_CONSTANT_HESSIAN && ctx->n_rows > 0
+                               && row == ctx->n_rows && isfinite(first);
     ctx->hessian_constant = ctx->hessian_is_constant ? (long long)nearbyint(first * scale) : 0;
 }
 
