@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define PBC_API_VERSION 5
+#define PBC_API_VERSION 6
 
 #define PBC_OK 0
 #define PBC_ERROR_INVALID_ARGUMENT (-1)
@@ -225,6 +225,22 @@ int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_rows, int64_
                     const int32_t *right_child, const double *value, int64_t n_trees,
                     const int64_t *tree_roots, int64_t n_outputs,
                     const int64_t *output_tree_starts, double *out);
+
+/* Raw rows kept on the device for repeated prediction: a fit's eval sets,
+   whose rows each round's pack walks (docs/cuda-kernels.md §7). create
+   copies X (as pbc_predict_raw takes it) to device `device` once; predict
+   adds the trees to out as pbc_predict_raw does, with only the trees'
+   arrays sent; destroy frees the copy (NULL: nothing). pbc_predict_raw is
+   create, predict, destroy. */
+typedef struct pbc_rows pbc_rows;
+int pbc_rows_create(int device, const void *X, int dtype, int64_t n_rows, int64_t n_features,
+                    pbc_rows **rows);
+int pbc_rows_predict(pbc_rows *rows, int64_t n_nodes, const int32_t *feature,
+                     const double *threshold, const uint8_t *missing_left,
+                     const int32_t *left_child, const int32_t *right_child,
+                     const double *value, int64_t n_trees, const int64_t *tree_roots,
+                     int64_t n_outputs, const int64_t *output_tree_starts, double *out);
+int pbc_rows_destroy(pbc_rows *rows);
 
 #ifdef __cplusplus
 }

@@ -911,29 +911,100 @@ extern "C" int pbc_write_node_of_row(pbc_context *ctx, const int32_t *node_of_ro
     return rc;
 }
 
-extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_rows,
-                               int64_t n_features, int64_t n_nodes, const int32_t *feature,
-                               const double *threshold, const uint8_t *missing_left,
-                               const int32_t *left_child, const int32_t *right_child,
-                               const double *value, int64_t n_trees, const int64_t *tree_roots,
-                               int64_t n_outputs, const int64_t *output_tree_starts,
-                               double *out)
+struct pbc_rows {
+    int device, dtype;
+    int64_t n_rows, n_features;
+    void *X;                 /* the rows, row-major, on the device */
+    double *out;             /* a call's predictions on the device, grown on demand */
+    size_t out_bytes;
+};
+
+static const size_t pbc_raw_item_bytes[] = {8, 4, 1, 1};  /* by PBC_DTYPE_* */
+
+extern "C" int pbc_rows_create(int device, const void *X, int dtype, int64_t n_rows,
+                               int64_t n_features, pbc_rows **rows)
 {
-    static const size_t item_bytes[] = {8, 4, 1, 1};
-    if (!X || !out || n_rows < 0 || n_features < 1 || n_nodes < 1 || n_trees < 0
-            || dtype < 0 || dtype > PBC_DTYPE_UINT8 || !feature || !threshold
-            || !missing_left || !left_child || !right_child || !value
-            || (n_trees > 0 && !tree_roots) || n_outputs < 1 || !output_tree_starts
-            || output_tree_starts[0] != 0 || output_tree_starts[n_outputs] != n_trees)
+    if (!rows || (!X && n_rows > 0) || n_rows < 0 || n_features < 1 || dtype < 0
+            || dtype > PBC_DTYPE_UINT8)
         return PBC_ERROR_INVALID_ARGUMENT;
+    *rows = NULL;
+    PBC_CHECK(cudaSetDevice(device));
+    pbc_rows *made = (pbc_rows *)calloc(1, sizeof(pbc_rows));
+    if (!made)
+        return PBC_ERROR_HOST_MEMORY;
+    made->device = device;
+    made->dtype = dtype;
+    made->n_rows = n_rows;
+    made->n_features = n_features;
+    const size_t bytes = (size_t)n_rows * n_features * pbc_raw_item_bytes[dtype];
+    int rc = PBC_OK;
+    if (bytes > 0) {
+        rc = (int)cudaMalloc(&made->X, bytes);
+        if (rc == PBC_OK)
+            rc = (int)cudaMemcpy(made->X, X, bytes, cudaMemcpyHostToDevice);
+    }
+    if (rc != PBC_OK) {
+        pbc_rows_destroy(made);
+        return rc;
+    }
+    *rows = made;
+    return PBC_OK;
+}
+
+extern "C" int pbc_rows_destroy(pbc_rows *rows)
+{
+    if (!rows)
+        return PBC_OK;
+    cudaSetDevice(rows->device);
+    if (rows->X)
+        cudaFree(rows->X);
+    if (rows->out)
+        cudaFree(rows->out);
+    free(rows);
+    return PBC_OK;
+}
+
+/* The trees' arguments of pbc_rows_predict and pbc_predict_raw. */
+static int pbc_trees_valid(int64_t n_nodes, const int32_t *feature, const double *threshold,
+                           const uint8_t *missing_left, const int32_t *left_child,
+                           const int32_t *right_child, const double *value, int64_t n_trees,
+                           const int64_t *tree_roots, int64_t n_outputs,
+                           const int64_t *output_tree_starts)
+{
+    if (n_nodes < 1 || n_trees < 0 || !feature || !threshold || !missing_left || !left_child
+            || !right_child || !value || (n_trees > 0 && !tree_roots) || n_outputs < 1
+            || !output_tree_starts || output_tree_starts[0] != 0
+            || output_tree_starts[n_outputs] != n_trees)
+        return 0;
     for (int64_t output = 0; output < n_outputs; ++output)
         if (output_tree_starts[output + 1] < output_tree_starts[output])
-            return PBC_ERROR_INVALID_ARGUMENT;
+            return 0;
+    return 1;
+}
+
+extern "C" int pbc_rows_predict(pbc_rows *rows, int64_t n_nodes, const int32_t *feature,
+                                const double *threshold, const uint8_t *missing_left,
+                                const int32_t *left_child, const int32_t *right_child,
+                                const double *value, int64_t n_trees,
+                                const int64_t *tree_roots, int64_t n_outputs,
+                                const int64_t *output_tree_starts, double *out)
+{
+    if (!rows || !out || !pbc_trees_valid(n_nodes, feature, threshold, missing_left, left_child,
+                                          right_child, value, n_trees, tree_roots, n_outputs,
+                                          output_tree_starts))
+        return PBC_ERROR_INVALID_ARGUMENT;
+    const int64_t n_rows = rows->n_rows;
     if (n_rows == 0 || n_trees == 0)
         return PBC_OK;
-    PBC_CHECK(cudaSetDevice(device));
-    const size_t x_bytes = (size_t)n_rows * n_features * item_bytes[dtype];
+    PBC_CHECK(cudaSetDevice(rows->device));
     const size_t out_items = (size_t)n_rows * n_outputs;
+    {
+        void *grown = rows->out;
+        int rc = pbc_reserve(&grown, &rows->out_bytes, out_items * sizeof(double));
+        rows->out = (double *)grown;
+        if (rc != PBC_OK)
+            return rc;
+    }
     double *host = (double *)malloc(out_items * sizeof(double));
     if (!host)
         return PBC_ERROR_HOST_MEMORY;
@@ -942,7 +1013,6 @@ extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_r
     int rc = PBC_OK;
     pbc_arena arena = {NULL, 0};
     for (int pass = 0; pass < 2 && rc == PBC_OK; ++pass) {
-        void *d_X = pbc_take(&arena, x_bytes);
         int32_t *d_feature = (int32_t *)pbc_take(&arena, n_nodes * sizeof(int32_t));
         double *d_threshold = (double *)pbc_take(&arena, n_nodes * sizeof(double));
         uint8_t *d_missing_left = (uint8_t *)pbc_take(&arena, n_nodes);
@@ -951,7 +1021,6 @@ extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_r
         double *d_value = (double *)pbc_take(&arena, n_nodes * sizeof(double));
         int64_t *d_roots = (int64_t *)pbc_take(&arena, n_trees * sizeof(int64_t));
         int64_t *d_starts = (int64_t *)pbc_take(&arena, (n_outputs + 1) * sizeof(int64_t));
-        double *d_out = (double *)pbc_take(&arena, out_items * sizeof(double));
         if (pass == 0) {
             status = cudaMalloc(&buffer, arena.offset);
             rc = (int)status;
@@ -962,7 +1031,6 @@ extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_r
 #define PBC_COPY_IN(dst, src, bytes) \
         if (status == cudaSuccess)    \
             status = cudaMemcpy((dst), (src), (bytes), cudaMemcpyHostToDevice)
-        PBC_COPY_IN(d_X, X, x_bytes);
         PBC_COPY_IN(d_feature, feature, n_nodes * sizeof(int32_t));
         PBC_COPY_IN(d_threshold, threshold, n_nodes * sizeof(double));
         PBC_COPY_IN(d_missing_left, missing_left, n_nodes);
@@ -974,11 +1042,12 @@ extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_r
 #undef PBC_COPY_IN
         rc = (int)status;
         if (rc == PBC_OK)
-            rc = pbc_launch_predict_raw(0, d_X, dtype, n_rows, n_features, d_feature,
-                                        d_threshold, d_missing_left, d_left, d_right, d_value,
-                                        d_roots, n_outputs, d_starts, d_out);
+            rc = pbc_launch_predict_raw(0, rows->X, rows->dtype, n_rows, rows->n_features,
+                                        d_feature, d_threshold, d_missing_left, d_left,
+                                        d_right, d_value, d_roots, n_outputs, d_starts,
+                                        rows->out);
         if (rc == PBC_OK)
-            rc = (int)cudaMemcpy(host, d_out, out_items * sizeof(double),
+            rc = (int)cudaMemcpy(host, rows->out, out_items * sizeof(double),
                                  cudaMemcpyDeviceToHost);
     }
     if (buffer)
@@ -987,5 +1056,30 @@ extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_r
         for (size_t item = 0; item < out_items; ++item)
             out[item] += host[item];
     free(host);
+    return rc;
+}
+
+extern "C" int pbc_predict_raw(int device, const void *X, int dtype, int64_t n_rows,
+                               int64_t n_features, int64_t n_nodes, const int32_t *feature,
+                               const double *threshold, const uint8_t *missing_left,
+                               const int32_t *left_child, const int32_t *right_child,
+                               const double *value, int64_t n_trees, const int64_t *tree_roots,
+                               int64_t n_outputs, const int64_t *output_tree_starts,
+                               double *out)
+{
+    if (!X || !out || n_rows < 0 || n_features < 1 || dtype < 0 || dtype > PBC_DTYPE_UINT8
+            || !pbc_trees_valid(n_nodes, feature, threshold, missing_left, left_child,
+                                right_child, value, n_trees, tree_roots, n_outputs,
+                                output_tree_starts))
+        return PBC_ERROR_INVALID_ARGUMENT;
+    if (n_rows == 0 || n_trees == 0)
+        return PBC_OK;
+    pbc_rows *rows = NULL;
+    int rc = pbc_rows_create(device, X, dtype, n_rows, n_features, &rows);
+    if (rc == PBC_OK)
+        rc = pbc_rows_predict(rows, n_nodes, feature, threshold, missing_left, left_child,
+                              right_child, value, n_trees, tree_roots, n_outputs,
+                              output_tree_starts, out);
+    pbc_rows_destroy(rows);
     return rc;
 }

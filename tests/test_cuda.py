@@ -611,7 +611,7 @@ def test_device_must_be_cpu_or_cuda():
 def test_c_api_error_strings_and_build_facts():
     from packboost import _cuda
 
-    assert _cuda.api_version() == 5
+    assert _cuda.api_version() == 6
     assert "sm_" in _cuda.build_arch() or "compute_" in _cuda.build_arch()
     assert "invalid argument" in _cuda.error_string(-1)
     assert _cuda.error_string(2) == "out of memory"
@@ -814,6 +814,45 @@ def test_gpu_classifier_matches_cpu():
     gpu = packboost.PackBoostClassifier(device="cuda", **params).fit(X, labels, era=era)
     if assert_same_splits(cpu.ensemble_.nodes, gpu.ensemble_.nodes):
         np.testing.assert_allclose(gpu.predict_proba(X), cpu.predict_proba(X), rtol=1e-5)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA, reason="needs a usable CUDA GPU")
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_gpu_fit_scores_its_eval_sets_on_the_gpu_as_on_the_host(monkeypatch, n_outputs):
+    """A GPU fit keeps its eval sets' rows on the GPU and walks each round's
+    pack there (one device call a round and set, the rows sent once): the
+    same per-round scores, bit for bit, as the same fit predicting them on
+    the host; a one-row eval set and NaN rows included."""
+    from packboost.backends import cuda as cuda_backend
+
+    X, y, era, _ = random_problem(3, 400, 5, 8)
+    X_val, y_val, era_val, _ = random_problem(4, 157, 5, 3)
+    X_val[::9, 2] = np.nan
+    if n_outputs > 1:
+        y, y_val = (np.column_stack([v, -2.0 * v, v * v]) for v in (y, y_val))
+    eval_set = [(X_val, y_val, era_val), (X_val[:1], y_val[:1])]
+    params = dict(n_estimators=3, pack_size=2, max_depth=3, max_bins=7, random_state=2,
+                  device="cuda")
+    calls = []
+    add = cuda_backend.KeptRows.add_predictions
+
+    def counted(self, ensemble, out):
+        calls.append(out.shape)
+        return add(self, ensemble, out)
+
+    monkeypatch.setattr(cuda_backend.KeptRows, "add_predictions", counted)
+    kept = packboost.PackBoostRegressor(**params).fit(X, y, era=era, eval_set=eval_set)
+    assert len(calls) == 2 * 3
+    assert calls[0] == ((157,) if n_outputs == 1 else (157, n_outputs))
+    monkeypatch.setattr(cuda_backend.CudaBackend, "keep_rows", lambda self, X: None)
+    calls.clear()
+    host = packboost.PackBoostRegressor(**params).fit(X, y, era=era, eval_set=eval_set)
+    assert calls == []
+    np.testing.assert_array_equal(kept.ensemble_.nodes["value"], host.ensemble_.nodes["value"])
+    np.testing.assert_equal(kept.evals_result_, host.evals_result_)
+    first_set = next(iter(kept.evals_result_.values()))
+    assert len(next(iter(first_set.values()))) == 3
 
 
 @pytest.mark.cuda

@@ -89,6 +89,16 @@ cdef extern from "packboost_cuda.h" nogil:
                         const int32_t *left_child, const int32_t *right_child,
                         const double *value, int64_t n_trees, const int64_t *tree_roots,
                         int64_t n_outputs, const int64_t *output_tree_starts, double *out)
+    ctypedef struct pbc_rows:
+        pass
+    int pbc_rows_create(int device, const void *X, int dtype, int64_t n_rows,
+                        int64_t n_features, pbc_rows **rows)
+    int pbc_rows_predict(pbc_rows *rows, int64_t n_nodes, const int32_t *feature,
+                         const double *threshold, const uint8_t *missing_left,
+                         const int32_t *left_child, const int32_t *right_child,
+                         const double *value, int64_t n_trees, const int64_t *tree_roots,
+                         int64_t n_outputs, const int64_t *output_tree_starts, double *out)
+    int pbc_rows_destroy(pbc_rows *rows)
 
 # Names of the kernel timers, in the order of PBC_TIMER_* (packboost_cuda.h).
 TIMER_NAMES = ("init", "slot_sums", "histogram", "score", "select", "route", "predict",
@@ -484,6 +494,31 @@ _RAW_DTYPES = {np.dtype(np.float64): PBC_DTYPE_FLOAT64, np.dtype(np.float32): PB
                np.dtype(np.int8): PBC_DTYPE_INT8, np.dtype(np.uint8): PBC_DTYPE_UINT8}
 
 
+def _raw_rows(X):
+    """X as pbc_predict_raw takes it: C-contiguous, 2-D, a supported dtype."""
+    X = np.ascontiguousarray(X)
+    if X.ndim != 2 or X.dtype not in _RAW_DTYPES:
+        raise ValueError("X must be a 2-D float64, float32, int8 or uint8 array")
+    return X
+
+
+def _tree_starts(Py_ssize_t n_trees, Py_ssize_t n_rows, out, output_tree_starts):
+    """The trees' grouping by output (one output: None), checked with ``out``."""
+    starts = (np.array([0, n_trees], dtype=np.int64) if output_tree_starts is None
+              else np.ascontiguousarray(output_tree_starts, dtype=np.int64))
+    cdef Py_ssize_t n_outputs = starts.shape[0] - 1
+    if (starts.ndim != 1 or n_outputs < 1 or starts[0] != 0 or starts[n_outputs] != n_trees
+            or np.any(np.diff(starts) < 0)):
+        raise ValueError(f"output_tree_starts must be non-decreasing from 0 to {n_trees}")
+    expected = ((int(n_rows),) if output_tree_starts is None
+                else (int(n_rows), int(n_outputs)))
+    if not isinstance(out, np.ndarray) or out.shape != expected or out.dtype != np.float64 \
+            or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float64 array of shape {expected} "
+                         "(one entry per row of X and output)")
+    return starts
+
+
 def predict_raw(X, const int32_t[::1] feature, const double[::1] threshold,
                 const uint8_t[::1] missing_left, const int32_t[::1] left_child,
                 const int32_t[::1] right_child, const double[::1] value,
@@ -496,25 +531,14 @@ def predict_raw(X, const int32_t[::1] feature, const double[::1] threshold,
     o's being ``tree_roots[starts[o]:starts[o + 1]]``, and ``out`` (n_rows,
     n_outputs) C-contiguous; each output's trees are summed as a call with
     its trees alone sums them."""
-    X = np.ascontiguousarray(X)
-    if X.ndim != 2 or X.dtype not in _RAW_DTYPES:
-        raise ValueError("X must be a 2-D float64, float32, int8 or uint8 array")
-    n_trees = tree_roots.shape[0]
-    starts = (np.array([0, n_trees], dtype=np.int64) if output_tree_starts is None
-              else np.ascontiguousarray(output_tree_starts, dtype=np.int64))
-    cdef Py_ssize_t n_outputs = starts.shape[0] - 1
-    if (starts.ndim != 1 or n_outputs < 1 or starts[0] != 0 or starts[n_outputs] != n_trees
-            or np.any(np.diff(starts) < 0)):
-        raise ValueError(f"output_tree_starts must be non-decreasing from 0 to {n_trees}")
-    expected = (X.shape[0],) if output_tree_starts is None else (X.shape[0], n_outputs)
-    if not isinstance(out, np.ndarray) or out.shape != expected or out.dtype != np.float64 \
-            or not out.flags.c_contiguous:
-        raise ValueError(f"out must be a C-contiguous float64 array of shape {expected} "
-                         "(one entry per row of X and output)")
+    X = _raw_rows(X)
+    cdef Py_ssize_t n_trees = tree_roots.shape[0]
+    cdef const int64_t[::1] starts_view = _tree_starts(n_trees, X.shape[0], out,
+                                                       output_tree_starts)
     cdef double[::1] out_view = out.reshape(-1)
-    cdef const int64_t[::1] starts_view = starts
     cdef int dtype = _RAW_DTYPES[X.dtype]
     cdef Py_ssize_t n_rows = X.shape[0], n_features = X.shape[1]
+    cdef Py_ssize_t n_outputs = starts_view.shape[0] - 1
     if n_rows == 0 or n_trees == 0 or feature.shape[0] == 0:
         return
     cdef const uint8_t[::1] raw = X.reshape(-1).view(np.uint8)
@@ -525,3 +549,53 @@ def predict_raw(X, const int32_t[::1] feature, const double[::1] threshold,
                                &right_child[0], &value[0], n_trees, &tree_roots[0],
                                n_outputs, &starts_view[0], &out_view[0])
     check(code, "prediction on the GPU")
+
+
+cdef class DeviceRows:
+    """Raw rows kept on GPU ``device`` for repeated prediction (a fit's eval
+    set: each round's pack walks them, only the trees sent): ``predict`` is
+    :func:`predict_raw` without copying X again."""
+
+    cdef pbc_rows *rows
+    cdef readonly Py_ssize_t n_rows
+
+    def __cinit__(self, X, int device=0):
+        self.rows = NULL
+        X = _raw_rows(X)
+        self.n_rows = X.shape[0]
+        cdef const uint8_t[::1] raw = X.reshape(-1).view(np.uint8)
+        cdef const void *data = &raw[0] if raw.shape[0] > 0 else NULL
+        check(pbc_rows_create(device, data, _RAW_DTYPES[X.dtype], X.shape[0],
+                              max(X.shape[1], 1), &self.rows),
+              "copying rows to the GPU")
+
+    def __dealloc__(self):
+        self.close()
+
+    def close(self):
+        """Free the device copy now (also done when the object is collected)."""
+        if self.rows != NULL:
+            pbc_rows_destroy(self.rows)
+            self.rows = NULL
+
+    def predict(self, const int32_t[::1] feature, const double[::1] threshold,
+                const uint8_t[::1] missing_left, const int32_t[::1] left_child,
+                const int32_t[::1] right_child, const double[::1] value,
+                const int64_t[::1] tree_roots, out, output_tree_starts=None):
+        """out += the trees on the kept rows, as :func:`predict_raw`."""
+        if self.rows == NULL:
+            raise ValueError("these device rows are closed")
+        cdef Py_ssize_t n_trees = tree_roots.shape[0]
+        cdef const int64_t[::1] starts_view = _tree_starts(n_trees, self.n_rows, out,
+                                                           output_tree_starts)
+        cdef double[::1] out_view = out.reshape(-1)
+        cdef Py_ssize_t n_outputs = starts_view.shape[0] - 1
+        if self.n_rows == 0 or n_trees == 0 or feature.shape[0] == 0:
+            return
+        cdef int code
+        with nogil:
+            code = pbc_rows_predict(self.rows, feature.shape[0], &feature[0], &threshold[0],
+                                    &missing_left[0], &left_child[0], &right_child[0],
+                                    &value[0], n_trees, &tree_roots[0], n_outputs,
+                                    &starts_view[0], &out_view[0])
+        check(code, "prediction on the GPU")

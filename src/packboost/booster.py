@@ -155,6 +155,8 @@ class EvalSet:
     history: dict = field(default_factory=dict)
     era: np.ndarray | None = None
     scorer: object = None
+    # Its rows on the backend's device (CudaBackend.keep_rows), or None: host.
+    kept_rows: object = None
 
     def evaluate(self, metrics: list, objective) -> list:
         """``(name, value, higher_is_better)`` of every metric on the current scores.
@@ -359,6 +361,11 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                 (eval_set.X.shape[0],) if n_outputs == 1 else (-1, n_outputs))
             if init is None else init.ensemble.predict_raw(eval_set.X, n_threads))
         eval_set.history = {}
+        # A GPU fit walks each round's pack over the eval rows on the GPU
+        # (not category-set splits: the GPU predictor walks thresholds only).
+        keep_rows = getattr(backend, "keep_rows", None)
+        eval_set.kept_rows = (keep_rows(eval_set.X)
+                              if keep_rows is not None and not data.category_words else None)
 
     info = TrainingInfo(model=model, begin_iteration=begin,
                         end_iteration=begin + params["n_estimators"],
@@ -448,7 +455,10 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                                                 np.zeros(n_outputs) if n_outputs > 1 else 0.0,
                                                 n_outputs)
         for eval_set in eval_sets:
-            eval_set.raw_prediction += pack_only.predict_raw(eval_set.X, n_threads)
+            if eval_set.kept_rows is not None:
+                eval_set.kept_rows.add_predictions(pack_only, eval_set.raw_prediction)
+            else:
+                eval_set.raw_prediction += pack_only.predict_raw(eval_set.X, n_threads)
             for name, value, higher_is_better in eval_set.evaluate(metrics, objective):
                 eval_set.history.setdefault(name, []).append(value)
                 info.metrics.setdefault(name, higher_is_better)
@@ -456,6 +466,10 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
         if callback_list.after_iteration(info):
             break
     callback_list.after_training(info)
+    for eval_set in eval_sets:
+        if eval_set.kept_rows is not None:
+            eval_set.kept_rows.close()
+            eval_set.kept_rows = None
 
     ensemble = TreeEnsemble.from_packs(packs, params["pack_size"], base_score, n_outputs)
     if init is not None:

@@ -56,6 +56,8 @@ class CudaBackend:
         self.data = data
         self.n_threads = n_threads
         self.fixed = None
+        # The GPU of on_gpu (keep_rows); None over host kernels.
+        self.device = None
 
     @classmethod
     def on_gpu(cls, data, pack_size: int, device: int = 0, timings: list | None = None,
@@ -74,6 +76,7 @@ class CudaBackend:
         if timings is not None:
             kernels.set_timing(True)
         backend = cls(kernels, timings, data=data, n_threads=n_threads)
+        backend.device = device
         backend.free_memory = lambda: device_memory(device)[0]
         backend.histogram_shape = (data.n_eras, int(np.max(data.n_bins, initial=0)) + 1)
         backend.histogram_budget_bytes = histogram_budget_bytes
@@ -81,6 +84,25 @@ class CudaBackend:
 
     def close(self) -> None:
         self.kernels.close()
+
+    def keep_rows(self, X):
+        """An eval set's rows kept on the GPU for the fit (:class:`KeptRows`),
+        or None where they stay on the host (which then predicts them each
+        round, as the CPU fit does): host kernels, or rows that would take
+        more than a quarter of the GPU's free memory (the depths' histograms
+        need the rest, docs/cuda-kernels.md §11)."""
+        if self.device is None:
+            return None
+        from packboost._device import CudaError
+
+        rows_bytes = X.shape[0] * X.shape[1] * (X.dtype.itemsize if X.dtype in _RAW_DTYPES else 8)
+        free = self.free_memory() if self.free_memory is not None else None
+        if free is not None and rows_bytes > free // 4:
+            return None
+        try:
+            return KeptRows(X, self.device)
+        except CudaError:
+            return None
 
     def start_device_rounds(self, objective, y, sample_weight, raw_prediction, scaling,
                             data) -> bool:
@@ -246,6 +268,33 @@ PREDICT_CHUNK_BYTES = 1 << 30
 _RAW_DTYPES = (np.float64, np.float32, np.int8, np.uint8)
 
 
+def _device_trees(ensemble, n_rounds=None, start_round=0):
+    """The selected rounds' trees as the GPU predictor takes them: the node
+    arrays, the roots grouped by output, and the groups' starts (None for
+    one output)."""
+    n_outputs = ensemble.n_outputs
+    starts = None
+    if n_outputs == 1:
+        roots = ensemble.tree_roots(n_rounds, start_round)
+    else:
+        per_output = [ensemble.tree_roots(n_rounds, start_round, output=output)
+                      for output in range(n_outputs)]
+        roots = np.ascontiguousarray(np.concatenate(per_output), dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum([len(item) for item in per_output])]
+                                ).astype(np.int64)
+    nodes = ensemble.nodes
+    arrays = [np.ascontiguousarray(nodes[name], dtype=dtype) for name, dtype in (
+        ("feature", np.int32), ("threshold", np.float64), ("missing_left", np.uint8),
+        ("left_child", np.int32), ("right_child", np.int32), ("value", np.float64))]
+    return arrays, np.ascontiguousarray(roots, dtype=np.int64), starts
+
+
+def _raw_dtype(X):
+    """X in a dtype the GPU predictor reads: integers wider than a byte as
+    float64 (which holds them exactly, |x| < 2**53)."""
+    return X if X.dtype in _RAW_DTYPES else X.astype(np.float64)
+
+
 def predict_raw_on_gpu(ensemble, X, n_rounds=None, start_round=0) -> np.ndarray:
     """``ensemble.predict_raw`` on the GPU: base score plus the selected rounds,
     (n_rows,) or (n_rows, n_outputs). Every output's trees walk one copy of
@@ -253,28 +302,15 @@ def predict_raw_on_gpu(ensemble, X, n_rounds=None, start_round=0) -> np.ndarray:
     in tree order: the numbers of a one-output model of its trees)."""
     from packboost import _cuda
 
-    n_outputs = ensemble.n_outputs
-    starts = None
-    if n_outputs == 1:
+    if ensemble.n_outputs == 1:
         out = np.full(X.shape[0], ensemble.base_score, dtype=np.float64)
-        roots = ensemble.tree_roots(n_rounds, start_round)
     else:
         out = np.repeat(np.asarray(ensemble.base_scores, dtype=np.float64)[np.newaxis, :],
                         X.shape[0], axis=0)
-        per_output = [ensemble.tree_roots(n_rounds, start_round, output=output)
-                      for output in range(n_outputs)]
-        roots = np.ascontiguousarray(np.concatenate(per_output), dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum([len(item) for item in per_output])]
-                                ).astype(np.int64)
+    arrays, roots, starts = _device_trees(ensemble, n_rounds, start_round)
     if X.shape[0] == 0 or len(roots) == 0:
         return out
-    if X.dtype not in _RAW_DTYPES:
-        # Integers wider than a byte: float64 holds them exactly (|x| < 2**53).
-        X = X.astype(np.float64)
-    nodes = ensemble.nodes
-    arrays = [np.ascontiguousarray(nodes[name], dtype=dtype) for name, dtype in (
-        ("feature", np.int32), ("threshold", np.float64), ("missing_left", np.uint8),
-        ("left_child", np.int32), ("right_child", np.int32), ("value", np.float64))]
+    X = _raw_dtype(X)
     row_bytes = max(1, X.shape[1] * X.dtype.itemsize)
     step = max(1, PREDICT_CHUNK_BYTES // row_bytes)
     for start in range(0, X.shape[0], step):
@@ -284,3 +320,25 @@ def predict_raw_on_gpu(ensemble, X, n_rounds=None, start_round=0) -> np.ndarray:
         _cuda.predict_raw(block, *arrays, roots, part, output_tree_starts=starts)
         out[start:stop] = part
     return out
+
+
+class KeptRows:
+    """An eval set's raw rows kept on the GPU for the fit
+    (:meth:`CudaBackend.keep_rows`): each round's pack walks them there and
+    only its trees and the rows' predictions cross."""
+
+    def __init__(self, X, device: int = 0):
+        from packboost import _cuda
+
+        self._rows = _cuda.DeviceRows(_raw_dtype(np.asarray(X)), device)
+
+    def add_predictions(self, ensemble, out: np.ndarray) -> None:
+        """``out += ensemble.predict_raw(X)`` (base score 0): the same sums
+        in the same order (the trees of each output in tree order from 0.0,
+        then added to ``out``)."""
+        arrays, roots, starts = _device_trees(ensemble)
+        if len(roots):
+            self._rows.predict(*arrays, roots, out, output_tree_starts=starts)
+
+    def close(self) -> None:
+        self._rows.close()
