@@ -92,15 +92,23 @@ def grouped_weighted_quantile(group: np.ndarray, values: np.ndarray,
     Returns ``(quantile, has_weight)``; groups without positive weight get 0 and
     False.
     """
+    return _grouped_quantile(group, values, np.asarray(weights, dtype=np.float64), n_groups,
+                             lambda before, totals: before + q * totals)
+
+
+def _grouped_quantile(group, values, weights, n_groups, reach):
+    """Per group: the value at the first position (values ascending) whose
+    cumulative weight reaches ``reach(before, totals)`` (the weights' running
+    sum before the group, the group's total; in ``weights``' dtype), and
+    whether the group has weight."""
     order = np.lexsort((values, group))
     group, values, weights = group[order], values[order], weights[order]
     starts = np.searchsorted(group, np.arange(n_groups), side="left")
     ends = np.searchsorted(group, np.arange(n_groups), side="right")
-    cumulative = np.concatenate([[0.0], np.cumsum(weights)])
+    cumulative = np.concatenate([np.zeros(1, dtype=weights.dtype), np.cumsum(weights)])
     before, totals = cumulative[starts], cumulative[ends] - cumulative[starts]
     has_weight = totals > 0
-    # First position whose cumulative weight within the group reaches q x its total.
-    position = np.searchsorted(cumulative[1:], before + q * totals, side="left")
+    position = np.searchsorted(cumulative[1:], reach(before, totals), side="left")
     position = np.clip(position, starts, np.maximum(ends - 1, starts))
     if not len(values):
         return np.zeros(n_groups), has_weight
@@ -145,21 +153,8 @@ def grouped_grid_quantile(group: np.ndarray, values: np.ndarray, units: np.ndarr
 
     Returns ``(quantile, has_weight)``; groups without units get 0 and False.
     """
-    order = np.lexsort((values, group))
-    group, values, units = group[order], values[order], units[order]
-    starts = np.searchsorted(group, np.arange(n_groups), side="left")
-    ends = np.searchsorted(group, np.arange(n_groups), side="right")
-    cumulative = np.concatenate([[0], np.cumsum(units)])
-    before, totals = cumulative[starts], cumulative[ends] - cumulative[starts]
-    has_weight = totals > 0
-    # First position whose cumulative units within the group reach the threshold.
-    position = np.searchsorted(cumulative[1:], before + unit_thresholds(totals, q),
-                               side="left")
-    position = np.clip(position, starts, np.maximum(ends - 1, starts))
-    if not len(values):
-        return np.zeros(n_groups), has_weight
-    quantile = np.where(has_weight, values[np.minimum(position, len(values) - 1)], 0.0)
-    return quantile, has_weight
+    return _grouped_quantile(group, values, np.asarray(units, dtype=np.int64), n_groups,
+                             lambda before, totals: before + unit_thresholds(totals, q))
 
 
 def refit_quantile_leaves(pack, data, y: np.ndarray, raw_prediction: np.ndarray,
