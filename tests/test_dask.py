@@ -355,6 +355,33 @@ def test_bad_input_gives_the_local_error(client, problem, case):
     assert not hasattr(model, "ensemble_")
 
 
+def _shards_held():
+    from packboost.backends import dask as backend
+
+    return len(backend._SHARDS) + len(backend._LOADING)
+
+
+def test_an_error_after_the_loading_began_leaves_no_shard(client, problem, monkeypatch):
+    """An error on the client while the shards load (here: checking the
+    metrics, after a pause that lets the loading finish) reaches the caller,
+    and the workers keep no shard, built or half-built."""
+    import time
+
+    def failing(*args, **kwargs):
+        time.sleep(1.5)
+        raise ValueError("bad eval_metric")
+
+    monkeypatch.setattr(DaskPackBoostRegressor, "_resolve_metrics", failing)
+    X, y, era = problem
+    model = DaskPackBoostRegressor(**PARAMS)
+    model.client = client
+    with pytest.raises(ValueError, match="bad eval_metric"):
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700))
+    assert not hasattr(model, "ensemble_")
+    assert set(client.run(_shards_held).values()) == {0}
+
+
 @pytest.mark.parametrize("objective", ["squared_error", "quantile"])
 def test_targets_unknown_in_some_eras_as_locally(client, problem, objective):
     # Auxiliary targets NaN in the first eras (on one worker only) and in

@@ -354,23 +354,24 @@ class _DaskEstimator:
             client, fit_id, plan, workers, threads, filled, starts[:-1][lengths > 0],
             filled_lengths, era_codes, order, position, shard_of_row, era_offsets, y,
             sample_weight, mapper, init_ensemble)
-
-        eval_set = _computed_eval_set(client, eval_set)
-        eval_sets = self._prepare_eval_sets(eval_set, eval_names, n_features, feature_names,
-                                            target, n_outputs, encoder=encoder)
-        metrics = self._resolve_metrics(eval_metric, eval_sets, params, n_outputs)
-        # Callbacks run on rank 0's worker: a progress bar there shows nothing here.
-        callback_list = self._build_callbacks(callbacks, early_stopping_rounds, False)
-        # A callable objective gets each worker's rows (era-sorted): row by row.
-        objective = self._output_objective(
-            make_objective(params["objective"], alpha=params["alpha"],
-                           link=get_objective(self._objective_name).transform), n_outputs)
-        training = dict(params=params, n_bins=mapper.n_bins_, cuts=mapper.cuts_,
-                        categorical=None if encoder is None else encoder.mask(),
-                        objective=objective, metrics=metrics, init_ensemble=init_ensemble,
-                        base_score=(objective.base_score(y, sample_weight) if init is None
-                                    else None))
+        # From here every path frees the shards (and their loading) on the
+        # workers: a bad eval set or callback fails after the loading began.
         try:
+            eval_set = _computed_eval_set(client, eval_set)
+            eval_sets = self._prepare_eval_sets(eval_set, eval_names, n_features, feature_names,
+                                                target, n_outputs, encoder=encoder)
+            metrics = self._resolve_metrics(eval_metric, eval_sets, params, n_outputs)
+            # Callbacks run on rank 0's worker: a progress bar there shows nothing here.
+            callback_list = self._build_callbacks(callbacks, early_stopping_rounds, False)
+            # A callable objective gets each worker's rows (era-sorted): row by row.
+            objective = self._output_objective(
+                make_objective(params["objective"], alpha=params["alpha"],
+                               link=get_objective(self._objective_name).transform), n_outputs)
+            training = dict(params=params, n_bins=mapper.n_bins_, cuts=mapper.cuts_,
+                            categorical=None if encoder is None else encoder.mask(),
+                            objective=objective, metrics=metrics, init_ensemble=init_ensemble,
+                            base_score=(objective.base_score(y, sample_weight) if init is None
+                                        else None))
             addresses = [address for _, address in _wait(client, shards, stores)]
             # The shards hold what the fit needs: the loading's intermediate
             # results (validated partitions, binned pieces, scattered targets)
@@ -387,7 +388,7 @@ class _DaskEstimator:
             ensemble, info = _wait(client, shards, fits)[0]
         finally:
             # Diagnostics of the last fit (benchmarks/bench_dask.py), not model state.
-            self.worker_stats_ = _drop_shards(client, shards)
+            self.worker_stats_ = _drop_shards(client, shards, after=stores)
         fitted = _fitted_state(target, ensemble, mapper, n_features, n_eras, info,
                                feature_names, era_column)
         if encoder is not None:
@@ -643,12 +644,21 @@ def _check_workers(client, shards, futures, wait_seconds: float = 0.0) -> None:
         time.sleep(0.2)
 
 
-def _drop_shards(client, shards) -> list:
+def _drop_shards(client, shards, after=()) -> list:
     """Free every shard (a few seconds at most: a lost worker has nothing to
-    free); returns each shard's fit statistics."""
+    free); returns each shard's fit statistics. ``after``: the loading's
+    tasks, let finish first (a fit that fails while they run would otherwise
+    free the shards before they are made)."""
+    from distributed import wait
+
+    try:
+        with client.as_current():
+            wait(list(after), timeout=5.0)
+    except Exception:  # noqa: BLE001 -- a failed or lost loading has nothing more to make
+        pass
+    deadline = time.monotonic() + 5.0
     futures = [client.submit(worker_drop, shard.key, workers=[shard.worker], pure=False)
                for shard in shards]
-    deadline = time.monotonic() + 5.0
     stats = []
     for future in futures:
         try:
