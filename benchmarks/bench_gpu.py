@@ -4,6 +4,7 @@
     python benchmarks/bench_gpu.py --rows 200000 --features 200 --eras 100 --rounds 3
     python benchmarks/bench_gpu.py --feature-fraction 0.1 --recipes example deep --trees 200
     python benchmarks/bench_gpu.py --skip-cpu --peer none --json out.json
+    python benchmarks/bench_gpu.py --feature-fraction 0.1 --eval-set   # held-out scored each round
     # without a GPU, to run every code path (timings mean nothing):
     python benchmarks/bench_gpu.py --emulate --peer-device cpu --rows 3000 --features 20 \
         --eras 10 --holdout-eras 4 --rounds 2 --recipes example deep --trees 16
@@ -202,8 +203,11 @@ class TimedBackend:
 
 
 def run_fit(X, y, era, *, device, rounds, feature_fraction, args, kernel_timings=None,
-            max_depth=None, learning_rate=0.01, min_samples_leaf=20, device_round=True):
+            max_depth=None, learning_rate=0.01, min_samples_leaf=20, device_round=True,
+            eval_set=None):
     """One fit; returns (model, per-round seconds, fit seconds, loop seconds).
+    ``eval_set``: scored every round, as a user watching a validation set
+    does (the loop seconds then include it).
 
     Per-round seconds: grow + update of the pack (the backend's work). Loop
     seconds: from one round's grow to the next's, so also the host's
@@ -243,7 +247,7 @@ def run_fit(X, y, era, *, device, rounds, feature_fraction, args, kernel_timings
         if device == "cuda" and args.emulate else backend_factory)
     try:
         start = time.perf_counter()
-        model.fit(X, y, era=era)
+        model.fit(X, y, era=era, eval_set=eval_set)
         seconds = time.perf_counter() - start
     finally:
         backends.open_backend = original
@@ -411,6 +415,9 @@ def parse_arguments(argv=None):
                              "(the path before the round moved to the device), for its "
                              "loop and grow rates beside the device round's")
     parser.add_argument("--cpu-rounds", type=int, default=1)
+    parser.add_argument("--eval-set", action="store_true",
+                        help="score the held-out rows every round (speed part), as a "
+                             "validation set is watched; the loop trees/s include it")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-cpu", action="store_true")
@@ -453,14 +460,16 @@ class Report:
 def speed_part(args, train, holdout, peer, report):
     """PackBoost GPU vs CPU (and the peer) at ``--depth``, ``--pack``, per fraction."""
     X, y, era = train
+    eval_set = [holdout] if args.eval_set else None
     for fraction in args.feature_fraction:
-        row = {"feature_fraction": fraction}
+        row = {"feature_fraction": fraction, "eval_set": bool(args.eval_set)}
         report.document["speed"].append(row)
         gpu_model = cpu_model = None
         if not args.skip_gpu:
             gpu_model, rounds, fit_seconds, loop = run_fit(X, y, era, device="cuda",
                                                            rounds=args.rounds,
-                                                           feature_fraction=fraction, args=args)
+                                                           feature_fraction=fraction, args=args,
+                                                           eval_set=eval_set)
             rate, median = steady_trees_per_second(rounds, args.pack, args.warmup)
             row.update(gpu_trees_per_s=rate, gpu_round_s=median, gpu_fit_s=fit_seconds,
                        gpu_nodes=int(len(gpu_model.ensemble_.nodes["feature"])),
@@ -476,7 +485,7 @@ def speed_part(args, train, holdout, peer, report):
             if args.host_round:
                 _, host_rounds, _, host_loop = run_fit(
                     X, y, era, device="cuda", rounds=args.rounds, feature_fraction=fraction,
-                    args=args, device_round=False)
+                    args=args, device_round=False, eval_set=eval_set)
                 host_rate, _ = steady_trees_per_second(host_rounds, args.pack, args.warmup)
                 host_loop_rate, _ = (steady_trees_per_second(host_loop, args.pack, args.warmup)
                                      if len(host_loop) > args.warmup else (0.0, 0.0))
@@ -495,7 +504,8 @@ def speed_part(args, train, holdout, peer, report):
         if not args.skip_cpu:
             cpu_model, rounds, fit_seconds, _ = run_fit(X, y, era, device="cpu",
                                                         rounds=args.cpu_rounds,
-                                                        feature_fraction=fraction, args=args)
+                                                        feature_fraction=fraction, args=args,
+                                                        eval_set=eval_set)
             rate, median = steady_trees_per_second(rounds, args.pack, 0)
             row.update(cpu_trees_per_s=rate, cpu_round_s=median, cpu_fit_s=fit_seconds,
                        cpu_round_seconds=rounds,
