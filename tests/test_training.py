@@ -173,6 +173,39 @@ def test_custom_callbacks_see_every_round_and_can_stop(split):
         PackBoostRegressor(n_estimators=1).fit(train.X, train.y, callbacks=[42])
 
 
+class _RowsOnTheBackend:
+    """What CudaBackend.keep_rows returns, on the host: each round's pack
+    added to the scores as the driver adds it otherwise; records its calls."""
+
+    def __init__(self, X, calls):
+        self.X, self.calls = X, calls
+
+    def add_predictions(self, ensemble, out):
+        self.calls.append(("add", out.shape))
+        out += ensemble.predict_raw(self.X, 1)
+
+    def close(self):
+        self.calls.append(("close", None))
+
+
+def test_a_backend_keeping_the_eval_rows_scores_them_each_round(split, full_model,
+                                                                monkeypatch):
+    """The driver hands each round's pack to the rows a backend keeps
+    (keep_rows: a GPU fit's eval sets on the device), one call a round and
+    set, closes them at the end, and the scores are the host's."""
+    from packboost.backends.cpu import CpuBackend
+
+    train, test = split
+    calls = []
+    monkeypatch.setattr(CpuBackend, "keep_rows",
+                        lambda self, X: _RowsOnTheBackend(X, calls), raising=False)
+    model = PackBoostRegressor(n_estimators=12, **PARAMS).fit(
+        train.X, train.y, era=train.era, eval_set=[(test.X, test.y, test.era)],
+        eval_metric=["numerai_mean", "pearson_sharpe", "rmse", "spearman_max_drawdown"])
+    assert calls == [("add", (len(test.y),))] * 12 + [("close", None)]
+    assert model.evals_result_ == full_model.evals_result_
+
+
 def test_log_evaluation_and_progress_bar_output(split):
     train, test = split
     log, bar = io.StringIO(), io.StringIO()
