@@ -138,7 +138,6 @@ class _ShardLoading:
 
     X_binned: np.ndarray
     init_raw: np.ndarray | None = None
-    arrived: int = 0
 
     def place_scores(self, raw, places):
         with _LOADING_LOCK:
@@ -146,10 +145,6 @@ class _ShardLoading:
                 self.init_raw = np.empty((self.X_binned.shape[1],) + raw.shape[1:],
                                          dtype=np.float64)
         self.init_raw[places] = raw
-
-    def count(self, rows: int) -> None:
-        with _LOADING_LOCK:
-            self.arrived += rows
 
 
 _LOADING_LOCK = threading.Lock()
@@ -179,7 +174,6 @@ def _start_shard(key, local_parts, n_local, mapper, init_ensemble, n_threads):
         if init_ensemble is not None:
             loading.place_scores(init_ensemble.predict_raw(scanned[1][rows], n_threads),
                                  places)
-    loading.count(placed)
     return placed
 
 
@@ -195,7 +189,6 @@ def _place_pieces(key, pieces, n_local, n_features, dtype, n_threads):
         placed += len(places)
         if raw is not None:
             loading.place_scores(raw, places)
-    loading.count(placed)
     return placed
 
 
@@ -206,8 +199,8 @@ def _build_shard(key, started, placed, row_era, y, sample_weight, first_era, end
     with _LOADING_LOCK:
         loading = _LOADING.pop(key)
     n_local = loading.X_binned.shape[1]
-    if loading.arrived != n_local or started + placed != n_local:
-        raise AssertionError(f"shard {key}: {loading.arrived} rows arrived, {n_local} expected")
+    if started + placed != n_local:
+        raise AssertionError(f"shard {key}: {started + placed} rows arrived, {n_local} expected")
     return worker_store(key, _Shard(X_binned=loading.X_binned, row_era=row_era, y=y,
                                     sample_weight=sample_weight, first_era=first_era,
                                     end_era=end_era, init_raw=loading.init_raw))
