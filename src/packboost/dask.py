@@ -294,7 +294,7 @@ class _DaskEstimator:
         n_eras = int(era_codes.max()) + 1
 
         # The rows of the local fit, in its order: sorted by era, stable.
-        order = np.argsort(era_codes, kind="stable")
+        order = _validation.era_order(era_codes)
         position = np.empty(n_rows, dtype=np.int64)
         position[order] = np.arange(n_rows)
         era_rows = np.bincount(era_codes, minlength=n_eras)
@@ -505,8 +505,10 @@ def _store_shards(client, fit_id, plan, workers, threads, scanned, starts, lengt
         shard_of_part = shard_of_row[start:start + length]
         places_of_part = shard_position[start:start + length]
         held_by = set(holders.get(item.key, ()))
-        # The partition's rows by shard, each shard's in its order: one sort.
-        by_shard = np.lexsort((places_of_part, shard_of_part))
+        # The partition's rows by shard, each shard's in its order: the shards
+        # are consecutive ranges of the era-sorted positions, so one sort by
+        # position (distinct integers) orders both.
+        by_shard = np.argsort(position[start:start + length])
         bounds = np.searchsorted(shard_of_part[by_shard], np.arange(len(plan) + 1))
         for index in np.flatnonzero(np.diff(bounds)).tolist():
             rows = by_shard[bounds[index]:bounds[index + 1]]

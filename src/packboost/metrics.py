@@ -276,7 +276,9 @@ class _EraGroups:
             except TypeError as error:
                 raise TypeError(f"era labels cannot be ordered: {error}") from None
             codes = codes.ravel()
-        order = np.argsort(codes, kind="stable")
+        from packboost._validation import era_order
+
+        order = era_order(codes)
         self.order = None if np.array_equal(order, np.arange(n_rows)) else order
         self.codes = codes if self.order is None else codes[order]
         self.labels = labels

@@ -282,7 +282,7 @@ class _PackBoostEstimator(BaseEstimator):
         era_codes, _ = _validation.encode_eras(era, n_rows)
 
         # Rows sorted once by era (stable): each era becomes one contiguous span.
-        order = np.argsort(era_codes, kind="stable")
+        order = _validation.era_order(era_codes)
         if np.array_equal(order, np.arange(n_rows)):
             order = None
         # A certain failure to allocate is reported before anything large is.
