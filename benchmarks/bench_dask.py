@@ -9,15 +9,19 @@ For each size, fits the local :class:`packboost.PackBoostRegressor` with
 input persisted on the workers in 8 partitions: ``--layout shuffled``, the
 rows shuffled so that every era is split across partitions and half of each
 shard's rows cross between workers; ``--layout by-era``, the rows in era
-order, as a Parquet data set sorted by era reads), alternating the two ``--repeats`` times, on
-Numerai-like data (the last quarter of eras held out). Reports the median fit
+order, as a Parquet data set sorted by era reads), alternating the two
+``--repeats`` times, on Numerai-like data (the last quarter of eras held
+out). Reports the median fit
 seconds of each and their ratio, the fit alone (the one task per worker,
 after the data is placed and binned), whether trees and held-out predictions
 are bit-identical to the local fit, each worker's seconds and CPU seconds in
 its fit task, the bytes and messages the workers sent each other per round,
 and the Dask tasks of a fit, and the seconds each worker computed in the
-DES era pass. Then extrapolates a Numerai-scale round to 10 nodes from the
-measured per-row cost (``extrapolate``).
+DES era pass. ``--floor`` adds the machine's floor for ``w`` worker
+processes (:func:`machine_floor`: each shard's eras fitted locally in its
+own process, all at once, against each alone). Then extrapolates a
+Numerai-scale round to 10 nodes from the measured per-row cost
+(``extrapolate``).
 """
 
 from __future__ import annotations
@@ -41,8 +45,68 @@ SIZES = {
 ERA_PASS_BYTES = 2 * 3 * 8
 
 
+def _fit_eras(X, y, era, params, threads, barrier, results):
+    """One process of the floor (:func:`machine_floor`): the local fit of
+    its eras, begun with the others (``barrier``); puts its fit seconds.
+    The second fit is timed: a fresh process's first pays for its imports
+    and first page faults, which a worker running fit after fit does not."""
+    from packboost import PackBoostRegressor
+
+    for _ in range(2):
+        model = PackBoostRegressor(**params, n_jobs=threads)
+        if barrier is not None:
+            barrier.wait()
+        start = time.perf_counter()
+        model.fit(X, y, era=era)
+        seconds = time.perf_counter() - start
+    results.put(seconds)
+
+
+def machine_floor(X, y, era, params, workers, threads_per_worker, repeats):
+    """What ``workers`` processes cost this machine before any exchange: the
+    local fit of each shard's eras (the Dask shard plan) in its own process,
+    all at once, ``threads_per_worker`` threads each, against each alone.
+    Each process does a shard's work on its rows (binning and the rounds)
+    and nothing else: a Dask fit with as many worker processes takes at
+    least its time, however little it exchanges. ``contention`` = together
+    / alone: what the processes cost each other (shared caches and memory
+    bandwidth; the local fit's threads share one copy of the rows instead)."""
+    import multiprocessing
+
+    from packboost._validation import encode_eras
+    from packboost.dask import shard_plan
+
+    codes, _ = encode_eras(era, len(y))
+    plan = shard_plan(np.bincount(codes), workers)
+    shards = [np.flatnonzero((codes >= first) & (codes < end)) for first, end in plan]
+    context = multiprocessing.get_context("spawn")   # no fork of a process with OpenMP threads
+
+    def fits(together):
+        results = context.Queue()
+        groups = [shards] if together else [[rows] for rows in shards]
+        seconds = []
+        for group in groups:
+            barrier = context.Barrier(len(group)) if together else None
+            processes = [context.Process(target=_fit_eras, args=(
+                X[rows], y[rows], codes[rows], params, threads_per_worker, barrier, results))
+                for rows in group]
+            for process in processes:
+                process.start()
+            seconds += [results.get() for _ in group]
+            for process in processes:
+                process.join()
+        return max(seconds)
+
+    together, alone = [], []
+    for _ in range(repeats):
+        together.append(fits(True))
+        alone.append(fits(False))
+    return {"together_s": float(np.median(together)), "alone_s": float(np.median(alone)),
+            "contention": float(np.median(together) / np.median(alone))}
+
+
 def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max_depth,
-        feature_fraction, layout="shuffled"):
+        feature_fraction, layout="shuffled", floor=False):
     import dask.array as da
     from distributed import Client, LocalCluster, get_task_stream
 
@@ -67,7 +131,10 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
                           processes=True, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
             dX = da.from_array(X, chunks=(chunk, -1)).persist()
-            dy, dera = da.from_array(y, chunks=chunk), da.from_array(era, chunks=chunk)
+            # The targets and eras persisted too (as columns of the same input
+            # would be): not numpy arrays in the graph, shipped at every fit.
+            dy = da.from_array(y, chunks=chunk).persist()
+            dera = da.from_array(era, chunks=chunk).persist()
             for _ in range(repeats):
                 start = time.perf_counter()
                 local = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era)
@@ -84,6 +151,9 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
                                   equal_nan=True) for k in local.ensemble_.nodes)
         same_prediction = np.array_equal(model.to_local().predict(test.X),
                                          local.predict(test.X))
+        if floor:
+            floor_run = machine_floor(X, y, era, params, workers, threads_per_worker, repeats)
+            floor_run["ratio"] = floor_run["together_s"] / float(np.median(local_times))
         results["runs"].append({
             "workers": workers, "threads_per_worker": threads_per_worker,
             "local_threads": threads,
@@ -102,6 +172,7 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
             "messages_per_round": [item["messages_sent"] / rounds for item in stats],
             "tasks_per_fit": len(stream.data),
             "task_compute_s": _task_seconds(stream.data),
+            **({"machine_floor": floor_run} if floor else {}),
         })
     return results
 
@@ -180,11 +251,15 @@ def main() -> None:
     parser.add_argument("--max-depth", type=int, default=6)
     parser.add_argument("--feature-fraction", type=float, default=0.1)
     parser.add_argument("--layout", choices=["shuffled", "by-era"], default="shuffled")
+    parser.add_argument("--floor", action="store_true",
+                        help="also the machine's floor: each shard's local fit in its own "
+                             "process, all at once and each alone (machine_floor)")
     args = parser.parse_args()
     report = []
     for size in args.sizes:
         results = run(size, args.rounds, args.workers, args.threads_per_worker, args.repeats,
-                      args.pack_size, args.max_depth, args.feature_fraction, args.layout)
+                      args.pack_size, args.max_depth, args.feature_fraction, args.layout,
+                      args.floor)
         one = results["runs"][0]
         per_row_round = (one["local_fit_s"] * one["local_threads"]
                          / (results["rows"] * args.rounds))

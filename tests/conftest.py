@@ -88,6 +88,26 @@ def client():
         yield client
 
 
+@pytest.fixture(params=["as placed", "eras interleaved"])
+def era_placement(request, monkeypatch):
+    """Each Dask fit of the test twice: with the eras placed as the input
+    lies (contiguous ranges for shuffled input), and with every shard's eras
+    interleaved with the others' (even eras on the second worker's shard,
+    odd eras on the first's: as input partitioned by era places them), the
+    ranks in another order than the workers'."""
+    if request.param == "eras interleaved":
+        import packboost.dask as packboost_dask
+
+        def interleaved(era_rows, held):
+            eras = np.arange(len(era_rows))
+            if held.shape[0] < 2 or len(eras) < 2:
+                return [eras], [0]
+            return [eras[eras % 2 == 0], eras[eras % 2 == 1]], [1, 0]
+
+        monkeypatch.setattr(packboost_dask, "place_eras", interleaved)
+    return request.param
+
+
 def assert_same_model(local, distributed_model):
     """Every node array and the base score of a Dask model are the local fit's."""
     a, b = local.ensemble_.nodes, distributed_model.ensemble_.nodes

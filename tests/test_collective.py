@@ -182,13 +182,19 @@ class _Gathered:
                 for rank, other in enumerate(self.everyone)]
 
 
-def _shard_bounds(gradients, hessians, offsets, cuts):
-    """Each shard's grid_bounds_of_rows, as the shards of eras cut at ``cuts``."""
+def _rows_of(offsets, eras):
+    """The era-sorted rows of ``eras`` (ascending), era after era."""
+    return np.concatenate([np.arange(offsets[era], offsets[era + 1]) for era in eras])
+
+
+def _shard_bounds(gradients, hessians, offsets, shard_eras):
+    """Each shard's grid_bounds_of_rows, the shards holding ``shard_eras``."""
     pieces = []
-    for first, end in zip(cuts[:-1], cuts[1:], strict=True):
-        rows = slice(offsets[first], offsets[end])
+    for eras in shard_eras:
+        rows = _rows_of(offsets, eras)
+        sizes = np.diff(offsets)[eras]
         pieces.append(grid_bounds_of_rows(gradients[rows], hessians[rows],
-                                          offsets[first:end + 1] - offsets[first]))
+                                          np.concatenate([[0], np.cumsum(sizes)])))
     return pieces
 
 
@@ -201,19 +207,24 @@ def test_shards_round_to_the_grid_of_all_rows(constant_hessian):
     hessians = (np.full(offsets[-1], 2.0) if constant_hessian
                 else rng.uniform(0.5, 2.0, offsets[-1]))
     whole = to_fixed_point(gradients, hessians, offsets)
-    cuts = [0, 2, 3, 6]
-    pieces = _shard_bounds(gradients, hessians, offsets, cuts)
-    for rank, (first, end) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-        shard = RowShard(_Gathered(pieces, rank), offsets, first, end, n_features=1)
-        rows = slice(offsets[first], offsets[end])
-        part = to_fixed_point(gradients[rows], hessians[rows], shard.local_era_offsets,
-                              shard=shard)
-        assert (part.gradient_scale, part.hessian_scale, part.count_bits) == \
-            (whole.gradient_scale, whole.hessian_scale, whole.count_bits)
-        assert part.hessian_is_constant == whole.hessian_is_constant
-        np.testing.assert_array_equal(part.packed, whole.packed[rows])
-        np.testing.assert_array_equal(part.gradients, whole.gradients[rows])
-        np.testing.assert_array_equal(part.hessians, whole.hessians[rows])
+    # contiguous ranges, and eras interleaved over the shards in no order
+    for shard_eras in ([[0, 1], [2], [3, 4, 5]], [[1, 4], [0, 2, 5], [3]]):
+        pieces = _shard_bounds(gradients, hessians, offsets, shard_eras)
+        for rank, eras in enumerate(shard_eras):
+            shard = RowShard(_Gathered(pieces, rank), offsets, shard_eras, rank, n_features=1)
+            rows = _rows_of(offsets, eras)
+            part = to_fixed_point(gradients[rows], hessians[rows], shard.local_era_offsets,
+                                  shard=shard)
+            _assert_same_grid(part, whole, rows)
+
+
+def _assert_same_grid(part, whole, rows):
+    assert (part.gradient_scale, part.hessian_scale, part.count_bits) == \
+        (whole.gradient_scale, whole.hessian_scale, whole.count_bits)
+    assert part.hessian_is_constant == whole.hessian_is_constant
+    np.testing.assert_array_equal(part.packed, whole.packed[rows])
+    np.testing.assert_array_equal(part.gradients, whole.gradients[rows])
+    np.testing.assert_array_equal(part.hessians, whole.hessians[rows])
 
 
 def test_local_samples_are_the_shard_rows_of_the_global_draw():
@@ -226,10 +237,25 @@ def test_local_samples_are_the_shard_rows_of_the_global_draw():
         kept_rows = int(sizes[era_keep[tree] != 0].sum())
         row_keep.append(rng.random(kept_rows) < 0.5)
     samples = TreeSamples(era_keep, row_keep, offsets)
-    for first, end in [(0, 2), (2, 4), (4, 6), (0, 6), (3, 4)]:
-        shard = RowShard(None, offsets, first, end, n_features=1)
+    for eras in [[0, 1], [2, 3], [4, 5], list(range(6)), [3], [0, 2, 5], [1, 3, 4], [5]]:
+        shard = RowShard(None, offsets, [eras], 0, n_features=1)
         local = shard.local_samples(samples)
+        # each global row's place in the shard (-1: another shard's)
+        place = np.full(offsets[-1], -1)
+        place[_rows_of(offsets, eras)] = np.arange(shard.n_rows)
         for tree in range(3):
             rows = samples[tree]
-            inside = rows[(rows >= offsets[first]) & (rows < offsets[end])] - offsets[first]
+            inside = place[rows][place[rows] >= 0]
             np.testing.assert_array_equal(local[tree], inside)
+        np.testing.assert_array_equal(local.era_keep, era_keep[:, eras])
+
+
+def test_per_era_parts_are_put_in_era_order():
+    shard = RowShard(None, np.arange(6), [[1, 4], [0, 2], [3]], 0, n_features=1)
+    parts = [np.array([[10, 40]]), np.array([[0, 20]]), np.array([[30]])]
+    np.testing.assert_array_equal(shard.in_era_order(parts, axis=1), [[0, 10, 20, 30, 40]])
+
+
+def test_a_shard_refuses_eras_out_of_order():
+    with pytest.raises(ValueError, match="ascending"):
+        RowShard(None, np.arange(6), [[2, 1]], 0, n_features=1)

@@ -22,6 +22,7 @@ from packboost.dask import (  # noqa: E402
     DaskPackBoostRegressor,
     WorkerLostError,
     _shard_workers,
+    place_eras,
     shard_plan,
 )
 from packboost.datasets import make_numerai_like  # noqa: E402
@@ -78,7 +79,7 @@ def assert_fits_as_locally(client, X, y, era, params, sample_weight=None):
          interaction_constraints=[[0, 1], [1, 2, 3]]),
     dict(interaction_constraints=[[0, 4], [2, 3, 5]], era_weighting="count", lambda_dir=0.2),
 ])
-def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra):
+def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra, era_placement):
     X, y, era = problem
     params = {**PARAMS, **extra}
     weight = None
@@ -275,28 +276,64 @@ def test_shard_plan_is_contiguous_and_balanced_by_rows():
     assert shard_plan(np.array([1, 1, 1]), 3) == [(0, 1), (1, 2), (2, 3)]
 
 
-class _Partition:
-    def __init__(self, key):
-        self.key = key
-
-
 def test_each_shard_goes_to_the_worker_holding_most_of_its_rows():
-    parts = [_Partition(k) for k in "abcd"]
-    # 4 partitions of 3 rows; rows of shards 0 and 1 (era-sorted input)
-    shard_of_row = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
-    starts, lengths = np.array([0, 3, 6, 9]), np.array([3, 3, 3, 3])
-    holders = {"a": ["w1"], "b": ["w1"], "c": ["w0"], "d": ["w0"]}
-    assert _shard_workers(["w0", "w1"], holders, parts, starts, lengths, shard_of_row,
-                          2) == ["w1", "w0"]
+    # rows of shards 0 and 1 (rows) on workers w0, w1 (columns)
+    assert _shard_workers(np.array([[0, 7], [5, 0]])) == [1, 0]
     # a partition held twice counts for both; no rows anywhere: in worker order
-    holders = {"a": ["w0", "w1"], "b": ["w1"], "c": ["w1"], "d": ["w0"]}
-    assert _shard_workers(["w0", "w1"], holders, parts, starts, lengths, shard_of_row,
-                          2) == ["w1", "w0"]
-    assert _shard_workers(["w0", "w1", "w2"], {}, parts, starts, lengths, shard_of_row,
-                          2) == ["w0", "w1"]
+    assert _shard_workers(np.array([[3, 7], [2, 3]])) == [1, 0]
+    assert _shard_workers(np.zeros((2, 3), dtype=np.int64)) == [0, 1]
     # fewer shards than workers: the one holding the rows is taken
-    assert _shard_workers(["w0", "w1", "w2"], {"a": ["w2"]}, parts, starts, lengths,
-                          np.zeros(12, dtype=np.int64), 1) == ["w2"]
+    assert _shard_workers(np.array([[0, 0, 3]])) == [2]
+
+
+def _plan_rows(era_rows, plan):
+    return [int(era_rows[eras].sum()) for eras in plan]
+
+
+def test_input_spread_over_every_worker_keeps_contiguous_era_ranges():
+    """Every era on every worker (shuffled input): the eras placed as
+    shard_plan's balanced ranges (nothing is gained by sets), each on the
+    worker holding most of it."""
+    era_rows = np.array([30, 10, 20, 40, 20, 30])
+    held = np.stack([era_rows // 2, era_rows - era_rows // 2])
+    held[1, 4] += 1   # noise: worker 1 holds a row more of era 4
+    plan, workers = place_eras(era_rows, held)
+    assert [eras.tolist() for eras in plan] == \
+        [list(range(first, end)) for first, end in shard_plan(era_rows, 2)]
+    assert sorted(workers) == [0, 1]
+
+
+def test_eras_partitioned_over_the_workers_stay_where_they_are():
+    """Era-sorted partitions spread over the workers in no era order (as Dask
+    places a Parquet data set sorted by era): each era on the worker that
+    holds it, the shards' eras not consecutive, nothing moved."""
+    era_rows = np.full(8, 10)
+    holder = np.array([1, 0, 1, 1, 0, 0, 1, 0])
+    held = np.zeros((2, 8), dtype=np.int64)
+    held[holder, np.arange(8)] = era_rows
+    plan, workers = place_eras(era_rows, held)
+    assert workers == [0, 1]
+    assert [eras.tolist() for eras in plan] == [[1, 4, 5, 7], [0, 2, 3, 6]]
+    # a third worker holding nothing gets a share: balance before place
+    held3 = np.vstack([held, np.zeros((1, 8), dtype=np.int64)])
+    plan3, workers3 = place_eras(era_rows, held3)
+    assert sorted(np.concatenate(plan3).tolist()) == list(range(8))
+    assert sorted(_plan_rows(era_rows, plan3)) == [20, 30, 30]
+
+
+def test_a_worker_holding_most_eras_keeps_at_most_its_share():
+    """One worker holds 7 of 8 equal eras: it keeps its share (within
+    ERA_SETS_SLACK, whole eras) and the rest move to the other; every era
+    in exactly one shard."""
+    era_rows = np.full(8, 10)
+    held = np.zeros((2, 8), dtype=np.int64)
+    held[0, :7] = 10
+    held[1, 7] = 10
+    plan, workers = place_eras(era_rows, held)
+    rows = dict(zip(workers, _plan_rows(era_rows, plan), strict=True))
+    assert rows == {0: 40, 1: 40}
+    assert sorted(np.concatenate(plan).tolist()) == list(range(8))
+    assert 7 in plan[workers.index(1)]
 
 
 @pytest.mark.parametrize("first_half_on", [0, 1])
@@ -324,6 +361,34 @@ def test_input_partitioned_by_era_is_binned_where_it_lives(client, problem, firs
                   era=da.from_array(era, chunks=400))
     names = [str(task["key"]) for task in stream.data]
     assert any("_build_shard" in name for name in names)
+    assert not any("_bin_partition" in name for name in names)
+    assert_same_model(local, model)
+
+
+def test_era_partitions_spread_over_the_workers_in_no_order_stay_where_they_are(client,
+                                                                                 problem):
+    """Era-sorted partitions of whole eras on the workers in turn (w0, w1,
+    w0, w1, as Dask spreads a Parquet data set sorted by era): each worker's
+    shard is the eras it holds, not a contiguous range: nothing is binned
+    for another worker, and the model is the local fit's."""
+    X, y, era = problem
+    order = np.argsort(era, kind="stable")
+    X, y, era = X[order], y[order], era[order]
+    era_rows = np.bincount(np.unique(era, return_inverse=True)[1])
+    cuts = np.concatenate([[0], np.cumsum(era_rows)[[2, 4, 6]], [len(y)]])   # 5 eras each
+    workers = sorted(client.scheduler_info()["workers"])
+    parts = [da.from_array(X[first:end], chunks=(end - first, -1)).persist(
+        workers=[workers[k % 2]])
+        for k, (first, end) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))]
+    distributed.wait(parts)
+    local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
+    model = DaskPackBoostRegressor(**PARAMS)
+    model.client = client
+    with distributed.get_task_stream(client) as stream:
+        model.fit(da.concatenate(parts), da.from_array(y, chunks=400),
+                  era=da.from_array(era, chunks=400))
+    names = [str(task["key"]) for task in stream.data]
+    assert sum("_build_shard" in name for name in names) == 2
     assert not any("_bin_partition" in name for name in names)
     assert_same_model(local, model)
 
@@ -550,9 +615,9 @@ def test_a_worker_gone_with_a_finished_result_is_a_lost_worker():
         def cancel(self, futures):
             self.cancelled = futures
 
-    shard = packboost_dask.ShardInfo(worker="tcp://gone:1", first_row=0, end_row=10,
-                                     first_era=0, end_era=2, key="fit/0")
+    shard = packboost_dask.ShardInfo(worker="tcp://gone:1", eras=np.array([0, 1, 5]),
+                                     key="fit/0")
     client = Cluster()
-    with pytest.raises(WorkerLostError, match="left the cluster during fit"):
+    with pytest.raises(WorkerLostError, match=r"eras 0\.\.1, 5 left the cluster during fit"):
         packboost_dask._wait(client, [shard], [FinishedButGone()])
     assert len(client.cancelled) == 1

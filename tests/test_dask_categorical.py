@@ -68,7 +68,7 @@ def _dask_fit(client, params, X, y, era, npartitions=3, **fit_args):
     # constraints beside the category sets (monotone on a numeric feature)
     dict(monotone_constraints=[1, 0, 0], interaction_constraints=[["x0", "sector"], ["x1"]]),
 ])
-def test_pandas_category_column_is_the_local_fit(client, extra):
+def test_pandas_category_column_is_the_local_fit(client, extra, era_placement):
     X, y, era, _ = era_table()
     params = {**PARAMS, **extra}
     local = PackBoostRegressor(**params).fit(X, y, era=era)

@@ -283,17 +283,20 @@ def grid_bounds_of_rows(gradients: np.ndarray, hessians: np.ndarray,
                                                             == counted_hessians[0])))
 
 
-def combine_grid_bounds(parts: list) -> tuple:
+def combine_grid_bounds(parts: list, era_sums: dict | None = None) -> tuple:
     """(count bits, largest era sum of |g|, sum of |g|, sum of |h|, is the
     hessian of every counted row one constant, that constant or NaN, the
     largest |g|, the counted rows) of the
     rows of ``parts`` (:func:`grid_bounds_of_rows`, eras in order): the
     per-era sums are taken and added in era order, so every shard of a
-    distributed fit chooses one machine's grid."""
-    largest, total = largest_and_total(np.concatenate([part["gradient_sums"]
-                                                       for part in parts]))
-    hessian_total = largest_and_total(np.concatenate([part["hessian_sums"]
-                                                      for part in parts]))[1]
+    distributed fit chooses one machine's grid. ``era_sums``: the parts'
+    ``gradient_sums`` and ``hessian_sums`` already put in era order (shards
+    whose eras interleave, RowShard.grid_bounds); else the parts' in turn."""
+    if era_sums is None:
+        era_sums = {name: np.concatenate([part[name] for part in parts])
+                    for name in ("gradient_sums", "hessian_sums")}
+    largest, total = largest_and_total(era_sums["gradient_sums"])
+    hessian_total = largest_and_total(era_sums["hessian_sums"])[1]
     firsts = [part["first_hessian"] for part in parts if part["first_hessian"] is not None]
     constant = all(part["constant"] for part in parts) and len(set(firsts)) == 1
     return (max(part["count_bits"] for part in parts), largest, total, hessian_total,

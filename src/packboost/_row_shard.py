@@ -2,7 +2,9 @@
 driver needs to know of the others (docs/distributed.md §1, §3).
 
 On a Dask cluster every worker runs the driver (:func:`packboost.booster.train`)
-over its own shard: a contiguous range of whole eras of the era-sorted rows.
+over its own shard: a set of whole eras (the eras its input partitions hold
+where that moves fewer rows, else a contiguous range), their rows in the
+local fit's era-sorted order.
 The driver's decisions must be those of one machine holding every row, so
 wherever it reads *all* rows it asks the shard instead:
 
@@ -12,7 +14,8 @@ wherever it reads *all* rows it asks the shard instead:
 * the fit's gradient rescaling takes the largest magnitudes of all rows
   (:meth:`RowShard.maximum`, exact);
 * the fixed-point grid takes the per-era bounds of all eras, added in era
-  order exactly as one machine adds them (:meth:`RowShard.grid_bounds`).
+  order exactly as one machine adds them, whichever shard holds which era
+  (:meth:`RowShard.grid_bounds`).
 
 Everything else per row (targets, weights, gradients, predictions) stays on
 the worker; the exchanges go through the fit's
@@ -46,20 +49,20 @@ class GlobalRows:
 
 
 class RowShard:
-    """Eras ``first_era .. end_era - 1`` of all (``global_era_offsets``), held
-    here; ``collective`` reaches the other shards (rank order = era order)."""
+    """The eras ``shard_eras[rank]`` of all (``global_era_offsets``), held
+    here; ``shard_eras``: every rank's eras (ascending; together each era
+    once); ``collective`` reaches the other shards."""
 
-    def __init__(self, collective, global_era_offsets: np.ndarray, first_era: int,
-                 end_era: int, n_features: int):
+    def __init__(self, collective, global_era_offsets: np.ndarray, shard_eras: list, rank: int,
+                 n_features: int):
         self.collective = collective
         self.global_rows = GlobalRows(np.asarray(global_era_offsets, dtype=np.int64),
                                       n_features)
-        self.first_era = int(first_era)
-        self.end_era = int(end_era)
-
-    @property
-    def first_row(self) -> int:
-        return int(self.global_rows.era_offsets[self.first_era])
+        self.shard_eras = [np.asarray(eras, dtype=np.int64) for eras in shard_eras]
+        self.eras = self.shard_eras[rank]
+        if len(self.eras) and (np.any(np.diff(self.eras) <= 0) or self.eras[0] < 0
+                               or self.eras[-1] >= self.global_rows.n_eras):
+            raise ValueError("a shard's eras must be ascending era codes")
 
     @property
     def total_rows(self) -> int:
@@ -67,28 +70,50 @@ class RowShard:
 
     @cached_property
     def local_era_offsets(self) -> np.ndarray:
-        offsets = self.global_rows.era_offsets[self.first_era:self.end_era + 1]
-        return offsets - offsets[0]
+        sizes = np.diff(self.global_rows.era_offsets)[self.eras]
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
     @cached_property
     def n_rows(self) -> int:
         return int(self.local_era_offsets[-1])
 
+    @cached_property
+    def _runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The shard's eras as runs of consecutive eras: (first, end) arrays
+        (one run for a contiguous range)."""
+        eras = self.eras
+        breaks = np.flatnonzero(np.diff(eras) != 1) + 1
+        firsts = eras[np.concatenate([[0], breaks])] if len(eras) else eras
+        ends = eras[np.concatenate([breaks - 1, [len(eras) - 1]])] + 1 if len(eras) else eras
+        return firsts, ends
+
     def local_samples(self, samples: TreeSamples) -> TreeSamples:
         """The draws of all rows (:func:`packboost.booster.draw_round`) cut to
         this shard's eras: its era flags, and of each tree's row flags (one
-        per row of the eras it kept, in row order) those of its kept eras here."""
+        per row of the eras it kept, in row order) those of its kept eras
+        here, one slice per run of consecutive eras."""
         era_sizes = np.diff(self.global_rows.era_offsets)
-        first, end = self.first_era, self.end_era
+        firsts, ends = self._runs
         row_keep = []
         for tree, keep in enumerate(samples.row_keep):
             if keep is None:
                 row_keep.append(None)
                 continue
-            kept_sizes = era_sizes * (samples.era_keep[tree] != 0)
-            start = int(kept_sizes[:first].sum())
-            row_keep.append(keep[start:start + int(kept_sizes[first:end].sum())])
-        return TreeSamples(samples.era_keep[:, first:end], row_keep, self.local_era_offsets)
+            kept_offsets = np.concatenate(
+                [[0], np.cumsum(era_sizes * (samples.era_keep[tree] != 0))])
+            pieces = [keep[kept_offsets[first]:kept_offsets[end]]
+                      for first, end in zip(firsts.tolist(), ends.tolist(), strict=True)]
+            row_keep.append(pieces[0] if len(pieces) == 1 else np.concatenate(
+                pieces or [keep[:0]]))
+        return TreeSamples(np.ascontiguousarray(samples.era_keep[:, self.eras]), row_keep,
+                           self.local_era_offsets)
+
+    def in_era_order(self, parts: list, axis: int = 0) -> np.ndarray:
+        """Every rank's per-era arrays (``parts``, in rank order, each over
+        its shard's eras along ``axis``) as one array over all eras in era
+        order: what one machine holding every era computes."""
+        order = np.argsort(np.concatenate(self.shard_eras), kind="stable")
+        return np.take(np.concatenate(parts, axis=axis), order, axis=axis)
 
     def known_targets(self, y: np.ndarray, era_offsets: np.ndarray):
         """:class:`packboost._unknown_targets.KnownTargets` of this shard's
@@ -114,7 +139,10 @@ class RowShard:
         """What :func:`packboost._fixed_point.to_fixed_point` chooses the grid
         from, over all shards' rows: :func:`~packboost._fixed_point.combine_grid_bounds`
         of every shard's ``bounds`` (:func:`~packboost._fixed_point.grid_bounds_of_rows`
-        of its rows)."""
+        of its rows), their per-era sums in era order."""
         from packboost._fixed_point import combine_grid_bounds
 
-        return combine_grid_bounds(self.collective.allgather(bounds))
+        parts = self.collective.allgather(bounds)
+        era_sums = {name: self.in_era_order([part[name] for part in parts])
+                    for name in ("gradient_sums", "hessian_sums")}
+        return combine_grid_bounds(parts, era_sums)

@@ -120,14 +120,19 @@ RESULT_SECONDS = 60.0
 
 @dataclass
 class ShardInfo:
-    """Where a shard lives and which global (era-sorted) rows it holds."""
+    """Where a shard lives and which eras it holds."""
 
     worker: str
-    first_row: int
-    end_row: int
-    first_era: int
-    end_era: int
+    eras: np.ndarray  # ascending era codes
     key: str          # the shard's name in its worker's registry: fit id / shard index
+
+    def describe_eras(self) -> str:
+        """The eras as runs of consecutive codes: "0..9, 20..29"."""
+        eras = self.eras
+        breaks = np.flatnonzero(np.diff(eras) != 1) + 1
+        runs = np.split(eras, breaks)
+        return ", ".join(f"{run[0]}..{run[-1]}" if len(run) > 1 else f"{run[0]}"
+                         for run in runs if len(run))
 
 
 @dataclass
@@ -192,7 +197,7 @@ def _place_pieces(key, pieces, n_local, n_features, dtype, n_threads):
     return placed
 
 
-def _build_shard(key, started, placed, row_era, y, sample_weight, first_era, end_era):
+def _build_shard(key, started, placed, row_era, y, sample_weight, eras):
     """Worker side: the shard stored once its own rows (``started``, from
     :func:`_start_shard`) and the pieces (``placed``, :func:`_place_pieces`)
     are in. Returns (rows, the address its fit listens at)."""
@@ -202,8 +207,8 @@ def _build_shard(key, started, placed, row_era, y, sample_weight, first_era, end
     if started + placed != n_local:
         raise AssertionError(f"shard {key}: {started + placed} rows arrived, {n_local} expected")
     return worker_store(key, _Shard(X_binned=loading.X_binned, row_era=row_era, y=y,
-                                    sample_weight=sample_weight, first_era=first_era,
-                                    end_era=end_era, init_raw=loading.init_raw))
+                                    sample_weight=sample_weight, eras=eras,
+                                    init_raw=loading.init_raw))
 
 
 class _DaskEstimator:
@@ -301,10 +306,7 @@ class _DaskEstimator:
         workers = sorted(client.run_on_scheduler(_worker_addresses))
         if not workers:
             raise RuntimeError("the Dask cluster has no workers")
-        plan = shard_plan(era_rows, len(workers))
         era_offsets = np.concatenate([[0], np.cumsum(era_rows)])
-        shard_of_era = np.repeat(np.arange(len(plan)), [end - first for first, end in plan])
-        shard_of_row = shard_of_era[era_codes]
 
         part_futures = client.compute(parts)
         # The categories of the categorical features, from every partition's
@@ -344,9 +346,9 @@ class _DaskEstimator:
         sample_weight = sample_weight[order] if sample_weight is not None else None
         threads = _worker_threads(client, workers, self.n_jobs)
         shards, stores = _store_shards(
-            client, fit_id, plan, workers, threads, filled, starts[:-1][lengths > 0],
-            filled_lengths, era_codes, order, position, shard_of_row, era_offsets, y,
-            sample_weight, mapper, init_ensemble)
+            client, fit_id, workers, threads, filled, starts[:-1][lengths > 0],
+            filled_lengths, era_codes, order, position, era_rows, y, sample_weight, mapper,
+            init_ensemble)
         # From here every path frees the shards (and their loading) on the
         # workers: a bad eval set or callback fails after the loading began.
         try:
@@ -371,8 +373,9 @@ class _DaskEstimator:
             # are freed on the workers before it, not kept through every round.
             del part_futures, filled
             global_era_offsets = np.asarray(era_offsets, dtype=np.int64)
+            shard_eras = [shard.eras for shard in shards]
             fits = [client.submit(
-                worker_train, shard.key, rank, addresses, global_era_offsets,
+                worker_train, shard.key, rank, addresses, global_era_offsets, shard_eras,
                 dict(training, n_threads=threads[shard.worker],
                      eval_sets=eval_sets if rank == 0 else None,
                      callbacks=callback_list if rank == 0 else None),
@@ -481,91 +484,172 @@ class _DaskEstimator:
         return None if n_outputs == 1 else n_outputs
 
 
-def _store_shards(client, fit_id, plan, workers, threads, scanned, starts, lengths, era_codes,
-                  order, position, shard_of_row, era_offsets, y, sample_weight, mapper,
-                  init_ensemble):
-    """Bin the scanned partitions (``scanned``, their global ``starts`` and
-    ``lengths``) into the shards of ``plan`` and store them on their workers;
-    returns the shards (ShardInfo) and their store tasks. A partition on a
-    shard's worker is binned by the shard itself, into place; for a shard
-    elsewhere one task where the partition lives bins its rows of that shard
-    (:func:`_bin_partition`): its result is the shard's piece, fetched by the
-    shard's worker (no task on the partition's worker to pick it out, which
-    would queue behind that worker's own shard). What this function holds
-    (the pieces, the targets' futures) ends with it: the shards then hold
-    what the fit needs."""
-    # Each row's place in its shard (the local fit's era-sorted order).
-    shard_position = position - era_offsets[[first for first, _ in plan]][shard_of_row]
+def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, era_codes,
+                  order, position, era_rows, y, sample_weight, mapper, init_ensemble):
+    """Place the eras on the workers (:func:`place_eras`, from where the
+    scanned partitions live), bin the partitions (``scanned``, their global
+    ``starts`` and ``lengths``) into the shards and store them on their
+    workers; returns the shards (ShardInfo) and their store tasks. A
+    partition on a shard's worker is binned by the shard itself, into
+    place; for a shard elsewhere one task where the partition lives bins its
+    rows of that shard (:func:`_bin_partition`): its result is the shard's
+    piece, fetched by the shard's worker (no task on the partition's worker
+    to pick it out, which would queue behind that worker's own shard). What
+    this function holds (the pieces, the targets' futures) ends with it:
+    the shards then hold what the fit needs."""
+    n_eras = len(era_rows)
     holders = client.who_has(scanned)
-    workers = _shard_workers(workers, holders, scanned, starts, lengths, shard_of_row,
-                             len(plan))
-    pieces = [[] for _ in plan]        # futures of (codes, places, raw scores) by shard
-    local_parts = [[] for _ in plan]   # (scanned, rows, places) binned by the shard itself
+    held = _held_rows(workers, holders, scanned, starts, lengths, era_codes, n_eras)
+    shard_eras, shard_workers = place_eras(era_rows, held)
+    n_shards = len(shard_eras)
+    shard_of_era = np.empty(n_eras, dtype=np.int64)
+    era_place = np.empty(n_eras, dtype=np.int64)   # each era's first place in its shard
+    for index, eras in enumerate(shard_eras):
+        shard_of_era[eras] = index
+        era_place[eras] = np.cumsum(era_rows[eras]) - era_rows[eras]
+    era_offsets = np.concatenate([[0], np.cumsum(era_rows)])
+    shard_of_row = shard_of_era[era_codes]
+    # Each row's place in its shard (its eras in order, each in the local
+    # fit's era-sorted order).
+    shard_position = position - era_offsets[era_codes] + era_place[era_codes]
+    pieces = [[] for _ in shard_eras]        # futures of (codes, places, raw scores)
+    local_parts = [[] for _ in shard_eras]   # (scanned, rows, places) binned by the shard
     for item, start, length in zip(scanned, starts, lengths, strict=True):
         shard_of_part = shard_of_row[start:start + length]
         places_of_part = shard_position[start:start + length]
         held_by = set(holders.get(item.key, ()))
-        # The partition's rows by shard, each shard's in its order: the shards
-        # are consecutive ranges of the era-sorted positions, so one sort by
-        # position (distinct integers) orders both.
-        by_shard = np.argsort(position[start:start + length])
-        bounds = np.searchsorted(shard_of_part[by_shard], np.arange(len(plan) + 1))
+        # The partition's rows by shard, each shard's in its order: by
+        # position (distinct integers), then stably by shard (a radix sort).
+        by_position = np.argsort(position[start:start + length])
+        by_shard = by_position[np.argsort(shard_of_part[by_position].astype(np.uint16),
+                                          kind="stable")]
+        bounds = np.searchsorted(shard_of_part[by_shard], np.arange(n_shards + 1))
         for index in np.flatnonzero(np.diff(bounds)).tolist():
             rows = by_shard[bounds[index]:bounds[index + 1]]
             places = np.ascontiguousarray(places_of_part[rows], dtype=np.int64)
-            if workers[index] in held_by:
+            if workers[shard_workers[index]] in held_by:
                 local_parts[index].append((item, rows, places))
             else:
                 # First on their worker: the pieces travel while the shards
                 # there bin their own rows (_start_shard).
                 pieces[index].append(client.submit(_bin_partition, item, rows, places, mapper,
                                                    init_ensemble, pure=False, priority=1))
+    # The era-sorted positions of each shard's rows, shard after shard.
+    sorted_eras = era_codes[order]
+    by_shard = np.argsort(shard_of_era[sorted_eras].astype(np.uint16), kind="stable")
+    shard_bounds = np.concatenate([[0], np.cumsum([era_rows[eras].sum()
+                                                   for eras in shard_eras])])
     shards, stores = [], []
-    for index, (first_era, end_era) in enumerate(plan):
-        first_row, end_row = int(era_offsets[first_era]), int(era_offsets[end_era])
-        shard = ShardInfo(worker=workers[index], first_row=first_row, end_row=end_row,
-                          first_era=first_era, end_era=end_era, key=f"{fit_id}/{index}")
-        row_era = np.ascontiguousarray(era_codes[order[first_row:end_row]] - first_era,
-                                       dtype=np.int32)
+    for index, eras in enumerate(shard_eras):
+        worker = workers[shard_workers[index]]
+        shard = ShardInfo(worker=worker, eras=eras, key=f"{fit_id}/{index}")
+        rows_of_shard = by_shard[shard_bounds[index]:shard_bounds[index + 1]]
+        row_era = np.searchsorted(eras, sorted_eras[rows_of_shard]).astype(np.int32)
         # The shard's targets and weights go to its worker once, here;
         # nothing per row crosses the network after loading.
-        rows_of_shard = [client.scatter(np.ascontiguousarray(values[..., first_row:end_row]),
-                                        workers=[shard.worker], hash=False)
-                         if values is not None else None for values in (y, sample_weight)]
-        pinned = dict(workers=[shard.worker], allow_other_workers=False, pure=False)
-        n_local, n_threads = end_row - first_row, threads[shard.worker]
+        targets = [client.scatter(np.ascontiguousarray(values[..., rows_of_shard]),
+                                  workers=[worker], hash=False)
+                   if values is not None else None for values in (y, sample_weight)]
+        pinned = dict(workers=[worker], allow_other_workers=False, pure=False)
+        n_local, n_threads = len(rows_of_shard), threads[worker]
         started = client.submit(_start_shard, shard.key, local_parts[index], n_local, mapper,
                                 init_ensemble, n_threads, **pinned)
         placed = client.submit(_place_pieces, shard.key, pieces[index], n_local,
                                mapper.n_features_in_, mapper.binned_dtype_, n_threads,
                                **pinned)
         stores.append(client.submit(_build_shard, shard.key, started, placed, row_era,
-                                    *rows_of_shard, first_era, end_era, **pinned))
+                                    *targets, eras, **pinned))
         shards.append(shard)
     return shards, stores
 
 
-def _shard_workers(workers, holders, scanned, starts, lengths, shard_of_row, n_shards):
-    """The worker of each shard: the one already holding the most of its
-    rows (greedy, the largest first; ties to the earlier worker), so that
-    input partitioned by era (as a Parquet data set sorted by era reads)
-    is binned where it lives and does not cross the network. ``holders``:
-    client.who_has of the scanned partitions. The shards keep their era
-    ranges and ranks: only where they live changes, not the model."""
+def _held_rows(workers, holders, scanned, starts, lengths, era_codes, n_eras) -> np.ndarray:
+    """(n_workers, n_eras): the rows of each era in the partitions each
+    worker holds (``holders``: client.who_has of the scanned partitions; a
+    partition held twice counts for both)."""
     column = {worker: k for k, worker in enumerate(workers)}
-    held = np.zeros((n_shards, len(workers)), dtype=np.int64)
+    held = np.zeros((len(workers), n_eras), dtype=np.int64)
     for item, start, length in zip(scanned, starts, lengths, strict=True):
-        rows = np.bincount(shard_of_row[start:start + length], minlength=n_shards)
+        rows = np.bincount(era_codes[start:start + length], minlength=n_eras)
         for worker in holders.get(item.key, ()):
             if worker in column:
-                held[:, column[worker]] += rows
+                held[column[worker]] += rows
+    return held
+
+
+# Era sets are placed instead of contiguous ranges only when they keep more
+# rows where they are by this share of all rows: input with every era on
+# every worker (shuffled) keeps the ranges.
+ERA_SETS_MIN_GAIN = 0.01
+# How far above an even share of the rows a shard of era sets may grow to
+# keep an era on the worker holding it (beyond it the era moves: every
+# round waits for the largest shard, the move is paid once).
+ERA_SETS_SLACK = 0.05
+
+
+def place_eras(era_rows: np.ndarray, held: np.ndarray) -> tuple[list, list]:
+    """The eras of each shard (ascending era codes) and the index of its
+    worker. ``held`` (n_workers, n_eras): the rows of each era already on
+    each worker. Either contiguous ranges balanced by rows
+    (:func:`shard_plan`), each on the worker holding most of it, or, where
+    that keeps more rows in place (input partitioned by era: a Parquet data
+    set sorted by era, whose partitions Dask spreads over the workers in no
+    era order), each era on a worker holding it (:func:`_eras_where_held`).
+    The model is the same either way: the shards' eras need not be
+    consecutive (packboost._row_shard)."""
+    n_workers = held.shape[0]
+    ranges = [np.arange(first, end) for first, end in shard_plan(era_rows, n_workers)]
+    range_workers = _shard_workers(np.stack([held[:, eras].sum(axis=1) for eras in ranges]))
+    sets, set_workers = _eras_where_held(era_rows, held)
+
+    def kept(plan, plan_workers):
+        return sum(int(held[worker, eras].sum())
+                   for eras, worker in zip(plan, plan_workers, strict=True))
+
+    if kept(sets, set_workers) - kept(ranges, range_workers) > \
+            ERA_SETS_MIN_GAIN * int(era_rows.sum()):
+        return sets, set_workers
+    return ranges, range_workers
+
+
+def _eras_where_held(era_rows, held) -> tuple[list, list]:
+    """Each era on the worker holding most of its rows, while that worker's
+    rows stay within ERA_SETS_SLACK of an even share (else on the one
+    holding the most among those with room, or the least loaded): the eras
+    held most by one worker first, larger first. Returns the non-empty
+    shards' eras and workers, in worker order."""
+    n_workers, n_eras = held.shape
+    cap = (1 + ERA_SETS_SLACK) * int(era_rows.sum()) / max(1, min(n_workers, n_eras))
+    load = np.zeros(n_workers, dtype=np.int64)
+    owner = np.empty(n_eras, dtype=np.int64)
+    workers = np.arange(n_workers)
+    for era in np.lexsort((-era_rows, -held.max(axis=0))).tolist():
+        rows = int(era_rows[era])
+        room = workers[load + rows <= cap]
+        candidates = room if len(room) else workers[[int(np.argmin(load))]]
+        # the most of the era held; ties to the least loaded, then the first
+        best = int(candidates[np.lexsort((candidates, load[candidates],
+                                          -held[candidates, era]))[0]])
+        owner[era] = best
+        load[best] += rows
+    shards = [(np.flatnonzero(owner == worker), worker) for worker in range(n_workers)]
+    shards = [(eras, worker) for eras, worker in shards if len(eras)]
+    return [eras for eras, _ in shards], [worker for _, worker in shards]
+
+
+def _shard_workers(held: np.ndarray) -> list:
+    """The worker of each shard (``held``: (n_shards, n_workers) rows of each
+    shard already on each worker): the one holding the most of its rows
+    (greedy, the largest first; ties to the earlier worker), each worker one
+    shard. Only where the shards live changes, not the model."""
+    n_shards, n_workers = held.shape
     chosen, taken = [None] * n_shards, set()
     for flat in np.argsort(-held, axis=None, kind="stable").tolist():
-        shard, worker = divmod(flat, len(workers))
+        shard, worker = divmod(flat, n_workers)
         if chosen[shard] is None and worker not in taken:
             chosen[shard] = worker
             taken.add(worker)
-    return [workers[k] for k in chosen]
+    return chosen
 
 
 def _worker_threads(client, workers, n_jobs) -> dict:
@@ -629,7 +713,7 @@ def _check_workers(client, shards, futures, wait_seconds: float = 0.0) -> None:
         lost = [shard for shard in shards if shard.worker not in alive]
         if lost:
             client.cancel(futures)
-            eras = ", ".join(f"{s.first_era}..{s.end_era - 1}" for s in lost)
+            eras = ", ".join(shard.describe_eras() for shard in lost)
             raise WorkerLostError(
                 f"Dask worker {lost[0].worker} holding training eras {eras} left the cluster "
                 "during fit; the fit was abandoned (no model was kept). Restart the fit on "

@@ -2,8 +2,8 @@
 whole eras; the workers talk to each other directly (docs/distributed.md).
 
 Worker side. A *shard* (:class:`_Shard`, stored by :func:`worker_store` when
-the rows arrive) is a contiguous range of whole eras of the era-sorted
-training rows: their binned features, targets and weights. The fit is one
+the rows arrive) is a set of whole eras of the training rows, in the local
+fit's era-sorted order: their binned features, targets and weights. The fit is one
 task per worker (:func:`worker_train`): it connects to the other shards'
 workers (:class:`packboost._collective.Collective`) and runs
 :func:`packboost.booster.train` over a :class:`ShardBackend`, whose passes
@@ -54,14 +54,13 @@ class WorkerLostError(RuntimeError):
 
 @dataclass
 class _Shard:
-    """One worker's training rows (eras ``first_era .. end_era - 1``)."""
+    """One worker's training rows (the eras ``eras``, ascending codes of all)."""
 
     X_binned: np.ndarray       # (n_features, n_local) bin codes
-    row_era: np.ndarray        # (n_local,) int32, era codes relative to the shard
+    row_era: np.ndarray        # (n_local,) int32, each row's place in ``eras``
     y: np.ndarray              # (n_local,) or (n_local, n_targets), era-sorted
     sample_weight: np.ndarray | None
-    first_era: int
-    end_era: int
+    eras: np.ndarray
     init_raw: np.ndarray | None = None   # the continued model's raw scores of the rows
     listener: object = None    # the socket the other shards connect to
     stats: dict = field(default_factory=dict)
@@ -111,9 +110,10 @@ def _listen_host() -> str:
 
 
 def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.ndarray,
-                 training: dict):
+                 shard_eras: list, training: dict):
     """The fit on this worker: connect to the other shards, run the driver
-    over this shard. Returns rank 0's (ensemble, training info); None elsewhere."""
+    over this shard (``shard_eras[rank]``; ``shard_eras``: every rank's eras).
+    Returns rank 0's (ensemble, training info); None elsewhere."""
     from packboost._collective import Collective
     from packboost._row_shard import RowShard
     from packboost.booster import InitModel, train
@@ -124,10 +124,10 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
     collective = Collective.connect(rank, addresses, shard.listener)
     backend = None
     try:
-        row_shard = RowShard(collective, global_era_offsets, shard.first_era, shard.end_era,
+        row_shard = RowShard(collective, global_era_offsets, shard_eras, rank,
                              shard.X_binned.shape[0])
         data = TrainingData(X_binned=shard.X_binned, n_bins=training["n_bins"],
-                            row_era=shard.row_era, n_eras=shard.end_era - shard.first_era,
+                            row_era=shard.row_era, n_eras=len(shard.eras),
                             cuts=training["cuts"], shard=row_shard,
                             categorical=training.get("categorical"))
         params, n_threads = training["params"], training["n_threads"]
@@ -429,12 +429,11 @@ class ShardBackend(CpuBackend):
                              slot_variance, params, *, constraints=None) -> dict:
         """The CPU backend's category splits over every shard's eras: each
         shard's per-era category cells (its own eras' sums, the local fit's
-        numbers) gathered in era order -- the shards hold contiguous era
-        ranges in rank order -- and scored alike on every shard by the CPU
-        code (docs/distributed.md, "Categorical features"), with the depth's
-        constraints as locally."""
+        numbers) gathered and put in era order, and scored alike on every
+        shard by the CPU code (docs/distributed.md, "Categorical features"),
+        with the depth's constraints as locally."""
         cells = self._category_cells(slot_tree, slot_open, features)
-        hist = np.concatenate(self.collective.allgather(cells), axis=2)
+        hist = self.data.shard.in_era_order(self.collective.allgather(cells), axis=2)
         return self._score_category_cells(hist, slot_tree, slot_open, features,
                                           tree_uses_feature, slot_variance, params,
                                           constraints)
