@@ -336,6 +336,36 @@ def test_a_worker_holding_most_eras_keeps_at_most_its_share():
     assert 7 in plan[workers.index(1)]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_placed_eras_are_balanced_whatever_the_input_holds(seed):
+    """Random era sizes, workers and holdings (by era-sorted partitions of
+    random lengths, a partition on a random worker): every era in exactly
+    one shard, each shard's eras ascending, no shard above an even share by
+    more than ERA_SETS_SLACK and one era, and never fewer rows kept in place
+    than by the contiguous ranges."""
+    from packboost.dask import ERA_SETS_SLACK
+
+    rng = np.random.default_rng(seed)
+    n_eras, n_workers = int(rng.integers(1, 300)), int(rng.integers(1, 9))
+    era_rows = rng.integers(1, 500, n_eras)
+    held = np.zeros((n_workers, n_eras), dtype=np.int64)
+    era_of_row = np.repeat(np.arange(n_eras), era_rows)
+    cuts = np.sort(rng.choice(len(era_of_row), min(len(era_of_row) - 1, 20), replace=False))
+    for rows in np.split(era_of_row, cuts):
+        held[rng.integers(n_workers)] += np.bincount(rows, minlength=n_eras)
+    plan, workers = place_eras(era_rows, held)
+    assert sorted(np.concatenate(plan).tolist()) == list(range(n_eras))
+    assert len(set(workers)) == len(workers) <= n_workers
+    assert all(np.all(np.diff(eras) > 0) for eras in plan)
+    even = era_rows.sum() / min(n_workers, n_eras)
+    assert max(_plan_rows(era_rows, plan)) <= (1 + ERA_SETS_SLACK) * even + era_rows.max()
+    ranges = [np.arange(first, end) for first, end in shard_plan(era_rows, n_workers)]
+    range_workers = _shard_workers(np.stack([held[:, eras].sum(axis=1) for eras in ranges]))
+    kept = sum(int(held[w, eras].sum()) for eras, w in zip(plan, workers, strict=True))
+    assert kept >= sum(int(held[w, eras].sum())
+                       for eras, w in zip(ranges, range_workers, strict=True))
+
+
 @pytest.mark.parametrize("first_half_on", [0, 1])
 def test_input_partitioned_by_era_is_binned_where_it_lives(client, problem, first_half_on):
     """Era-sorted input whose halves live on one worker each, the halves the
