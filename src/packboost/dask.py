@@ -502,16 +502,8 @@ def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, er
     held = _held_rows(workers, holders, scanned, starts, lengths, era_codes, n_eras)
     shard_eras, shard_workers = place_eras(era_rows, held)
     n_shards = len(shard_eras)
-    shard_of_era = np.empty(n_eras, dtype=np.int64)
-    era_place = np.empty(n_eras, dtype=np.int64)   # each era's first place in its shard
-    for index, eras in enumerate(shard_eras):
-        shard_of_era[eras] = index
-        era_place[eras] = np.cumsum(era_rows[eras]) - era_rows[eras]
-    era_offsets = np.concatenate([[0], np.cumsum(era_rows)])
+    shard_of_era, shard_position = _places_in_shards(era_rows, shard_eras, era_codes, position)
     shard_of_row = shard_of_era[era_codes]
-    # Each row's place in its shard (its eras in order, each in the local
-    # fit's era-sorted order).
-    shard_position = position - era_offsets[era_codes] + era_place[era_codes]
     pieces = [[] for _ in shard_eras]        # futures of (codes, places, raw scores)
     local_parts = [[] for _ in shard_eras]   # (scanned, rows, places) binned by the shard
     for item, start, length in zip(scanned, starts, lengths, strict=True):
@@ -561,6 +553,20 @@ def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, er
                                     *targets, eras, **pinned))
         shards.append(shard)
     return shards, stores
+
+
+def _places_in_shards(era_rows, shard_eras, era_codes, position) -> tuple:
+    """(each era's shard, each row's place in its shard): a shard's rows are
+    its eras' in era order, each era's in the local fit's era-sorted order
+    (``position``: each row's place in it)."""
+    n_eras = len(era_rows)
+    shard_of_era = np.empty(n_eras, dtype=np.int64)
+    era_place = np.empty(n_eras, dtype=np.int64)   # each era's first place in its shard
+    for index, eras in enumerate(shard_eras):
+        shard_of_era[eras] = index
+        era_place[eras] = np.cumsum(era_rows[eras]) - era_rows[eras]
+    era_offsets = np.concatenate([[0], np.cumsum(era_rows)])
+    return shard_of_era, position - era_offsets[era_codes] + era_place[era_codes]
 
 
 def _held_rows(workers, holders, scanned, starts, lengths, era_codes, n_eras) -> np.ndarray:
