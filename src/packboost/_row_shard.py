@@ -48,6 +48,17 @@ class GlobalRows:
         return int(self.era_offsets[-1])
 
 
+def era_runs(eras: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ascending era codes as runs of consecutive eras: (first, end) arrays
+    (one run for a contiguous range)."""
+    eras = np.asarray(eras, dtype=np.int64)
+    if not len(eras):
+        return eras, eras
+    breaks = np.flatnonzero(np.diff(eras) != 1) + 1
+    return (eras[np.concatenate([[0], breaks])],
+            eras[np.concatenate([breaks - 1, [len(eras) - 1]])] + 1)
+
+
 class RowShard:
     """The eras ``shard_eras[rank]`` of all (``global_era_offsets``), held
     here; ``shard_eras``: every rank's eras (ascending; together each era
@@ -79,13 +90,7 @@ class RowShard:
 
     @cached_property
     def _runs(self) -> tuple[np.ndarray, np.ndarray]:
-        """The shard's eras as runs of consecutive eras: (first, end) arrays
-        (one run for a contiguous range)."""
-        eras = self.eras
-        breaks = np.flatnonzero(np.diff(eras) != 1) + 1
-        firsts = eras[np.concatenate([[0], breaks])] if len(eras) else eras
-        ends = eras[np.concatenate([breaks - 1, [len(eras) - 1]])] + 1 if len(eras) else eras
-        return firsts, ends
+        return era_runs(self.eras)
 
     def local_samples(self, samples: TreeSamples) -> TreeSamples:
         """The draws of all rows (:func:`packboost.booster.draw_round`) cut to

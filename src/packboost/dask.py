@@ -128,11 +128,11 @@ class ShardInfo:
 
     def describe_eras(self) -> str:
         """The eras as runs of consecutive codes: "0..9, 20..29"."""
-        eras = self.eras
-        breaks = np.flatnonzero(np.diff(eras) != 1) + 1
-        runs = np.split(eras, breaks)
-        return ", ".join(f"{run[0]}..{run[-1]}" if len(run) > 1 else f"{run[0]}"
-                         for run in runs if len(run))
+        from packboost._row_shard import era_runs
+
+        return ", ".join(f"{first}..{end - 1}" if end - first > 1 else f"{first}"
+                         for first, end in zip(*map(np.ndarray.tolist, era_runs(self.eras)),
+                                               strict=True))
 
 
 @dataclass
