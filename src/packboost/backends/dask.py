@@ -555,13 +555,18 @@ class ShardBackend(CpuBackend):
             return
         children = None if not self._note_parents(left_child_slot, split) else \
             self._children_sums(best, split, split_feature, split_threshold, split_missing_left)
+        data, fixed, n_next = self.data, self.fixed, 2 * len(split)
         if children is None or not split_children:
-            # Sums from the rows when the next depth asks (slot_sums); none
-            # at the last depth.
+            # Sums from the rows when the next depth asks (slot_sums); at the
+            # last depth the leaves' from the splits, as the CPU backend
+            # takes them (their squared gradients are not read). Before, the
+            # leaves' sums were summed from the rows again and all-reduced:
+            # a pass over the rows and an exchange a round.
             self._route_without_sums(split_feature, split_threshold, split_missing_left,
                                      left_child_slot, slot_node, split)
+            if children is not None:
+                self._routed_sums = (n_next, SlotSums(*children, None))
             return
-        data, fixed, n_next = self.data, self.fixed, 2 * len(split)
         squares = _partition.route_rows(
             data.X_binned, self.node_of_row, split_feature, split_threshold,
             split_missing_left, left_child_slot, data.n_bins, slot_node, self.leaf_of_row,
