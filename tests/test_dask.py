@@ -382,15 +382,21 @@ def test_input_partitioned_by_era_is_binned_where_it_lives(client, problem, firs
         workers = workers[::-1]
     halves = [da.from_array(X[:cut], chunks=(400, -1)).persist(workers=[workers[0]]),
               da.from_array(X[cut:], chunks=(400, -1)).persist(workers=[workers[1]])]
-    distributed.wait(halves)
+    assert_fits_where_it_lives(client, halves, X, y, era)
+
+
+def assert_fits_where_it_lives(client, parts, X, y, era):
+    """The Dask fit of the persisted ``parts`` of era-sorted ``X`` builds two
+    shards, bins nothing for another worker, and grows the local fit's model."""
+    distributed.wait(parts)
     local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
     model = DaskPackBoostRegressor(**PARAMS)
     model.client = client
     with distributed.get_task_stream(client) as stream:
-        model.fit(da.concatenate(halves), da.from_array(y, chunks=400),
+        model.fit(da.concatenate(parts), da.from_array(y, chunks=400),
                   era=da.from_array(era, chunks=400))
     names = [str(task["key"]) for task in stream.data]
-    assert any("_build_shard" in name for name in names)
+    assert sum("_build_shard" in name for name in names) == 2
     assert not any("_bin_partition" in name for name in names)
     assert_same_model(local, model)
 
@@ -410,17 +416,7 @@ def test_era_partitions_spread_over_the_workers_in_no_order_stay_where_they_are(
     parts = [da.from_array(X[first:end], chunks=(end - first, -1)).persist(
         workers=[workers[k % 2]])
         for k, (first, end) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))]
-    distributed.wait(parts)
-    local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
-    model = DaskPackBoostRegressor(**PARAMS)
-    model.client = client
-    with distributed.get_task_stream(client) as stream:
-        model.fit(da.concatenate(parts), da.from_array(y, chunks=400),
-                  era=da.from_array(era, chunks=400))
-    names = [str(task["key"]) for task in stream.data]
-    assert sum("_build_shard" in name for name in names) == 2
-    assert not any("_bin_partition" in name for name in names)
-    assert_same_model(local, model)
+    assert_fits_where_it_lives(client, parts, X, y, era)
 
 
 def _message(error):
