@@ -218,7 +218,8 @@ def warn_unusual_params(params: dict) -> None:
 
 def era_order(codes: np.ndarray) -> np.ndarray:
     """The rows sorted by era code, stable (each era one contiguous span, its
-    rows in their order). Codes of fewer than 2^16 eras are sorted as uint16,
+    rows in their order; any small non-negative codes, as the Dask loading's
+    shard codes). Codes of fewer than 2^16 eras are sorted as uint16,
     for which NumPy's stable sort is a radix sort: 5x faster than int32's
     merge sort at 2M rows."""
     codes = np.asarray(codes)

@@ -511,10 +511,10 @@ def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, er
         places_of_part = shard_position[start:start + length]
         held_by = set(holders.get(item.key, ()))
         # The partition's rows by shard, each shard's in its order: by
-        # position (distinct integers), then stably by shard (a radix sort).
+        # position (distinct integers), then stably by shard code (the era
+        # sort's radix sort: it sorts any small codes).
         by_position = np.argsort(position[start:start + length])
-        by_shard = by_position[np.argsort(shard_of_part[by_position].astype(np.uint16),
-                                          kind="stable")]
+        by_shard = by_position[_validation.era_order(shard_of_part[by_position])]
         bounds = np.searchsorted(shard_of_part[by_shard], np.arange(n_shards + 1))
         for index in np.flatnonzero(np.diff(bounds)).tolist():
             rows = by_shard[bounds[index]:bounds[index + 1]]
@@ -528,7 +528,7 @@ def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, er
                                                    init_ensemble, pure=False, priority=1))
     # The era-sorted positions of each shard's rows, shard after shard.
     sorted_eras = era_codes[order]
-    by_shard = np.argsort(shard_of_era[sorted_eras].astype(np.uint16), kind="stable")
+    by_shard = _validation.era_order(shard_of_era[sorted_eras])
     shard_bounds = np.concatenate([[0], np.cumsum([era_rows[eras].sum()
                                                    for eras in shard_eras])])
     shards, stores = [], []
