@@ -117,8 +117,13 @@ class RowShard:
         """Every rank's per-era arrays (``parts``, in rank order, each over
         its shard's eras along ``axis``) as one array over all eras in era
         order: what one machine holding every era computes."""
-        order = np.argsort(np.concatenate(self.shard_eras), kind="stable")
-        return np.take(np.concatenate(parts, axis=axis), order, axis=axis)
+        return np.take(np.concatenate(parts, axis=axis), self._era_order, axis=axis)
+
+    @cached_property
+    def _era_order(self) -> np.ndarray:
+        """The places of eras 0, 1, 2, ... in the ranks' eras laid end to end
+        (in_era_order runs at every depth of a categorical fit: sorted once)."""
+        return np.argsort(np.concatenate(self.shard_eras), kind="stable")
 
     def known_targets(self, y: np.ndarray, era_offsets: np.ndarray):
         """:class:`packboost._unknown_targets.KnownTargets` of this shard's
