@@ -7,6 +7,8 @@ from packboost._fixed_point import (
     EXACT_SUM_BITS,
     PACKED_VALUE_BITS,
     GradientScaling,
+    RoundBuffers,
+    _peak,
     count_bits_for,
     to_fixed_point,
 )
@@ -225,3 +227,36 @@ def test_power_of_two_scale_is_the_largest_within_the_bound(bound_bits):
         product = Fraction(float(magnitude)) * Fraction(scale)
         assert product <= 2**bound_bits, magnitude
         assert 2 * product > 2**bound_bits, magnitude
+
+
+@pytest.mark.parametrize("hessians_vary", [False, True])
+def test_round_buffers_hold_the_numbers_of_fresh_arrays_and_are_reused(hessians_vary):
+    rng = np.random.default_rng(3)
+    buffers = RoundBuffers()
+    kept = None
+    # Two rounds on one row count, then another count (the buffers are remade).
+    for n_rows in (500, 500, 37):
+        gradients = rng.normal(size=n_rows)
+        hessians = rng.uniform(0.5, 2.0, n_rows) if hessians_vary else np.full(n_rows, 0.25)
+        offsets = era_offsets_of([n_rows // 3, 0, n_rows - n_rows // 3])
+        fresh = to_fixed_point(gradients, hessians, offsets)
+        reused = to_fixed_point(gradients, hessians, offsets, buffers=buffers)
+        for name in ("gradients", "hessians", "packed", "hessian_fixed", "squared"):
+            np.testing.assert_array_equal(getattr(reused, name), getattr(fresh, name))
+        for name in ("count_bits", "gradient_scale", "hessian_scale", "squared_scale"):
+            assert getattr(reused, name) == getattr(fresh, name)
+        if kept is not None and n_rows == len(kept.gradients):
+            # The same memory as the previous round's (which it overwrote).
+            for name in ("gradients", "hessians", "packed", "squared"):
+                assert np.shares_memory(getattr(reused, name), getattr(kept, name))
+        kept = reused
+
+
+@pytest.mark.parametrize("values", [
+    [], [0.0], [-0.0, 0.0], [-3.0, 2.0], [1.0, 5.0], [-7.0, -2.0], [np.inf, 1.0],
+    [-np.inf, 1.0], [1.0, np.nan, -2.0], [np.nan]])
+def test_peak_is_the_largest_magnitude(values):
+    values = np.asarray(values, dtype=np.float64)
+    expected = float(np.max(np.abs(values))) if len(values) else 0.0
+    peak = _peak(values)
+    assert peak == expected or (np.isnan(peak) and np.isnan(expected))

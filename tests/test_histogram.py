@@ -87,6 +87,16 @@ def test_active_rows_are_the_rows_of_open_slots(n_rows, n_eras, n_threads):
         era_offsets, np.searchsorted(data.row_era[rows], np.arange(n_eras + 1), side="left"))
     with pytest.raises(ValueError, match="era_rows"):
         _partition.active_rows(node_of_row, slot_open, data.era_offsets[:-1], n_threads)
+    # Into a kept buffer (stale values in it): the same rows, written there.
+    buffer = np.full(n_rows, 7, dtype=np.int32)
+    into, into_offsets = _partition.active_rows(node_of_row, slot_open, data.era_offsets,
+                                                n_threads, out=buffer)
+    np.testing.assert_array_equal(into, rows)
+    np.testing.assert_array_equal(into_offsets, era_offsets)
+    assert len(rows) == 0 or np.shares_memory(into, buffer)
+    for bad in (np.empty(n_rows + 1, np.int32), np.empty(n_rows, np.int64)):
+        with pytest.raises(ValueError, match="out"):
+            _partition.active_rows(node_of_row, slot_open, data.era_offsets, n_threads, out=bad)
     # Histograms over the active rows equal histograms over all rows with the
     # closed slots' rows removed.
     closed = ~slot_open.astype(bool)[np.maximum(node_of_row, 0)] | (node_of_row < 0)

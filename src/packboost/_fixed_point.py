@@ -185,10 +185,38 @@ def _power_of_two_scale(bound_bits: int, magnitude: float) -> float:
     return math.ldexp(1.0, exponent)
 
 
+class RoundBuffers:
+    """The per-row arrays of one output's :class:`FixedPointGradients`,
+    made once per fit and rewritten every round (:func:`to_fixed_point`'s
+    ``buffers``): the round loop would otherwise ask the allocator for four
+    or five fresh (n_rows,) arrays a round (64 MB at Numerai scale). Fresh
+    pages are not free: on a host whose memory is fragmented, NumPy's
+    huge-page advice makes each first touch wait for the kernel to compact
+    memory (a Numerai-scale round spent ~0.1 s there on a 2-core VM,
+    benchmarks/RESULTS.md). A round's FixedPointGradients is therefore
+    valid until the next call with the same buffers."""
+
+    def __init__(self):
+        self._arrays = {}
+
+    def take(self, name: str, n_rows: int, dtype) -> np.ndarray:
+        """The (n_rows,) ``dtype`` array kept as ``name`` (made on first use
+        or when the shape or type changes); its old values are garbage."""
+        array = self._arrays.get(name)
+        if array is None or array.shape != (n_rows,) or array.dtype != dtype:
+            array = self._arrays[name] = np.empty(n_rows, dtype=dtype)
+        return array
+
+
+def _fresh(name: str, n_rows: int, dtype) -> np.ndarray:
+    """RoundBuffers.take without buffers: a new array every call."""
+    return np.empty(n_rows, dtype=dtype)
+
+
 def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
                    era_offsets: np.ndarray, n_threads: int = 1, *,
                    counted_rows: np.ndarray | None = None,
-                   shard=None) -> FixedPointGradients:
+                   shard=None, buffers: RoundBuffers | None = None) -> FixedPointGradients:
     """Round a round's gradients and hessians and pack them for the kernel.
 
     ``era_offsets`` (n_eras + 1) delimit the eras of the era-sorted rows.
@@ -203,6 +231,9 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     (:meth:`RowShard.grid_bounds`), the very numbers one machine holding
     every row computes, so every shard rounds to the grid of the
     single-machine fit (docs/distributed.md §3).
+    ``buffers`` (a :class:`RoundBuffers`, or None: new arrays): where the
+    result's per-row arrays are written; the previous result written there
+    is then overwritten.
     """
     gradients = np.ascontiguousarray(gradients, dtype=np.float64)
     hessians = np.ascontiguousarray(hessians, dtype=np.float64)
@@ -226,8 +257,10 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     gradient_scale = min(
         _power_of_two_scale(PACKED_VALUE_BITS - count_bits - 1, largest_era),
         _power_of_two_scale(EXACT_SUM_BITS - 1, total))
-    rounded_gradients = np.empty_like(gradients)
-    packed = np.empty(len(gradients), dtype=np.int64)
+    take = _fresh if buffers is None else buffers.take
+    n_rows = len(gradients)
+    rounded_gradients = take("gradients", n_rows, np.float64)
+    packed = take("packed", n_rows, np.int64)
     _histogram.round_to_grid(gradients, gradient_scale, rounded_gradients, packed, count_bits,
                              n_threads)
 
@@ -237,11 +270,12 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     hessian_scale = _power_of_two_scale(EXACT_SUM_BITS - 1, hessian_total)
     if constant:
         constant_hessian = float(np.rint(first_hessian * hessian_scale) / hessian_scale)
-        rounded_hessians = np.full_like(hessians, constant_hessian)
+        rounded_hessians = take("hessians", n_rows, np.float64)
+        rounded_hessians.fill(constant_hessian)
         hessian_fixed = np.zeros(0, dtype=np.int64)
     else:
-        rounded_hessians = np.empty_like(hessians)
-        hessian_fixed = np.empty(len(hessians), dtype=np.int64)
+        rounded_hessians = take("hessians", n_rows, np.float64)
+        hessian_fixed = take("hessian_fixed", n_rows, np.int64)
         _histogram.round_to_grid(hessians, hessian_scale, rounded_hessians, hessian_fixed, 0,
                                  n_threads)
         constant_hessian = math.nan
@@ -255,7 +289,8 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
         hessian_fixed=hessian_fixed, count_bits=count_bits, gradient_scale=gradient_scale,
         hessian_scale=hessian_scale, constant_hessian=constant_hessian,
         counted_row_count=None if counted_rows is None else int(np.count_nonzero(counted_rows)),
-        squared=rounded_squares(rounded_gradients, squared_scale, n_threads),
+        squared=rounded_squares(rounded_gradients, squared_scale, n_threads,
+                                out=take("squared", n_rows, np.float64)),
         squared_scale=squared_scale)
 
 
@@ -353,11 +388,14 @@ def _squared_scale(peak: float, n_rows: int) -> float:
     return math.ldexp(1.0, max(-1022, min(MAX_SCALE_EXPONENT, exponent)))
 
 
-def rounded_squares(gradients: np.ndarray, scale: float, n_threads: int = 1) -> np.ndarray:
-    """Each ``g * g`` rounded to a multiple of ``1 / scale`` (half to even)."""
+def rounded_squares(gradients: np.ndarray, scale: float, n_threads: int = 1, *,
+                    out: np.ndarray | None = None) -> np.ndarray:
+    """Each ``g * g`` rounded to a multiple of ``1 / scale`` (half to even),
+    into ``out`` (float64, one per gradient) where given."""
     from packboost import _histogram
 
-    out = np.empty(len(gradients))
+    if out is None:
+        out = np.empty(len(gradients))
     _histogram.round_squares_to_grid(np.ascontiguousarray(gradients, dtype=np.float64), scale,
                                      out, n_threads)
     return out
@@ -378,8 +416,14 @@ _SMALLEST_POSITIVE = math.ulp(0.0)  # 2**-1074
 
 
 def _peak(values: np.ndarray) -> float:
-    """max |values| (0 for none; NaN where one is NaN)."""
-    return float(np.max(np.abs(values))) if len(values) else 0.0
+    """max |values| (0 for none; NaN where one is NaN), as max(max, -min):
+    no (n_rows,) array of magnitudes is made."""
+    if not len(values):
+        return 0.0
+    largest, smallest = float(np.max(values)), float(np.min(values))
+    if math.isnan(largest) or math.isnan(smallest):
+        return math.nan
+    return max(largest, -smallest)
 
 
 def _rescaling_exponent(peak: float) -> int:

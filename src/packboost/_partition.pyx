@@ -1046,8 +1046,11 @@ def active_rows(
         era_rows,                                   # IN  (n_eras + 1,) where each era's rows
                                                     #     start (TrainingData.era_offsets)
         int n_threads=1,
+        out=None,                                   # OUT (n_rows,) int32 or None
 ):
     """Rows in at least one open slot (ascending) and their era offsets.
+    The rows are written at the start of ``out`` where given (a buffer the
+    backend keeps for the fit: a fresh one per depth meant fresh pages).
 
     Histogram passes only visit these: rows of closed nodes (leaves, nodes
     too small to split, rows a tree did not sample) cost nothing there.
@@ -1068,10 +1071,16 @@ def active_rows(
             or era_rows[era_rows.shape[0] - 1] != n_rows:
         raise ValueError(f"era_rows must be 1-d era offsets ending at {n_rows}")
     cdef Py_ssize_t n_eras = era_rows.shape[0] - 1
-    rows = np.empty(n_rows, dtype=np.int32)
+    if out is None:
+        rows = np.empty(n_rows, dtype=np.int32)
+    elif not (isinstance(out, np.ndarray) and out.dtype == np.int32 and out.ndim == 1
+              and out.shape[0] == n_rows and out.flags.c_contiguous and out.flags.writeable):
+        raise ValueError(f"out must be a writeable contiguous ({n_rows},) int32 array")
+    else:
+        rows = out
     era_offsets = np.zeros(n_eras + 1, dtype=np.int64)
     if n_rows == 0 or n_eras == 0:
-        return rows, era_offsets
+        return rows[:0], era_offsets
     cdef const int64_t[::1] era_rows_view = era_rows
     cdef row_index_t[::1] rows_view = rows
     cdef offset_t[::1] offsets_view = era_offsets

@@ -24,7 +24,7 @@ import numpy as np
 from packboost import _validation
 from packboost._divergence import DivergenceWatch
 from packboost._eval_metrics import check_distinct_names
-from packboost._fixed_point import GradientScaling
+from packboost._fixed_point import GradientScaling, RoundBuffers
 from packboost._leaf_refit import refit_quantile_leaves
 from packboost._parameters import MAX_PACK_SIZE
 from packboost._samples import TreeSamples
@@ -317,6 +317,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
             np.asarray(init.raw_prediction, dtype=np.float64).reshape(data.n_rows, -1).T)
     gradients = np.empty((n_outputs, data.n_rows), dtype=np.float64)
     hessians = np.empty((n_outputs, data.n_rows), dtype=np.float64)
+    # Each output's rounded gradients, rewritten every round (RoundBuffers).
+    round_buffers = [RoundBuffers() for _ in range(n_outputs)]
     # Targets NaN in some rows: each output grows on its known rows only.
     known = KnownTargets.of(y, data.era_offsets) if n_outputs > 1 else None
     if shard is not None and n_outputs > 1:
@@ -402,7 +404,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                                           draws.layer_features, draws.tree_feature_masks,
                                           settings[first], n_threads,
                                           known=None if known is None
-                                          else known.of_outputs(first, end))
+                                          else known.of_outputs(first, end),
+                                          buffers=round_buffers[first:end])
             for output in range(first, end):
                 if grown is not None:
                     pack = grown[output - first]
@@ -421,7 +424,8 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
                         pack = grow_pack(backend, data, gradients[output], hessians[output],
                                          samples, draws.layer_features,
                                          draws.tree_feature_masks, settings[output],
-                                         n_threads, counted_rows=counted_rows)
+                                         n_threads, counted_rows=counted_rows,
+                                         buffers=round_buffers[output])
                     scalings[output].restore(pack.nodes, pack.value_bounds)
                     if getattr(output_objective, "refits_leaves_to_quantile", False):
                         # A backend whose rows are spread over workers refits its way.

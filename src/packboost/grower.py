@@ -182,7 +182,7 @@ def leaf_values(sum_g: np.ndarray, sum_h: np.ndarray, reg_lambda: float,
 def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.ndarray,
               tree_samples: Sequence, layer_features: list, tree_feature_masks: list,
               params: GrowerParams, n_threads: int, *,
-              counted_rows: np.ndarray | None = None) -> Pack:
+              counted_rows: np.ndarray | None = None, buffers=None) -> Pack:
     """Grow ``len(tree_samples)`` trees in lockstep on ``backend``.
 
     This is the package's one depth loop: the frontier bookkeeping (slots,
@@ -203,11 +203,13 @@ def grow_pack(backend, data: TrainingData, gradients: np.ndarray, hessians: np.n
     counted_rows : bool array (n_rows,) or None
         The only rows ``tree_samples`` may hold (the target's known rows,
         packboost._unknown_targets); None: any row.
+    buffers : packboost._fixed_point.RoundBuffers or None
+        Where the rounded gradients are written (reused round after round).
     """
     # Rounded once for the whole pack (docs/fixed-point.md); both backends sum
     # these values exactly, so the trees do not depend on the backend.
     fixed = to_fixed_point(gradients, hessians, data.era_offsets, n_threads,
-                           counted_rows=counted_rows, shard=data.shard)
+                           counted_rows=counted_rows, shard=data.shard, buffers=buffers)
     return _grow(backend, data, fixed, tree_samples, layer_features, tree_feature_masks, params)
 
 
@@ -225,7 +227,7 @@ def grow_device_pack(backend, data: TrainingData, tree_samples: Sequence, layer_
 def grow_output_packs(backend, data: TrainingData, gradients: np.ndarray,
                       hessians: np.ndarray, tree_samples: TreeSamples, layer_features: list,
                       tree_feature_masks: list, params: GrowerParams,
-                      n_threads: int, *, known=None) -> list[Pack] | None:
+                      n_threads: int, *, known=None, buffers=None) -> list[Pack] | None:
     """The packs of k outputs grown as one pack of ``k * pack_size`` trees
     (docs/packs.md §10): one pass over the rows per depth for all of them,
     tree ``j * pack_size + t`` being tree ``t`` of output ``j`` with output
@@ -241,6 +243,9 @@ def grow_output_packs(backend, data: TrainingData, gradients: np.ndarray,
     ``counted_rows=known.counted_rows(j)`` grows it -- its trees' samples
     cut to them, its grid and float sums' chunks those of a fit on them.
 
+    ``buffers`` (one :class:`~packboost._fixed_point.RoundBuffers` per
+    output, or None): where each output's rounded gradients are written.
+
     Returns the k packs, or None (nothing grown) where the outputs' rounded
     gradients cannot share one pass (OutputsFixedPoint.same_format): grow
     them one by one then.
@@ -249,7 +254,8 @@ def grow_output_packs(backend, data: TrainingData, gradients: np.ndarray,
     counted = [None if known is None else known.counted_rows(output)
                for output in range(n_outputs)]
     outputs = [to_fixed_point(gradients[output], hessians[output], data.era_offsets,
-                              n_threads, counted_rows=counted[output], shard=data.shard)
+                              n_threads, counted_rows=counted[output], shard=data.shard,
+                              buffers=None if buffers is None else buffers[output])
                for output in range(n_outputs)]
     if not OutputsFixedPoint.same_format(outputs):
         return None

@@ -399,8 +399,7 @@ class ShardBackend(CpuBackend):
         if np.all(plan["visit"]):
             rows, era_offsets = data.all_rows, data.era_offsets
         else:
-            rows, era_offsets = _partition.active_rows(self.node_of_row, plan["visit"],
-                                                       data.era_offsets, self.n_threads)
+            rows, era_offsets = self._active_rows(plan["visit"])
         origin = np.empty((len(features), self.pack_size), dtype=np.int64)
         stride = np.empty(len(features), dtype=np.int64)
         # Pooled by the pass while each block is in cache, unless cells are
