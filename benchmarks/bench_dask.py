@@ -17,7 +17,9 @@ after the data is placed and binned), whether trees and held-out predictions
 are bit-identical to the local fit, each worker's seconds and CPU seconds in
 its fit task, the bytes and messages the workers sent each other per round,
 and the Dask tasks of a fit, and the seconds each worker computed in the
-DES era pass. ``--floor`` adds the machine's floor for ``w`` worker
+DES era pass; and the seconds of a round after the first, local and Dask,
+and their ratio (``ratio_per_round``: what a fit of many rounds pays per
+round, without the binning and loading). ``--floor`` adds the machine's floor for ``w`` worker
 processes (:func:`machine_floor`: each shard's eras fitted locally in its
 own process, all at once, against each alone). Then extrapolates a
 Numerai-scale round to 10 nodes from the measured per-row cost
@@ -43,6 +45,29 @@ SIZES = {
 # The era pass per scored candidate: N_TERMS float64 maxima, then N_TERMS
 # int64 grid sums (_distributed.candidate_pass), each all-reduced.
 ERA_PASS_BYTES = 2 * 3 * 8
+
+
+def _round_clock():
+    """A training callback noting when each round ends: a fit's rounds
+    without its setup (binning, and for Dask the loading), the cost a long
+    fit pays per round."""
+    from packboost.callback import TrainingCallback
+
+    class RoundClock(TrainingCallback):
+        def __init__(self):
+            self.ends = []
+
+        def after_iteration(self, info):
+            self.ends.append(time.perf_counter())
+            return False
+
+    return RoundClock()
+
+
+def seconds_per_round(ends) -> float:
+    """Seconds per round after the first (its setup excluded), from each
+    round's end; NaN with fewer than two rounds."""
+    return float((ends[-1] - ends[0]) / (len(ends) - 1)) if len(ends) > 1 else float("nan")
 
 
 def _fit_eras(X, y, era, params, threads, barrier, results):
@@ -127,6 +152,7 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
     for workers in worker_counts:
         threads = workers * threads_per_worker
         local_times, dask_times, fit_task_times = [], [], []
+        local_rounds, dask_rounds = [], []
         with LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker,
                           processes=True, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
@@ -136,9 +162,12 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
             dy = da.from_array(y, chunks=chunk).persist()
             dera = da.from_array(era, chunks=chunk).persist()
             for _ in range(repeats):
+                clock = _round_clock()
                 start = time.perf_counter()
-                local = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era)
+                local = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era,
+                                                                        callbacks=[clock])
                 local_times.append(time.perf_counter() - start)
+                local_rounds.append(seconds_per_round(clock.ends))
                 model = DaskPackBoostRegressor(**params, n_jobs=threads_per_worker)
                 model.client = client
                 start = time.perf_counter()
@@ -147,6 +176,9 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
                 dask_times.append(time.perf_counter() - start)
                 stats = model.worker_stats_
                 fit_task_times.append(max(item["seconds"] for item in stats))
+                # The ranks end each round together (rank 0 tells the others
+                # whether to stop): any rank's clock is the fit's.
+                dask_rounds.append(seconds_per_round(stats[0]["round_ends"]))
         same = all(np.array_equal(local.ensemble_.nodes[k], model.ensemble_.nodes[k],
                                   equal_nan=True) for k in local.ensemble_.nodes)
         same_prediction = np.array_equal(model.to_local().predict(test.X),
@@ -162,6 +194,11 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
             "dask_fit_task_s": float(np.median(fit_task_times)),
             "ratio": float(np.median(dask_times) / np.median(local_times)),
             "ratio_fit_task": float(np.median(fit_task_times) / np.median(local_times)),
+            # A round after the first, without the setup: what a long fit
+            # pays per round (the 10-40 round fits here weigh the setup more).
+            "local_round_s": float(np.median(local_rounds)),
+            "dask_round_s": float(np.median(dask_rounds)),
+            "ratio_per_round": float(np.median(dask_rounds) / np.median(local_rounds)),
             "same_trees": bool(same), "same_predictions": bool(same_prediction),
             "worker_s": [round(item["seconds"], 3) for item in stats],
             "worker_cpu_s": [round(item["cpu_seconds"], 3) for item in stats],

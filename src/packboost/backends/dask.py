@@ -122,7 +122,7 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
     shard = _shard(key)
     start_cpu, start_wall = time.process_time(), time.perf_counter()
     collective = Collective.connect(rank, addresses, shard.listener)
-    backend = None
+    backend = callbacks = None
     try:
         row_shard = RowShard(collective, global_era_offsets, shard_eras, rank,
                              shard.X_binned.shape[0])
@@ -152,6 +152,10 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
         shard.stats = dict(cpu_seconds=time.process_time() - start_cpu,
                            era_pass_seconds=getattr(backend, "era_pass_seconds", 0.0),
                            seconds=time.perf_counter() - start_wall,
+                           # Seconds from the task's start to each round's end:
+                           # the rounds' cost without the fit's setup.
+                           round_ends=[end - start_wall for end in
+                                       (callbacks.round_ends if callbacks is not None else ())],
                            bytes_sent=collective.bytes_sent,
                            seconds_waiting=collective.seconds_waiting,
                            messages_sent=collective.messages_sent)
@@ -166,9 +170,12 @@ class _LeaderCallbacks(CallbackList):
     def __init__(self, callbacks, collective):
         super().__init__(callbacks)
         self.collective = collective
+        self.round_ends = []   # perf_counter at each round's end (the shard's stats)
 
     def after_iteration(self, info) -> bool:
-        return self.collective.broadcast(super().after_iteration(info), root=0)
+        stop = self.collective.broadcast(super().after_iteration(info), root=0)
+        self.round_ends.append(time.perf_counter())
+        return stop
 
 
 class _FollowerCallbacks(CallbackList):
@@ -177,9 +184,12 @@ class _FollowerCallbacks(CallbackList):
     def __init__(self, collective):
         super().__init__(())
         self.collective = collective
+        self.round_ends = []
 
     def after_iteration(self, info) -> bool:
-        return self.collective.broadcast(None, root=0)
+        stop = self.collective.broadcast(None, root=0)
+        self.round_ends.append(time.perf_counter())
+        return stop
 
 
 class ShardBackend(CpuBackend):
