@@ -19,7 +19,12 @@ its fit task, the bytes and messages the workers sent each other per round,
 and the Dask tasks of a fit, and the seconds each worker computed in the
 DES era pass; and the seconds of a round after the first, local and Dask,
 and their ratio (``ratio_per_round``: what a fit of many rounds pays per
-round, without the binning and loading). ``--floor`` adds the machine's floor for ``w`` worker
+round, without the binning and loading). On a host whose memory is
+fragmented, NumPy's huge-page advice stalls the first touch of large arrays
+in whichever process makes them, the benchmark's own (the local fit's)
+among them (docs/guide/troubleshooting.md): run it with
+``NUMPY_MADVISE_HUGEPAGE=0`` (workers inherit the environment) to compare
+the two fits without those stalls. ``--floor`` adds the machine's floor for ``w`` worker
 processes (:func:`machine_floor`: each shard's eras fitted locally in its
 own process, all at once, against each alone). Then extrapolates a
 Numerai-scale round to 10 nodes from the measured per-row cost
