@@ -4,7 +4,8 @@
         --threads-per-worker 1 --repeats 3
 
 For each size, fits the local :class:`packboost.PackBoostRegressor` with
-``w x t`` threads and :class:`packboost.dask.DaskPackBoostRegressor` on a
+``w x t`` threads (in a process of its own holding the rows, as a user's
+would: :class:`LocalFitProcess`) and :class:`packboost.dask.DaskPackBoostRegressor` on a
 ``LocalCluster(n_workers=w, threads_per_worker=t, processes=True)`` (the
 input persisted on the workers in 8 partitions: ``--layout shuffled``, the
 rows shuffled so that every era is split across partitions and half of each
@@ -75,6 +76,63 @@ def seconds_per_round(ends) -> float:
     return float((ends[-1] - ends[0]) / (len(ends) - 1)) if len(ends) > 1 else float("nan")
 
 
+def benchmark_data(size, layout):
+    """The benchmark's rows: (X, y, era) of the training eras in the
+    ``layout``'s order, and the held-out split. The same arrays in every
+    process that calls it (fixed seeds)."""
+    from packboost.datasets import make_numerai_like
+
+    data = make_numerai_like(**SIZES[size], random_state=0)
+    train, test = data.split_by_era(0.25)
+    perm = (np.random.default_rng(0).permutation(len(train.y)) if layout == "shuffled"
+            else np.argsort(np.asarray(train.era), kind="stable"))
+    return train.X[perm], train.y[perm], np.asarray(train.era)[perm], test
+
+
+def _local_fits(connection, size, layout, params, threads):
+    """The local fits, in a process of their own holding the rows as a
+    user's would (not the Dask client and scheduler besides, whose memory
+    made this VM's compaction stalls fall on the local fit's rounds):
+    fits on each request; sends (seconds, seconds a round, the model's
+    nodes, its held-out predictions)."""
+    from packboost import PackBoostRegressor
+
+    X, y, era, test = benchmark_data(size, layout)
+    connection.send("ready")
+    while connection.recv():
+        clock = _round_clock()
+        start = time.perf_counter()
+        model = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era,
+                                                                callbacks=[clock])
+        seconds = time.perf_counter() - start
+        connection.send((seconds, seconds_per_round(clock.ends), model.ensemble_.nodes,
+                         model.predict(test.X)))
+    connection.close()
+
+
+class LocalFitProcess:
+    """A spawned process running :func:`_local_fits` (``fit()`` one fit)."""
+
+    def __init__(self, size, layout, params, threads):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_local_fits,
+                                       args=(child, size, layout, params, threads))
+        self.process.start()
+        if self.connection.recv() != "ready":
+            raise RuntimeError("the local fit's process did not start")
+
+    def fit(self):
+        self.connection.send(True)
+        return self.connection.recv()
+
+    def close(self):
+        self.connection.send(False)
+        self.process.join()
+
+
 def _fit_eras(X, y, era, params, threads, barrier, results):
     """One process of the floor (:func:`machine_floor`): the local fit of
     its eras, begun with the others (``barrier``); puts its fit seconds.
@@ -140,15 +198,9 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
     import dask.array as da
     from distributed import Client, LocalCluster, get_task_stream
 
-    from packboost import PackBoostRegressor
     from packboost.dask import DaskPackBoostRegressor
-    from packboost.datasets import make_numerai_like
 
-    data = make_numerai_like(**SIZES[size], random_state=0)
-    train, test = data.split_by_era(0.25)
-    perm = (np.random.default_rng(0).permutation(len(train.y)) if layout == "shuffled"
-            else np.argsort(np.asarray(train.era), kind="stable"))
-    X, y, era = train.X[perm], train.y[perm], np.asarray(train.era)[perm]
+    X, y, era, test = benchmark_data(size, layout)
     params = dict(n_estimators=rounds, pack_size=pack_size, max_depth=max_depth,
                   layer_feature_fraction=feature_fraction, random_state=0)
     results = {"size": size, "layout": layout, "rows": int(len(y)), "features": int(X.shape[1]),
@@ -158,6 +210,7 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
         threads = workers * threads_per_worker
         local_times, dask_times, fit_task_times = [], [], []
         local_rounds, dask_rounds = [], []
+        local_fits = LocalFitProcess(size, layout, params, threads)
         with LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker,
                           processes=True, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
@@ -167,12 +220,9 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
             dy = da.from_array(y, chunks=chunk).persist()
             dera = da.from_array(era, chunks=chunk).persist()
             for _ in range(repeats):
-                clock = _round_clock()
-                start = time.perf_counter()
-                local = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era,
-                                                                        callbacks=[clock])
-                local_times.append(time.perf_counter() - start)
-                local_rounds.append(seconds_per_round(clock.ends))
+                seconds, per_round, local_nodes, local_prediction = local_fits.fit()
+                local_times.append(seconds)
+                local_rounds.append(per_round)
                 model = DaskPackBoostRegressor(**params, n_jobs=threads_per_worker)
                 model.client = client
                 start = time.perf_counter()
@@ -184,10 +234,10 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
                 # The ranks end each round together (rank 0 tells the others
                 # whether to stop): any rank's clock is the fit's.
                 dask_rounds.append(seconds_per_round(stats[0]["round_ends"]))
-        same = all(np.array_equal(local.ensemble_.nodes[k], model.ensemble_.nodes[k],
-                                  equal_nan=True) for k in local.ensemble_.nodes)
-        same_prediction = np.array_equal(model.to_local().predict(test.X),
-                                         local.predict(test.X))
+        local_fits.close()
+        same = all(np.array_equal(local_nodes[k], model.ensemble_.nodes[k], equal_nan=True)
+                   for k in local_nodes)
+        same_prediction = np.array_equal(model.to_local().predict(test.X), local_prediction)
         if floor:
             floor_run = machine_floor(X, y, era, params, workers, threads_per_worker, repeats)
             floor_run["ratio"] = floor_run["together_s"] / float(np.median(local_times))
