@@ -253,10 +253,11 @@ def test_round_buffers_hold_the_numbers_of_fresh_arrays_and_are_reused(hessians_
 
 
 @pytest.mark.parametrize("values", [
-    [], [0.0], [-0.0, 0.0], [-3.0, 2.0], [1.0, 5.0], [-7.0, -2.0], [np.inf, 1.0],
+    [], [0.0], [-0.0], [-0.0, 0.0], [-3.0, 2.0], [1.0, 5.0], [-7.0, -2.0], [np.inf, 1.0],
     [-np.inf, 1.0], [1.0, np.nan, -2.0], [np.nan]])
 def test_peak_is_the_largest_magnitude(values):
     values = np.asarray(values, dtype=np.float64)
     expected = float(np.max(np.abs(values))) if len(values) else 0.0
     peak = _peak(values)
     assert peak == expected or (np.isnan(peak) and np.isnan(expected))
+    assert not np.signbit(peak) or np.isnan(peak)

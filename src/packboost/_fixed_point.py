@@ -192,7 +192,7 @@ class RoundBuffers:
     or five fresh (n_rows,) arrays a round (64 MB at Numerai scale). Fresh
     pages are not free: on a host whose memory is fragmented, NumPy's
     huge-page advice makes each first touch wait for the kernel to compact
-    memory (a Numerai-scale round spent ~0.1 s there on a 2-core VM,
+    memory (~0.06 s of a ~0.25 s Numerai-scale round on a 2-core VM,
     benchmarks/RESULTS.md). A round's FixedPointGradients is therefore
     valid until the next call with the same buffers."""
 
@@ -423,7 +423,7 @@ def _peak(values: np.ndarray) -> float:
     largest, smallest = float(np.max(values)), float(np.min(values))
     if math.isnan(largest) or math.isnan(smallest):
         return math.nan
-    return max(largest, -smallest)
+    return max(-smallest, largest)   # -smallest first: all -0.0 gives 0.0
 
 
 def _rescaling_exponent(peak: float) -> int:
