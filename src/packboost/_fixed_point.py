@@ -423,7 +423,7 @@ def _peak(values: np.ndarray) -> float:
     largest, smallest = float(np.max(values)), float(np.min(values))
     if math.isnan(largest) or math.isnan(smallest):
         return math.nan
-    return max(-smallest, largest)   # -smallest first: all -0.0 gives 0.0
+    return abs(max(largest, -smallest))   # never negative (not -0.0 for zeros)
 
 
 def _rescaling_exponent(peak: float) -> int:
