@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import numpy as np
@@ -111,26 +112,53 @@ def _local_fits(connection, size, layout, params, threads):
 
 
 class LocalFitProcess:
-    """A spawned process running :func:`_local_fits` (``fit()`` one fit)."""
+    """A spawned process running :func:`_local_fits` (``fit()`` one fit).
+    Where no process can be spawned (a main module spawn cannot import),
+    the fits run in this process instead, said on stderr and in
+    ``where`` ("own process" or "client process")."""
 
     def __init__(self, size, layout, params, threads):
         import multiprocessing
 
-        context = multiprocessing.get_context("spawn")
-        self.connection, child = context.Pipe()
-        self.process = context.Process(target=_local_fits,
-                                       args=(child, size, layout, params, threads))
-        self.process.start()
-        if self.connection.recv() != "ready":
-            raise RuntimeError("the local fit's process did not start")
+        self.process = None
+        self.where = "own process"
+        try:
+            context = multiprocessing.get_context("spawn")
+            self.connection, child = context.Pipe()
+            self.process = context.Process(target=_local_fits,
+                                           args=(child, size, layout, params, threads))
+            self.process.start()
+            child.close()
+            if self.connection.recv() != "ready":
+                raise RuntimeError("the local fit's process did not start")
+        except (EOFError, OSError, RuntimeError, AttributeError) as error:
+            print(f"bench_dask: local fits in this process ({error!r})", file=sys.stderr)
+            if self.process is not None and self.process.is_alive():
+                self.process.terminate()
+            self.process, self.where = None, "client process"
+            self.arguments = (size, layout, params, threads)
+            self.data = benchmark_data(size, layout)
 
     def fit(self):
+        if self.process is None:
+            from packboost import PackBoostRegressor
+
+            size, layout, params, threads = self.arguments
+            X, y, era, test = self.data
+            clock = _round_clock()
+            start = time.perf_counter()
+            model = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era,
+                                                                    callbacks=[clock])
+            seconds = time.perf_counter() - start
+            return (seconds, seconds_per_round(clock.ends), model.ensemble_.nodes,
+                    model.predict(test.X))
         self.connection.send(True)
         return self.connection.recv()
 
     def close(self):
-        self.connection.send(False)
-        self.process.join()
+        if self.process is not None:
+            self.connection.send(False)
+            self.process.join()
 
 
 def _fit_eras(X, y, era, params, threads, barrier, results):
@@ -260,6 +288,7 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
             "dask_round_s": float(np.median(dask_rounds)),
             "ratio_per_round": float(np.median(dask_rounds) / np.median(local_rounds)),
             "same_trees": bool(same), "same_predictions": bool(same_prediction),
+            "local_fit_in": local_fits.where,
             "worker_s": [round(item["seconds"], 3) for item in stats],
             "worker_cpu_s": [round(item["cpu_seconds"], 3) for item in stats],
             "worker_waiting_s": [round(item["seconds_waiting"], 3) for item in stats],
