@@ -2,6 +2,8 @@
 
     python benchmarks/bench_speed.py --size small --feature-fraction 0.1 1.0
     python benchmarks/bench_speed.py --size medium --repeats 3
+    python benchmarks/bench_speed.py --size numerai --libraries packboost --trees 40 \
+        --feature-fraction 0.1
 
 Every (library, feature fraction, repeat) is one fresh subprocess, run in
 alternating order, so that peak memory can be read per fit (``VmHWM`` after
@@ -33,6 +35,8 @@ SIZES = {
     "tiny": dict(n_rows=20_000, n_features=50, n_eras=40),
     "small": dict(n_rows=200_000, n_features=200, n_eras=200),
     "medium": dict(n_rows=1_000_000, n_features=400, n_eras=400),
+    # Numerai's width and era count (2.0M training rows after the held-out quarter)
+    "numerai": dict(n_rows=2_700_000, n_features=500, n_eras=600),
 }
 LIBRARIES = ("packboost", "lightgbm", "xgboost", "sklearn")
 
