@@ -90,24 +90,28 @@ def benchmark_data(size, layout):
     return train.X[perm], train.y[perm], np.asarray(train.era)[perm], test
 
 
+def _timed_local_fit(data, params, threads) -> tuple:
+    """One local fit of ``data`` (benchmark_data's): (seconds, seconds a
+    round, the model's nodes, its held-out predictions)."""
+    from packboost import PackBoostRegressor
+
+    X, y, era, test = data
+    clock = _round_clock()
+    start = time.perf_counter()
+    model = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era, callbacks=[clock])
+    seconds = time.perf_counter() - start
+    return seconds, seconds_per_round(clock.ends), model.ensemble_.nodes, model.predict(test.X)
+
+
 def _local_fits(connection, size, layout, params, threads):
     """The local fits, in a process of their own holding the rows as a
     user's would (not the Dask client and scheduler besides, whose memory
-    made this VM's compaction stalls fall on the local fit's rounds):
-    fits on each request; sends (seconds, seconds a round, the model's
-    nodes, its held-out predictions)."""
-    from packboost import PackBoostRegressor
-
-    X, y, era, test = benchmark_data(size, layout)
+    made this VM's compaction stalls fall on the local fit's rounds): one
+    fit (_timed_local_fit) on each request."""
+    data = benchmark_data(size, layout)
     connection.send("ready")
     while connection.recv():
-        clock = _round_clock()
-        start = time.perf_counter()
-        model = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era,
-                                                                callbacks=[clock])
-        seconds = time.perf_counter() - start
-        connection.send((seconds, seconds_per_round(clock.ends), model.ensemble_.nodes,
-                         model.predict(test.X)))
+        connection.send(_timed_local_fit(data, params, threads))
     connection.close()
 
 
@@ -136,22 +140,11 @@ class LocalFitProcess:
             if self.process is not None and self.process.is_alive():
                 self.process.terminate()
             self.process, self.where = None, "client process"
-            self.arguments = (size, layout, params, threads)
-            self.data = benchmark_data(size, layout)
+            self.in_process = (benchmark_data(size, layout), params, threads)
 
     def fit(self):
         if self.process is None:
-            from packboost import PackBoostRegressor
-
-            size, layout, params, threads = self.arguments
-            X, y, era, test = self.data
-            clock = _round_clock()
-            start = time.perf_counter()
-            model = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era,
-                                                                    callbacks=[clock])
-            seconds = time.perf_counter() - start
-            return (seconds, seconds_per_round(clock.ends), model.ensemble_.nodes,
-                    model.predict(test.X))
+            return _timed_local_fit(*self.in_process)
         self.connection.send(True)
         return self.connection.recv()
 
