@@ -208,11 +208,6 @@ class RoundBuffers:
         return array
 
 
-def _fresh(name: str, n_rows: int, dtype) -> np.ndarray:
-    """RoundBuffers.take without buffers: a new array every call."""
-    return np.empty(n_rows, dtype=dtype)
-
-
 def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
                    era_offsets: np.ndarray, n_threads: int = 1, *,
                    counted_rows: np.ndarray | None = None,
@@ -257,7 +252,7 @@ def to_fixed_point(gradients: np.ndarray, hessians: np.ndarray,
     gradient_scale = min(
         _power_of_two_scale(PACKED_VALUE_BITS - count_bits - 1, largest_era),
         _power_of_two_scale(EXACT_SUM_BITS - 1, total))
-    take = _fresh if buffers is None else buffers.take
+    take = (RoundBuffers() if buffers is None else buffers).take   # None: new arrays
     n_rows = len(gradients)
     rounded_gradients = take("gradients", n_rows, np.float64)
     packed = take("packed", n_rows, np.int64)

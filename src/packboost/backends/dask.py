@@ -164,32 +164,36 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
     return (ensemble, info) if leader else None
 
 
-class _LeaderCallbacks(CallbackList):
-    """Rank 0 runs the fit's callbacks and tells the others whether to stop."""
+class _RankCallbacks(CallbackList):
+    """Every rank ends a round on rank 0's stop decision (broadcast) and
+    notes when (``round_ends``, perf_counter: the shard's stats)."""
 
     def __init__(self, callbacks, collective):
         super().__init__(callbacks)
         self.collective = collective
-        self.round_ends = []   # perf_counter at each round's end (the shard's stats)
-
-    def after_iteration(self, info) -> bool:
-        stop = self.collective.broadcast(super().after_iteration(info), root=0)
-        self.round_ends.append(time.perf_counter())
-        return stop
-
-
-class _FollowerCallbacks(CallbackList):
-    """The other ranks stop when rank 0 does."""
-
-    def __init__(self, collective):
-        super().__init__(())
-        self.collective = collective
         self.round_ends = []
 
     def after_iteration(self, info) -> bool:
-        stop = self.collective.broadcast(None, root=0)
+        stop = self.collective.broadcast(self._decision(info), root=0)
         self.round_ends.append(time.perf_counter())
         return stop
+
+    def _decision(self, info):
+        return None
+
+
+class _LeaderCallbacks(_RankCallbacks):
+    """Rank 0 runs the fit's callbacks and tells the others whether to stop."""
+
+    def _decision(self, info) -> bool:
+        return CallbackList.after_iteration(self, info)
+
+
+class _FollowerCallbacks(_RankCallbacks):
+    """The other ranks stop when rank 0 does."""
+
+    def __init__(self, collective):
+        super().__init__((), collective)
 
 
 class ShardBackend(CpuBackend):
