@@ -103,25 +103,26 @@ def _timed_local_fit(data, params, threads) -> tuple:
     return seconds, seconds_per_round(clock.ends), model.ensemble_.nodes, model.predict(test.X)
 
 
-def _local_fits(connection, size, layout, params, threads):
+def _local_fits(connection, size, layout, params):
     """The local fits, in a process of their own holding the rows as a
     user's would (not the Dask client and scheduler besides, whose memory
     made this VM's compaction stalls fall on the local fit's rounds): one
-    fit (_timed_local_fit) on each request."""
+    fit (_timed_local_fit) on each request of a thread count; None ends."""
     data = benchmark_data(size, layout)
     connection.send("ready")
-    while connection.recv():
+    while (threads := connection.recv()) is not None:
         connection.send(_timed_local_fit(data, params, threads))
     connection.close()
 
 
 class LocalFitProcess:
-    """A spawned process running :func:`_local_fits` (``fit()`` one fit).
+    """A spawned process running :func:`_local_fits` (``fit(threads)`` one
+    fit; the rows made once for every worker count).
     Where no process can be spawned (a main module spawn cannot import),
     the fits run in this process instead, said on stderr and in
     ``where`` ("own process" or "client process")."""
 
-    def __init__(self, size, layout, params, threads):
+    def __init__(self, size, layout, params):
         import multiprocessing
 
         self.process = None
@@ -130,7 +131,7 @@ class LocalFitProcess:
             context = multiprocessing.get_context("spawn")
             self.connection, child = context.Pipe()
             self.process = context.Process(target=_local_fits,
-                                           args=(child, size, layout, params, threads))
+                                           args=(child, size, layout, params))
             self.process.start()
             child.close()
             if self.connection.recv() != "ready":
@@ -140,17 +141,18 @@ class LocalFitProcess:
             if self.process is not None and self.process.is_alive():
                 self.process.terminate()
             self.process, self.where = None, "client process"
-            self.in_process = (benchmark_data(size, layout), params, threads)
+            self.in_process = (benchmark_data(size, layout), params)
 
-    def fit(self):
+    def fit(self, threads):
         if self.process is None:
-            return _timed_local_fit(*self.in_process)
-        self.connection.send(True)
+            data, params = self.in_process
+            return _timed_local_fit(data, params, threads)
+        self.connection.send(threads)
         return self.connection.recv()
 
     def close(self):
         if self.process is not None:
-            self.connection.send(False)
+            self.connection.send(None)
             self.process.join()
 
 
@@ -227,11 +229,11 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
     results = {"size": size, "layout": layout, "rows": int(len(y)), "features": int(X.shape[1]),
                "eras": int(len(np.unique(era))), "params": params, "runs": []}
     chunk = -(-len(y) // 8)
+    local_fits = LocalFitProcess(size, layout, params)
     for workers in worker_counts:
         threads = workers * threads_per_worker
         local_times, dask_times, fit_task_times = [], [], []
         local_rounds, dask_rounds = [], []
-        local_fits = LocalFitProcess(size, layout, params, threads)
         with LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker,
                           processes=True, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
@@ -245,7 +247,7 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
                 # after a Numerai-scale fit (freeing their shards) slowed the
                 # next local fit's rounds from 0.23 to 0.36 s.
                 time.sleep(pause)
-                seconds, per_round, local_nodes, local_prediction = local_fits.fit()
+                seconds, per_round, local_nodes, local_prediction = local_fits.fit(threads)
                 local_times.append(seconds)
                 local_rounds.append(per_round)
                 model = DaskPackBoostRegressor(**params, n_jobs=threads_per_worker)
@@ -260,7 +262,6 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
                 # The ranks end each round together (rank 0 tells the others
                 # whether to stop): any rank's clock is the fit's.
                 dask_rounds.append(seconds_per_round(stats[0]["round_ends"]))
-        local_fits.close()
         same = all(np.array_equal(local_nodes[k], model.ensemble_.nodes[k], equal_nan=True)
                    for k in local_nodes)
         same_prediction = np.array_equal(model.to_local().predict(test.X), local_prediction)
@@ -293,6 +294,7 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
             "task_compute_s": _task_seconds(stream.data),
             **({"machine_floor": floor_run} if floor else {}),
         })
+    local_fits.close()
     return results
 
 
