@@ -309,17 +309,48 @@ def test_era_pass_sums_on_the_grid_are_the_float_sums_to_rounding():
 def test_rank_in_slot_orders_each_slots_candidates_highest_first():
     """The order of the Dask era pass's rounds (best first, as the local scan
     goes): within each slot by value, the largest 0, ties to the lower
-    index, NaN after every number -- against sorting each slot alone."""
-    from packboost.backends.dask import _rank_in_slot
-
+    index, NaN after every number (-inf included) -- against sorting each
+    slot alone; slots in any order, some empty."""
     rng = np.random.default_rng(4)
-    for n in (0, 1, 7, 200):
-        slot = rng.integers(0, 5, n)
+    for n in (0, 1, 7, 200, 3000):
+        slot = rng.integers(0, 5, n).astype(np.int32)
         value = rng.integers(-3, 3, n).astype(float)   # ties
+        value[rng.random(n) < 0.1] = -np.inf
         value[rng.random(n) < 0.2] = np.nan
-        rank = _rank_in_slot(slot, value)
-        for one in np.unique(slot):
+        rank = _distributed.rank_in_slot(slot, value, 6)
+        assert rank.dtype == np.int64 and rank.shape == (n,)
+        for one in range(6):
             members = np.flatnonzero(slot == one)
             ordered = [i for _, _, i in sorted(
-                (bool(np.isnan(value[i])), -np.nan_to_num(value[i]), i) for i in members)]
+                (bool(np.isnan(value[i])), -value[i] if not np.isnan(value[i]) else 0.0, i)
+                for i in members)]
             np.testing.assert_array_equal(rank[ordered], np.arange(len(members)))
+    with pytest.raises(ValueError, match="slot 5"):
+        _distributed.rank_in_slot(np.array([0, 5], dtype=np.int32), np.zeros(2), 5)
+    with pytest.raises(ValueError, match="one entry per candidate"):
+        _distributed.rank_in_slot(np.zeros(2, dtype=np.int32), np.zeros(3), 5)
+
+
+def test_best_per_tile_takes_the_first_strictly_largest_score():
+    """Each (slot, feature) tile's choice as score_tile makes it: the first
+    candidate (lowest index) of the largest score; none where every score
+    is -inf or NaN -- against a loop over the candidates in a NumPy sort."""
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 9, 500):
+        slot = rng.integers(0, 4, n).astype(np.int32)
+        position = rng.integers(0, 3, n).astype(np.int32)
+        score = rng.integers(-2, 2, n).astype(float)   # ties
+        score[rng.random(n) < 0.2] = -np.inf
+        score[rng.random(n) < 0.2] = np.nan
+        chosen = _distributed.best_per_tile(slot, position, score, 4, 3)
+        assert chosen.shape == (4, 3)
+        for s in range(4):
+            for p in range(3):
+                members = [i for i in np.flatnonzero((slot == s) & (position == p))
+                           if score[i] > -np.inf]
+                expected = min(members, key=lambda i: (-score[i], i)) if members else -1
+                assert chosen[s, p] == expected
+    with pytest.raises(ValueError, match="outside"):
+        _distributed.best_per_tile(np.array([4], dtype=np.int32),
+                                   np.array([0], dtype=np.int32), np.zeros(1), 4, 3)
+

@@ -28,6 +28,7 @@ from cython.parallel cimport prange
 
 from libc.math cimport INFINITY, fabs
 from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
+from libc.stdlib cimport malloc, free, qsort
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._histogram cimport packed_units, add_to_pooled
@@ -254,6 +255,91 @@ def era_rows_from_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                     count = count + (<uint64_t>first[b * words] & mask)
                 out[slot, era] = <double>count
     return era_rows
+
+
+cdef struct ranked_t:
+    double key      # the value; NaN: -inf, ranked after every number (nan_last)
+    int64_t index
+    int nan_last
+
+
+cdef int _higher_first(const void* a, const void* b) noexcept nogil:
+    """qsort's order of rank_in_slot: numbers before NaN, the largest
+    first, ties to the lower index (a total order: qsort need not be
+    stable)."""
+    cdef const ranked_t* x = <const ranked_t*>a
+    cdef const ranked_t* y = <const ranked_t*>b
+    if x.nan_last != y.nan_last:
+        return x.nan_last - y.nan_last
+    if x.key > y.key:
+        return -1
+    if x.key < y.key:
+        return 1
+    return (x.index > y.index) - (x.index < y.index)
+
+
+def rank_in_slot(const int32_t[::1] slot, const double[::1] value, Py_ssize_t n_slots):
+    """Each candidate's place among its slot's (``slot`` in [0, n_slots)) by
+    ``value``: the largest 0, ties to the lower index, NaN after every
+    number; int64. The order the era pass's best-first rounds take (one
+    sort per slot: the candidates grouped by slot, then each group sorted)."""
+    cdef Py_ssize_t n = slot.shape[0], i, s, start
+    if value.shape[0] != n:
+        raise ValueError("slot and value must have one entry per candidate")
+    starts = np.zeros(n_slots + 1, dtype=np.int64)
+    cdef int64_t[::1] start_view = starts
+    for i in range(n):
+        if slot[i] < 0 or slot[i] >= n_slots:
+            raise ValueError(f"slot {slot[i]} is outside 0 .. {n_slots - 1}")
+        start_view[slot[i] + 1] += 1
+    for s in range(n_slots):
+        start_view[s + 1] += start_view[s]
+    cursor = starts[:n_slots].copy()
+    cdef int64_t[::1] cursor_view = cursor
+    cdef ranked_t* entry_view = <ranked_t*>malloc(max(n, 1) * sizeof(ranked_t))
+    if entry_view == NULL:
+        raise MemoryError()
+    rank = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] rank_view = rank
+    cdef ranked_t* entry
+    with nogil:
+        for i in range(n):
+            entry = &entry_view[cursor_view[slot[i]]]
+            cursor_view[slot[i]] += 1
+            entry.nan_last = value[i] != value[i]
+            entry.key = -INFINITY if entry.nan_last else value[i]
+            entry.index = i
+        for s in range(n_slots):
+            start = start_view[s]
+            if start_view[s + 1] - start > 1:
+                qsort(&entry_view[start], start_view[s + 1] - start, sizeof(ranked_t),
+                      _higher_first)
+            for i in range(start, start_view[s + 1]):
+                rank_view[entry_view[i].index] = i - start
+    free(entry_view)
+    return rank
+
+
+def best_per_tile(const int32_t[::1] slot, const int32_t[::1] position,
+                  const double[::1] score, Py_ssize_t n_slots, Py_ssize_t n_positions):
+    """score_tile's choice in each (slot, candidate feature) tile: the index
+    of the first candidate with the strictly largest score, -1 where none
+    scores above -inf (NaN never wins); int64 (n_slots, n_positions)."""
+    cdef Py_ssize_t n = slot.shape[0], i, current
+    if position.shape[0] != n or score.shape[0] != n:
+        raise ValueError("slot, position and score must have one entry per candidate")
+    chosen = np.full((n_slots, n_positions), -1, dtype=np.int64)
+    cdef int64_t[:, ::1] chosen_view = chosen
+    for i in range(n):
+        if not (score[i] > -INFINITY):
+            continue
+        if not (0 <= slot[i] < n_slots and 0 <= position[i] < n_positions):
+            raise ValueError(f"candidate {i}'s tile ({slot[i]}, {position[i]}) is outside "
+                             f"({n_slots}, {n_positions})")
+        current = chosen_view[slot[i], position[i]]
+        if current < 0 or score[i] > score[current]:
+            chosen_view[slot[i], position[i]] = i
+    return chosen
 
 
 def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1] era_stats,

@@ -350,7 +350,7 @@ class ShardBackend(CpuBackend):
         # exchanges, each candidate one pass over a shard's eras.)
         mean = candidates["mean"]
         bound = mean + split_params["lambda_dir"] * np.abs(mean)
-        rank = _rank_in_slot(candidates["slot"], bound)
+        rank = _distributed.rank_in_slot(candidates["slot"], bound, n_slots)
         floor = np.full(n_slots, -np.inf)
         score, gain = np.full(n, -np.inf), np.zeros(n)
         first, width = 0, FIRST_ROUND_PER_SLOT
@@ -598,21 +598,6 @@ FIRST_ROUND_PER_SLOT = 4
 KEPT_TERMS_BYTES = 128 << 20
 
 
-def _rank_in_slot(slot: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """Each candidate's place among its slot's by ``value``, the largest 0
-    (ties: the lower index first; NaN after every number)."""
-    if not len(slot):
-        return np.zeros(0, dtype=np.int64)
-    ranked = np.where(np.isnan(value), -np.inf, value)
-    order = np.lexsort((np.arange(len(slot)), -ranked, slot))
-    sorted_slot = slot[order]
-    starts = np.flatnonzero(np.r_[True, sorted_slot[1:] != sorted_slot[:-1]])
-    run_start = np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-    rank = np.empty(len(slot), dtype=np.int64)
-    rank[order] = np.arange(len(order)) - run_start
-    return rank
-
-
 def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
     """score_tile's choice per (slot, feature) -- the first candidate with the
     strictly largest score -- then the best feature per slot."""
@@ -621,15 +606,12 @@ def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
              "threshold": np.zeros(shape, dtype=np.int32),
              "missing_left": np.zeros(shape, dtype=np.uint8),
              "found": np.zeros(shape, dtype=np.uint8)}
-    valid = np.flatnonzero(score > -np.inf)   # NaN and -inf never beat the initial -inf
-    if len(valid):
-        key = candidates["slot"][valid].astype(np.int64) * n_candidates \
-            + candidates["position"][valid]
-        order = np.lexsort((valid, -score[valid], key))
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = key[order][1:] != key[order][:-1]
-        chosen = valid[order[first]]
-        slot, position = candidates["slot"][chosen], candidates["position"][chosen]
+    per_tile = _distributed.best_per_tile(candidates["slot"], candidates["position"], score,
+                                          n_slots, n_candidates).reshape(-1)
+    tiles = np.flatnonzero(per_tile >= 0)
+    if len(tiles):
+        chosen = per_tile[tiles]
+        slot, position = np.divmod(tiles, n_candidates)
         found["score"][slot, position] = score[chosen]
         found["gain"][slot, position] = gain[chosen]
         found["threshold"][slot, position] = candidates["threshold"][chosen]
