@@ -259,3 +259,62 @@ def test_per_era_parts_are_put_in_era_order():
 def test_a_shard_refuses_eras_out_of_order():
     with pytest.raises(ValueError, match="ascending"):
         RowShard(None, np.arange(6), [[2, 1]], 0, n_features=1)
+
+
+@pytest.mark.parametrize("n_ranks", [2, 3])
+def test_values_arrive_as_they_were_sent(n_ranks):
+    """Arrays travel as their dtype, shape and memory (_framed), anything else
+    pickled: every dtype and byte order, empty and 0-d arrays, a Fortran-order
+    and a strided array, messages below and above SMALL_MESSAGE_BYTES, through
+    the exchange (allgather) and point to point (broadcast)."""
+    big = np.arange(3 * _collective.SMALL_MESSAGE_BYTES // 8 + 5, dtype=np.int64)
+    values = [np.arange(7, dtype=np.float64), np.array([True, False]),
+              np.array([1 + 2j, 3j]), np.arange(6, dtype=">i4").reshape(2, 3),
+              np.asfortranarray(np.arange(12.0).reshape(3, 4)), np.arange(10)[::3],
+              np.zeros((0, 4), dtype=np.uint8), np.array(5.5), big, big.astype(np.float32),
+              {"a": [1, 2]}, None, "text"]
+
+    def check(collective):
+        for value in values:
+            for received in (collective.allgather(value),
+                             [collective.broadcast(value, root=0)]):
+                for got in received:
+                    if isinstance(value, np.ndarray):
+                        assert type(got) is np.ndarray and got.dtype == value.dtype
+                        np.testing.assert_array_equal(got, value)
+                        assert got.shape == value.shape
+                    else:
+                        assert got == value
+        return True
+
+    assert all(run_ranks(n_ranks, check))
+
+
+@pytest.mark.parametrize("n_values", [3, 3 * _collective.SMALL_MESSAGE_BYTES // 8])
+def test_allreduce_leaves_the_callers_array_alone(n_values):
+    """The direct allreduce adds into a received array, never into the one
+    the caller gave (which the caller may read again); every rank gets
+    the same sums and maxima, floats included."""
+    def reduce(collective):
+        own = np.linspace(0.1, 1.0, n_values) * (collective.rank + 1) / 3
+        before = own.copy()
+        summed = collective.allreduce(own, "sum")
+        largest = collective.allreduce(own, "max")
+        np.testing.assert_array_equal(own, before)
+        assert summed is not own and largest is not own
+        return summed, largest
+
+    results = run_ranks(2, reduce)
+    base = np.linspace(0.1, 1.0, n_values)
+    for summed, largest in results:
+        np.testing.assert_array_equal(summed, base * 1 / 3 + base * 2 / 3)
+        np.testing.assert_array_equal(largest, base * 2 / 3)
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+
+
+def test_allreduce_refuses_arrays_that_differ_between_ranks():
+    def reduce(collective):
+        return collective.allreduce(np.zeros(3 + collective.rank))
+
+    with pytest.raises(ValueError, match="different dtypes or shapes"):
+        run_ranks(2, reduce)
