@@ -393,8 +393,15 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1]
     cdef double w_sum_g, w_sum_h, w_missing_g, w_missing_h, cand_w_g, cand_w_h
     cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = features.shape[0]
     cdef Py_ssize_t width = pooled.shape[2]
-    # At most two candidates (missing side) per threshold of every open tile.
-    cdef Py_ssize_t capacity = 2 * n_slots * n_cand * max(width - 1, 0)
+    # At most two candidates (missing side) per threshold of every open tile
+    # (a slot's tree uses about 1 / pack_size of the depth's features: sized
+    # by the whole grid, the scratch was several MB a depth, fresh each time).
+    cdef Py_ssize_t capacity = 0, slot, position
+    for slot in range(n_slots):
+        if slot_open[slot]:
+            for position in range(n_cand):
+                if tree_uses_feature[position, slot_tree[slot]]:
+                    capacity += 2 * n_bins[features[position]]
     slot_out = np.empty(capacity, dtype=np.int32)
     position_out = np.empty(capacity, dtype=np.int32)
     threshold_out = np.empty(capacity, dtype=np.int32)
@@ -404,7 +411,7 @@ def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1]
     cdef int32_t[::1] o_slot = slot_out, o_position = position_out, o_threshold = threshold_out
     cdef uint8_t[::1] o_missing = missing_out, o_bounded = bounded_out
     cdef double[:, ::1] o_sums = sums
-    cdef Py_ssize_t slot, position, b, nb, n = 0
+    cdef Py_ssize_t b, nb, n = 0
     cdef int side, missing_left
     cdef double sum_g, sum_h, sum_count, miss_g, miss_h, miss_count
     cdef double left_g, left_h, left_count, cand_g, cand_h, cand_count
