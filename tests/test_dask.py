@@ -194,6 +194,7 @@ def test_the_era_pass_in_many_best_first_rounds(problem, monkeypatch, extra):
     from packboost.backends import dask as dask_backend
 
     monkeypatch.setattr(dask_backend, "FIRST_ROUND_PER_SLOT", 1)
+    monkeypatch.setattr(dask_backend, "FIRST_ROUND_CANDIDATES", 0)
     scored, enumerated = [], []
     finish, enumerate_candidates = _distributed.candidate_pass, _distributed.enumerate_candidates
 
@@ -225,6 +226,47 @@ def test_the_era_pass_in_many_best_first_rounds(problem, monkeypatch, extra):
     assert len(scored) > 2 * params["n_estimators"] * params["max_depth"]
     assert sum(scored) < sum(enumerated)
 
+
+
+def test_a_first_round_of_every_candidate_grows_the_same_model(problem, monkeypatch):
+    """FIRST_ROUND_CANDIDATES above the depth's candidates: each depth scores
+    every candidate in its first round (one maximum and one sum exchange),
+    and the model is the local fit's: the rounds' schedule decides what is
+    computed, never what is chosen."""
+    from packboost import _distributed
+    from packboost.backends import dask as dask_backend
+
+    monkeypatch.setattr(dask_backend, "FIRST_ROUND_CANDIDATES", 10 ** 9)
+    scored, enumerated = [], []
+    finish, enumerate_candidates = _distributed.candidate_pass, _distributed.enumerate_candidates
+
+    def counting(candidates, *args, **kwargs):
+        if args[2] == _distributed.MODE_TERMS_MAX:
+            scored.append(len(candidates["slot"]))
+        return finish(candidates, *args, **kwargs)
+
+    def listing(*args, **kwargs):
+        candidates = enumerate_candidates(*args, **kwargs)
+        enumerated.append(len(candidates["slot"]))
+        return candidates
+
+    monkeypatch.setattr(_distributed, "candidate_pass", counting)
+    monkeypatch.setattr(_distributed, "enumerate_candidates", listing)
+    params = dict(PARAMS, max_depth=3, lambda_dro=0.8)
+    X, y, era = problem
+    local = PackBoostRegressor(**params).fit(X, y, era=era)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as threaded:
+        model = DaskPackBoostRegressor(**params)
+        model.client = threaded
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700))
+    assert_same_model(local, model)
+    # Every enumerated candidate scored, in one round a depth (a depth
+    # without candidates has none)
+    assert sum(scored) == sum(enumerated) > 0
+    assert len(scored) == sum(1 for count in enumerated if count)
 
 _LOADING_KEYS_SEEN = []
 

@@ -341,7 +341,8 @@ class ShardBackend(CpuBackend):
         # A candidate scores at most mu + lambda_dir |mu| (sigma >= 0, |D| <= 1;
         # _split.candidate_bound, the local scan's pruning, docs/des.md §9).
         # Best first, as the local scan goes: each slot's candidates by bound,
-        # the highest first, in rounds of 4, 8, 16, ... per slot; a round's
+        # the highest first, in rounds of 4, 8, 16, ... per slot (the first
+        # at least FIRST_ROUND_CANDIDATES in all); a round's
         # scores raise each slot's floor (the score its winner reaches at
         # least), and a candidate whose bound is below its slot's floor cannot
         # win: it is never scored. Every shard takes the same rounds. (Rounds
@@ -353,7 +354,9 @@ class ShardBackend(CpuBackend):
         rank = _distributed.rank_in_slot(candidates["slot"], bound, n_slots)
         floor = np.full(n_slots, -np.inf)
         score, gain = np.full(n, -np.inf), np.zeros(n)
-        first, width = 0, FIRST_ROUND_PER_SLOT
+        n_open = max(1, int(np.count_nonzero(slot_open)))
+        first = 0
+        width = max(FIRST_ROUND_PER_SLOT, -(-FIRST_ROUND_CANDIDATES // n_open))
         while True:
             chosen = np.flatnonzero((rank >= first) & (rank < first + width)
                                     & (bound >= floor[candidates["slot"]]))
@@ -592,6 +595,12 @@ class ShardBackend(CpuBackend):
 
 # Candidates per slot in the era pass's first best-first round (find_splits).
 FIRST_ROUND_PER_SLOT = 4
+# ... and at least this many candidates in all: a depth with few open slots
+# (the first three of a pack of 4) then settles in one round instead of
+# 1.6-1.7 (two exchanges a round; a candidate costs a pass over a shard's
+# eras, 128 of them little). 150k x 200 and 750k x 400: 35-38 -> 32-33
+# exchanges a round, a round ~3% shorter (benchmarks/RESULTS.md 2026-11-29).
+FIRST_ROUND_CANDIDATES = 128
 
 # The most a shard keeps of a set of candidates' era terms between the era
 # pass's maximum and sum passes (more: the sum pass computes them again).
