@@ -129,6 +129,20 @@ def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted, layout):
     assert not era_rows[1].any()   # the closed slot
 
 
+@pytest.mark.parametrize("chunk_bytes", [1, 3000, 1 << 40], ids=["era-by-era", "few", "all"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
+def test_cells_pooled_a_chunk_of_eras_at_a_time_as_after_the_pass(monkeypatch, chunk_bytes,
+                                                                  weighted):
+    """The pass sums its cells over the eras a chunk of eras at a time
+    (POOL_CHUNK_BYTES, while the chunk's cells are in cache): one era a
+    chunk, a few, all at once -- the pooled cells are those of the filled
+    cells summed afterwards (pool_cells; _depth compares them), block-wide
+    and per tree."""
+    monkeypatch.setattr(_split, "POOL_CHUNK_BYTES", chunk_bytes)
+    for layout in ("cells-only", "per-tree"):
+        _depth(5, weighted, layout=layout)
+
+
 def test_cells_only_needs_the_cells_to_fill():
     data, g, h = make_binned_problem(0, 50, 3, 2)
     fixed = to_fixed_point(g, h, data.era_offsets, 1)

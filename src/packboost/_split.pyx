@@ -102,6 +102,13 @@ DEFAULT_HISTOGRAM_BUDGET_BYTES = 128 * 1024 * 1024
 # more updates; at Numerai scale (50 features per depth) one block of 50 ran
 # 0.33-0.34 s/tree against 0.40 for two of 25 (benchmarks/RESULTS.md).
 DEFAULT_FEATURES_PER_PASS = MAX_FEATURES_PER_PASS
+# find_best_splits(cells_only, pooled_cells) sums a block's cells over the
+# eras a chunk of eras at a time, while that chunk's cells are still in cache
+# (about a core's L2): eras of at most this many bytes of cells. Pooled after
+# all eras, a deep depth's cells were read back from memory (at 375k rows x
+# 400, 150 eras: 0.10 s of the deepest depth's 0.26 s, 0.06 s in chunks of
+# 1-2 MB; benchmarks/RESULTS.md 2026-11-29).
+POOL_CHUNK_BYTES = 1024 * 1024
 # find_best_splits lays a slot's run out for its tree's features only where it
 # can (tree_cell_offsets); False keeps the block-wide runs everywhere. The
 # splits are the same either way (tests compare both).
@@ -1245,6 +1252,9 @@ def find_best_splits(
     cdef Py_ssize_t block, first, n_block, member, buffer_cells, n_group, slot_stride
     cdef Py_ssize_t era, tile, n_tiles, tile_slot, tile_member
     cdef Py_ssize_t item, n_parts, part_width, part_start, part_size
+    cdef Py_ssize_t era_chunk, chunk_start, chunk_end
+    # module attribute (the tests set it), read once outside the nogil block
+    cdef Py_ssize_t pool_chunk_bytes = POOL_CHUNK_BYTES
     cdef Py_ssize_t pack_size = node_of_row.shape[1], n_parent_slots = 0, tree
     cdef bint subtracting = depth_cells is not None
     cdef bint tree_runs, runs_per_tree_allowed = RUNS_PER_TREE
@@ -1452,40 +1462,50 @@ def find_best_splits(
                 if parent_pointer != NULL:
                     block_parent = (parent_pointer + n_eras * n_parent_slots * words
                                     * width_prefix_view[first])
-                for item in prange(n_eras * n_parts, schedule='dynamic', num_threads=n_threads):
-                    era = item // n_parts
-                    part_start = (item % n_parts) * part_width
-                    part_size = min(part_width, n_block - part_start)
-                    build_pack_histograms(X_binned, &features[first + part_start], part_size,
-                                          n_bins, rows, active_rows, era_offsets, era, era + 1,
-                                          node_of_row, &tree_uses_feature[first + part_start, 0],
-                                          group_start, group_end, n_slots,
-                                          &offset_view[part_start],
-                                          block_view.offset_stride, slot_stride, kind_pointer,
-                                          extra_pointer + part_start * pack_size
-                                          if extra_pointer != NULL else NULL,
-                                          share_equal_rows and not tree_runs, block_cells,
-                                          &pair_view[threadid(), 0], &slot_tree[0],
-                                          era_tree_pointer, scattered_samples)
-                    if block_parent != NULL:
-                        derive_slots(block_parent, n_parent_slots, block_cells, n_slots,
-                                     era, era + 1, slot_stride, words, kind_pointer,
-                                     &slot_parent[0], &slot_tree[0], pack_size,
-                                     &features[first + part_start], part_size, n_bins,
-                                     &offset_view[part_start],
-                                     &tree_uses_feature[first + part_start, 0],
-                                     extra_pointer + part_start * pack_size)
-                if cells_only:
-                    if pooled_pointer != NULL:
+                # Eras in chunks when pooled (each chunk's cells summed over its
+                # eras while in cache); else all at once.
+                era_chunk = n_eras
+                if cells_only and pooled_pointer != NULL:
+                    era_chunk = max(1, pool_chunk_bytes // max(1, n_group * slot_stride * words * 8))
+                chunk_start = 0
+                while chunk_start < n_eras:
+                    chunk_end = min(chunk_start + era_chunk, n_eras)
+                    for item in prange((chunk_end - chunk_start) * n_parts, schedule='dynamic',
+                                       num_threads=n_threads):
+                        era = chunk_start + item // n_parts
+                        part_start = (item % n_parts) * part_width
+                        part_size = min(part_width, n_block - part_start)
+                        build_pack_histograms(X_binned, &features[first + part_start], part_size,
+                                              n_bins, rows, active_rows, era_offsets, era, era + 1,
+                                              node_of_row, &tree_uses_feature[first + part_start, 0],
+                                              group_start, group_end, n_slots,
+                                              &offset_view[part_start],
+                                              block_view.offset_stride, slot_stride, kind_pointer,
+                                              extra_pointer + part_start * pack_size
+                                              if extra_pointer != NULL else NULL,
+                                              share_equal_rows and not tree_runs, block_cells,
+                                              &pair_view[threadid(), 0], &slot_tree[0],
+                                              era_tree_pointer, scattered_samples)
+                        if block_parent != NULL:
+                            derive_slots(block_parent, n_parent_slots, block_cells, n_slots,
+                                         era, era + 1, slot_stride, words, kind_pointer,
+                                         &slot_parent[0], &slot_tree[0], pack_size,
+                                         &features[first + part_start], part_size, n_bins,
+                                         &offset_view[part_start],
+                                         &tree_uses_feature[first + part_start, 0],
+                                         extra_pointer + part_start * pack_size)
+                    if cells_only and pooled_pointer != NULL:
                         for slot in prange(n_slots, schedule='dynamic',
                                            num_threads=n_threads):
-                            pool_block_slot(block_cells, n_eras, n_slots, slot,
+                            pool_block_slot(block_cells, chunk_start, chunk_end, n_slots, slot,
                                             slot_stride * words, &offset_view[0],
                                             block_view.offset_stride, slot_tree[slot],
                                             slot_open[slot], &tree_uses_feature[first, 0],
                                             pack_size, &width_prefix_view[first], n_block,
                                             width_prefix_view[n_candidates], words,
                                             rows.count_bits, pooled_pointer)
+                    chunk_start = chunk_end
+                if cells_only:
                     group_start = group_end
                     continue
                 block_view.cells = block_cells
@@ -1534,7 +1554,8 @@ def find_best_splits(
 
 cdef void pool_block_slot(
         const int64_t* block_cells,      # IN  a block's cells: (era, slot) runs
-        Py_ssize_t n_eras,
+        Py_ssize_t era_start,            # eras [era_start, era_end) are added
+        Py_ssize_t era_end,
         Py_ssize_t n_slots,
         Py_ssize_t slot,
         Py_ssize_t run_entries,          # IN  int64 per (era, slot) run
@@ -1558,7 +1579,7 @@ cdef void pool_block_slot(
         return
     cdef Py_ssize_t pw = words + 1, era, member
     cdef const int64_t* run
-    for era in range(n_eras):
+    for era in range(era_start, era_end):
         run = block_cells + (era * n_slots + slot) * run_entries
         for member in range(n_block):
             if tree_uses_feature[member * pack_size + tree]:
