@@ -13,11 +13,13 @@ from conftest import DEFAULT_SPLIT_PARAMS, make_binned_problem
 
 
 def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_slots=6,
-           layout="per-tree"):
+           layout="per-tree", skip_eras=False):
     """A depth's per-era cells as find_best_splits leaves them in
     ``depth_cells``: scored as a local fit with subtraction scores them
     ("scored", block-wide), or cells only, block-wide ("cells-only") or per
-    tree ("per-tree", the shard's layout when no child derives)."""
+    tree ("per-tree", the shard's layout when no child derives).
+    ``skip_eras``: each tree draws some eras only (an era subsample: the
+    others' rows in no slot of the tree, the pass told by ``era_tree_rows``)."""
     cells_only = layout != "scored"
     data, g, h = make_binned_problem(seed, n_rows, n_features, n_eras, weighted=weighted)
     if not weighted:
@@ -29,6 +31,11 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
     for tree in range(pack_size):
         node_of_row[:, tree] = rng.choice(np.flatnonzero(slot_tree == tree), size=data.n_rows)
     node_of_row[rng.random(node_of_row.shape) < 0.1] = -1
+    era_tree_rows = None
+    if skip_eras:
+        era_tree_rows = (rng.random((data.n_eras, pack_size)) < 0.6).astype(np.uint8)
+        era_of_row = np.repeat(np.arange(data.n_eras), np.diff(data.era_offsets))
+        node_of_row[era_tree_rows[era_of_row] == 0] = -1
     slot_open = np.ones(n_slots, np.uint8)
     slot_open[1] = 0
     features = np.array([0, 2, 3, 5, 6], dtype=np.int32)
@@ -52,7 +59,7 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
         slot_parent=np.full(n_slots, -1, np.int32),
         tree_extra_feature=np.zeros((len(features), pack_size), np.uint8),
         cells_only=cells_only, cell_origin=origin, cell_stride=stride,
-        cells_per_tree=layout == "per-tree", pooled_cells=in_pass)
+        cells_per_tree=layout == "per-tree", pooled_cells=in_pass, era_tree_rows=era_tree_rows)
     # cells_only: the cells and nothing scored.
     assert found["found"].any() != cells_only
     # Runs per tree: a feature's cells start at different places for the two trees.
@@ -101,11 +108,15 @@ def _read(data, fixed, slot_tree, slot_open, features, uses, cells, words, n_thr
     return (origin, stride, widths, slot_tree), pooled, era_rows
 
 
+@pytest.mark.parametrize("skip_eras", [False, True], ids=["every-era", "era-subsample"])
 @pytest.mark.parametrize("layout", ["scored", "cells-only", "per-tree"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
-def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted, layout):
+def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted, layout, skip_eras):
+    """Every cell of the depth -- in an era its tree skips too, from a buffer
+    of stale values -- is its rows' sums; the pooled cells and the rows per
+    (slot, era) follow."""
     data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words, where = \
-        _depth(3, weighted, layout=layout)
+        _depth(3, weighted, layout=layout, skip_eras=skip_eras)
     n_slots = len(slot_tree)
     (origin, stride, widths, _), pooled, era_rows = _read(
         data, fixed, slot_tree, slot_open, features, uses, cells, words, 2, where)

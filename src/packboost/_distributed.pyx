@@ -195,32 +195,6 @@ def pooled_from_cells(const int64_t[::1] pooled_cells, const int64_t[::1] prefix
     return pooled
 
 
-def clear_skipped_eras(int64_t[::1] cells, const int64_t[:, ::1] origin,
-                       const int64_t[::1] stride, const int64_t[::1] widths,
-                       const int32_t[::1] slot_tree, const uint8_t[:, ::1] tree_uses_feature,
-                       era_tree_rows, Py_ssize_t words):
-    """Zero the cells of every (era, slot) whose tree holds no row of the era
-    (``era_tree_rows[era, tree] == 0``, find_best_splits' flags): the pass
-    skips them, so they keep what the buffer held (the local scan never
-    reads them; the shard pools and counts every era)."""
-    if era_tree_rows is None:
-        return
-    cdef const uint8_t[:, ::1] flags = era_tree_rows
-    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = origin.shape[0]
-    cdef Py_ssize_t era, slot, position, c, start
-    with nogil:
-        for era in range(flags.shape[0]):
-            for slot in range(n_slots):
-                if flags[era, slot_tree[slot]]:
-                    continue
-                for position in range(n_cand):
-                    if not tree_uses_feature[position, slot_tree[slot]]:
-                        continue   # no cells of its own (runs per tree)
-                    start = origin[position, slot_tree[slot]] + (era * n_slots + slot) * stride[position]
-                    for c in range(widths[position] * words):
-                        cells[start + c] = 0
-
-
 def era_rows_from_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                         const int64_t[::1] stride, const int64_t[::1] widths,
                         const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,

@@ -249,9 +249,9 @@ class ShardBackend(CpuBackend):
         widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
         width = int(widths.max()) if n_candidates else 1
         layout = (origin, stride, widths, self._slot_tree)
-        _distributed.clear_skipped_eras(cells, origin, stride, widths, self._slot_tree,
-                                        tree_uses_feature, self._era_tree_rows, words)
-        if pooled_cells is None:   # derived cells: pooled once the skipped eras are cleared
+        # (The pass leaves zeros in the cells of an era a slot's tree skips,
+        # tests/test_distributed_kernels.py: nothing to clear before reading.)
+        if pooled_cells is None:   # derived cells: pooled after the pass
             pooled_cells = _distributed.pool_cells(cells, origin, stride, widths,
                                                    self._slot_tree, slot_open, tree_uses_feature,
                                                    data.n_eras, fixed, self.n_threads)
@@ -419,8 +419,8 @@ class ShardBackend(CpuBackend):
             rows, era_offsets = self._active_rows(plan["visit"])
         origin = np.empty((len(features), self.pack_size), dtype=np.int64)
         stride = np.empty(len(features), dtype=np.int64)
-        # Pooled by the pass while each block is in cache, unless cells are
-        # derived (their skipped eras are cleared first, find_splits).
+        # Pooled by the pass a chunk of eras at a time while in cache, unless
+        # cells are derived (pooled after the pass, find_splits).
         pooled = None if plan["parent_cells"] is not None else np.empty(
             _split.pooled_cells_size(len(slot_tree), features, data.n_bins, self.fixed),
             dtype=np.int64)
