@@ -184,17 +184,11 @@ def test_threaded_workers_of_one_process(problem, monkeypatch, n_workers, n_jobs
     assert_same_model(local, model)
 
 
-@pytest.mark.parametrize("extra", [dict(lambda_dir=0.5), dict(lambda_dro=0.8, lambda_dir=0.0),
-                                   dict(era_gain="newton", lambda_dro=0.5)])
-def test_the_era_pass_in_many_best_first_rounds(problem, monkeypatch, extra):
-    """One candidate a slot in the era pass's first round: many rounds a
-    depth, the floors of each round pruning the next. The model is still
-    the local fit's, and the rounds scored fewer candidates than there were."""
+def _count_era_pass(monkeypatch):
+    """Record, on both shards of a threaded cluster, the candidates each
+    depth enumerates and each best-first round of the era pass scores."""
     from packboost import _distributed
-    from packboost.backends import dask as dask_backend
 
-    monkeypatch.setattr(dask_backend, "FIRST_ROUND_PER_SLOT", 1)
-    monkeypatch.setattr(dask_backend, "FIRST_ROUND_CANDIDATES", 0)
     scored, enumerated = [], []
     finish, enumerate_candidates = _distributed.candidate_pass, _distributed.enumerate_candidates
 
@@ -210,6 +204,27 @@ def test_the_era_pass_in_many_best_first_rounds(problem, monkeypatch, extra):
 
     monkeypatch.setattr(_distributed, "candidate_pass", counting)
     monkeypatch.setattr(_distributed, "enumerate_candidates", listing)
+    return scored, enumerated
+
+
+@pytest.mark.parametrize("schedule", ["one-a-slot", "all-at-once"])
+@pytest.mark.parametrize("extra", [dict(lambda_dir=0.5), dict(lambda_dro=0.8, lambda_dir=0.0),
+                                   dict(era_gain="newton", lambda_dro=0.5)])
+def test_the_era_pass_in_any_best_first_rounds(problem, monkeypatch, extra, schedule):
+    """The era pass's rounds decide what is computed, never what is chosen.
+    One candidate a slot in the first round: many rounds a depth, the floors
+    of each round pruning the next, fewer candidates scored than there were.
+    A first round above the depth's candidates (FIRST_ROUND_CANDIDATES):
+    every candidate scored in one round a depth. Either way the local fit's
+    model."""
+    from packboost.backends import dask as dask_backend
+
+    if schedule == "one-a-slot":
+        monkeypatch.setattr(dask_backend, "FIRST_ROUND_PER_SLOT", 1)
+        monkeypatch.setattr(dask_backend, "FIRST_ROUND_CANDIDATES", 0)
+    else:
+        monkeypatch.setattr(dask_backend, "FIRST_ROUND_CANDIDATES", 10 ** 9)
+    scored, enumerated = _count_era_pass(monkeypatch)
     params = dict(PARAMS, max_depth=4, **extra)
     X, y, era = problem
     local = PackBoostRegressor(**params).fit(X, y, era=era)
@@ -221,52 +236,16 @@ def test_the_era_pass_in_many_best_first_rounds(problem, monkeypatch, extra):
         model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
                   era=da.from_array(era, chunks=700))
     assert_same_model(local, model)
-    # Both shards counted: more rounds than depths, fewer candidates scored
-    # than enumerated (the floors pruned)
-    assert len(scored) > 2 * params["n_estimators"] * params["max_depth"]
-    assert sum(scored) < sum(enumerated)
-
-
-
-def test_a_first_round_of_every_candidate_grows_the_same_model(problem, monkeypatch):
-    """FIRST_ROUND_CANDIDATES above the depth's candidates: each depth scores
-    every candidate in its first round (one maximum and one sum exchange),
-    and the model is the local fit's: the rounds' schedule decides what is
-    computed, never what is chosen."""
-    from packboost import _distributed
-    from packboost.backends import dask as dask_backend
-
-    monkeypatch.setattr(dask_backend, "FIRST_ROUND_CANDIDATES", 10 ** 9)
-    scored, enumerated = [], []
-    finish, enumerate_candidates = _distributed.candidate_pass, _distributed.enumerate_candidates
-
-    def counting(candidates, *args, **kwargs):
-        if args[2] == _distributed.MODE_TERMS_MAX:
-            scored.append(len(candidates["slot"]))
-        return finish(candidates, *args, **kwargs)
-
-    def listing(*args, **kwargs):
-        candidates = enumerate_candidates(*args, **kwargs)
-        enumerated.append(len(candidates["slot"]))
-        return candidates
-
-    monkeypatch.setattr(_distributed, "candidate_pass", counting)
-    monkeypatch.setattr(_distributed, "enumerate_candidates", listing)
-    params = dict(PARAMS, max_depth=3, lambda_dro=0.8)
-    X, y, era = problem
-    local = PackBoostRegressor(**params).fit(X, y, era=era)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster, set_as_default=False) as threaded:
-        model = DaskPackBoostRegressor(**params)
-        model.client = threaded
-        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
-                  era=da.from_array(era, chunks=700))
-    assert_same_model(local, model)
-    # Every enumerated candidate scored, in one round a depth (a depth
-    # without candidates has none)
-    assert sum(scored) == sum(enumerated) > 0
-    assert len(scored) == sum(1 for count in enumerated if count)
+    if schedule == "one-a-slot":
+        # Both shards counted: more rounds than depths, fewer candidates
+        # scored than enumerated (the floors pruned)
+        assert len(scored) > 2 * params["n_estimators"] * params["max_depth"]
+        assert sum(scored) < sum(enumerated)
+    else:
+        # every enumerated candidate scored, in one round a depth (the newton
+        # means take every candidate first: not counted here)
+        assert sum(scored) == sum(enumerated) > 0
+        assert len(scored) == sum(1 for count in enumerated if count)
 
 _LOADING_KEYS_SEEN = []
 
