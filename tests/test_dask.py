@@ -184,6 +184,38 @@ def test_threaded_workers_of_one_process(problem, monkeypatch, n_workers, n_jobs
     assert_same_model(local, model)
 
 
+def test_children_derived_from_their_parents_cells(problem, monkeypatch):
+    """Histogram subtraction on the shards (every tree scanning every
+    feature, so each depth keeps its cells for the next): children derived
+    as their parent's cells minus their sibling's, pooled by the pass with
+    the built ones, with each tree skipping some eras (era_subsample) --
+    the local fit's model, bit for bit."""
+    from packboost.backends import cpu
+
+    derived = []
+    plan = cpu.CpuBackend._subtraction_plan
+
+    def noting(self, *args, **kwargs):
+        found = plan(self, *args, **kwargs)
+        derived.append(found is not None and found["parent_cells"] is not None)
+        return found
+
+    monkeypatch.setattr(cpu.CpuBackend, "_subtraction_plan", noting)
+    params = dict(PARAMS, tree_feature_fraction=1.0, era_subsample=0.7, lambda_dir=0.3)
+    X, y, era = problem
+    local = PackBoostRegressor(**params).fit(X, y, era=era)
+    derived.clear()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as threaded:
+        model = DaskPackBoostRegressor(**params)
+        model.client = threaded
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700))
+    assert any(derived)   # the shards derived children
+    assert_same_model(local, model)
+
+
 def _count_era_pass(monkeypatch):
     """Record, on both shards of a threaded cluster, the candidates each
     depth enumerates and each best-first round of the era pass scores."""

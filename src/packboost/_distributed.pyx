@@ -138,7 +138,9 @@ def pool_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                const uint8_t[:, ::1] tree_uses_feature, Py_ssize_t n_eras, fixed,
                int n_threads):
     """A shard's per-era cells (find_best_splits' ``depth_cells`` where its
-    ``cell_origin`` and ``cell_stride`` say) summed over its eras: per slot
+    ``cell_origin`` and ``cell_stride`` say) summed over its eras after the
+    pass (the pass's own ``pooled_cells`` are these sums, taken a chunk of
+    eras at a time; tests/test_distributed_kernels.py compares them): per slot
     and candidate cell the gradient units, the rows and the hessian units
     (without a constant hessian), int64, (n_slots x the features' cells
     (cell_prefix) x 2 or 3); zeros for a closed slot or a feature its tree

@@ -251,10 +251,6 @@ class ShardBackend(CpuBackend):
         layout = (origin, stride, widths, self._slot_tree)
         # (The pass leaves zeros in the cells of an era a slot's tree skips,
         # tests/test_distributed_kernels.py: nothing to clear before reading.)
-        if pooled_cells is None:   # derived cells: pooled after the pass
-            pooled_cells = _distributed.pool_cells(cells, origin, stride, widths,
-                                                   self._slot_tree, slot_open, tree_uses_feature,
-                                                   data.n_eras, fixed, self.n_threads)
         era_rows = _distributed.era_rows_from_cells(cells, origin, stride, widths, slot_tree,
                                                     slot_open, tree_uses_feature, data.n_eras,
                                                     words, fixed.count_bits)
@@ -401,9 +397,8 @@ class ShardBackend(CpuBackend):
                    split_params, keep_for_children=False):
         """This shard's per-era cells of every slot over ``features``
         (find_best_splits' ``depth_cells``), where they are (its
-        ``cell_origin``, ``cell_stride``) and, where no slot is derived,
-        their sums over its eras (its ``pooled_cells``; else None), by the
-        CPU backend's pass: the
+        ``cell_origin``, ``cell_stride``) and their sums over its eras
+        (its ``pooled_cells``), by the CPU backend's pass: the
         open slots' rows, a child from its parent's cells where the parent
         depth kept them for it over the same features (subtraction; the
         driver's ``keep_for_children``, as a local fit takes it). Cells no
@@ -419,9 +414,10 @@ class ShardBackend(CpuBackend):
             rows, era_offsets = self._active_rows(plan["visit"])
         origin = np.empty((len(features), self.pack_size), dtype=np.int64)
         stride = np.empty(len(features), dtype=np.int64)
-        # Pooled by the pass a chunk of eras at a time while in cache, unless
-        # cells are derived (pooled after the pass, find_splits).
-        pooled = None if plan["parent_cells"] is not None else np.empty(
+        # Pooled by the pass a chunk of eras at a time while in cache (built
+        # and derived slots alike: a derived slot's cells are final once its
+        # era's pass is done).
+        pooled = np.empty(
             _split.pooled_cells_size(len(slot_tree), features, data.n_bins, self.fixed),
             dtype=np.int64)
         _split.find_best_splits(
