@@ -163,6 +163,19 @@ def test_one_era_per_worker_and_a_single_era(client, problem):
         assert_same_model(local, model)
 
 
+def _fit_on_threaded_workers(params, X, y, era, n_workers=2):
+    """The Dask fit on workers that are threads of this process (so that a
+    test's monkeypatches reach the shards), X in row chunks of 700."""
+    with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as threaded:
+        model = DaskPackBoostRegressor(**params)
+        model.client = threaded
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700))
+    return model
+
+
 @pytest.mark.parametrize(("n_workers", "n_jobs"), [(2, 1), (3, 2)])
 def test_threaded_workers_of_one_process(problem, monkeypatch, n_workers, n_jobs):
     # Workers sharing a process share the worker-side registry: shards are
@@ -174,13 +187,7 @@ def test_threaded_workers_of_one_process(problem, monkeypatch, n_workers, n_jobs
     monkeypatch.setattr(_collective, "RING_MIN_BYTES", 0)
     X, y, era = problem
     local = PackBoostRegressor(**PARAMS).fit(X, y, era=era)
-    with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster, set_as_default=False) as threaded:
-        model = DaskPackBoostRegressor(**dict(PARAMS, n_jobs=n_jobs))
-        model.client = threaded
-        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
-                  era=da.from_array(era, chunks=700))
+    model = _fit_on_threaded_workers(dict(PARAMS, n_jobs=n_jobs), X, y, era, n_workers)
     assert_same_model(local, model)
 
 
@@ -205,13 +212,7 @@ def test_children_derived_from_their_parents_cells(problem, monkeypatch):
     X, y, era = problem
     local = PackBoostRegressor(**params).fit(X, y, era=era)
     derived.clear()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster, set_as_default=False) as threaded:
-        model = DaskPackBoostRegressor(**params)
-        model.client = threaded
-        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
-                  era=da.from_array(era, chunks=700))
+    model = _fit_on_threaded_workers(params, X, y, era)
     assert any(derived)   # the shards derived children
     assert_same_model(local, model)
 
@@ -260,13 +261,7 @@ def test_the_era_pass_in_any_best_first_rounds(problem, monkeypatch, extra, sche
     params = dict(PARAMS, max_depth=4, **extra)
     X, y, era = problem
     local = PackBoostRegressor(**params).fit(X, y, era=era)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster, set_as_default=False) as threaded:
-        model = DaskPackBoostRegressor(**params)
-        model.client = threaded
-        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
-                  era=da.from_array(era, chunks=700))
+    model = _fit_on_threaded_workers(params, X, y, era)
     assert_same_model(local, model)
     if schedule == "one-a-slot":
         # Both shards counted: more rounds than depths, fewer candidates
