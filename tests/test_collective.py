@@ -127,21 +127,6 @@ def test_allreduce_allgather_broadcast(n_ranks):
         assert result["broadcast"] == (n_ranks - 1) * 10
 
 
-@pytest.mark.parametrize("n_ranks", [1, 2, 4])
-def test_chain_continues_each_block_in_rank_order(n_ranks):
-    # Each rank appends its rank to every block's state: the last rank holds
-    # [block, 0, 1, ..., n_ranks - 1] per block, in block order.
-    def work(collective):
-        def step(block, state):
-            assert state[0] == block
-            return state + [collective.rank]
-        return collective.chain(step, [[block] for block in range(5)])
-
-    results = run_ranks(n_ranks, work)
-    assert all(result is None for result in results[:-1])
-    assert results[-1] == [[block, *range(n_ranks)] for block in range(5)]
-
-
 def test_a_failing_rank_is_a_lost_peer_for_the_others():
     def work(collective):
         if collective.rank == 1:

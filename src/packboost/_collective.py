@@ -22,10 +22,11 @@ the messages need no tags: each connection is a FIFO.
   allgather: every rank sends and receives 2 (n - 1) / n of it, where rank 0
   of the star would move 2 (n - 1) whole arrays, the pooled histograms of a
   depth);
-* :meth:`Collective.allgather`, :meth:`Collective.broadcast`;
-* :meth:`Collective.chain` -- a state continued rank after rank, in blocks so
-  that the ranks work as a pipeline (the float slot sums of squared
-  gradients, docs/distributed.md §3).
+* :meth:`Collective.allgather`, :meth:`Collective.broadcast`.
+
+A message is an array of numbers as its dtype, shape and own memory, or any
+other value pickled (:func:`_framed`): a depth's pooled cells are not copied
+through pickle.
 
 Where a rank sends and receives at once, one loop serves whichever
 socket is ready (:meth:`Collective._exchange`): two ranks each sending a
@@ -320,23 +321,6 @@ class Collective:
                 except OSError:
                     pass
         return received
-
-    def chain(self, step, initial_blocks: list):
-        """Continue each block's state rank after rank: rank 0 starts from
-        ``initial_blocks[j]``, every rank applies ``step(j, state)`` to what the
-        previous one sent. Rank r works on block j while rank r + 1 works on
-        block j - 1 (a pipeline). Returns the final states, in block order, on
-        the last rank (None on the others)."""
-        last = self.size - 1
-        finals = []
-        for block, initial in enumerate(initial_blocks):
-            state = initial if self.rank == 0 else self.receive(self.rank - 1)
-            state = step(block, state)
-            if self.rank < last:
-                self.send(self.rank + 1, state)
-            else:
-                finals.append(state)
-        return finals if self.rank == last else None
 
 
 def _events(other: int, sending: dict, receiving: dict) -> int:
