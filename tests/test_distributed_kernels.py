@@ -72,10 +72,12 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
                else widths[block].sum())
         assert np.all(stride[block] == run * words)
     if cells_only:
-        # pooled in the pass: what pooling the filled cells afterwards gives
-        np.testing.assert_array_equal(in_pass, _distributed.pool_cells(
-            cells, origin, stride, np.ascontiguousarray(widths, dtype=np.int64), slot_tree,
-            slot_open, uses, data.n_eras, fixed, 2))
+        # pooled in the pass: every open slot's rows' sums over all eras
+        widths = np.ascontiguousarray(widths, dtype=np.int64)
+        np.testing.assert_array_equal(
+            _distributed.pooled_from_cells(in_pass, _distributed.cell_prefix(widths), widths,
+                                           n_slots, int(widths.max()), fixed),
+            _pooled_oracle(data, fixed, node_of_row, slot_tree, slot_open, features, uses))
     return (data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words,
             (origin, stride))
 
@@ -91,17 +93,29 @@ def _oracle(data, fixed, node_of_row, slot_tree, slot, position_feature, era):
                      np.bincount(codes, minlength=width).astype(float)], axis=1)
 
 
-def _read(data, fixed, slot_tree, slot_open, features, uses, cells, words, n_threads,
+def _pooled_oracle(data, fixed, node_of_row, slot_tree, slot_open, features, uses):
+    """(n_slots, n_features, widest, 3) the open slots' (g, h, count) per bin
+    over all eras, from their rows (zeros for a closed slot or a feature its
+    tree does not use): what enumerate_candidates reads."""
+    widths = data.n_bins[features] + 1
+    pooled = np.zeros((len(slot_tree), len(features), int(widths.max()), 3))
+    for slot in np.flatnonzero(slot_open):
+        for position, feature in enumerate(features):
+            if uses[position, slot_tree[slot]]:
+                pooled[slot, position, :widths[position]] = sum(
+                    _oracle(data, fixed, node_of_row, slot_tree, slot, feature, era)
+                    for era in range(data.n_eras))
+    return pooled
+
+
+def _read(data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words,
           origin_stride):
     """What a shard reads of its cells: their layout (origin, stride, widths,
-    slot_tree), the pooled sums and the rows per (slot, era)."""
-    n_slots = len(slot_tree)
+    slot_tree), the pooled sums (the rows', which _depth checks the pass's
+    against) and the rows per (slot, era)."""
     origin, stride = origin_stride
     widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
-    pooled_cells = _distributed.pool_cells(cells, origin, stride, widths, slot_tree, slot_open,
-                                           uses, data.n_eras, fixed, n_threads)
-    pooled = _distributed.pooled_from_cells(pooled_cells, _distributed.cell_prefix(widths),
-                                            widths, n_slots, int(widths.max()), fixed)
+    pooled = _pooled_oracle(data, fixed, node_of_row, slot_tree, slot_open, features, uses)
     era_rows = _distributed.era_rows_from_cells(cells, origin, stride, widths, slot_tree,
                                                 slot_open, uses, data.n_eras, words,
                                                 fixed.count_bits)
@@ -113,13 +127,13 @@ def _read(data, fixed, slot_tree, slot_open, features, uses, cells, words, n_thr
 @pytest.mark.parametrize("weighted", [False, True], ids=["one-word", "two-words"])
 def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted, layout, skip_eras):
     """Every cell of the depth -- in an era its tree skips too, from a buffer
-    of stale values -- is its rows' sums; the pooled cells and the rows per
-    (slot, era) follow."""
+    of stale values -- is its rows' sums, and so are the rows per (slot,
+    era) read from them (the pass's pooled cells: _depth)."""
     data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words, where = \
         _depth(3, weighted, layout=layout, skip_eras=skip_eras)
     n_slots = len(slot_tree)
-    (origin, stride, widths, _), pooled, era_rows = _read(
-        data, fixed, slot_tree, slot_open, features, uses, cells, words, 2, where)
+    (origin, stride, widths, _), _, era_rows = _read(
+        data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words, where)
     count_mask = (1 << fixed.count_bits) - 1
     for slot in np.flatnonzero(slot_open):
         for position, feature in enumerate(features):
@@ -136,7 +150,6 @@ def test_cells_read_pooled_and_counted_as_the_rows_sum(weighted, layout, skip_er
                 np.testing.assert_array_equal((raw[:, 0] >> fixed.count_bits)
                                               / fixed.gradient_scale, expected[:, 0])
                 assert era_rows[slot, era] == expected[:, 2].sum()
-            np.testing.assert_array_equal(pooled[slot, position, :width], sum(per_era))
     assert not era_rows[1].any()   # the closed slot
 
 
@@ -146,9 +159,8 @@ def test_cells_pooled_a_chunk_of_eras_at_a_time_as_after_the_pass(monkeypatch, c
                                                                   weighted):
     """The pass sums its cells over the eras a chunk of eras at a time
     (POOL_CHUNK_BYTES, while the chunk's cells are in cache): one era a
-    chunk, a few, all at once -- the pooled cells are those of the filled
-    cells summed afterwards (pool_cells; _depth compares them), block-wide
-    and per tree."""
+    chunk, a few, all at once -- the pooled cells are the rows' sums over
+    all eras (_depth compares them), block-wide and per tree."""
     monkeypatch.setattr(_split, "POOL_CHUNK_BYTES", chunk_bytes)
     for layout in ("cells-only", "per-tree"):
         _depth(5, weighted, layout=layout)
@@ -176,8 +188,8 @@ def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain
     n_slots = len(slot_tree)
     params = {**DEFAULT_SPLIT_PARAMS, "lambda_dro": 0.5, "lambda_dir": 0.3,
               "era_gain": era_gain, "era_std": "between"}
-    layout, pooled, era_rows = _read(data, fixed, slot_tree, slot_open, features, uses, cells,
-                                     words, 1, where)
+    layout, pooled, era_rows = _read(data, fixed, node_of_row, slot_tree, slot_open, features,
+                                     uses, cells, words, where)
     era_stats = np.ascontiguousarray(np.stack(
         [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
         axis=1).astype(np.float64))
@@ -293,8 +305,8 @@ def test_era_pass_sums_on_the_grid_are_the_float_sums_to_rounding():
     data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words, where = \
         _depth(7, True, n_eras=11)
     n_slots = len(slot_tree)
-    layout, pooled, era_rows = _read(data, fixed, slot_tree, slot_open, features, uses, cells,
-                                     words, 1, where)
+    layout, pooled, era_rows = _read(data, fixed, node_of_row, slot_tree, slot_open, features,
+                                     uses, cells, words, where)
     era_stats = np.ascontiguousarray(np.stack(
         [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
         axis=1).astype(np.float64))

@@ -31,7 +31,7 @@ from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, free, qsort
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
-from packboost._histogram cimport packed_units, add_to_pooled
+from packboost._histogram cimport packed_units
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
                                       monotone_order_holds,
                                       DES_ERA_GAIN_NEWTON, PB_ERA_WEIGHTING_COUNT)
@@ -124,7 +124,7 @@ def newton_means(const int64_t[::1] steps, const int32_t[::1] exponents,
 
 def cell_prefix(const int64_t[::1] widths):
     """Each candidate feature's first cell in a slot's pooled cells (the
-    cells of the features before it; pool_cells, pooled_from_cells)."""
+    cells of the features before it; pooled_from_cells)."""
     cdef Py_ssize_t n = widths.shape[0]
     prefix = np.zeros(n, dtype=np.int64)
     if n > 1:
@@ -132,51 +132,14 @@ def cell_prefix(const int64_t[::1] widths):
     return prefix
 
 
-def pool_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
-               const int64_t[::1] stride, const int64_t[::1] widths,
-               const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
-               const uint8_t[:, ::1] tree_uses_feature, Py_ssize_t n_eras, fixed,
-               int n_threads):
-    """A shard's per-era cells (find_best_splits' ``depth_cells`` where its
-    ``cell_origin`` and ``cell_stride`` say) summed over its eras after the
-    pass (the pass's own ``pooled_cells`` are these sums, taken a chunk of
-    eras at a time; tests/test_distributed_kernels.py compares them): per slot
-    and candidate cell the gradient units, the rows and the hessian units
-    (without a constant hessian), int64, (n_slots x the features' cells
-    (cell_prefix) x 2 or 3); zeros for a closed slot or a feature its tree
-    does not use. Integers, so the shards' pooled cells add up in any order
-    (pooled_from_cells reads them)."""
-    cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = origin.shape[0]
-    cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2, pw = words + 1
-    cdef int count_bits = int(fixed.count_bits)
-    prefix = cell_prefix(widths)
-    cdef const int64_t[::1] prefix_view = prefix
-    cdef Py_ssize_t slot_cells = (prefix_view[n_cand - 1] + widths[n_cand - 1]) if n_cand else 0
-    pooled = np.zeros(n_slots * slot_cells * pw, dtype=np.int64)
-    cdef int64_t[::1] out = pooled
-    cdef Py_ssize_t slot, position, era
-    if n_slots == 0 or slot_cells == 0:
-        return pooled
-    for slot in prange(n_slots, nogil=True, schedule='dynamic', num_threads=max(1, n_threads)):
-        if not slot_open[slot]:
-            continue
-        for position in range(n_cand):
-            if not tree_uses_feature[position, slot_tree[slot]]:
-                continue
-            for era in range(n_eras):
-                add_to_pooled(&cells[0] + origin[position, slot_tree[slot]]
-                              + (era * n_slots + slot) * stride[position], widths[position],
-                              words, count_bits,
-                              &out[(slot * slot_cells + prefix_view[position]) * pw])
-    return pooled
-
-
 def pooled_from_cells(const int64_t[::1] pooled_cells, const int64_t[::1] prefix,
                       const int64_t[::1] widths, Py_ssize_t n_slots, Py_ssize_t width,
                       fixed):
-    """pool_cells' pooled cells (gradient units, count, hessian units per
-    cell) as the (n_slots, n_features_d, width, 3) float64 sums
-    enumerate_candidates reads (g, h, count; exact grid values)."""
+    """A depth's pooled cells (find_best_splits' ``pooled_cells``: per slot
+    and candidate cell the gradient units, the rows and, without a constant
+    hessian, the hessian units; int64, all-reduced over the shards) as the
+    (n_slots, n_features_d, width, 3) float64 sums enumerate_candidates
+    reads (g, h, count; exact grid values)."""
     cdef Py_ssize_t n_cand = prefix.shape[0], slot, position, b
     cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2, pw = words + 1
     cdef Py_ssize_t slot_cells = (prefix[n_cand - 1] + widths[n_cand - 1]) if n_cand else 0
