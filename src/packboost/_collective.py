@@ -140,13 +140,17 @@ class Collective:
 
     def send(self, other: int, value) -> None:
         parts = _framed(value)
+        self._send_parts(other, parts)
+        self.bytes_sent += _payload_bytes(parts)
+        self.messages_sent += 1
+
+    def _send_parts(self, other: int, parts: list) -> None:
+        """A framed message's parts to ``other``, blocking."""
         try:
             for part in parts:
                 self._peers[other].sendall(part)
         except OSError as error:
             raise PeerLostError(f"worker of rank {other} is gone ({error})") from None
-        self.bytes_sent += _payload_bytes(parts)
-        self.messages_sent += 1
 
     def receive(self, other: int):
         connection = self._peers[other]
@@ -268,11 +272,7 @@ class Collective:
             # without the receiver, and the loop's system calls cost more
             # than the exchange (most of a depth's exchanges are this small).
             for other, parts in sending.items():
-                try:
-                    for part in parts:
-                        self._peers[other].sendall(part)
-                except OSError as error:
-                    raise PeerLostError(f"worker of rank {other} is gone ({error})") from None
+                self._send_parts(other, parts)
             return {other: self.receive(other) for other in sources}
         receiving = {other: _Incoming() for other in sources}
         received = {}
@@ -416,6 +416,7 @@ def _payload_bytes(parts: list) -> int:
 
 def _combine_into(out: np.ndarray, first: np.ndarray, second: np.ndarray,
                   operation: str) -> None:
+    """``out = first + second`` or their maximum (``out`` may be either)."""
     if operation == "sum":
         np.add(first, second, out=out)
     else:
@@ -423,10 +424,7 @@ def _combine_into(out: np.ndarray, first: np.ndarray, second: np.ndarray,
 
 
 def _combine(total: np.ndarray, part: np.ndarray, operation: str) -> None:
-    if operation == "sum":
-        total += part
-    else:
-        np.maximum(total, part, out=total)
+    _combine_into(total, total, part, operation)
 
 
 def _receive_exactly(connection: socket.socket, size: int, other=None, into=None) -> bytes:
