@@ -115,6 +115,7 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
     over this shard (``shard_eras[rank]``; ``shard_eras``: every rank's eras).
     Returns rank 0's (ensemble, training info); None elsewhere."""
     from packboost._collective import Collective
+    from packboost._heap import freed_memory_kept
     from packboost._row_shard import RowShard
     from packboost.booster import InitModel, train
     from packboost.grower import TrainingData
@@ -140,12 +141,15 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
         init = None
         if training["init_ensemble"] is not None:
             init = InitModel(ensemble=training["init_ensemble"], raw_prediction=shard.init_raw)
+        # Dask's workers hand freed memory back at once; the rounds reuse it
+        # (packboost._heap: page faults at every depth otherwise).
         try:
-            ensemble, info = train(
-                data, shard.y, shard.sample_weight, training["objective"], params, n_threads,
-                eval_sets=training["eval_sets"] if leader else None,
-                metrics=training["metrics"], callbacks=callbacks, init=init, model=None,
-                backend=backend, base_score=training["base_score"])
+            with freed_memory_kept():
+                ensemble, info = train(
+                    data, shard.y, shard.sample_weight, training["objective"], params, n_threads,
+                    eval_sets=training["eval_sets"] if leader else None,
+                    metrics=training["metrics"], callbacks=callbacks, init=init, model=None,
+                    backend=backend, base_score=training["base_score"])
         finally:
             backend.close()
     finally:
