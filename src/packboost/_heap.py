@@ -45,10 +45,11 @@ def _glibc():
         return None
     try:
         libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version   # glibc, not musl: the same mallopt numbers
+        if not hasattr(libc, "gnu_get_libc_version"):
+            return None   # not glibc (musl): other mallopt numbers
         libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
         libc.malloc_trim.argtypes = (ctypes.c_size_t,)
-    except (OSError, AttributeError):
+    except OSError:
         return None
     return libc
 
