@@ -342,9 +342,12 @@ def _grow(backend, data: TrainingData, fixed, tree_samples, layer_features: list
                 constraints["slot_allows_feature"] = np.ascontiguousarray(
                     _constraints.allowed_features(path_features, sets)[:, layer_features[depth]],
                     dtype=np.uint8)
+            # (None: a backend whose squared gradients come with the depth's
+            # first exchange computes the variance itself; Backend.slot_sums)
+            slot_variance = (None if sums.gradients_squared is None else
+                             gradient_variance(sums.gradients, sums.gradients_squared, counts))
             split_slots = _split_level(backend, data, slot_tree, pack_size, counts,
-                                       gradient_variance(sums.gradients,
-                                                         sums.gradients_squared, counts),
+                                       slot_variance,
                                        layer_features[depth], tree_feature_masks[depth],
                                        params, level, keep, constraints or None)
         split_trees, left_local = number_children(level, split_slots, slot_tree, next_local)
@@ -461,7 +464,8 @@ def _split_level(backend, data, slot_tree, pack_size, counts, slot_variance, fea
         return np.zeros(0, dtype=np.int64)
     tree_uses_feature = tree_uses_feature_table(feature_mask, len(features), pack_size)
     features = np.ascontiguousarray(features, dtype=np.int32)
-    slot_variance = np.ascontiguousarray(slot_variance, dtype=np.float64)
+    if slot_variance is not None:
+        slot_variance = np.ascontiguousarray(slot_variance, dtype=np.float64)
     is_category = (np.zeros(len(features), dtype=bool) if data.categorical is None
                    else data.categorical[features])
     if is_category.any():

@@ -216,15 +216,22 @@ class ShardBackend(CpuBackend):
         # benchmarks/bench_dask.py reports them).
         self.era_pass_seconds = 0.0
         self._kept_buffer = None
+        # The children's squared-gradient sums of this shard's rows, summed
+        # over the shards with the next depth's pooled cells (find_splits),
+        # and the slots' gradient variance from them (_completed_variance).
+        self._own_squares = None
+        self._slot_variance = None
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         """Every slot's sums over all shards: those the routing took
-        (route_rows), or this shard's rows' sums (_partition.slot_sums),
+        (route_rows; their squared gradients None, completed by the next
+        find_splits), or this shard's rows' sums (_partition.slot_sums),
         all-reduced."""
         routed, self._routed_sums = self._routed_sums, None
         if routed is not None and routed[0] == n_slots:
             self._counts, self._sums = routed[1].count, routed[1]
             return routed[1]
+        self._own_squares = None
         return self._gathered_sums(n_slots)
 
     def _gathered_sums(self, n_slots: int) -> SlotSums:
@@ -246,6 +253,8 @@ class ShardBackend(CpuBackend):
         data, collective, fixed = self.data, self.collective, self.fixed
         self._slot_tree = np.ascontiguousarray(slot_tree, dtype=np.int32)
         n_slots, n_candidates = len(slot_tree), len(features)
+        # (slot_variance None: the slots' squared gradients are still this
+        # shard's; they travel with the pooled cells below.)
         cells, origin, stride, pooled_cells = self._era_cells(
             slot_tree, slot_open, features, tree_uses_feature, slot_variance, split_params,
             keep_for_children)
@@ -264,9 +273,15 @@ class ShardBackend(CpuBackend):
         era_stats = np.stack(
             [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
             axis=1).astype(np.int64)
-        summed = collective.allreduce(np.concatenate([pooled_cells, era_stats.ravel()]), "sum")
-        pooled_cells = summed[:len(pooled_cells)]
-        era_stats = summed[len(pooled_cells):].reshape(n_slots, 3).astype(np.float64)
+        own_squares = [] if slot_variance is not None else [self._square_units()]
+        summed = collective.allreduce(
+            np.concatenate([pooled_cells, era_stats.ravel(), *own_squares]), "sum")
+        pooled_size = len(pooled_cells)
+        pooled_cells = summed[:pooled_size]
+        era_stats = summed[pooled_size:pooled_size + 3 * n_slots].reshape(n_slots, 3)
+        era_stats = era_stats.astype(np.float64)
+        if slot_variance is None:
+            slot_variance = self._completed_variance(summed[pooled_size + 3 * n_slots:])
         pooled = _distributed.pooled_from_cells(pooled_cells, _distributed.cell_prefix(widths),
                                                 widths, n_slots, width, fixed)
         largest_era_rows = np.zeros(n_slots)
@@ -370,6 +385,25 @@ class ShardBackend(CpuBackend):
                 break
         return self._chosen(_best_splits(candidates, score, gain, n_slots, n_candidates), features)
 
+    def _square_units(self) -> np.ndarray:
+        """This shard's squared-gradient sums of the slots (route_rows) as
+        int64 steps of their grid: exact (docs/fixed-point.md §8), so they
+        add with the pooled cells' integers."""
+        return (self._own_squares * self.fixed.squared_scale).astype(np.int64)
+
+    def _completed_variance(self, square_units) -> np.ndarray:
+        """The slots' squared-gradient sums over all shards from their
+        all-reduced steps, put in the depth's sums, and the slots' gradient
+        variance from them: the driver's own function of the same numbers."""
+        from packboost.grower import gradient_variance
+
+        sums = self._sums
+        sums.gradients_squared = square_units.astype(np.float64) / self.fixed.squared_scale
+        self._own_squares = None
+        self._slot_variance = gradient_variance(sums.gradients, sums.gradients_squared,
+                                                sums.count)
+        return self._slot_variance
+
     def _kept_terms(self, shape):
         """A float64 array of ``shape`` for the era terms a maximum pass keeps
         (None above KEPT_TERMS_BYTES), a view of one buffer kept from call
@@ -448,6 +482,11 @@ class ShardBackend(CpuBackend):
         numbers) gathered and put in era order, and scored alike on every
         shard by the CPU code (docs/distributed.md, "Categorical features"),
         with the depth's constraints as locally."""
+        if slot_variance is None:
+            # find_splits completed them, else (no numeric feature) here
+            slot_variance = (self._slot_variance if self._own_squares is None else
+                             self._completed_variance(self.collective.allreduce(
+                                 self._square_units(), "sum")))
         cells = self._category_cells(slot_tree, slot_open, features)
         hist = self.data.shard.in_era_order(self.collective.allgather(cells), axis=2)
         return self._score_category_cells(hist, slot_tree, slot_open, features,
@@ -555,9 +594,11 @@ class ShardBackend(CpuBackend):
         """The CPU backend's routing. The children's gradient, hessian and
         count sums come from the splits (exact pooled sums, the same on every
         shard); their squared gradients from this shard's rows as it routes
-        them, all-reduced (every shard takes the same branch: the choice is
-        the same on all). Otherwise slot_sums gathers the sums afterwards."""
+        them, all-reduced with the next depth's pooled cells (find_splits;
+        every shard takes the same branch: the choice is the same on all).
+        Otherwise slot_sums gathers the sums afterwards."""
         self._at_roots = False
+        self._own_squares = None
         best, self._best = self._best, None
         split = np.flatnonzero(np.asarray(left_child_slot) >= 0)
         if len(split) == 0:
@@ -589,8 +630,8 @@ class ShardBackend(CpuBackend):
             self.n_threads, fixed.gradients, fixed.hessians, n_next, squares_only=True,
             slot_tree=self._slot_tree, scattered_samples=self._scattered_samples,
             squared_gradients=fixed.squared)
-        squares = self.collective.allreduce(np.ascontiguousarray(squares), "sum")
-        self._routed_sums = (n_next, SlotSums(*children, squares))
+        self._own_squares = np.ascontiguousarray(squares, dtype=np.float64)
+        self._routed_sums = (n_next, SlotSums(*children, None))
 
 
 # Candidates per slot in the era pass's first best-first round (find_splits).

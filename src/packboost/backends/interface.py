@@ -97,7 +97,11 @@ class Backend(Protocol):
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         """Pooled gradient, hessian, count and squared-gradient sums of slots
-        0 .. n_slots-1 over the rows each tree sampled."""
+        0 .. n_slots-1 over the rows each tree sampled. A backend whose sums
+        travel between machines may leave ``gradients_squared`` None (the
+        Dask shards: they go with the next find_splits' first exchange); the
+        driver then passes ``slot_variance=None`` and the backend computes
+        it (grower.gradient_variance of the completed sums)."""
 
     def find_splits(self, slot_tree: np.ndarray, slot_open: np.ndarray,
                     features: np.ndarray, tree_uses_feature: np.ndarray,
@@ -107,7 +111,7 @@ class Backend(Protocol):
         """Best DES split of every open slot over ``features`` (ascending
         int32, the depth's K_d); ``tree_uses_feature`` (n_features_d,
         pack_size) uint8 says which trees may use each; ``slot_variance`` is
-        each slot's per-row gradient variance; ``split_params`` the split
+        each slot's per-row gradient variance (None: see slot_sums); ``split_params`` the split
         kernels' parameters (:func:`packboost._split.split_params_as_dict`).
 
         ``keep_for_children``: the next depth scans the same features, and
