@@ -217,6 +217,51 @@ def test_children_derived_from_their_parents_cells(problem, monkeypatch):
     assert_same_model(local, model)
 
 
+def test_squared_gradients_ride_with_the_next_depths_pooled_cells(problem, monkeypatch):
+    """After a routing that splits children, a shard's next exchange is the
+    next depth's pooled cells, carrying the children's squared-gradient
+    steps: no exchange of their own (one fewer a split depth), and the
+    local fit's model."""
+    import threading
+
+    from packboost import _collective
+    from packboost.backends import dask as dask_backend
+
+    events = {}
+    route, find, allreduce = (dask_backend.ShardBackend.route_rows,
+                              dask_backend.ShardBackend.find_splits,
+                              _collective.Collective.allreduce)
+
+    def note(event):
+        events.setdefault(threading.get_ident(), []).append(event)
+
+    def routing(self, *args, split_children=True, **kwargs):
+        note("route" if split_children else "route-last")
+        return route(self, *args, split_children=split_children, **kwargs)
+
+    def finding(self, *args, **kwargs):
+        note("find")
+        return find(self, *args, **kwargs)
+
+    def reducing(self, array, operation="sum"):
+        note(("allreduce", np.asarray(array).size))
+        return allreduce(self, array, operation)
+
+    monkeypatch.setattr(dask_backend.ShardBackend, "route_rows", routing)
+    monkeypatch.setattr(dask_backend.ShardBackend, "find_splits", finding)
+    monkeypatch.setattr(_collective.Collective, "allreduce", reducing)
+    X, y, era = problem
+    params = dict(PARAMS, max_depth=4)
+    local = PackBoostRegressor(**params).fit(X, y, era=era)
+    model = _fit_on_threaded_workers(params, X, y, era)
+    assert_same_model(local, model)
+    assert len(events) == 2
+    for sequence in events.values():
+        after_route = [sequence[k + 1] for k in range(len(sequence) - 1)
+                       if sequence[k] == "route"]
+        assert after_route and all(event == "find" for event in after_route)
+
+
 def _count_era_pass(monkeypatch):
     """Record, on both shards of a threaded cluster, the candidates each
     depth enumerates and each best-first round of the era pass scores."""
