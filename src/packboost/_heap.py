@@ -10,7 +10,7 @@ its 128 KiB default, so every array above it is a fresh ``mmap`` and every
 candidates, its pooled cells, NumPy temporaries), and each then costs page
 faults on first touch, with transparent huge pages a 2 MiB zeroing (or a
 memory compaction) each. Measured: the shard's rounds at 750k x 400 took
-190-200 ms instead of 130-150 ms, with 25 times the page faults
+193-196 ms instead of 130-165 ms, with 25 times the page faults
 (benchmarks/RESULTS.md, 2026-11-29).
 
 :func:`freed_memory_kept` raises both thresholds for the fit's duration to
