@@ -142,16 +142,17 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
         if training["init_ensemble"] is not None:
             init = InitModel(ensemble=training["init_ensemble"], raw_prediction=shard.init_raw)
         # Dask's workers hand freed memory back at once; the rounds reuse it
-        # (packboost._heap: page faults at every depth otherwise).
-        try:
-            with freed_memory_kept():
+        # (packboost._heap: page faults at every depth otherwise), and the
+        # heap is trimmed once the backend's buffers are freed too.
+        with freed_memory_kept():
+            try:
                 ensemble, info = train(
                     data, shard.y, shard.sample_weight, training["objective"], params, n_threads,
                     eval_sets=training["eval_sets"] if leader else None,
                     metrics=training["metrics"], callbacks=callbacks, init=init, model=None,
                     backend=backend, base_score=training["base_score"])
-        finally:
-            backend.close()
+            finally:
+                backend.close()
     finally:
         shard.stats = dict(cpu_seconds=time.process_time() - start_cpu,
                            era_pass_seconds=getattr(backend, "era_pass_seconds", 0.0),
