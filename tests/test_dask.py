@@ -163,7 +163,7 @@ def test_one_era_per_worker_and_a_single_era(client, problem):
         assert_same_model(local, model)
 
 
-def _fit_on_threaded_workers(params, X, y, era, n_workers=2):
+def _fit_on_threaded_workers(params, X, y, era, n_workers=2, **fit_args):
     """The Dask fit on workers that are threads of this process (so that a
     test's monkeypatches reach the shards), X in row chunks of 700."""
     with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
@@ -172,7 +172,7 @@ def _fit_on_threaded_workers(params, X, y, era, n_workers=2):
         model = DaskPackBoostRegressor(**params)
         model.client = threaded
         model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
-                  era=da.from_array(era, chunks=700))
+                  era=da.from_array(era, chunks=700), **fit_args)
     return model
 
 
@@ -260,6 +260,43 @@ def test_squared_gradients_ride_with_the_next_depths_pooled_cells(problem, monke
         after_route = [sequence[k + 1] for k in range(len(sequence) - 1)
                        if sequence[k] == "route"]
         assert after_route and all(event == "find" for event in after_route)
+
+
+@pytest.mark.parametrize("with_callback", [False, True])
+def test_the_stop_decision_is_sent_only_where_a_callback_can_stop(problem, monkeypatch,
+                                                                   with_callback):
+    """Without callbacks no round can stop early: the ranks exchange no stop
+    decision. With one (here stopping after round 2), rank 0 sends its
+    decision every round and every rank stops with it: the local model."""
+    import threading
+
+    from packboost import _collective
+
+    decisions = {}
+    broadcast = _collective.Collective.broadcast
+
+    def counting(self, value, root=0):
+        thread = threading.get_ident()
+        decisions[thread] = decisions.get(thread, 0) + 1
+        return broadcast(self, value, root)
+
+    monkeypatch.setattr(_collective.Collective, "broadcast", counting)
+
+    class StopAfterTwo(TrainingCallback):
+        def after_iteration(self, info):
+            return info.iteration >= 1
+
+    X, y, era = problem
+    params = dict(PARAMS, n_estimators=4)
+    fit_args = dict(callbacks=[StopAfterTwo()]) if with_callback else {}
+    local = PackBoostRegressor(**params).fit(X, y, era=era, **fit_args)
+    model = _fit_on_threaded_workers(params, X, y, era, **fit_args)
+    assert_same_model(local, model)
+    assert model.ensemble_.n_rounds == (2 if with_callback else 4)
+    if with_callback:
+        assert sorted(decisions.values()) == [2, 2]   # one a round on each rank
+    else:
+        assert decisions == {}
 
 
 def _count_era_pass(monkeypatch):

@@ -378,7 +378,8 @@ class _DaskEstimator:
                 worker_train, shard.key, rank, addresses, global_era_offsets, shard_eras,
                 dict(training, n_threads=threads[shard.worker],
                      eval_sets=eval_sets if rank == 0 else None,
-                     callbacks=callback_list if rank == 0 else None),
+                     callbacks=callback_list if rank == 0 else None,
+                     leader_has_callbacks=bool(callback_list)),
                 workers=[shard.worker], allow_other_workers=False, pure=False, retries=0)
                 for rank, shard in enumerate(shards)]
             ensemble, info = _wait(client, shards, fits)[0]

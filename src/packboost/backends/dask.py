@@ -133,8 +133,11 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
                             categorical=training.get("categorical"))
         params, n_threads = training["params"], training["n_threads"]
         leader = rank == 0
-        callbacks = (_LeaderCallbacks(training["callbacks"], collective) if leader
-                     else _FollowerCallbacks(collective))
+        # Without a callback on rank 0 no round can stop early: the ranks
+        # then skip the stop decision's broadcast (an exchange a round).
+        may_stop = training["leader_has_callbacks"]
+        callbacks = (_LeaderCallbacks(training["callbacks"], collective, may_stop) if leader
+                     else _FollowerCallbacks(collective, may_stop))
         # One shard holds every era: the CPU backend as a local fit runs it.
         backend = (ShardBackend(data, params["pack_size"], n_threads, collective)
                    if collective.size > 1 else CpuBackend(data, params["pack_size"], n_threads))
@@ -170,18 +173,22 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
 
 
 class _RankCallbacks(CallbackList):
-    """Every rank ends a round on rank 0's stop decision (broadcast) and
-    notes when (``round_ends``, perf_counter: the shard's stats)."""
+    """Every rank ends a round on rank 0's stop decision (broadcast; none
+    when rank 0 has no callback: ``may_stop`` False) and notes when
+    (``round_ends``, perf_counter: the shard's stats)."""
 
-    def __init__(self, callbacks, collective):
+    def __init__(self, callbacks, collective, may_stop=True):
         super().__init__(callbacks)
         self.collective = collective
+        self.may_stop = may_stop
         self.round_ends = []
 
     def after_iteration(self, info) -> bool:
-        stop = self.collective.broadcast(self._decision(info), root=0)
+        stop = self._decision(info)
+        if self.may_stop:
+            stop = self.collective.broadcast(stop, root=0)
         self.round_ends.append(time.perf_counter())
-        return stop
+        return bool(stop)
 
     def _decision(self, info):
         return None
@@ -197,8 +204,8 @@ class _LeaderCallbacks(_RankCallbacks):
 class _FollowerCallbacks(_RankCallbacks):
     """The other ranks stop when rank 0 does."""
 
-    def __init__(self, collective):
-        super().__init__((), collective)
+    def __init__(self, collective, may_stop=True):
+        super().__init__((), collective, may_stop)
 
 
 class ShardBackend(CpuBackend):
