@@ -224,11 +224,10 @@ class ShardBackend(CpuBackend):
         # benchmarks/bench_dask.py reports them).
         self.era_pass_seconds = 0.0
         self._kept_buffer = None
-        # The children's squared-gradient sums of this shard's rows, summed
-        # over the shards with the next depth's pooled cells (find_splits),
-        # and the slots' gradient variance from them (_completed_variance).
+        # The children's squared-gradient sums of this shard's rows (set by
+        # route_rows), summed over the shards with the next depth's pooled
+        # cells (find_splits, _completed_variance).
         self._own_squares = None
-        self._slot_variance = None
 
     def slot_sums(self, n_slots: int) -> SlotSums:
         """Every slot's sums over all shards: those the routing took
@@ -239,7 +238,6 @@ class ShardBackend(CpuBackend):
         if routed is not None and routed[0] == n_slots:
             self._counts, self._sums = routed[1].count, routed[1]
             return routed[1]
-        self._own_squares = None
         return self._gathered_sums(n_slots)
 
     def _gathered_sums(self, n_slots: int) -> SlotSums:
@@ -399,18 +397,18 @@ class ShardBackend(CpuBackend):
         add with the pooled cells' integers."""
         return (self._own_squares * self.fixed.squared_scale).astype(np.int64)
 
-    def _completed_variance(self, square_units) -> np.ndarray:
-        """The slots' squared-gradient sums over all shards from their
-        all-reduced steps, put in the depth's sums, and the slots' gradient
-        variance from them: the driver's own function of the same numbers."""
+    def _completed_variance(self, square_units=None) -> np.ndarray:
+        """The slots' gradient variance over all shards, by the driver's own
+        function: from ``square_units`` (the all-reduced steps of the
+        shards' squared-gradient sums), put in the depth's sums first; None:
+        the depth's sums were completed already."""
         from packboost.grower import gradient_variance
 
         sums = self._sums
-        sums.gradients_squared = square_units.astype(np.float64) / self.fixed.squared_scale
-        self._own_squares = None
-        self._slot_variance = gradient_variance(sums.gradients, sums.gradients_squared,
-                                                sums.count)
-        return self._slot_variance
+        if square_units is not None:
+            sums.gradients_squared = square_units.astype(np.float64) / self.fixed.squared_scale
+            self._own_squares = None
+        return gradient_variance(sums.gradients, sums.gradients_squared, sums.count)
 
     def _kept_terms(self, shape):
         """A float64 array of ``shape`` for the era terms a maximum pass keeps
@@ -491,10 +489,11 @@ class ShardBackend(CpuBackend):
         shard by the CPU code (docs/distributed.md, "Categorical features"),
         with the depth's constraints as locally."""
         if slot_variance is None:
-            # find_splits completed them, else (no numeric feature) here
-            slot_variance = (self._slot_variance if self._own_squares is None else
-                             self._completed_variance(self.collective.allreduce(
-                                 self._square_units(), "sum")))
+            # find_splits completed the squared gradients, else (no numeric
+            # feature) they are all-reduced here
+            slot_variance = self._completed_variance(
+                None if self._own_squares is None
+                else self.collective.allreduce(self._square_units(), "sum"))
         cells = self._category_cells(slot_tree, slot_open, features)
         hist = self.data.shard.in_era_order(self.collective.allgather(cells), axis=2)
         return self._score_category_cells(hist, slot_tree, slot_open, features,
