@@ -12,11 +12,16 @@ from packboost._row_shard import RowShard
 from packboost._samples import TreeSamples
 
 
-def run_ranks(n_ranks, function):
+def run_ranks(n_ranks, function, local=True, addresses_seen=None):
     """``function(collective)`` on ``n_ranks`` connected ranks (threads);
-    their results in rank order, or the first error raised."""
-    listeners = [_collective.listen("127.0.0.1") for _ in range(n_ranks)]
+    their results in rank order, or the first error raised. ``local``: may
+    the ranks connect through Unix sockets (one per rank: a list);
+    ``addresses_seen(addresses)``: the addresses the ranks dial, changed."""
+    local = local if isinstance(local, list) else [local] * n_ranks
+    listeners = [_collective.listen("127.0.0.1", local=local[rank]) for rank in range(n_ranks)]
     addresses = [_collective.address_of(listener) for listener in listeners]
+    if addresses_seen is not None:
+        addresses = addresses_seen(addresses)
     results, errors = [None] * n_ranks, []
 
     def rank_main(rank):
@@ -82,16 +87,18 @@ def test_ring_direct_and_star_reduce_alike(monkeypatch, n_ranks, n_values):
         assert max(item[3] for item in ring) < min(star[0][3], direct[0][3])
 
 
+@pytest.mark.parametrize("local", [True, False])
 @pytest.mark.parametrize("n_ranks", [2, 3])
-def test_messages_larger_than_the_socket_buffers_do_not_wait_for_each_other(n_ranks):
+def test_messages_larger_than_the_socket_buffers_do_not_wait_for_each_other(n_ranks, local):
     """Every rank sends 16 MB to every other at once (the direct exchange of
-    a large array): each sends while it receives, none waits forever."""
+    a large array): each sends while it receives, none waits forever; over
+    Unix sockets and over TCP."""
     def work(collective):
         values = np.full(2 << 20, collective.rank + 1, dtype=np.int64)
         gathered = collective.allgather(values)
         return [int(part[0]) for part in gathered], int(collective.allreduce(values)[-1])
 
-    for gathered, total in run_ranks(n_ranks, work):
+    for gathered, total in run_ranks(n_ranks, work, local=local):
         assert gathered == list(range(1, n_ranks + 1))
         assert total == sum(range(1, n_ranks + 1))
 
@@ -106,6 +113,43 @@ def test_a_rank_lost_in_the_ring_is_a_lost_peer(monkeypatch):
 
     with pytest.raises((RuntimeError, _collective.PeerLostError)):
         run_ranks(3, work)
+
+
+def _families(collective):
+    return sorted(connection.family.name for connection in collective._peers.values())
+
+
+@pytest.mark.skipif(not _collective.LOCAL_SOCKETS, reason="Unix sockets in the abstract "
+                    "namespace are Linux's")
+def test_ranks_of_one_machine_connect_through_unix_sockets_others_by_tcp():
+    """Ranks of one machine take the Unix socket; a rank listening on TCP
+    only, or one whose Unix socket cannot be reached (another machine's
+    name, another network namespace), is reached by TCP; the exchanges are
+    the same either way."""
+    def work(collective):
+        return _families(collective), collective.allreduce(np.array([collective.rank]), "sum")
+
+    same = run_ranks(3, work)
+    assert [families for families, _ in same] == [["AF_UNIX", "AF_UNIX"]] * 3
+    assert all(total[0] == 3 for _, total in same)
+
+    # Rank 0 listens on TCP only: ranks 1 and 2 dial it by TCP (a rank dials
+    # the lower ranks), rank 2 dials rank 1 by Unix.
+    mixed = run_ranks(3, work, local=[False, True, True])
+    assert [families for families, _ in mixed] == [
+        ["AF_INET", "AF_INET"], ["AF_INET", "AF_UNIX"], ["AF_INET", "AF_UNIX"]]
+
+    def unreachable(addresses):
+        # rank 0's name unknown here (as from another namespace), rank 1 on
+        # "another machine": both are dialled by TCP
+        host, port, machine, _ = addresses[0]
+        first = (host, port, machine, "\0packboost-nobody-listens-here")
+        host, port, _, name = addresses[1]
+        return [first, (host, port, "another machine", name), *addresses[2:]]
+
+    fallback = run_ranks(3, work, addresses_seen=unreachable)
+    assert [families for families, _ in fallback] == [["AF_INET", "AF_INET"]] * 3
+    assert all(total[0] == 3 for _, total in fallback)
 
 
 @pytest.mark.parametrize("n_ranks", [1, 2, 3])

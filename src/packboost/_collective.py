@@ -1,5 +1,7 @@
-"""The collective of a distributed fit: one TCP connection between every two
-workers, and the few exchanges the driver needs (docs/distributed.md §2).
+"""The collective of a distributed fit: one connection between every two
+workers (a Unix socket between two of one machine, TCP otherwise:
+:class:`Listener`), and the few exchanges the driver needs
+(docs/distributed.md §2).
 
 Why not Dask tasks: a depth needs a handful of exchanges, each a few
 milliseconds of work; as scheduled tasks each cost a scheduler round trip
@@ -42,7 +44,9 @@ import pickle
 import selectors
 import socket
 import struct
+import sys
 import time
+import uuid
 
 import numpy as np
 
@@ -75,14 +79,93 @@ class PeerLostError(ConnectionError):
     """Another worker of the fit stopped answering (it failed or left)."""
 
 
-def listen(host: str) -> socket.socket:
-    """A listening socket on ``host`` (any free port), for :meth:`Collective.connect`."""
-    return socket.create_server((host, 0), backlog=128)
+class Listener:
+    """Where a rank's peers connect: a TCP socket on ``host`` (any free port)
+    and, on Linux, a Unix socket in the abstract namespace (no file to
+    remove) for the ranks on the same machine. Between two processes of one
+    machine an exchange of a few dozen bytes took 16-30 us over a Unix
+    socket against 68-95 us over TCP's loopback (a 2-core VM), and a depth
+    makes a few exchanges in series; a rank elsewhere, or one the Unix
+    socket does not reach (another network namespace), connects by TCP."""
+
+    def __init__(self, host: str, local: bool = True):
+        self.tcp = socket.create_server((host, 0), backlog=128)
+        self.local = self.local_name = None
+        if local and LOCAL_SOCKETS:
+            name = f"\0packboost-{uuid.uuid4().hex}"
+            unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                unix.bind(name)
+                unix.listen(128)
+            except OSError:
+                unix.close()   # no abstract namespace here: TCP only
+            else:
+                self.local, self.local_name = unix, name
+
+    @property
+    def address(self) -> tuple:
+        """(host, port, this machine's identity, the Unix socket's name or
+        None): what the other ranks dial (:meth:`Collective.connect`)."""
+        host, port = self.tcp.getsockname()[:2]
+        return host, port, _machine_identity(), self.local_name
+
+    def accept(self, timeout: float) -> socket.socket:
+        """The next peer's connection, on either socket."""
+        with selectors.DefaultSelector() as selector:
+            for listening in (self.tcp, self.local):
+                if listening is not None:
+                    selector.register(listening, selectors.EVENT_READ)
+            ready = selector.select(timeout)
+            if not ready:
+                raise TimeoutError("no other rank of the fit connected in time")
+            connection, _ = ready[0][0].fileobj.accept()
+        connection.settimeout(timeout)
+        return connection
+
+    def close(self) -> None:
+        self.tcp.close()
+        if self.local is not None:
+            self.local.close()
 
 
-def address_of(listener: socket.socket) -> tuple[str, int]:
-    host, port = listener.getsockname()[:2]
-    return host, port
+# Unix sockets in the abstract namespace exist on Linux only.
+LOCAL_SOCKETS = sys.platform.startswith("linux") and hasattr(socket, "AF_UNIX")
+
+
+def _machine_identity() -> str:
+    """This machine and boot: ranks that share it may try the Unix socket
+    (a rank another namespace keeps from it falls back to TCP)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            boot_id = boot.read().strip()
+    except OSError:
+        boot_id = ""
+    return f"{socket.gethostname()}/{boot_id}"
+
+
+def listen(host: str, local: bool = True) -> Listener:
+    """A :class:`Listener` on ``host``, for :meth:`Collective.connect`
+    (``local`` False: TCP only)."""
+    return Listener(host, local)
+
+
+def address_of(listener: Listener) -> tuple:
+    return listener.address
+
+
+def _dial(address, timeout: float) -> socket.socket:
+    """A connection to the rank listening at ``address`` (Listener.address):
+    over its Unix socket when it is on this machine and reachable, else TCP."""
+    host, port, machine, local_name = address
+    if local_name is not None and LOCAL_SOCKETS and machine == _machine_identity():
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(timeout)
+        try:
+            connection.connect(local_name)
+            return connection
+        except OSError:
+            connection.close()
+    return socket.create_connection((host, port), timeout=timeout)
 
 
 class Collective:
@@ -105,14 +188,11 @@ class Collective:
         peers = {}
         try:
             for other in range(rank):
-                connection = socket.create_connection(tuple(addresses[other]),
-                                                      timeout=CONNECT_TIMEOUT_SECONDS)
+                connection = _dial(addresses[other], CONNECT_TIMEOUT_SECONDS)
                 connection.sendall(_HEADER.pack(rank))
                 peers[other] = connection
-            listener.settimeout(CONNECT_TIMEOUT_SECONDS)
             while len(peers) < len(addresses) - 1:
-                connection, _ = listener.accept()
-                connection.settimeout(CONNECT_TIMEOUT_SECONDS)
+                connection = listener.accept(CONNECT_TIMEOUT_SECONDS)
                 (other,) = _HEADER.unpack(_receive_exactly(connection, _HEADER.size))
                 peers[int(other)] = connection
         except (OSError, PeerLostError) as error:
@@ -124,7 +204,8 @@ class Collective:
             # Blocking from here on: a depth may compute for long; a lost peer
             # shows as a closed connection, not as a timeout.
             connection.settimeout(None)
-            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if connection.family != getattr(socket, "AF_UNIX", None):
+                connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(rank, peers)
 
     def close(self) -> None:
