@@ -3,6 +3,7 @@ processes of one machine, by message size (packboost._collective).
 
     python benchmarks/bench_collective.py                  # 2 ranks
     python benchmarks/bench_collective.py --ranks 3 --sizes 24 3200000
+    python benchmarks/bench_collective.py --transports unix tcp --rounds 5
 
 A depth of a distributed fit makes a handful of small exchanges (maxima and
 grid sums of the era pass, slot sums: tens of bytes) and one large one (the
@@ -27,8 +28,10 @@ import numpy as np
 from packboost import _collective
 
 
-def _rank_main(rank, addresses, results, sizes, calls, repeats):
-    listener = _collective.listen("127.0.0.1")
+def _rank_main(rank, addresses, results, sizes, calls, repeats, transport="unix"):
+    # "unix": the ranks of one machine connect through Unix sockets (where
+    # the platform has them), as a fit's do; "tcp": over TCP's loopback.
+    listener = _collective.listen("127.0.0.1", local=transport == "unix")
     addresses[rank] = _collective.address_of(listener)
     while any(address is None for address in addresses[:]):
         time.sleep(0.01)
@@ -64,16 +67,36 @@ def main(argv=None) -> None:
                         default=[24, 8_000, 512_000, 3_200_000], help="bytes per array")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--transports", choices=["unix", "tcp"], nargs="+", default=["unix"],
+                        help="how the ranks connect; several: each in turn, --rounds times")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="runs of every transport, alternating (medians reported)")
     args = parser.parse_args(argv)
     if args.ranks < 2:
         parser.error("--ranks must be at least 2")
+    runs = {transport: [] for transport in args.transports}
+    for _ in range(args.rounds):
+        for transport in args.transports:
+            runs[transport].append(_run(args, transport))
+    report = {"ranks": args.ranks}
+    for transport, timings in runs.items():
+        report[transport] = [
+            {"bytes": size,
+             **{name: round(statistics.median(run[size][k] for run in timings) * 1e6, 1)
+                for k, name in enumerate(("wall_us", "cpu_us", "copy_us"))}}
+            for size in sorted(timings[0])]
+    print(json.dumps(report, indent=1))
+
+
+def _run(args, transport) -> dict:
+    """Rank 0's (wall, CPU, copy) seconds per call by size, one set of ranks."""
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager:
         addresses = manager.list([None] * args.ranks)
         results = manager.dict()
         processes = [context.Process(target=_rank_main,
                                      args=(rank, addresses, results, args.sizes, args.calls,
-                                           args.repeats))
+                                           args.repeats, transport))
                      for rank in range(args.ranks)]
         for process in processes:
             process.start()
@@ -81,11 +104,7 @@ def main(argv=None) -> None:
             process.join()
         if any(process.exitcode for process in processes):
             raise SystemExit("a rank failed")
-        rank0 = dict(results[0])
-    rows = [{"bytes": size, "wall_us": round(wall * 1e6, 1), "cpu_us": round(cpu * 1e6, 1),
-             "copy_us": round(copy * 1e6, 1)}
-            for size, (wall, cpu, copy) in sorted(rank0.items())]
-    print(json.dumps({"ranks": args.ranks, "rank0": rows}, indent=1))
+        return dict(results[0])
 
 
 if __name__ == "__main__":

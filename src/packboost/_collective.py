@@ -82,11 +82,13 @@ class PeerLostError(ConnectionError):
 class Listener:
     """Where a rank's peers connect: a TCP socket on ``host`` (any free port)
     and, on Linux, a Unix socket in the abstract namespace (no file to
-    remove) for the ranks on the same machine. Between two processes of one
-    machine an exchange of a few dozen bytes took 16-30 us over a Unix
-    socket against 68-95 us over TCP's loopback (a 2-core VM), and a depth
-    makes a few exchanges in series; a rank elsewhere, or one the Unix
-    socket does not reach (another network namespace), connects by TCP."""
+    remove) for the ranks on the same machine, which moves a depth's pooled
+    cells with less work than TCP's loopback (an allreduce between two
+    processes of a 2-core VM: 3.2 MB 1.8 against 2.4 ms, 0.5 MB 0.41
+    against 0.47 ms; a few dozen bytes alike, ~0.12 ms, the processes'
+    wake-ups; benchmarks/bench_collective.py --transports unix tcp). A rank
+    elsewhere, or one the Unix socket does not reach (another network
+    namespace), connects by TCP."""
 
     def __init__(self, host: str, local: bool = True):
         self.tcp = socket.create_server((host, 0), backlog=128)
