@@ -40,6 +40,7 @@ A peer that fails closes its sockets; the others then get
 
 from __future__ import annotations
 
+import functools
 import pickle
 import selectors
 import socket
@@ -134,6 +135,7 @@ class Listener:
 LOCAL_SOCKETS = sys.platform.startswith("linux") and hasattr(socket, "AF_UNIX")
 
 
+@functools.cache
 def _machine_identity() -> str:
     """This machine and boot: ranks that share it may try the Unix socket
     (a rank another namespace keeps from it falls back to TCP)."""
