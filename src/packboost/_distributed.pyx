@@ -192,10 +192,10 @@ def era_rows_from_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                         (era + ERA_PREFETCH_AHEAD) * n_slots + slot) * stride[chosen]])
                 first = &cells[origin[chosen, slot_tree[slot]]
                                + (era * n_slots + slot) * stride[chosen]]
-                count = 0
+                count = 0   # the packed words' sum: the rows in its low bits
                 for b in range(widths[chosen]):
-                    count = count + (<uint64_t>first[b * words] & mask)
-                out[slot, era] = <double>count
+                    count = count + <uint64_t>first[b * words]
+                out[slot, era] = <double>(count & mask)
     return era_rows
 
 
@@ -627,35 +627,42 @@ cdef inline void _era_sums(const era_cells_t* view, const int64_t* feature_cells
                            double* g, double* h, double* lg, double* lh, double* lc,
                            double* count) noexcept nogil:
     """One era's node and left-child sums of a candidate, from the feature's
-    packed cells (bins 0 .. width - 2, the missing bin last): summed in
-    integer units, then turned to floats once (exact grid values, so the
-    doubles one float sum per bin gives)."""
+    packed cells (bins 0 .. width - 2, the missing bin last; left: the bins
+    up to ``threshold``, and the missing one where ``missing_left``). The
+    packed words are added as they are and split once (unpack_tile's running
+    sum: an era's row count never carries into the gradient bits), then
+    turned to floats (exact grid values, so the doubles one float sum per
+    bin gives)."""
     cdef const int64_t* cell = feature_cells + (era * view.n_slots + slot) * stride
     cdef Py_ssize_t b, nb = width - 1, words = view.words
+    cdef Py_ssize_t left_end = min(max(threshold + 1, 0), width)
     cdef uint64_t mask = ((<uint64_t>1) << view.count_bits) - 1
-    cdef int64_t units = 0, left_units = 0, hessian_units = 0, left_hessian_units = 0
-    cdef uint64_t rows = 0, left_rows = 0, packed
-    for b in range(width):
-        packed = <uint64_t>cell[b * words]
-        units = units + packed_units(packed, view.count_bits)
-        rows = rows + (packed & mask)
+    cdef uint64_t packed = 0, left_packed
+    cdef int64_t hessian_units = 0, left_hessian_units
+    for b in range(left_end):
+        packed = packed + <uint64_t>cell[b * words]
         if words == 2:
             hessian_units = hessian_units + cell[b * words + 1]
-        if b <= threshold or (b == nb and missing_left):
-            left_units = left_units + packed_units(packed, view.count_bits)
-            left_rows = left_rows + (packed & mask)
-            if words == 2:
-                left_hessian_units = left_hessian_units + cell[b * words + 1]
-    g[0] = units / view.gradient_scale
-    lg[0] = left_units / view.gradient_scale
-    count[0] = <double>rows
-    lc[0] = <double>left_rows
+    left_packed = packed
+    left_hessian_units = hessian_units
+    for b in range(left_end, width):
+        packed = packed + <uint64_t>cell[b * words]
+        if words == 2:
+            hessian_units = hessian_units + cell[b * words + 1]
+    if missing_left and nb >= left_end:
+        left_packed = left_packed + <uint64_t>cell[nb * words]
+        if words == 2:
+            left_hessian_units = left_hessian_units + cell[nb * words + 1]
+    g[0] = packed_units(packed, view.count_bits) / view.gradient_scale
+    lg[0] = packed_units(left_packed, view.count_bits) / view.gradient_scale
+    count[0] = <double>(packed & mask)
+    lc[0] = <double>(left_packed & mask)
     if words == 2:
         h[0] = hessian_units / view.hessian_scale
         lh[0] = left_hessian_units / view.hessian_scale
     else:
-        h[0] = view.constant_hessian * <double>rows
-        lh[0] = view.constant_hessian * <double>left_rows
+        h[0] = view.constant_hessian * count[0]
+        lh[0] = view.constant_hessian * lc[0]
 
 
 cdef void _fill_view(era_cells_t* view, fixed, Py_ssize_t n_slots):
