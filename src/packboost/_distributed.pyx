@@ -31,7 +31,7 @@ from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport malloc, free, qsort
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
-from packboost._histogram cimport packed_units
+from packboost._histogram cimport __builtin_prefetch, packed_units
 from packboost._split_params cimport (pb_split_params, make_split_params, candidate_is_scored,
                                       monotone_order_holds,
                                       DES_ERA_GAIN_NEWTON, PB_ERA_WEIGHTING_COUNT)
@@ -187,9 +187,8 @@ def era_rows_from_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
             if chosen < 0:
                 continue
             for era in range(n_eras):
-                if era + ERA_PREFETCH_AHEAD < n_eras:
-                    __builtin_prefetch(&cells[origin[chosen, slot_tree[slot]] + (
-                        (era + ERA_PREFETCH_AHEAD) * n_slots + slot) * stride[chosen]])
+                _prefetch_era(&cells[origin[chosen, slot_tree[slot]]], n_slots,
+                              stride[chosen], widths[chosen] * words, slot, era, n_eras)
                 first = &cells[origin[chosen, slot_tree[slot]]
                                + (era * n_slots + slot) * stride[chosen]]
                 count = 0   # the packed words' sum: the rows in its low bits
@@ -487,8 +486,9 @@ def weighted_sum_maxima(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                     continue
                 nb = widths[position] - 1
                 for era in range(n_eras):
-                    _prefetch_era(&view, &cells[origin[position, slot_tree[slot]]],
-                                  stride[position], widths[position], slot, era, n_eras)
+                    _prefetch_era(&cells[origin[position, slot_tree[slot]]], n_slots,
+                                  stride[position], widths[position] * view.words, slot, era,
+                                  n_eras)
                     if era_rows[slot, era] == 0.0:
                         continue
                     w = _era_weight(&c, era_rows[slot, era])
@@ -559,8 +559,9 @@ def weighted_sum_steps(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                 inverse_g = des_grid_inverse_step(exponents[slot, position, 0])
                 inverse_h = des_grid_inverse_step(exponents[slot, position, 1])
                 for era in range(n_eras):
-                    _prefetch_era(&view, &cells[origin[position, slot_tree[slot]]],
-                                  stride[position], widths[position], slot, era, n_eras)
+                    _prefetch_era(&cells[origin[position, slot_tree[slot]]], n_slots,
+                                  stride[position], widths[position] * view.words, slot, era,
+                                  n_eras)
                     if era_rows[slot, era] == 0.0:
                         continue
                     w = _era_weight(&c, era_rows[slot, era])
@@ -598,10 +599,6 @@ cdef struct era_cells_t:
     Py_ssize_t n_slots
 
 
-cdef extern from *:
-    # GCC/Clang: a hint to load a cache line early.
-    void __builtin_prefetch(const void* address) noexcept nogil
-
 # Eras ahead whose cells the era pass asks for: a candidate's eras are a
 # (slot, feature)'s cells a whole era's block apart (kilobytes), which the
 # hardware prefetcher does not follow across pages.
@@ -609,16 +606,16 @@ cdef enum:
     ERA_PREFETCH_AHEAD = 8
 
 
-cdef inline void _prefetch_era(const era_cells_t* view, const int64_t* feature_cells,
-                               Py_ssize_t stride, Py_ssize_t width, Py_ssize_t slot,
+cdef inline void _prefetch_era(const int64_t* feature_cells, Py_ssize_t n_slots,
+                               Py_ssize_t stride, Py_ssize_t run, Py_ssize_t slot,
                                Py_ssize_t era, Py_ssize_t n_eras) noexcept nogil:
-    """Ask for the cells (their first and last line) ERA_PREFETCH_AHEAD eras
-    after ``era``."""
+    """Ask for a (slot, feature)'s cells ERA_PREFETCH_AHEAD eras after
+    ``era`` (the first and last line of their ``run`` int64: width x words)."""
     cdef const int64_t* cell
     if era + ERA_PREFETCH_AHEAD < n_eras:
-        cell = feature_cells + ((era + ERA_PREFETCH_AHEAD) * view.n_slots + slot) * stride
+        cell = feature_cells + ((era + ERA_PREFETCH_AHEAD) * n_slots + slot) * stride
         __builtin_prefetch(cell)
-        __builtin_prefetch(cell + width * view.words - 1)
+        __builtin_prefetch(cell + run - 1)
 
 
 cdef inline void _era_sums(const era_cells_t* view, const int64_t* feature_cells,
@@ -749,7 +746,8 @@ cdef void _candidate_era_pass(const pb_split_params* c, int mode, int with_direc
         if mode == PASS_NEWTON_SUM:
             inverse_step = des_grid_inverse_step(exponents[0])
         for era in range(n_eras):
-            _prefetch_era(view, feature_cells, stride, width, slot, era, n_eras)
+            _prefetch_era(feature_cells, view.n_slots, stride, width * view.words, slot, era,
+                          n_eras)
             if slot_era_rows[era] == 0.0:
                 continue
             _era_sums(view, feature_cells, stride, width, slot, era, threshold, missing_left,
@@ -773,7 +771,8 @@ cdef void _candidate_era_pass(const pb_split_params* c, int mode, int with_direc
         inverse_noise = des_grid_inverse_step(exponents[1])
         inverse_direction = des_grid_inverse_step(exponents[2])
     for era in range(n_eras):
-        _prefetch_era(view, feature_cells, stride, width, slot, era, n_eras)
+        _prefetch_era(feature_cells, view.n_slots, stride, width * view.words, slot, era,
+                      n_eras)
         if slot_era_rows[era] == 0.0:
             continue
         _era_sums(view, feature_cells, stride, width, slot, era, threshold, missing_left,
