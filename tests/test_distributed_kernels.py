@@ -368,26 +368,83 @@ def test_rank_in_slot_orders_each_slots_candidates_highest_first():
         _distributed.rank_in_slot(np.zeros(2, dtype=np.int32), np.zeros(3), 5)
 
 
-def test_best_per_tile_takes_the_first_strictly_largest_score():
+def _candidates_of_tiles(rng, n, n_slots, n_positions):
+    """``n`` candidates spread over (slot, position) tiles, scores with ties,
+    -inf and NaN, and their pooled left sums."""
+    candidates = {
+        "slot": rng.integers(0, n_slots, n).astype(np.int32),
+        "position": rng.integers(0, n_positions, n).astype(np.int32),
+        "threshold": rng.integers(0, 6, n).astype(np.int32),
+        "missing_left": rng.integers(0, 2, n).astype(np.uint8),
+        "left_g": rng.normal(size=n), "left_h": rng.random(n),
+        "left_count": rng.integers(1, 50, n).astype(float)}
+    score = rng.integers(-2, 2, n).astype(float)   # ties
+    score[rng.random(n) < 0.2] = -np.inf
+    score[rng.random(n) < 0.2] = np.nan
+    return candidates, score, rng.normal(size=n)
+
+
+def test_tile_table_takes_score_tiles_choice_then_each_slots_first_best():
     """Each (slot, feature) tile's choice as score_tile makes it: the first
-    candidate (lowest index) of the largest score; none where every score
-    is -inf or NaN -- against a loop over the candidates in a NumPy sort."""
+    candidate (lowest index) of the largest score; none where every score is
+    -inf or NaN; each slot's winner the first tile of the largest score, with
+    its candidate's left sums -- against loops over the candidates."""
     rng = np.random.default_rng(5)
+    n_slots, n_positions = 4, 3
     for n in (0, 1, 9, 500):
-        slot = rng.integers(0, 4, n).astype(np.int32)
-        position = rng.integers(0, 3, n).astype(np.int32)
-        score = rng.integers(-2, 2, n).astype(float)   # ties
-        score[rng.random(n) < 0.2] = -np.inf
-        score[rng.random(n) < 0.2] = np.nan
-        chosen = _distributed.best_per_tile(slot, position, score, 4, 3)
-        assert chosen.shape == (4, 3)
-        for s in range(4):
-            for p in range(3):
-                members = [i for i in np.flatnonzero((slot == s) & (position == p))
+        candidates, score, gain = _candidates_of_tiles(rng, n, n_slots, n_positions)
+        table = _distributed.tile_table(candidates, score, gain, n_slots, n_positions)
+        chosen = np.full((n_slots, n_positions), -1)
+        for s in range(n_slots):
+            for p in range(n_positions):
+                members = [i for i in np.flatnonzero((candidates["slot"] == s)
+                                                     & (candidates["position"] == p))
                            if score[i] > -np.inf]
-                expected = min(members, key=lambda i: (-score[i], i)) if members else -1
-                assert chosen[s, p] == expected
+                if members:
+                    chosen[s, p] = min(members, key=lambda i: (-score[i], i))
+        found = chosen >= 0
+
+        def of_chosen(values, none, found=found, chosen=chosen):
+            return np.where(found, np.append(values, none)[chosen], none)
+
+        np.testing.assert_array_equal(table["found"], found)
+        np.testing.assert_array_equal(table["score"], of_chosen(score, -np.inf))
+        np.testing.assert_array_equal(table["gain"], of_chosen(gain, 0.0))
+        for name in ("threshold", "missing_left"):
+            np.testing.assert_array_equal(table[name], of_chosen(candidates[name], 0))
+            assert table[name].dtype == candidates[name].dtype
+        if not found.any():
+            assert "slot_left" not in table
+            continue
+        for s in range(n_slots):
+            tiles = [p for p in range(n_positions) if found[s, p]]
+            if not tiles:
+                assert np.isnan(table["slot_left"][s]).all()
+                continue
+            winner = min(tiles, key=lambda p: (-score[chosen[s, p]], p))
+            i = chosen[s, winner]
+            np.testing.assert_array_equal(
+                table["slot_left"][s], [winner, candidates["left_g"][i],
+                                        candidates["left_h"][i], candidates["left_count"][i]])
+    candidates, score, gain = _candidates_of_tiles(rng, 1, n_slots, n_positions)
+    candidates["slot"][:] = n_slots
     with pytest.raises(ValueError, match="outside"):
-        _distributed.best_per_tile(np.array([4], dtype=np.int32),
-                                   np.array([0], dtype=np.int32), np.zeros(1), 4, 3)
+        _distributed.tile_table(candidates, np.zeros(1), gain, n_slots, n_positions)
+    with pytest.raises(ValueError, match="one entry per candidate"):
+        _distributed.tile_table(candidates, np.zeros(2), gain, n_slots, n_positions)
+
+
+def test_era_row_stats_are_the_eras_with_rows_the_rows_and_their_squares():
+    """Per slot: eras with rows, rows, squared rows summed -- against NumPy,
+    with empty eras, empty slots and a single era."""
+    rng = np.random.default_rng(6)
+    for n_slots, n_eras in ((1, 1), (3, 1), (5, 40), (0, 4)):
+        era_rows = rng.integers(0, 4, (n_slots, n_eras)).astype(float) * \
+            rng.integers(1, 100_000, (n_slots, n_eras))
+        stats = _distributed.era_row_stats(era_rows)
+        assert stats.dtype == np.int64 and stats.shape == (n_slots, 3)
+        rows = era_rows.astype(np.int64)
+        np.testing.assert_array_equal(
+            stats, np.stack([(rows > 0).sum(axis=1), rows.sum(axis=1), (rows ** 2).sum(axis=1)],
+                            axis=1).reshape(n_slots, 3))
 

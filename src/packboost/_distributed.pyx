@@ -198,6 +198,26 @@ def era_rows_from_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
     return era_rows
 
 
+def era_row_stats(const double[:, ::1] era_rows):
+    """Per slot over this shard's eras (``era_rows``: (n_slots, n_eras),
+    era_rows_from_cells'): the eras with rows, the rows and the sum of the
+    eras' squared rows, int64 (n_slots, 3) -- the era weights' totals,
+    summed over the shards with the pooled cells (integers: any order)."""
+    cdef Py_ssize_t n_slots = era_rows.shape[0], n_eras = era_rows.shape[1], s, e
+    stats = np.zeros((n_slots, 3), dtype=np.int64)
+    cdef int64_t[:, ::1] out = stats
+    cdef int64_t rows
+    with nogil:
+        for s in range(n_slots):
+            for e in range(n_eras):
+                rows = <int64_t>era_rows[s, e]
+                if rows > 0:
+                    out[s, 0] += 1
+                out[s, 1] += rows
+                out[s, 2] += rows * rows
+    return stats
+
+
 cdef struct ranked_t:
     double key      # the value; NaN: -inf, ranked after every number (nan_last)
     int64_t index
@@ -261,16 +281,31 @@ def rank_in_slot(const int32_t[::1] slot, const double[::1] value, Py_ssize_t n_
     return rank
 
 
-def best_per_tile(const int32_t[::1] slot, const int32_t[::1] position,
-                  const double[::1] score, Py_ssize_t n_slots, Py_ssize_t n_positions):
-    """score_tile's choice in each (slot, candidate feature) tile: the index
-    of the first candidate with the strictly largest score, -1 where none
-    scores above -inf (NaN never wins); int64 (n_slots, n_positions)."""
-    cdef Py_ssize_t n = slot.shape[0], i, current
-    if position.shape[0] != n or score.shape[0] != n:
-        raise ValueError("slot, position and score must have one entry per candidate")
+def tile_table(dict candidates, const double[::1] score, const double[::1] gain,
+               Py_ssize_t n_slots, Py_ssize_t n_positions):
+    """The (n_slots, n_positions) table of each (slot, candidate feature)
+    tile's choice, as find_best_splits returns it (BestSplits.of_table's
+    input): score_tile's rule -- the first candidate of the tile with the
+    strictly largest score; none where no candidate scores above -inf (NaN
+    never wins) -- its ``score``, ``gain``, ``threshold``, ``missing_left``
+    and ``found``; and, where any tile has one, ``slot_left`` (n_slots, 4):
+    per slot its winning tile's position and that candidate's pooled left
+    sums (gradient, hessian, rows), the winner being the first maximum over
+    the positions (_split.best_candidate_per_slot's rule); NaN for a slot
+    without one. One typed pass over the candidates, where the NumPy
+    expressions it replaced cost ~0.2 ms a depth at 150k x 200."""
+    cdef const int32_t[::1] slot = candidates["slot"]
+    cdef const int32_t[::1] position = candidates["position"]
+    cdef const int32_t[::1] threshold = candidates["threshold"]
+    cdef const uint8_t[::1] missing_left = candidates["missing_left"]
+    cdef const double[::1] left_g = candidates["left_g"], left_h = candidates["left_h"]
+    cdef const double[::1] left_count = candidates["left_count"]
+    cdef Py_ssize_t n = slot.shape[0], i, s, p, current
+    if position.shape[0] != n or score.shape[0] != n or gain.shape[0] != n:
+        raise ValueError("candidates, score and gain must have one entry per candidate")
     chosen = np.full((n_slots, n_positions), -1, dtype=np.int64)
     cdef int64_t[:, ::1] chosen_view = chosen
+    cdef bint any_found = False
     for i in range(n):
         if not (score[i] > -INFINITY):
             continue
@@ -280,7 +315,42 @@ def best_per_tile(const int32_t[::1] slot, const int32_t[::1] position,
         current = chosen_view[slot[i], position[i]]
         if current < 0 or score[i] > score[current]:
             chosen_view[slot[i], position[i]] = i
-    return chosen
+        any_found = True
+    table_score = np.full((n_slots, n_positions), -INFINITY)
+    table_gain = np.zeros((n_slots, n_positions))
+    table_threshold = np.zeros((n_slots, n_positions), dtype=np.int32)
+    table_missing = np.zeros((n_slots, n_positions), dtype=np.uint8)
+    table_found = np.zeros((n_slots, n_positions), dtype=np.uint8)
+    cdef double[:, ::1] score_out = table_score, gain_out = table_gain
+    cdef int32_t[:, ::1] threshold_out = table_threshold
+    cdef uint8_t[:, ::1] missing_out = table_missing, found_out = table_found
+    slot_left = np.full((n_slots, 4), np.nan)
+    cdef double[:, ::1] left_out = slot_left
+    cdef Py_ssize_t winner
+    for s in range(n_slots):
+        winner = -1
+        for p in range(n_positions):
+            i = chosen_view[s, p]
+            if i < 0:
+                continue
+            score_out[s, p] = score[i]
+            gain_out[s, p] = gain[i]
+            threshold_out[s, p] = threshold[i]
+            missing_out[s, p] = missing_left[i]
+            found_out[s, p] = 1
+            if winner < 0 or score[i] > score[chosen_view[s, winner]]:
+                winner = p
+        if winner >= 0:
+            i = chosen_view[s, winner]
+            left_out[s, 0] = winner
+            left_out[s, 1] = left_g[i]
+            left_out[s, 2] = left_h[i]
+            left_out[s, 3] = left_count[i]
+    table = {"score": table_score, "gain": table_gain, "threshold": table_threshold,
+             "missing_left": table_missing, "found": table_found}
+    if any_found:
+        table["slot_left"] = slot_left
+    return table
 
 
 def enumerate_candidates(const double[:, :, :, ::1] pooled, const double[:, ::1] era_stats,

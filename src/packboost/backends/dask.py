@@ -276,9 +276,7 @@ class ShardBackend(CpuBackend):
         # Per slot over all eras: eras with rows, rows, squared era rows (the
         # era weights' totals), added with the pooled cells in one message.
         # Integer sums: the same in any order.
-        era_stats = np.stack(
-            [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
-            axis=1).astype(np.int64)
+        era_stats = _distributed.era_row_stats(era_rows)
         own_squares = [] if slot_variance is not None else [self._square_units()]
         summed = collective.allreduce(
             np.concatenate([pooled_cells, era_stats.ravel(), *own_squares]), "sum")
@@ -657,33 +655,12 @@ KEPT_TERMS_BYTES = 128 << 20
 
 def _best_splits(candidates, score, gain, n_slots, n_candidates) -> BestSplits:
     """score_tile's choice per (slot, feature) -- the first candidate with the
-    strictly largest score -- then the best feature per slot."""
-    shape = (n_slots, n_candidates)
-    found = {"score": np.full(shape, -np.inf), "gain": np.zeros(shape),
-             "threshold": np.zeros(shape, dtype=np.int32),
-             "missing_left": np.zeros(shape, dtype=np.uint8),
-             "found": np.zeros(shape, dtype=np.uint8)}
-    per_tile = _distributed.best_per_tile(candidates["slot"], candidates["position"], score,
-                                          n_slots, n_candidates).reshape(-1)
-    tiles = np.flatnonzero(per_tile >= 0)
-    if len(tiles):
-        chosen = per_tile[tiles]
-        slot, position = np.divmod(tiles, n_candidates)
-        found["score"][slot, position] = score[chosen]
-        found["gain"][slot, position] = gain[chosen]
-        found["threshold"][slot, position] = candidates["threshold"][chosen]
-        found["missing_left"][slot, position] = candidates["missing_left"][chosen]
-        found["found"][slot, position] = 1
-        # The winners' left sums (exact pooled sums, the same on every
-        # shard) give the children's sums, as find_best_splits' slot_left
-        # does locally.
-        wins = _split.best_candidate_per_slot(found["score"], found["found"])[slot] == position
-        picked = chosen[wins]
-        found["slot_left"] = np.full((n_slots, 4), np.nan)
-        found["slot_left"][slot[wins]] = np.stack(
-            [position[wins], candidates["left_g"][picked], candidates["left_h"][picked],
-             candidates["left_count"][picked]], axis=1)
-    return BestSplits.of_table(found)
+    strictly largest score -- then the best feature per slot, with the
+    winners' left sums (exact pooled sums, the same on every shard), from
+    which route_rows takes the children's sums as find_best_splits'
+    slot_left gives them locally."""
+    return BestSplits.of_table(
+        _distributed.tile_table(candidates, score, gain, n_slots, n_candidates))
 
 
 def _worker_addresses(dask_scheduler=None):
