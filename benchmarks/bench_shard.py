@@ -42,7 +42,8 @@ from bench_dask import SIZES, benchmark_data
 KERNELS = (("_split", "find_best_splits"), ("_partition", "route_rows"),
            ("_distributed", "candidate_pass"), ("_distributed", "enumerate_candidates"),
            ("_distributed", "rank_in_slot"), ("_distributed", "era_rows_from_cells"),
-           ("_distributed", "pooled_from_cells"), ("_distributed", "best_per_tile"))
+           ("_distributed", "pooled_from_cells"), ("_distributed", "tile_table"),
+           ("_distributed", "era_row_stats"))
 
 
 def half_of_the_eras(size):
