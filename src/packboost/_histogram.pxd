@@ -9,7 +9,8 @@ from libc.string cimport memcmp, memcpy, memset
 from libc.stdint cimport uint8_t, int32_t, uint32_t, int64_t, uint64_t
 
 cdef extern from *:
-    # GCC/Clang: a hint to load a cache line early (unpack_tile).
+    # GCC/Clang: a hint to load a cache line early (unpack_tile; the one declaration,
+    # cimported by _split, _partition and _distributed).
     void __builtin_prefetch(const void* address) noexcept nogil
 
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t

@@ -37,7 +37,7 @@ from packboost._types cimport gradient_t, row_index_t, offset_t
 from packboost._slot_sums cimport (SUM_CHUNKS, TRASH_ROWS, add_row_to_slot, add_rows_to_chunk,
                                    root_chunk_sums, ROOT_LANES, slot_or_trash,
                                    unsampled_if)
-from packboost._histogram cimport MAX_PACK_SIZE
+from packboost._histogram cimport MAX_PACK_SIZE, __builtin_prefetch
 from packboost._tasks cimport ROWS_PER_TASK
 from packboost._route cimport (route_vector_supported, route_entries, ROUTE_MISSING_SHIFT,
                                ROUTE_MISSING_RIGHT_SHIFT, ROUTE_LEFT_SHIFT, ROUTE_TRASH_SLOTS,
@@ -196,10 +196,6 @@ cdef enum:
     START_BLOCK = 16384     # rows per block of start_pack (512 KiB of a pack of 8)
     PREFETCH_AHEAD = 256    # rows ahead whose split columns route_rows asks for
     PREFETCH_MIN_COLUMNS = 24  # distinct split columns from which it does
-
-cdef extern from *:
-    # GCC/Clang: a hint to load a cache line early.
-    void __builtin_prefetch(const void* address) noexcept nogil
 
 
 cdef inline void prefetch_columns(

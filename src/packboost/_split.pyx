@@ -56,14 +56,10 @@ from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, NAN, fabs
 from libc.stdint cimport int8_t, uint8_t, int32_t, int64_t, uint64_t
 
-cdef extern from *:
-    # GCC/Clang: a hint to load a cache line early (bound_slot_tiles).
-    void __builtin_prefetch(const void* address) noexcept nogil
-
 from packboost.tree cimport bin_code_t, feature_index_t, bin_index_t, node_index_t
 from packboost._types cimport gradient_t, row_index_t, offset_t, hist_entry
 from packboost._tasks cimport ROWS_PER_TASK
-from packboost._histogram cimport (MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
+from packboost._histogram cimport (__builtin_prefetch, MAX_PACK_SIZE, MAX_FEATURES_PER_PASS, PAIR_SCRATCH_CELLS,
                                    fixed_point_rows, rows_of_tree, view_outputs,
                                    view_fixed_point, era_tree_flags, block_cell_offsets,
                                    tree_cell_offsets, build_pack_histograms, derive_slots,
