@@ -368,6 +368,30 @@ def test_rank_in_slot_orders_each_slots_candidates_highest_first():
         _distributed.rank_in_slot(np.zeros(2, dtype=np.int32), np.zeros(3), 5)
 
 
+def test_best_first_round_takes_the_window_of_ranks_reaching_their_floor():
+    """A best-first round's candidates: place in the slot within [first,
+    first + width), bound at or above the slot's floor (NaN never, -inf
+    against an open floor), ascending -- against NumPy's expression."""
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 13, 400):
+        slot = rng.integers(0, 5, n).astype(np.int32)
+        bound = rng.integers(-3, 3, n).astype(float)   # ties with the floors
+        bound[rng.random(n) < 0.1] = np.nan
+        bound[rng.random(n) < 0.1] = -np.inf
+        rank = _distributed.rank_in_slot(slot, bound, 5)
+        floor = rng.integers(-3, 3, 5).astype(float)
+        floor[0] = -np.inf
+        for first, width in ((0, 1), (0, 4), (4, 8), (2, 1000)):
+            chosen = _distributed.best_first_round(rank, bound, slot, floor, first, width)
+            assert chosen.dtype == np.int64
+            np.testing.assert_array_equal(
+                chosen, np.flatnonzero((rank >= first) & (rank < first + width)
+                                       & (bound >= floor[slot])))
+    with pytest.raises(ValueError, match="one entry per candidate"):
+        _distributed.best_first_round(np.zeros(2, np.int64), np.zeros(3),
+                                      np.zeros(2, np.int32), np.zeros(1), 0, 1)
+
+
 def _candidates_of_tiles(rng, n, n_slots, n_positions):
     """``n`` candidates spread over (slot, position) tiles, scores with ties,
     -inf and NaN, and their pooled left sums."""

@@ -281,6 +281,29 @@ def rank_in_slot(const int32_t[::1] slot, const double[::1] value, Py_ssize_t n_
     return rank
 
 
+def best_first_round(const int64_t[::1] rank, const double[::1] bound,
+                     const int32_t[::1] slot, const double[::1] floor,
+                     int64_t first, int64_t width):
+    """The candidates a best-first round of the era pass scores: those whose
+    place in their slot (``rank``, rank_in_slot's) is in [first, first +
+    width) and whose ``bound`` reaches their slot's ``floor`` (the best score
+    so far; a NaN bound never does), ascending; int64. One typed pass where
+    five NumPy expressions over every candidate cost ~0.1 ms a round at
+    150k x 200."""
+    cdef Py_ssize_t n = rank.shape[0], i, count = 0
+    if bound.shape[0] != n or slot.shape[0] != n:
+        raise ValueError("rank, bound and slot must have one entry per candidate")
+    chosen = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] out = chosen
+    cdef int64_t last = first + width
+    with nogil:
+        for i in range(n):
+            if first <= rank[i] < last and bound[i] >= floor[slot[i]]:
+                out[count] = i
+                count += 1
+    return chosen[:count]
+
+
 def tile_table(dict candidates, const double[::1] score, const double[::1] gain,
                Py_ssize_t n_slots, Py_ssize_t n_positions):
     """The (n_slots, n_positions) table of each (slot, candidate feature)

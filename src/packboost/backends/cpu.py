@@ -459,23 +459,26 @@ class CpuBackend:
         n_eras = self.data.n_eras
         size = _split.depth_cells_size(n_eras, len(slot_tree), features, self.data.n_bins,
                                        words)
-        kept_bytes = kept["cells"].nbytes if derive else 0
-        if 8 * size + kept_bytes > self.subtraction_budget_bytes:
-            if not always:
-                return None
-            derive = False
-        # Worth it only when a (slot, era) has many rows per cell: a derived
-        # slot saves about half its rows' updates (~1.3 ns each) but every
-        # kept cell is cleared, written and subtracted (~4 ns per cell, for
-        # the slot and its parent). With few rows per era (small data, deep
-        # nodes) full passes are cheaper (benchmarks/RESULTS.md).
-        rows_per_cell = (np.sum(self._counts, dtype=np.float64)
-                         / max(1, n_eras * len(slot_tree))
-                         / max(1.0, float(np.mean(self.data.n_bins[features] + 1))))
-        if rows_per_cell < SUBTRACTION_MIN_ROWS_PER_CELL:
-            if not always:
-                return None
-            derive = False
+        # (With ``always`` and no parent to derive from, the checks below
+        # could only turn derive off: skipped.)
+        if derive or not always:
+            kept_bytes = kept["cells"].nbytes if derive else 0
+            if 8 * size + kept_bytes > self.subtraction_budget_bytes:
+                if not always:
+                    return None
+                derive = False
+            # Worth it only when a (slot, era) has many rows per cell: a derived
+            # slot saves about half its rows' updates (~1.3 ns each) but every
+            # kept cell is cleared, written and subtracted (~4 ns per cell, for
+            # the slot and its parent). With few rows per era (small data, deep
+            # nodes) full passes are cheaper (benchmarks/RESULTS.md).
+            rows_per_cell = (np.sum(self._counts, dtype=np.float64)
+                             / max(1, n_eras * len(slot_tree))
+                             / max(1.0, float(np.mean(self.data.n_bins[features] + 1))))
+            if rows_per_cell < SUBTRACTION_MIN_ROWS_PER_CELL:
+                if not always:
+                    return None
+                derive = False
         n_slots = len(slot_tree)
         slot_kind = np.where(slot_open != 0, SLOT_BUILD, SLOT_SKIP).astype(np.uint8)
         slot_parent = np.full(n_slots, -1, dtype=np.int32)

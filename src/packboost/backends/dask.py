@@ -377,8 +377,8 @@ class ShardBackend(CpuBackend):
         first = 0
         width = max(FIRST_ROUND_PER_SLOT, -(-FIRST_ROUND_CANDIDATES // n_open))
         while True:
-            chosen = np.flatnonzero((rank >= first) & (rank < first + width)
-                                    & (bound >= floor[candidates["slot"]]))
+            chosen = _distributed.best_first_round(rank, bound, candidates["slot"], floor,
+                                                   first, width)
             if first > 0 and not len(chosen):
                 break   # in every slot the next bound is below its floor
             if len(chosen):
@@ -416,7 +416,9 @@ class ShardBackend(CpuBackend):
         if 8 * size > KEPT_TERMS_BYTES:
             return None
         if self._kept_buffer is None or self._kept_buffer.size < size:
-            self._kept_buffer = np.empty(max(size, 1 << 16))
+            # Doubling: the fit's first depths ask for ever larger sets.
+            grown = 0 if self._kept_buffer is None else 2 * self._kept_buffer.size
+            self._kept_buffer = np.empty(max(size, min(grown, KEPT_TERMS_BYTES // 8), 1 << 16))
         return self._kept_buffer[:size].reshape(shape)
 
     def _era_weighted_sums(self, arguments, n_terms):
