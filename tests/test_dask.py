@@ -380,6 +380,37 @@ class _RecordLoadingKeys(TrainingCallback):
         return False
 
 
+_PROFILER_RUNNING = []
+
+
+class _RecordProfiler(TrainingCallback):
+    """On rank 0's worker, each round: is the worker's profiler sampling?"""
+
+    def after_iteration(self, info):
+        callback = distributed.get_worker().periodic_callbacks.get("profile")
+        _PROFILER_RUNNING.append(callback is not None and callback.is_running())
+        return False
+
+
+def test_the_workers_profiler_waits_for_the_fit_and_runs_again_after(problem):
+    """The fit task pauses its worker's statistical profiler (it takes the
+    GIL a hundred times a second) and starts it again when the fit ends --
+    also when two workers share a process."""
+    X, y, era = problem
+    _PROFILER_RUNNING.clear()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as threaded:
+        workers = list(cluster.workers.values())
+        assert all(worker.periodic_callbacks["profile"].is_running() for worker in workers)
+        model = DaskPackBoostRegressor(**dict(PARAMS, n_estimators=3))
+        model.client = threaded
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700), callbacks=[_RecordProfiler()])
+        assert _PROFILER_RUNNING == [False] * 3
+        assert all(worker.periodic_callbacks["profile"].is_running() for worker in workers)
+
+
 def test_the_loading_is_freed_before_the_fit(problem):
     """A DataFrame's validated copy and the binned pieces are not kept on
     the workers through the rounds: the shards hold what the fit needs."""

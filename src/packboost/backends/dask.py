@@ -33,6 +33,8 @@ sent to the others after every round, and its model is the fit's result.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -109,6 +111,67 @@ def _listen_host() -> str:
     return "127.0.0.1"   # in-process workers (LocalCluster(processes=False))
 
 
+# Per worker (in-process workers share a process): the fits running on it
+# and the profiler callback they paused (_profiler_paused).
+_PAUSED_LOCK = threading.Lock()
+_PAUSED: dict = {}
+
+
+def _on_worker_loop(worker, function, timeout: float = 1.0) -> None:
+    """``function()`` run on the worker's event loop (where its periodic
+    callbacks may be started and stopped), waited for up to ``timeout``."""
+    done = threading.Event()
+
+    def call():
+        try:
+            function()
+        finally:
+            done.set()
+
+    try:
+        worker.loop.add_callback(call)
+    except RuntimeError:   # the worker's loop is closing: nothing to start or stop
+        return
+    done.wait(timeout)
+
+
+@contextlib.contextmanager
+def _profiler_paused():
+    """Within: the Dask worker's statistical profiler
+    (``distributed.worker.profile``) does not sample. It wakes the worker's
+    event loop every 10 ms (``profile.interval``) to walk the stacks of the
+    running tasks, taking the GIL from the fit's thread between its kernels
+    and a core from the workers' kernels: a round of two workers of a
+    2-core machine at 150k x 200 took 46-51 ms without it against 57-61 ms
+    (benchmarks/RESULTS.md, 2026-11-29). A fit task's profile is one long
+    call into the kernels anyway. After the worker's last fit the profiler
+    runs again as it did."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):   # not in a Dask worker
+        yield
+        return
+    with _PAUSED_LOCK:
+        paused = _PAUSED.setdefault(id(worker), {"fits": 0, "callback": None})
+        paused["fits"] += 1
+        if paused["fits"] == 1:
+            callback = getattr(worker, "periodic_callbacks", {}).get("profile")
+            if callback is not None and callback.is_running():
+                paused["callback"] = callback
+                _on_worker_loop(worker, callback.stop)
+    try:
+        yield
+    finally:
+        with _PAUSED_LOCK:
+            paused["fits"] -= 1
+            if paused["fits"] == 0:
+                if paused["callback"] is not None:
+                    _on_worker_loop(worker, paused["callback"].start)
+                del _PAUSED[id(worker)]
+
+
 def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.ndarray,
                  shard_eras: list, training: dict):
     """The fit on this worker: connect to the other shards, run the driver
@@ -146,8 +209,9 @@ def worker_train(key: str, rank: int, addresses: list, global_era_offsets: np.nd
             init = InitModel(ensemble=training["init_ensemble"], raw_prediction=shard.init_raw)
         # Dask's workers hand freed memory back at once; the rounds reuse it
         # (packboost._heap: page faults at every depth otherwise), and the
-        # heap is trimmed once the backend's buffers are freed too.
-        with freed_memory_kept():
+        # heap is trimmed once the backend's buffers are freed too. The
+        # worker's profiler waits (_profiler_paused).
+        with freed_memory_kept(), _profiler_paused():
             try:
                 ensemble, info = train(
                     data, shard.y, shard.sample_weight, training["objective"], params, n_threads,
