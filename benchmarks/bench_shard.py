@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import platform
 import subprocess
 import time
 from unittest import mock
@@ -137,19 +136,15 @@ def run(size, rounds, pairs, pack_size, max_depth, feature_fraction):
 
 
 def _machine():
+    """When and where: the date, the commit (``+``: src changed since) and the
+    CPU with its cores, as readme_outputs.py stamps the README's timings."""
+    from readme_outputs import commit, hardware
+
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, check=True).stdout.strip()
+        head = commit()
     except (OSError, subprocess.CalledProcessError):
-        commit = None
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info
-                       if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"date": time.strftime("%Y-%m-%d"), "commit": commit, "cpu": cpu}
+        head = None
+    return {"date": time.strftime("%Y-%m-%d"), "commit": head, "cpu": hardware()}
 
 
 def main() -> None:
