@@ -56,22 +56,16 @@ def half_of_the_eras(size):
 @contextlib.contextmanager
 def kernel_clock(seconds: dict):
     """Adds each KERNELS function's thread CPU seconds to ``seconds[name]``
-    while the context is open."""
+    while the context is open (profile_fit.py's wrapper)."""
     import importlib
+
+    from profile_fit import timed
 
     with contextlib.ExitStack() as stack:
         for module_name, name in KERNELS:
             module = importlib.import_module(f"packboost.{module_name}")
-            function = getattr(module, name)
-
-            def timed(*args, _function=function, _name=name, **kwargs):
-                began = time.thread_time()
-                try:
-                    return _function(*args, **kwargs)
-                finally:
-                    seconds[_name] = seconds.get(_name, 0.0) + time.thread_time() - began
-
-            stack.enter_context(mock.patch.object(module, name, timed))
+            stack.enter_context(mock.patch.object(
+                module, name, timed(name, getattr(module, name), seconds, time.thread_time)))
         yield
 
 
