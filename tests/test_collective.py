@@ -294,14 +294,17 @@ def test_a_shard_refuses_eras_out_of_order():
 def test_values_arrive_as_they_were_sent(n_ranks):
     """Arrays travel as their dtype, shape and memory (_framed), anything else
     pickled: every dtype and byte order, empty and 0-d arrays, a Fortran-order
-    and a strided array, messages below and above SMALL_MESSAGE_BYTES, through
-    the exchange (allgather) and point to point (broadcast)."""
+    and a strided array, messages below, at and above SMALL_MESSAGE_BYTES
+    (received in one call after the frame, or into the array), through the
+    exchange (allgather) and point to point (broadcast); every array
+    received is writable (the allreduce adds into it)."""
     big = np.arange(3 * _collective.SMALL_MESSAGE_BYTES // 8 + 5, dtype=np.int64)
+    edge = _collective.SMALL_MESSAGE_BYTES // 8
     values = [np.arange(7, dtype=np.float64), np.array([True, False]),
               np.array([1 + 2j, 3j]), np.arange(6, dtype=">i4").reshape(2, 3),
               np.asfortranarray(np.arange(12.0).reshape(3, 4)), np.arange(10)[::3],
               np.zeros((0, 4), dtype=np.uint8), np.array(5.5), big, big.astype(np.float32),
-              {"a": [1, 2]}, None, "text"]
+              big[:edge], big[:edge + 1], {"a": [1, 2]}, None, "text"]
 
     def check(collective):
         for value in values:
@@ -310,6 +313,7 @@ def test_values_arrive_as_they_were_sent(n_ranks):
                 for got in received:
                     if isinstance(value, np.ndarray):
                         assert type(got) is np.ndarray and got.dtype == value.dtype
+                        assert got is value or got.flags.writeable
                         np.testing.assert_array_equal(got, value)
                         assert got.shape == value.shape
                     else:
