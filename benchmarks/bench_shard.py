@@ -9,15 +9,18 @@ local :class:`packboost.PackBoostRegressor` once through its
 :class:`~packboost.backends.cpu.CpuBackend` and once through a
 :class:`~packboost.backends.dask.ShardBackend` whose collective has one rank
 (every exchange returns this shard's own numbers, so the shard's model is
-the local fit's: checked). Both on one thread, alternating ``--pairs``
-times in this process, after one fit of each to warm up. Reports, per
-round (the fit's seconds over its rounds, the binning included), the
-minimum and median of each of thread CPU time and wall time, their ratio,
-and each kernel's minimum CPU time a round: where the shard's pipeline
-(its cells-only histogram pass, the pooled sums, the candidates'
-enumeration and era pass, the best-first rounds' Python) costs more than
-the local fit's one pass. On a shared host the minimum is the steadier
-number; the medians show the spread.
+the local fit's: checked). Both on ``--threads`` threads (a worker's
+``threads_per_worker``; default 1), alternating ``--pairs`` times in this
+process, after one fit of each to warm up. Reports, per round after the
+first (a training callback notes when each round ends: the binning and the
+first round are left out, as bench_dask.py's ``ratio_per_round``), the
+minimum and median of each of CPU time (this thread's on one thread, the
+process's on several) and wall time, their ratios, and each kernel's
+minimum time a round over the whole fit (CPU on one thread, wall on
+several): where the shard's pipeline (its cells-only histogram pass, the
+pooled sums, the candidates' enumeration and era pass, the best-first
+rounds' Python) costs more than the local fit's one pass. On a shared host
+the minimum is the steadier number; the medians show the spread.
 
 This is deliverable 1 of the Dask design ("a shard's per-depth work costs
 what the same eras cost locally"), apart from what two processes on one
@@ -54,8 +57,8 @@ def half_of_the_eras(size):
 
 
 @contextlib.contextmanager
-def kernel_clock(seconds: dict):
-    """Adds each KERNELS function's thread CPU seconds to ``seconds[name]``
+def kernel_clock(seconds: dict, clock=time.thread_time):
+    """Adds each KERNELS function's seconds on ``clock`` to ``seconds[name]``
     while the context is open (profile_fit.py's wrapper)."""
     import importlib
 
@@ -65,7 +68,7 @@ def kernel_clock(seconds: dict):
         for module_name, name in KERNELS:
             module = importlib.import_module(f"packboost.{module_name}")
             stack.enter_context(mock.patch.object(
-                module, name, timed(name, getattr(module, name), seconds, time.thread_time)))
+                module, name, timed(name, getattr(module, name), seconds, clock)))
         yield
 
 
@@ -77,27 +80,52 @@ def _shard_backend(device, data, pack_size, n_threads):
     return contextlib.closing(ShardBackend(data, pack_size, n_threads, Collective(0, {})))
 
 
+def _round_clock(clock):
+    """A training callback noting, as each round ends, the wall time and
+    ``clock``'s CPU time."""
+    from packboost.callback import TrainingCallback
+
+    class RoundClock(TrainingCallback):
+        def __init__(self):
+            self.ends = []
+
+        def after_iteration(self, info):
+            self.ends.append((time.perf_counter(), clock()))
+            return False
+
+    return RoundClock()
+
+
 def timed_fit(rows, params, pipeline, kernels=None):
-    """One fit through ``pipeline`` ("local" or "shard"): (thread CPU
-    seconds, wall seconds, held-in predictions of the first 2,000 rows)."""
+    """One fit through ``pipeline`` ("local" or "shard"): (CPU seconds and
+    wall seconds a round after the first, held-in predictions of the first
+    2,000 rows). The CPU clock is this thread's with one thread
+    (``params["n_jobs"]``), the process's with several; ``kernels`` gets
+    each kernel's seconds in the whole fit on it (wall with several)."""
     from packboost import PackBoostRegressor, backends
 
     X, y, era = rows
+    one_thread = params["n_jobs"] == 1
+    cpu_clock = time.thread_time if one_thread else time.process_time
+    rounds = _round_clock(cpu_clock)
     with contextlib.ExitStack() as stack:
         if pipeline == "shard":
             stack.enter_context(mock.patch.object(backends, "open_backend", _shard_backend))
         if kernels is not None:
-            stack.enter_context(kernel_clock(kernels))
-        cpu, wall = time.thread_time(), time.perf_counter()
-        model = PackBoostRegressor(**params).fit(X, y, era=era)
-        cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
-    return cpu, wall, model.predict(X[:2000])
+            stack.enter_context(kernel_clock(
+                kernels, time.thread_time if one_thread else time.perf_counter))
+        model = PackBoostRegressor(**params).fit(X, y, era=era, callbacks=[rounds])
+    (first_wall, first_cpu), (last_wall, last_cpu) = rounds.ends[0], rounds.ends[-1]
+    n = len(rounds.ends) - 1
+    return (last_cpu - first_cpu) / n, (last_wall - first_wall) / n, model.predict(X[:2000])
 
 
-def run(size, rounds, pairs, pack_size, max_depth, feature_fraction):
+def run(size, rounds, pairs, pack_size, max_depth, feature_fraction, threads=1):
+    if rounds < 2:
+        raise ValueError(f"rounds must be at least 2 (the first is not timed), got {rounds}")
     rows = half_of_the_eras(size)
     params = dict(n_estimators=rounds, pack_size=pack_size, max_depth=max_depth,
-                  layer_feature_fraction=feature_fraction, random_state=0, n_jobs=1)
+                  layer_feature_fraction=feature_fraction, random_state=0, n_jobs=threads)
     pipelines = ("local", "shard")
     times = {name: [] for name in pipelines}
     kernels = {name: [] for name in pipelines}
@@ -107,7 +135,7 @@ def run(size, rounds, pairs, pack_size, max_depth, feature_fraction):
             seconds = {}
             cpu, wall, predictions[name] = timed_fit(rows, params, name, seconds)
             if pair:   # the first pair warms up
-                times[name].append((cpu / rounds, wall / rounds))
+                times[name].append((cpu, wall))
                 kernels[name].append(seconds)
     result = {"size": size, "rows": len(rows[1]), "eras": len(np.unique(rows[2])),
               "rounds": rounds, "pairs": pairs, "params": params,
@@ -120,12 +148,14 @@ def run(size, rounds, pairs, pack_size, max_depth, feature_fraction):
             "cpu_round_s_median": float(np.median(values[:, 0])),
             "wall_round_s_min": float(values[:, 1].min()),
             "wall_round_s_median": float(np.median(values[:, 1])),
-            "kernel_cpu_round_s_min": {
+            "kernel_round_s_min": {
                 kernel: float(min(run.get(kernel, 0.0) for run in kernels[name]) / rounds)
                 for kernel in sorted({k for run in kernels[name] for k in run})}}
     for statistic in ("min", "median"):
-        result[f"ratio_cpu_{statistic}"] = (result["shard"][f"cpu_round_s_{statistic}"]
-                                            / result["local"][f"cpu_round_s_{statistic}"])
+        for clock in ("cpu", "wall"):
+            result[f"ratio_{clock}_{statistic}"] = (
+                result["shard"][f"{clock}_round_s_{statistic}"]
+                / result["local"][f"{clock}_round_s_{statistic}"])
     return result
 
 
@@ -149,9 +179,11 @@ def main() -> None:
     parser.add_argument("--pack-size", type=int, default=4)
     parser.add_argument("--max-depth", type=int, default=6)
     parser.add_argument("--feature-fraction", type=float, default=0.1)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads of both fits (a Dask worker's threads_per_worker)")
     args = parser.parse_args()
     results = [run(size, args.rounds, args.pairs, args.pack_size, args.max_depth,
-                   args.feature_fraction) for size in args.sizes]
+                   args.feature_fraction, args.threads) for size in args.sizes]
     print(json.dumps({"machine": _machine(), "results": results}, indent=1))
 
 

@@ -177,6 +177,58 @@ def test_cells_only_needs_the_cells_to_fill():
             dict(DEFAULT_SPLIT_PARAMS), 1, cells_only=True)
 
 
+@pytest.mark.parametrize("era_weighting", ["equal", "count"])
+@pytest.mark.parametrize("era_gain", ["realized", "newton"])
+def test_candidates_enumerated_on_several_threads_are_those_of_one(era_gain, era_weighting):
+    """enumerate_candidates shares the slots among threads, each slot's
+    candidates written in a region of its own and the regions closed up:
+    the same candidates, fields and order as on one thread -- with and
+    without constraints (value bounds, monotone features, pairs not
+    allowed), with count weights' era-weighted sums, slots closed or
+    without candidates."""
+    data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words, where = \
+        _depth(7, True, n_eras=11)
+    _, pooled, era_rows = _read(data, fixed, node_of_row, slot_tree, slot_open, features,
+                                uses, cells, words, where)
+    n_slots, n_positions, width = pooled.shape[:3]
+    era_stats = np.ascontiguousarray(np.stack(
+        [(era_rows > 0).sum(axis=1), era_rows.sum(axis=1), (era_rows ** 2).sum(axis=1)],
+        axis=1).astype(np.float64))
+    rng = np.random.default_rng(3)
+    params = {**DEFAULT_SPLIT_PARAMS, "lambda_dir": 0.3, "era_gain": era_gain,
+              "era_weighting": era_weighting}
+    weighted = ((rng.normal(size=(n_slots, n_positions, 4)),
+                 rng.normal(size=(n_slots, n_positions, width, 2)))
+                if era_weighting == "count" else (None, None))
+    bounds = np.tile([-np.inf, np.inf], (n_slots, 1))
+    bounds[::2] = [-0.05, 0.08]
+    constrained = {"slot_bounds": bounds,
+                   "feature_monotone": rng.integers(-1, 2, n_positions).astype(np.int8),
+                   "slot_allows_feature": (rng.random((n_slots, n_positions)) < 0.7
+                                           ).astype(np.uint8)}
+    for constraints in (None, constrained):
+        one, several = (_distributed.enumerate_candidates(
+            pooled, era_stats, slot_tree, slot_open, features, uses, data.n_bins, params,
+            *weighted, constraints, n_threads) for n_threads in (1, 4))
+        assert len(one["slot"]) > 20 and set(one) == set(several)
+        assert np.all(np.diff(one["slot"]) >= 0)   # slot after slot
+        for name in one:
+            assert one[name].dtype == several[name].dtype
+            np.testing.assert_array_equal(one[name], several[name], err_msg=name)
+        # Each candidate's fields are its own tile's (whole grid steps: exact
+        # in any order): its node, its left side with the missing bin where
+        # it goes left, its node's value bounds.
+        for i, (slot, position, threshold) in enumerate(zip(
+                one["slot"], one["position"], one["threshold"], strict=True)):
+            assert slot_open[slot] and uses[position, slot_tree[slot]]
+            tile = pooled[slot, position, :data.n_bins[features[position]] + 1]
+            left = tile[:threshold + 1].sum(axis=0) + (tile[-1] if one["missing_left"][i] else 0)
+            assert (one["sum_g"][i], one["sum_h"][i]) == (tile[:, 0].sum(), tile[:, 1].sum())
+            assert (one["left_g"][i], one["left_h"][i], one["left_count"][i]) == tuple(left)
+            bound = bounds[slot] if constraints else [-np.inf, np.inf]
+            assert (one["lower"][i], one["upper"][i]) == tuple(bound)
+
+
 @pytest.mark.parametrize("era_gain", ["realized", "newton"])
 def test_era_pass_over_any_split_of_the_eras_gives_the_sums_of_all_eras(era_gain):
     """The era pass on a grid (docs/des.md §6.3): the largest terms and the
@@ -343,18 +395,20 @@ def test_era_pass_sums_on_the_grid_are_the_float_sums_to_rounding():
         assert n > 10 and np.any(steps != 0)
 
 
-def test_rank_in_slot_orders_each_slots_candidates_highest_first():
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_rank_in_slot_orders_each_slots_candidates_highest_first(n_threads):
     """The order of the Dask era pass's rounds (best first, as the local scan
     goes): within each slot by value, the largest 0, ties to the lower
     index, NaN after every number (-inf included) -- against sorting each
-    slot alone; slots in any order, some empty."""
+    slot alone; slots in any order, some empty; the slots sorted on one
+    thread or shared among several."""
     rng = np.random.default_rng(4)
     for n in (0, 1, 7, 200, 3000):
         slot = rng.integers(0, 5, n).astype(np.int32)
         value = rng.integers(-3, 3, n).astype(float)   # ties
         value[rng.random(n) < 0.1] = -np.inf
         value[rng.random(n) < 0.2] = np.nan
-        rank = _distributed.rank_in_slot(slot, value, 6)
+        rank = _distributed.rank_in_slot(slot, value, 6, n_threads)
         assert rank.dtype == np.int64 and rank.shape == (n,)
         for one in range(6):
             members = np.flatnonzero(slot == one)

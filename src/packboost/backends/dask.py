@@ -363,7 +363,8 @@ class ShardBackend(CpuBackend):
                  era_rows, split_params, fixed), np.ascontiguousarray(era_stats[:, 0]))
         candidates = _distributed.enumerate_candidates(
             pooled, np.ascontiguousarray(era_stats), slot_tree, slot_open, features,
-            tree_uses_feature, data.n_bins, split_params, totals, weighted_left, constraints)
+            tree_uses_feature, data.n_bins, split_params, totals, weighted_left, constraints,
+            self.n_threads)
         n = len(candidates["slot"])
         newton = split_params["era_gain"] == "newton"
         needs_pass = (split_params["lambda_dro"] != 0.0 or split_params["lambda_dir"] != 0.0
@@ -434,7 +435,7 @@ class ShardBackend(CpuBackend):
         # exchanges, each candidate one pass over a shard's eras.)
         mean = candidates["mean"]
         bound = mean + split_params["lambda_dir"] * np.abs(mean)
-        rank = _distributed.rank_in_slot(candidates["slot"], bound, n_slots)
+        rank = _distributed.rank_in_slot(candidates["slot"], bound, n_slots, self.n_threads)
         floor = np.full(n_slots, -np.inf)
         score, gain = np.full(n, -np.inf), np.zeros(n)
         n_open = max(1, int(np.count_nonzero(slot_open)))
