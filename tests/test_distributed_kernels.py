@@ -74,10 +74,12 @@ def _depth(seed, weighted, n_rows=900, n_features=7, n_eras=9, pack_size=2, n_sl
     if cells_only:
         # pooled in the pass: every open slot's rows' sums over all eras
         widths = np.ascontiguousarray(widths, dtype=np.int64)
-        np.testing.assert_array_equal(
-            _distributed.pooled_from_cells(in_pass, _distributed.cell_prefix(widths), widths,
-                                           n_slots, int(widths.max()), fixed),
-            _pooled_oracle(data, fixed, node_of_row, slot_tree, slot_open, features, uses))
+        expected = _pooled_oracle(data, fixed, node_of_row, slot_tree, slot_open, features, uses)
+        for n_threads in (1, 3):
+            np.testing.assert_array_equal(
+                _distributed.pooled_from_cells(in_pass, _distributed.cell_prefix(widths),
+                                               widths, n_slots, int(widths.max()), fixed,
+                                               n_threads), expected)
     return (data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells, words,
             (origin, stride))
 
@@ -116,9 +118,10 @@ def _read(data, fixed, node_of_row, slot_tree, slot_open, features, uses, cells,
     origin, stride = origin_stride
     widths = np.ascontiguousarray(data.n_bins[features] + 1, dtype=np.int64)
     pooled = _pooled_oracle(data, fixed, node_of_row, slot_tree, slot_open, features, uses)
-    era_rows = _distributed.era_rows_from_cells(cells, origin, stride, widths, slot_tree,
-                                                slot_open, uses, data.n_eras, words,
-                                                fixed.count_bits)
+    era_rows, on_threads = (_distributed.era_rows_from_cells(
+        cells, origin, stride, widths, slot_tree, slot_open, uses, data.n_eras, words,
+        fixed.count_bits, n_threads) for n_threads in (1, 3))
+    np.testing.assert_array_equal(on_threads, era_rows)   # the slots shared among threads
     return (origin, stride, widths, slot_tree), pooled, era_rows
 
 

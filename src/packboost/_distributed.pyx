@@ -137,12 +137,13 @@ def cell_prefix(const int64_t[::1] widths):
 
 def pooled_from_cells(const int64_t[::1] pooled_cells, const int64_t[::1] prefix,
                       const int64_t[::1] widths, Py_ssize_t n_slots, Py_ssize_t width,
-                      fixed):
+                      fixed, int n_threads=1):
     """A depth's pooled cells (find_best_splits' ``pooled_cells``: per slot
     and candidate cell the gradient units, the rows and, without a constant
     hessian, the hessian units; int64, all-reduced over the shards) as the
     (n_slots, n_features_d, width, 3) float64 sums enumerate_candidates
-    reads (g, h, count; exact grid values)."""
+    reads (g, h, count; exact grid values). The slots are shared among
+    ``n_threads`` threads."""
     cdef Py_ssize_t n_cand = prefix.shape[0], slot, position, b
     cdef Py_ssize_t words = 1 if fixed.hessian_is_constant else 2, pw = words + 1
     cdef Py_ssize_t slot_cells = (prefix[n_cand - 1] + widths[n_cand - 1]) if n_cand else 0
@@ -152,7 +153,8 @@ def pooled_from_cells(const int64_t[::1] pooled_cells, const int64_t[::1] prefix
     cdef double[:, :, :, ::1] out = pooled
     cdef const int64_t* cell
     with nogil:
-        for slot in range(n_slots):
+        for slot in prange(n_slots, schedule='static',
+                           num_threads=max(1, min(n_threads, n_slots))):
             for position in range(n_cand):
                 for b in range(widths[position]):
                     cell = &pooled_cells[(slot * slot_cells + prefix[position] + b) * pw]
@@ -167,10 +169,11 @@ def era_rows_from_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
                         const int64_t[::1] stride, const int64_t[::1] widths,
                         const int32_t[::1] slot_tree, const uint8_t[::1] slot_open,
                         const uint8_t[:, ::1] tree_uses_feature, Py_ssize_t n_eras,
-                        Py_ssize_t words, int count_bits):
+                        Py_ssize_t words, int count_bits, int n_threads=1):
     """Rows of each open slot in each era (n_slots, n_eras) float64, from the
     counts of the first feature its tree uses (0 where it uses none: the slot
-    then has no candidate)."""
+    then has no candidate). The slots are shared among ``n_threads``
+    threads."""
     cdef Py_ssize_t n_slots = slot_tree.shape[0], n_cand = origin.shape[0]
     cdef Py_ssize_t slot, position, era, b, chosen
     cdef uint64_t mask = ((<uint64_t>1) << count_bits) - 1
@@ -179,7 +182,8 @@ def era_rows_from_cells(const int64_t[::1] cells, const int64_t[:, ::1] origin,
     cdef const int64_t* first
     cdef uint64_t count
     with nogil:
-        for slot in range(n_slots):
+        for slot in prange(n_slots, schedule='dynamic',
+                           num_threads=max(1, min(n_threads, n_slots))):
             if not slot_open[slot]:
                 continue
             chosen = -1

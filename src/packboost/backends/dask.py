@@ -336,7 +336,7 @@ class ShardBackend(CpuBackend):
         # tests/test_distributed_kernels.py: nothing to clear before reading.)
         era_rows = _distributed.era_rows_from_cells(cells, origin, stride, widths, slot_tree,
                                                     slot_open, tree_uses_feature, data.n_eras,
-                                                    words, fixed.count_bits)
+                                                    words, fixed.count_bits, self.n_threads)
         # Per slot over all eras: eras with rows, rows, squared era rows (the
         # era weights' totals), added with the pooled cells in one message.
         # Integer sums: the same in any order.
@@ -351,7 +351,7 @@ class ShardBackend(CpuBackend):
         if slot_variance is None:
             slot_variance = self._completed_variance(summed[pooled_size + 3 * n_slots:])
         pooled = _distributed.pooled_from_cells(pooled_cells, _distributed.cell_prefix(widths),
-                                                widths, n_slots, width, fixed)
+                                                widths, n_slots, width, fixed, self.n_threads)
         largest_era_rows = np.zeros(n_slots)
         totals = weighted_left = None
         if split_params["era_weighting"] == "count":
