@@ -298,6 +298,22 @@ class Collective:
         array = np.asarray(array)
         if self.size > 2 and array.nbytes >= RING_MIN_BYTES:
             return self._ring_allreduce(array, operation)
+        if self.size == 2 and array.nbytes <= SMALL_MESSAGE_BYTES:
+            # Most of a depth's exchanges: the direct exchange below without
+            # its dictionaries and lists (~20 us of a ~70 us exchange's CPU).
+            other = 1 - self.rank
+            parts = _framed(array)
+            self._send_parts(other, parts)
+            self.bytes_sent += _payload_bytes(parts)
+            self.messages_sent += 1
+            total = self.receive(other)
+            if not isinstance(total, np.ndarray) or total.dtype != array.dtype \
+                    or total.shape != array.shape:
+                raise ValueError("allreduce: the ranks gave arrays of different dtypes or "
+                                 "shapes")
+            first, second = (array, total) if self.rank == 0 else (total, array)
+            _combine_into(total, first, second, operation)
+            return total
         if self.size <= DIRECT_MAX_RANKS:
             # Reduced in rank order on every rank: the same numbers everywhere
             # (also for float sums), as the star's rank 0 adds them.
