@@ -2,6 +2,8 @@
 
     python benchmarks/bench_dask.py --sizes small medium --rounds 5 --workers 1 2 \
         --threads-per-worker 1 --repeats 3
+    python benchmarks/bench_dask.py --sizes medium --rounds 10 --workers 1 2 \
+        --threads-per-worker 2 1 --layout by-era     # two layouts of the same cores
 
 For each size, fits the local :class:`packboost.PackBoostRegressor` with
 ``w x t`` threads (in a process of its own holding the rows, as a user's
@@ -221,8 +223,10 @@ def machine_floor(X, y, era, params, workers, threads_per_worker, repeats):
             "contention": float(np.median(together) / np.median(alone))}
 
 
-def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max_depth,
-        feature_fraction, layout="shuffled", floor=False, pause=3.0):
+def run(size, rounds, layouts, repeats, pack_size, max_depth, feature_fraction,
+        layout="shuffled", floor=False, pause=3.0):
+    """Each (workers, threads_per_worker) of ``layouts`` against the local fit
+    on workers x threads_per_worker threads, on ``size``'s data."""
     import dask.array as da
     from distributed import Client, LocalCluster, get_task_stream
 
@@ -235,7 +239,7 @@ def run(size, rounds, worker_counts, threads_per_worker, repeats, pack_size, max
                "eras": int(len(np.unique(era))), "params": params, "runs": []}
     chunk = -(-len(y) // 8)
     local_fits = LocalFitProcess(size, layout, params)
-    for workers in worker_counts:
+    for workers, threads_per_worker in layouts:
         threads = workers * threads_per_worker
         local_times, dask_times, fit_task_times = [], [], []
         local_rounds, dask_rounds = [], []
@@ -383,7 +387,10 @@ def main() -> None:
     parser.add_argument("--sizes", choices=SIZES, nargs="+", default=["small"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--threads-per-worker", type=int, default=1)
+    parser.add_argument("--threads-per-worker", type=int, nargs="+", default=[1],
+                        help="one count for every --workers entry, or one for each "
+                             "(--workers 1 2 --threads-per-worker 2 1: one worker of two "
+                             "threads, then two of one)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pack-size", type=int, default=4)
     parser.add_argument("--max-depth", type=int, default=6)
@@ -396,11 +403,18 @@ def main() -> None:
                         help="also the machine's floor: each shard's local fit in its own "
                              "process, all at once and each alone (machine_floor)")
     args = parser.parse_args()
+    threads = args.threads_per_worker
+    if len(threads) == 1:
+        threads = threads * len(args.workers)
+    if len(threads) != len(args.workers):
+        parser.error(f"--threads-per-worker takes one count or one for each of the "
+                     f"{len(args.workers)} --workers entries, got {len(threads)}")
+    layouts = list(zip(args.workers, threads, strict=True))
     report = []
     for size in args.sizes:
-        results = run(size, args.rounds, args.workers, args.threads_per_worker, args.repeats,
-                      args.pack_size, args.max_depth, args.feature_fraction, args.layout,
-                      args.floor, args.pause)
+        results = run(size, args.rounds, layouts, args.repeats, args.pack_size,
+                      args.max_depth, args.feature_fraction, args.layout, args.floor,
+                      args.pause)
         one = results["runs"][0]
         per_row_round = (one["local_fit_s"] * one["local_threads"]
                          / (results["rows"] * args.rounds))

@@ -19,8 +19,8 @@
 #   test      parity + the estimator and grower suites + the GPU cases of the others
 #   sanitize  compute-sanitizer memcheck and racecheck
 #   dask      benchmarks/bench_dask.py with DASK_ARGS on the machine's CPU cores
-#             (strong scaling: the local fit on w x t threads against w Dask
-#             workers x t threads), dask/distributed from .whl/dask/; after
+#             (default: the local fit on 16 threads against 1 Dask worker x 16
+#             threads, 2 x 8 and 8 x 2), dask/distributed from .whl/dask/; after
 #             DASK_TIMEOUT seconds if set; JSON in bench_dask.json
 #   bench     benchmarks/bench_gpu.py with BENCH_ARGS (default: the plan below),
 #             stopped after BENCH_TIMEOUT seconds if set; its JSON is
@@ -301,7 +301,7 @@ if has_stage dask; then
             && python3 -m pip install -q --no-index --no-deps --target "$DASK_SITE" "${dask_wheels[@]}"; then
         export PYTHONPATH="$PYTHONPATH:$DASK_SITE"
     fi
-    DASK_ARGS=${DASK_ARGS:---sizes medium --rounds 10 --workers 2 4 8 --threads-per-worker 2 --repeats 1}
+    DASK_ARGS=${DASK_ARGS:---sizes medium --rounds 10 --workers 1 2 8 --threads-per-worker 16 8 2 --repeats 1}
     log "Dask scaling: benchmarks/bench_dask.py $DASK_ARGS (limit ${DASK_TIMEOUT:-none} s)"
     set +e
     # shellcheck disable=SC2086
