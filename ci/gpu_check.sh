@@ -62,8 +62,8 @@
 #
 # The 16-core Dask scaling (carry .whl with .whl/dask/, ~5 MB more) is a second
 # call: `DASK_TIMEOUT=420 ci/gpu_check.sh build dask` (build ~60 s; medium,
-# 10 rounds, 2/4/8 workers x 2 threads against the local fit on as many threads:
-# a few minutes, never measured on 16 cores yet).
+# 10 rounds, 1 worker x 16 threads, 2 x 8 and 8 x 2 against the local fit on 16
+# threads: a few minutes, never measured on 16 cores yet).
 #
 # Not in that call (another one): sanitize (~3-5 minutes), the `test` stage's
 # estimator suites, feature fraction 1.0 (BENCH_ARGS="--feature-fraction 1.0").
