@@ -58,18 +58,21 @@ SIZES = {
 ERA_PASS_BYTES = 2 * 3 * 8
 
 
-def _round_clock():
-    """A training callback noting when each round ends: a fit's rounds
-    without its setup (binning, and for Dask the loading), the cost a long
-    fit pays per round."""
+def round_clock(cpu_clock=None):
+    """A training callback noting when each round ends (``ends``, wall; with
+    ``cpu_clock``, its reading too, ``cpu_ends``): a fit's rounds without its
+    setup (binning, and for Dask the loading), the cost a long fit pays per
+    round."""
     from packboost.callback import TrainingCallback
 
     class RoundClock(TrainingCallback):
         def __init__(self):
-            self.ends = []
+            self.ends, self.cpu_ends = [], []
 
         def after_iteration(self, info):
             self.ends.append(time.perf_counter())
+            if cpu_clock is not None:
+                self.cpu_ends.append(cpu_clock())
             return False
 
     return RoundClock()
@@ -100,7 +103,7 @@ def _timed_local_fit(data, params, threads) -> tuple:
     from packboost import PackBoostRegressor
 
     X, y, era, test = data
-    clock = _round_clock()
+    clock = round_clock()
     start = time.perf_counter()
     model = PackBoostRegressor(**params, n_jobs=threads).fit(X, y, era=era, callbacks=[clock])
     seconds = time.perf_counter() - start

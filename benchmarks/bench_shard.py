@@ -38,7 +38,7 @@ import time
 from unittest import mock
 
 import numpy as np
-from bench_dask import SIZES, benchmark_data
+from bench_dask import SIZES, benchmark_data, round_clock, seconds_per_round
 
 # The kernels whose CPU time is reported (module, name).
 KERNELS = (("_split", "find_best_splits"), ("_partition", "route_rows"),
@@ -80,22 +80,6 @@ def _shard_backend(device, data, pack_size, n_threads):
     return contextlib.closing(ShardBackend(data, pack_size, n_threads, Collective(0, {})))
 
 
-def _round_clock(clock):
-    """A training callback noting, as each round ends, the wall time and
-    ``clock``'s CPU time."""
-    from packboost.callback import TrainingCallback
-
-    class RoundClock(TrainingCallback):
-        def __init__(self):
-            self.ends = []
-
-        def after_iteration(self, info):
-            self.ends.append((time.perf_counter(), clock()))
-            return False
-
-    return RoundClock()
-
-
 def timed_fit(rows, params, pipeline, kernels=None):
     """One fit through ``pipeline`` ("local" or "shard"): (CPU seconds and
     wall seconds a round after the first, held-in predictions of the first
@@ -107,7 +91,7 @@ def timed_fit(rows, params, pipeline, kernels=None):
     X, y, era = rows
     one_thread = params["n_jobs"] == 1
     cpu_clock = time.thread_time if one_thread else time.process_time
-    rounds = _round_clock(cpu_clock)
+    rounds = round_clock(cpu_clock)
     with contextlib.ExitStack() as stack:
         if pipeline == "shard":
             stack.enter_context(mock.patch.object(backends, "open_backend", _shard_backend))
@@ -115,9 +99,8 @@ def timed_fit(rows, params, pipeline, kernels=None):
             stack.enter_context(kernel_clock(
                 kernels, time.thread_time if one_thread else time.perf_counter))
         model = PackBoostRegressor(**params).fit(X, y, era=era, callbacks=[rounds])
-    (first_wall, first_cpu), (last_wall, last_cpu) = rounds.ends[0], rounds.ends[-1]
-    n = len(rounds.ends) - 1
-    return (last_cpu - first_cpu) / n, (last_wall - first_wall) / n, model.predict(X[:2000])
+    return (seconds_per_round(rounds.cpu_ends), seconds_per_round(rounds.ends),
+            model.predict(X[:2000]))
 
 
 def run(size, rounds, pairs, pack_size, max_depth, feature_fraction, threads=1):
