@@ -247,15 +247,16 @@ class Collective:
         start = time.perf_counter()
         frame = _receive_exactly(connection, _FRAME.size, other, into=self._frame)
         kind, described, length = _FRAME.unpack(frame)
+        incoming = _Incoming()
         if length <= SMALL_MESSAGE_BYTES:
             # Description and payload in one system call (most of a depth's
             # messages are this small: the calls cost more than the bytes).
-            body = _receive_exactly(connection, described + length, other)
-            self.seconds_waiting += time.perf_counter() - start
-            return _decoded(kind, body, described)
-        incoming = _Incoming()
-        incoming.begin(kind, _receive_exactly(connection, described, other), length)
-        _receive_exactly(connection, length, other, into=incoming.payload)
+            body = memoryview(_receive_exactly(connection, described + length, other))
+            incoming.begin(kind, bytes(body[:described]), length)
+            incoming.payload[:] = body[described:]
+        else:
+            incoming.begin(kind, _receive_exactly(connection, described, other), length)
+            _receive_exactly(connection, length, other, into=incoming.payload)
         self.seconds_waiting += time.perf_counter() - start
         return incoming.finished()
 
@@ -302,15 +303,9 @@ class Collective:
             # Most of a depth's exchanges: the direct exchange below without
             # its dictionaries and lists (~20 us of a ~70 us exchange's CPU).
             other = 1 - self.rank
-            parts = _framed(array)
-            self._send_parts(other, parts)
-            self.bytes_sent += _payload_bytes(parts)
-            self.messages_sent += 1
+            self.send(other, array)
             total = self.receive(other)
-            if not isinstance(total, np.ndarray) or total.dtype != array.dtype \
-                    or total.shape != array.shape:
-                raise ValueError("allreduce: the ranks gave arrays of different dtypes or "
-                                 "shapes")
+            _check_alike(array, [total])
             first, second = (array, total) if self.rank == 0 else (total, array)
             _combine_into(total, first, second, operation)
             return total
@@ -318,9 +313,7 @@ class Collective:
             # Reduced in rank order on every rank: the same numbers everywhere
             # (also for float sums), as the star's rank 0 adds them.
             parts = self.allgather(array)
-            if any(part.dtype != array.dtype or part.shape != array.shape for part in parts):
-                raise ValueError("allreduce: the ranks gave arrays of different dtypes or "
-                                 "shapes")
+            _check_alike(array, parts)
             # Into a received array (this rank's own is the caller's): no
             # copy of a depth's pooled cells. parts[0] with parts[1] first,
             # then the others in rank order; a + b and max(a, b) are the
@@ -545,19 +538,12 @@ def _array_description(description: bytes) -> tuple:
     return np.dtype(dtype), shape
 
 
-def _decoded(kind: int, body, described: int):
-    """A small message's value from its description and payload ``body``
-    (one buffer): the array copied out into its own memory, or unpickled."""
-    if kind == _ARRAY:
-        dtype, shape = _array_description(bytes(body[:described]))
-        array = np.empty(shape, dtype=dtype)
-        if array.nbytes != len(body) - described:
-            raise PeerLostError("a malformed message: its array does not match its length")
-        array.reshape(-1).view(np.uint8)[:] = np.frombuffer(body, np.uint8, offset=described)
-        return array
-    if kind == _PICKLED:
-        return pickle.loads(body)
-    raise PeerLostError(f"a malformed message (kind {kind})")
+def _check_alike(array: np.ndarray, parts: list) -> None:
+    """The direct allreduce's check: every rank gave an array of ``array``'s
+    dtype and shape."""
+    if any(not isinstance(part, np.ndarray) or part.dtype != array.dtype
+           or part.shape != array.shape for part in parts):
+        raise ValueError("allreduce: the ranks gave arrays of different dtypes or shapes")
 
 
 def _payload_bytes(parts: list) -> int:
