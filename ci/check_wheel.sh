@@ -4,6 +4,7 @@
 # source tree.
 #
 #   ci/check_wheel.sh              # CPU wheel + full suite; CUDA wheel when it can be built
+#   WHEEL_TESTS=packaging ci/check_wheel.sh  # the packaging tests only (below; .ci/run)
 #   CUDA=skip ci/check_wheel.sh    # CPU only
 #   CUDA=require ci/check_wheel.sh # fail when the CUDA wheel cannot be built
 #
@@ -16,6 +17,11 @@
 # 4. A fresh venv gets the repaired wheel with its [test] extra; ci/check_installed.py
 #    and the whole test suite run from $WORK/run against it -- including
 #    tests/test_cimport.py, which builds a downstream `cimport packboost` package.
+#    WHEEL_TESTS=packaging runs only the tests whose outcome depends on how the package
+#    was built and installed (PACKAGING_TESTS: the downstream cimport build, the public
+#    modules and lazy imports, the built-in data, the command line and the README's
+#    commands, OpenMP in forked and spawned children); .ci/run uses it because it has
+#    just run the whole suite against the same sources installed by pip.
 # 5. CUDA (issue 8's backend): the tree renamed to packboost-cu13 by ci/variant.py,
 #    built with -Dcuda=enabled and the release architecture list, repaired with
 #    `--exclude libcuda.so.1`, installed with its run-time dependencies only and checked
@@ -36,6 +42,14 @@ PYTHON="${PYTHON:-python3}"
 CUDA="${CUDA:-auto}"
 # Release list (ci/cibuildwheel-cu13.toml): SASS per major architecture, PTX for the newest.
 CUDA_ARCHS="${CUDA_ARCHS:-7.5,8.0,8.6,9.0,10.0,12.0+PTX}"
+WHEEL_TESTS="${WHEEL_TESTS:-all}"
+PACKAGING_TESTS=(tests/test_cimport.py tests/test_packaging.py tests/test_datasets.py
+                 tests/test_cli.py tests/test_readme.py tests/test_fork.py tests/test_threads.py)
+case "$WHEEL_TESTS" in
+    all) SUITE=(tests) ;;
+    packaging) SUITE=("${PACKAGING_TESTS[@]}") ;;
+    *) echo "check_wheel: WHEEL_TESTS must be all or packaging, got '$WHEEL_TESTS'" >&2; exit 2 ;;
+esac
 
 if [[ "${REBUILD:-0}" == 1 ]]; then rm -rf "$WORK"; fi
 mkdir -p "$WORK"
@@ -119,7 +133,7 @@ check_vendored() {  # check_vendored WHEEL: one libgomp, no libcuda
 check_vendored "$REPAIRED"
 note "CPU wheel repaired $(size "$REPAIRED")"
 
-# -- 4. a fresh venv, the suite from outside the tree ----------------------------------------
+# -- 4. a fresh venv, the suite (WHEEL_TESTS) from outside the tree ----------------------------------------
 step "fresh venv with the repaired CPU wheel and its [test] extra"
 rm -rf "$WORK/venv-cpu" "$WORK/run"
 "$PYTHON" -m venv "$WORK/venv-cpu"
@@ -135,8 +149,8 @@ step "check_installed.py + pytest against the CPU wheel"
 else 'check_wheel: import packboost found ' + packboost.__file__)"
 "$VPY" -P ci/check_installed.py --variant cpu --version "$VERSION"
 suite_start=$(date +%s)
-"$VPY" -P -m pytest -q -p no:cacheprovider tests
-note "test suite on the CPU wheel: $(( $(date +%s) - suite_start )) s"
+"$VPY" -P -m pytest -q -p no:cacheprovider "${SUITE[@]}"
+note "tests ($WHEEL_TESTS) on the CPU wheel: $(( $(date +%s) - suite_start )) s"
 cd "$REPO"
 
 # -- 5. the CUDA variant ----------------------------------------------------------------
