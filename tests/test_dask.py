@@ -105,6 +105,46 @@ def test_regressor_is_the_local_fit_bit_for_bit(client, problem, extra, era_plac
     np.testing.assert_array_equal(plain.predict(X), local.predict(X))
 
 
+def test_multiclass_classifier_on_shards_of_unequal_rows_is_the_local_fit(client, problem):
+    """Three classes: one row of labels for three outputs. Era 0 has half the
+    rows of the others, so the two shards hold different numbers of rows
+    (the check for unknown targets once gave one flag per row, not per
+    output, and the shards' arrays did not match)."""
+    X, y, era = problem
+    keep = (era != 0) | (np.arange(len(y)) % 2 == 0)
+    X, y, era = X[keep], y[keep], era[keep]
+    labels = np.digitize(y, np.quantile(y, [0.3, 0.7]))
+    local = PackBoostClassifier(**PARAMS).fit(X, labels, era=era)
+    model = DaskPackBoostClassifier(**PARAMS)
+    model.client = client
+    model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(labels, chunks=700),
+              era=da.from_array(era, chunks=700))
+    assert len(local.classes_) == 3
+    assert_same_model(local, model)
+    np.testing.assert_array_equal(model.to_local().predict_proba(X), local.predict_proba(X))
+
+
+class _FailAtSecondRound(TrainingCallback):
+    def after_iteration(self, info):
+        if info.iteration == 1:
+            raise ArithmeticError("the callback failed at round 2")
+        return False
+
+
+def test_an_error_in_the_fit_task_reaches_the_caller_as_itself(client, problem):
+    """A fit task that raises (here rank 0's callback) fails the fit with its
+    own error, not a lost worker: the errors are read before the fit's
+    other tasks are cancelled (cancelling marks a failed future cancelled)."""
+    X, y, era = problem
+    model = DaskPackBoostRegressor(**dict(PARAMS, n_estimators=4))
+    model.client = client
+    with pytest.raises(ArithmeticError, match="the callback failed at round 2"):
+        model.fit(da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700),
+                  era=da.from_array(era, chunks=700), callbacks=[_FailAtSecondRound()])
+    assert not hasattr(model, "ensemble_")
+    assert set(client.run(_shards_held).values()) == {0}
+
+
 def test_classifier_from_a_dataframe_with_an_era_column(client, problem, tmp_path):
     X, y, era = problem
     labels = np.where(y > np.median(y), "up", "down")

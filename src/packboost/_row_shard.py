@@ -125,15 +125,18 @@ class RowShard:
         (in_era_order runs at every depth of a categorical fit: sorted once)."""
         return np.argsort(np.concatenate(self.shard_eras), kind="stable")
 
-    def known_targets(self, y: np.ndarray, era_offsets: np.ndarray):
+    def known_targets(self, y: np.ndarray, era_offsets: np.ndarray, n_outputs: int):
         """:class:`packboost._unknown_targets.KnownTargets` of this shard's
-        rows of an output-major ``y``, with each target complete only where
+        rows of an output-major ``y`` of ``n_outputs`` outputs, with each target complete only where
         it is known in every shard's rows (so every shard takes the same
         path for it); None where every target is known everywhere."""
         from packboost._unknown_targets import KnownTargets
 
         floats = y.ndim == 2 and y.dtype.kind == "f"
-        unknown = np.isnan(y).any(axis=1) if floats else np.zeros(len(y), dtype=bool)
+        # One flag per output, the same length on every shard: class labels
+        # (one row of codes for several outputs) are never unknown.
+        unknown = (np.isnan(y).any(axis=1) if floats
+                   else np.zeros(n_outputs, dtype=bool))
         anywhere = self.maximum(unknown.astype(np.float64)) > 0
         if not anywhere.any():
             return None

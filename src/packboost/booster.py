@@ -323,7 +323,7 @@ def train(data: TrainingData, y: np.ndarray, sample_weight: np.ndarray | None,
     known = KnownTargets.of(y, data.era_offsets) if n_outputs > 1 else None
     if shard is not None and n_outputs > 1:
         # Whether a target has unknown rows is a question about all shards.
-        known = shard.known_targets(y, data.era_offsets)
+        known = shard.known_targets(y, data.era_offsets, n_outputs)
     # Grow on gradients of magnitude ~1 whatever the scale of y and the weights,
     # exactly (powers of two): one rescaling per fit and output, from the
     # gradients at the base score (docs/fixed-point.md §9).

@@ -116,6 +116,9 @@ POLL_SECONDS = 0.5
 # How long the client waits for a finished task's result (the fitted model
 # from rank 0) before it checks whether the worker holding it is gone.
 RESULT_SECONDS = 60.0
+# How long the client waits for a failed fit's own error once the other ranks
+# have reported their lost peer.
+CAUSE_SECONDS = 3.0
 
 
 @dataclass
@@ -689,16 +692,28 @@ def _wait(client, shards, futures) -> list:
                 pass
         failed = [future for future in futures if future.status in ("error", "cancelled")]
         if failed:
+            # A worker whose task fails closes its connections: the others
+            # then report a lost peer, often before the failing task's own
+            # error reaches the client. The failure itself is the error to
+            # show: wait a little for it (a worker that died never sends one).
+            cause = _causes(futures)
+            pending = [future for future in futures if future.status == "pending"]
+            if not cause and pending:
+                _check_workers(client, shards, futures)   # a worker gone: no cause will come
+                try:
+                    with client.as_current():
+                        wait(pending, timeout=CAUSE_SECONDS)
+                except TimeoutError:
+                    pass
+                cause = _causes(futures)
+            # Read before cancelling: cancelling marks a failed future cancelled.
+            errors = [future.exception() for future in futures if future.status == "error"]
             client.cancel(futures)
-            errors = [future.exception() for future in failed if future.status == "error"]
-            # A worker that fails closes its connections: the others then
-            # report a lost peer. The failure itself is the error to show.
-            cause = [error for error in errors
-                     if not isinstance(error, (PeerLostError, WorkerLostError))]
             if cause:
                 raise cause[0]
             _check_workers(client, shards, futures, wait_seconds=5.0)
-            raise WorkerLostError(f"a Dask worker of the fit stopped answering ({errors[0]}); "
+            why = errors[0] if errors else "its task was cancelled"
+            raise WorkerLostError(f"a Dask worker of the fit stopped answering ({why}); "
                                   "the fit was abandoned (no model was kept)")
         if all(future.status == "finished" for future in futures):
             # Fetched with a timeout too: a worker that dies after its task
@@ -712,6 +727,14 @@ def _wait(client, shards, futures) -> list:
                     f"the results of the fit's tasks did not arrive within {RESULT_SECONDS} s; "
                     "the fit was abandoned (no model was kept)") from None
         _check_workers(client, shards, futures)
+
+
+def _causes(futures) -> list:
+    """The errors of the failed ``futures`` other than a lost peer or worker
+    (what another rank's failure makes the others report)."""
+    return [error for error in (future.exception() for future in futures
+                                if future.status == "error")
+            if not isinstance(error, (PeerLostError, WorkerLostError))]
 
 
 def _check_workers(client, shards, futures, wait_seconds: float = 0.0) -> None:
