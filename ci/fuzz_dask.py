@@ -14,7 +14,9 @@ error. Each trial draws
   objective, regularisation, monotone constraints and bins;
 * the estimator: a regressor, or a classifier of two or three classes;
 * extras: an eval set (with or without eras) and early stopping, or
-  continued training from a local model (``init_model``).
+  continued training from a local model (``init_model``);
+* the input: Dask arrays, or a Dask DataFrame with the eras in a column;
+  the Dask model also predicts lazily on a Dask array.
 
 A trial whose predictions, eval results or best iteration differ, or whose
 errors differ in type, is printed with what reproduces it (the seed and the
@@ -115,13 +117,38 @@ def draw_trial(rng) -> dict:
             fit_extra["early_stopping_rounds"] = 1
         params["n_estimators"] += 3
     continued = rng.random() < 0.2 and not classify
+    as_frame = rng.random() < 0.3
     return dict(params=params, X=X, y=y, era=era, weight=weight, chunk=chunk,
-                classify=classify, fit_extra=fit_extra, continued=continued)
+                classify=classify, fit_extra=fit_extra, continued=continued, as_frame=as_frame)
 
 
-def _fit(estimator, trial, dask_input=None):
-    """Fit ``estimator`` on the trial's rows (as Dask arrays when
-    ``dask_input`` is the dask.array module); (estimator, None) or (None, error)."""
+def _dask_inputs(trial):
+    """The trial's (X, y, era, weight) as Dask collections cut into
+    ``chunk``-row partitions: arrays, or (``as_frame``) a DataFrame with the
+    eras in a column named by ``era`` (a one-target y as a Series)."""
+    import dask.array as da
+
+    X, y, era, weight, chunk = (trial[name] for name in ("X", "y", "era", "weight", "chunk"))
+    if trial["as_frame"] and y.ndim == 1:
+        import dask.dataframe as dd
+        import pandas as pd
+
+        frame = pd.DataFrame(X, columns=[f"f{k}" for k in range(X.shape[1])])
+        frame["era"] = era
+        n_partitions = max(1, -(-len(y) // chunk))
+        return (dd.from_pandas(frame, npartitions=n_partitions),
+                dd.from_pandas(pd.Series(y), npartitions=n_partitions), "era",
+                None if weight is None else dd.from_pandas(pd.Series(weight),
+                                                           npartitions=n_partitions))
+    return (da.from_array(X, chunks=(chunk, -1)),
+            da.from_array(y, chunks=(chunk, -1) if y.ndim == 2 else chunk),
+            da.from_array(era, chunks=chunk),
+            None if weight is None else da.from_array(weight, chunks=chunk))
+
+
+def _fit(estimator, trial, on_dask=False):
+    """Fit ``estimator`` on the trial's rows (as Dask collections when
+    ``on_dask``); (estimator, None) or (None, error)."""
     from packboost import PackBoostRegressor
 
     X, y, era, weight = trial["X"], trial["y"], trial["era"], trial["weight"]
@@ -130,12 +157,8 @@ def _fit(estimator, trial, dask_input=None):
         if trial["continued"]:
             first = PackBoostRegressor(**dict(trial["params"], n_estimators=2))
             extra["init_model"] = first.fit(X, y, era=era, sample_weight=weight)
-        if dask_input is not None:
-            chunk = trial["chunk"]
-            X, era = (dask_input.from_array(X, chunks=(chunk, -1)),
-                      dask_input.from_array(era, chunks=chunk))
-            y = dask_input.from_array(y, chunks=(chunk, -1) if y.ndim == 2 else chunk)
-            weight = None if weight is None else dask_input.from_array(weight, chunks=chunk)
+        if on_dask:
+            X, y, era, weight = _dask_inputs(trial)
         return estimator.fit(X, y, era=era, sample_weight=weight, **extra), None
     except Exception as error:   # noqa: BLE001 -- a fit's error is an outcome to compare
         return None, error
@@ -164,16 +187,19 @@ def compare(trial, client) -> tuple[str | None, bool]:
     local, local_error = _fit(local_type(**trial["params"]), trial)
     model = dask_type(**trial["params"])
     model.client = client
-    model, dask_error = _fit(model, trial, da)
+    model, dask_error = _fit(model, trial, on_dask=True)
     if local_error is not None or dask_error is not None:
         if type(local_error) is type(dask_error):
             return None, True
         return f"errors differ: local {local_error!r} / Dask {dask_error!r}", True
     X = trial["X"]
     predict = "predict_proba" if trial["classify"] else "predict"
-    if not np.array_equal(getattr(local, predict)(X), getattr(model.to_local(), predict)(X),
-                          equal_nan=True):
+    expected = getattr(local, predict)(X)
+    if not np.array_equal(expected, getattr(model.to_local(), predict)(X), equal_nan=True):
         return "predictions differ", False
+    lazy = getattr(model, predict)(da.from_array(X, chunks=(trial["chunk"], -1)))
+    if not np.array_equal(expected, np.asarray(lazy.compute()), equal_nan=True):
+        return "predictions on a Dask array differ", False
     if trial["fit_extra"] and (local.best_iteration_ != model.best_iteration_
                                or not _same_evals(local.evals_result_, model.evals_result_)):
         return "eval results differ", False
@@ -210,7 +236,8 @@ def main() -> int:
                       f"params {trial['params']}, X {trial['X'].shape}, "
                       f"eras {len(np.unique(trial['era']))}, chunk {trial['chunk']}, "
                       f"classify {trial['classify']}, weights {trial['weight'] is not None}, "
-                      f"fit {sorted(trial['fit_extra'])}, continued {trial['continued']}",
+                      f"fit {sorted(trial['fit_extra'])}, continued {trial['continued']}, "
+                      f"DataFrame {trial['as_frame']}",
                       flush=True)
             trials += 1
             if args.replay is not None:
