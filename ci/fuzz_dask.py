@@ -6,10 +6,10 @@ bit for bit, whatever the data, the parameters and how the rows are cut into
 partitions; where the local fit raises, the Dask fit raises the same type of
 error. Each trial draws
 
-* data: 1-11 eras of 0-119 rows (one at least non-empty), 1-8 features,
-  binned codes or raw floats with NaN and ties, ties in the target, weights,
-  several targets with NaN, a categorical column, rows in era order or
-  shuffled, partitions of 1 row up to all rows;
+* data: 1-11 eras of 0-119 rows (``--max-era-rows``; one at least
+  non-empty), 1-8 features, binned codes or raw floats with NaN and ties,
+  ties in the target, weights, several targets with NaN, a categorical
+  column, rows in era order or shuffled, partitions of 1 row up to all rows;
 * parameters: from the DES terms, era weighting and sampling to the
   objective, regularisation, monotone constraints and bins;
 * the estimator: a regressor, or a classifier of two or three classes;
@@ -28,6 +28,8 @@ feature).
 Usage::
 
     python ci/fuzz_dask.py --seconds 300 --seed 1 --workers 2
+    python ci/fuzz_dask.py --seconds 300 --seed 1 --workers 1 --threads 2
+    python ci/fuzz_dask.py --seconds 300 --seed 1 --max-era-rows 3000
     python ci/fuzz_dask.py --seed 1 --replay 17     # trial 17 of seed 1 alone
 
 Found with it (2026-11-29): multiclass classifiers failed when the shards
@@ -58,10 +60,10 @@ CHOICES = {
 }
 
 
-def draw_parameters(rng) -> dict:
+def draw_parameters(rng, threads=1) -> dict:
     params = dict(n_estimators=int(rng.integers(1, 5)), max_depth=int(rng.integers(1, 6)),
                   pack_size=int(rng.choice([1, 2, 3, 4, 8])),
-                  random_state=int(rng.integers(0, 100)), n_jobs=1,
+                  random_state=int(rng.integers(0, 100)), n_jobs=threads,
                   min_samples_leaf=int(rng.choice([1, 2, 10, 50])))
     for name, values in CHOICES.items():
         if rng.random() < 0.5:
@@ -69,10 +71,10 @@ def draw_parameters(rng) -> dict:
     return params
 
 
-def draw_data(rng):
+def draw_data(rng, max_era_rows=120):
     """(X, y, era, sample_weight or None) of a random problem."""
     n_eras, n_features = int(rng.integers(1, 12)), int(rng.integers(1, 9))
-    sizes = rng.integers(0, 120, n_eras)
+    sizes = rng.integers(0, max_era_rows, n_eras)
     sizes[int(rng.integers(n_eras))] = max(1, sizes.max())
     era = np.repeat(np.arange(n_eras), sizes)
     n = len(era)
@@ -95,10 +97,11 @@ def draw_data(rng):
     return X[order], y[order], era[order], (None if weight is None else weight[order])
 
 
-def draw_trial(rng) -> dict:
-    """Everything one comparison needs, drawn from ``rng``."""
-    params = draw_parameters(rng)
-    X, y, era, weight = draw_data(rng)
+def draw_trial(rng, threads=1, max_era_rows=120) -> dict:
+    """Everything one comparison needs, drawn from ``rng`` (``threads``:
+    both fits' ``n_jobs``, a worker's threads)."""
+    params = draw_parameters(rng, threads)
+    X, y, era, weight = draw_data(rng, max_era_rows)
     chunk = int(rng.integers(1, max(2, len(y)) + 1))
     if rng.random() < 0.2 and X.shape[1] > 1:
         params["categorical_features"] = [X.shape[1] - 1]
@@ -211,6 +214,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="each worker's threads and both fits' n_jobs")
+    parser.add_argument("--max-era-rows", type=int, default=120,
+                        help="eras of 0 to this many rows, less one")
     parser.add_argument("--replay", type=int, default=None, metavar="TRIAL",
                         help="run trial TRIAL of --seed alone, and print it")
     args = parser.parse_args()
@@ -219,12 +226,12 @@ def main() -> int:
     warnings.simplefilter("ignore")
     rng = np.random.default_rng(args.seed)
     findings = trials = both_raised = 0
-    with distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1,
+    with distributed.LocalCluster(n_workers=args.workers, threads_per_worker=args.threads,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         end = time.monotonic() + args.seconds
         while args.replay is not None or time.monotonic() < end:
-            trial = draw_trial(rng)
+            trial = draw_trial(rng, args.threads, args.max_era_rows)
             if args.replay is not None and trials < args.replay:
                 trials += 1
                 continue
