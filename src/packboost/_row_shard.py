@@ -127,9 +127,10 @@ class RowShard:
 
     def known_targets(self, y: np.ndarray, era_offsets: np.ndarray, n_outputs: int):
         """:class:`packboost._unknown_targets.KnownTargets` of this shard's
-        rows of an output-major ``y`` of ``n_outputs`` outputs, with each target complete only where
-        it is known in every shard's rows (so every shard takes the same
-        path for it); None where every target is known everywhere."""
+        rows of an output-major ``y`` of ``n_outputs`` outputs, with each
+        target complete only where it is known in every shard's rows (so
+        every shard takes the same path for it); None where every target is
+        known everywhere."""
         from packboost._unknown_targets import KnownTargets
 
         floats = y.ndim == 2 and y.dtype.kind == "f"
