@@ -696,19 +696,19 @@ def _wait(client, shards, futures) -> list:
             # then report a lost peer, often before the failing task's own
             # error reaches the client. The failure itself is the error to
             # show: wait a little for it (a worker that died never sends one).
-            cause = _causes(futures)
+            # (Read before cancelling: cancelling marks a failed future cancelled.)
+            errors = _task_errors(futures)
             pending = [future for future in futures if future.status == "pending"]
-            if not cause and pending:
+            if not _causes(errors) and pending:
                 _check_workers(client, shards, futures)   # a worker gone: no cause will come
                 try:
                     with client.as_current():
                         wait(pending, timeout=CAUSE_SECONDS)
                 except TimeoutError:
                     pass
-                cause = _causes(futures)
-            # Read before cancelling: cancelling marks a failed future cancelled.
-            errors = [future.exception() for future in futures if future.status == "error"]
+                errors = _task_errors(futures)
             client.cancel(futures)
+            cause = _causes(errors)
             if cause:
                 raise cause[0]
             _check_workers(client, shards, futures, wait_seconds=5.0)
@@ -729,11 +729,15 @@ def _wait(client, shards, futures) -> list:
         _check_workers(client, shards, futures)
 
 
-def _causes(futures) -> list:
-    """The errors of the failed ``futures`` other than a lost peer or worker
-    (what another rank's failure makes the others report)."""
-    return [error for error in (future.exception() for future in futures
-                                if future.status == "error")
+def _task_errors(futures) -> list:
+    """The errors of the ``futures`` that failed so far."""
+    return [future.exception() for future in futures if future.status == "error"]
+
+
+def _causes(errors) -> list:
+    """``errors`` other than a lost peer or worker (what another rank's
+    failure makes the others report)."""
+    return [error for error in errors
             if not isinstance(error, (PeerLostError, WorkerLostError))]
 
 
