@@ -149,17 +149,12 @@ def _dask_inputs(trial):
             None if weight is None else da.from_array(weight, chunks=chunk))
 
 
-def _fit(estimator, trial, on_dask=False):
+def _fit(estimator, trial, extra, on_dask=False):
     """Fit ``estimator`` on the trial's rows (as Dask collections when
-    ``on_dask``); (estimator, None) or (None, error)."""
-    from packboost import PackBoostRegressor
-
+    ``on_dask``) with the fit's ``extra`` arguments; (estimator, None) or
+    (None, error)."""
     X, y, era, weight = trial["X"], trial["y"], trial["era"], trial["weight"]
-    extra = dict(trial["fit_extra"])
     try:
-        if trial["continued"]:
-            first = PackBoostRegressor(**dict(trial["params"], n_estimators=2))
-            extra["init_model"] = first.fit(X, y, era=era, sample_weight=weight)
         if on_dask:
             X, y, era, weight = _dask_inputs(trial)
         return estimator.fit(X, y, era=era, sample_weight=weight, **extra), None
@@ -187,10 +182,18 @@ def compare(trial, client) -> tuple[str | None, bool]:
 
     local_type, dask_type = ((PackBoostClassifier, DaskPackBoostClassifier) if trial["classify"]
                              else (PackBoostRegressor, DaskPackBoostRegressor))
-    local, local_error = _fit(local_type(**trial["params"]), trial)
+    extra = dict(trial["fit_extra"])
+    if trial["continued"]:
+        # One local model both fits continue from; where it fails, both would.
+        first = PackBoostRegressor(**dict(trial["params"], n_estimators=2))
+        first, error = _fit(first, trial, {})
+        if error is not None:
+            return None, True
+        extra["init_model"] = first
+    local, local_error = _fit(local_type(**trial["params"]), trial, extra)
     model = dask_type(**trial["params"])
     model.client = client
-    model, dask_error = _fit(model, trial, on_dask=True)
+    model, dask_error = _fit(model, trial, extra, on_dask=True)
     if local_error is not None or dask_error is not None:
         if type(local_error) is type(dask_error):
             return None, True
