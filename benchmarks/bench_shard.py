@@ -142,7 +142,7 @@ def run(size, rounds, pairs, pack_size, max_depth, feature_fraction, threads=1):
     return result
 
 
-def _machine():
+def machine_stamp():
     """When and where: the date, the commit (``+``: src changed since) and the
     CPU with its cores, as readme_outputs.py stamps the README's timings."""
     from readme_outputs import commit, hardware
@@ -167,7 +167,7 @@ def main() -> None:
     args = parser.parse_args()
     results = [run(size, args.rounds, args.pairs, args.pack_size, args.max_depth,
                    args.feature_fraction, args.threads) for size in args.sizes]
-    print(json.dumps({"machine": _machine(), "results": results}, indent=1))
+    print(json.dumps({"machine": machine_stamp(), "results": results}, indent=1))
 
 
 if __name__ == "__main__":
