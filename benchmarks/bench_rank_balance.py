@@ -19,8 +19,8 @@ with several) and the wall time of the work between consecutive exchanges.
 Reports, per fit: a round's seconds, each rank's seconds waiting, the
 imbalance (the sum over the intervals between exchanges of the slowest
 rank's time minus the fastest's, in wall and in CPU time) and each rank's
-wall time between exchanges that was not its CPU time (it was runnable or
-preempted; waiting inside an exchange is not counted). Across fits: the
+wall time between exchanges that was not its CPU time (with one thread: it
+was runnable but not running; waiting inside an exchange is not counted). Across fits: the
 correlation, between two fits, of each interval's CPU time per rank less the
 interval's mean over the ranks (``work_correlation``: near 1 when the work
 sets who waits, near 0 when the machine does), and the CPU imbalance of the
