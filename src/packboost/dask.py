@@ -370,6 +370,10 @@ class _DaskEstimator:
                             objective=objective, metrics=metrics, init_ensemble=init_ensemble,
                             base_score=(objective.base_score(y, sample_weight) if init is None
                                         else None))
+            # The loading's per-row arrays (era labels, codes and order, the
+            # targets and weights: ~60 bytes a row) are in the shards' hands
+            # now; the client does not keep them through the rounds.
+            del y, sample_weight, era, era_codes, order, position
             addresses = [address for _, address in _wait(client, shards, stores)]
             # The shards hold what the fit needs: the loading's intermediate
             # results (validated partitions, binned pieces, scattered targets)
