@@ -299,6 +299,7 @@ class _DaskEstimator:
         sample_weight = _validation.check_sample_weight(sample_weight, n_rows)
         _validation.check_gradient_scale(y, sample_weight)
         era_codes, _ = _validation.encode_eras(era, n_rows)
+        del era   # the labels (strings: ~60 bytes a row): the codes serve from here
         n_eras = int(era_codes.max()) + 1
 
         # The rows of the local fit, in its order: sorted by era, stable.
@@ -373,7 +374,7 @@ class _DaskEstimator:
             # The loading's per-row arrays (era labels, codes and order, the
             # targets and weights: ~60 bytes a row) are in the shards' hands
             # now; the client does not keep them through the rounds.
-            del y, sample_weight, era, era_codes, order, position
+            del y, sample_weight, era_codes, order, position
             addresses = [address for _, address in _wait(client, shards, stores)]
             # The shards hold what the fit needs: the loading's intermediate
             # results (validated partitions, binned pieces, scattered targets)
@@ -510,13 +511,15 @@ def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, er
     held = _held_rows(workers, holders, scanned, starts, lengths, era_codes, n_eras)
     shard_eras, shard_workers = place_eras(era_rows, held)
     n_shards = len(shard_eras)
-    shard_of_era, shard_position = _places_in_shards(era_rows, shard_eras, era_codes, position)
-    shard_of_row = shard_of_era[era_codes]
+    shard_of_era, era_shift = _places_in_shards(era_rows, shard_eras)
     pieces = [[] for _ in shard_eras]        # futures of (codes, places, raw scores)
     local_parts = [[] for _ in shard_eras]   # (scanned, rows, places) binned by the shard
     for item, start, length in zip(scanned, starts, lengths, strict=True):
-        shard_of_part = shard_of_row[start:start + length]
-        places_of_part = shard_position[start:start + length]
+        # Per partition, not for all rows at once: the client's memory at
+        # loading is what it holds of every row (docs/guide/dask.md).
+        codes_of_part = era_codes[start:start + length]
+        shard_of_part = shard_of_era[codes_of_part]
+        places_of_part = position[start:start + length] + era_shift[codes_of_part]
         held_by = set(holders.get(item.key, ()))
         # The partition's rows by shard, each shard's in its order: by
         # position (distinct integers), then stably by shard code (the era
@@ -563,18 +566,19 @@ def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, er
     return shards, stores
 
 
-def _places_in_shards(era_rows, shard_eras, era_codes, position) -> tuple:
-    """(each era's shard, each row's place in its shard): a shard's rows are
-    its eras' in era order, each era's in the local fit's era-sorted order
-    (``position``: each row's place in it)."""
+def _places_in_shards(era_rows, shard_eras) -> tuple:
+    """(each era's shard, each era's shift): a shard's rows are its eras' in
+    era order, each era's in the local fit's era-sorted order, so a row of
+    era ``e`` at place ``p`` of that order (``position``) is at place
+    ``p + shift[e]`` of its shard."""
     n_eras = len(era_rows)
     shard_of_era = np.empty(n_eras, dtype=np.int64)
     era_place = np.empty(n_eras, dtype=np.int64)   # each era's first place in its shard
     for index, eras in enumerate(shard_eras):
         shard_of_era[eras] = index
         era_place[eras] = np.cumsum(era_rows[eras]) - era_rows[eras]
-    era_offsets = np.concatenate([[0], np.cumsum(era_rows)])
-    return shard_of_era, position - era_offsets[era_codes] + era_place[era_codes]
+    era_offsets = np.cumsum(era_rows) - era_rows
+    return shard_of_era, era_place - era_offsets
 
 
 def _held_rows(workers, holders, scanned, starts, lengths, era_codes, n_eras) -> np.ndarray:
