@@ -348,10 +348,11 @@ class _DaskEstimator:
         # In train's form: era-sorted, several targets output-major (n_targets, n_rows).
         y = self._training_target(y[order], n_outputs)
         sample_weight = sample_weight[order] if sample_weight is not None else None
+        del order   # each shard's rows are its eras' spans of that order (_store_shards)
         threads = _worker_threads(client, workers, self.n_jobs)
         shards, stores = _store_shards(
             client, fit_id, workers, threads, filled, starts[:-1][lengths > 0],
-            filled_lengths, era_codes, order, position, era_rows, y, sample_weight, mapper,
+            filled_lengths, era_codes, position, era_rows, y, sample_weight, mapper,
             init_ensemble)
         # From here every path frees the shards (and their loading) on the
         # workers: a bad eval set or callback fails after the loading began.
@@ -371,10 +372,10 @@ class _DaskEstimator:
                             objective=objective, metrics=metrics, init_ensemble=init_ensemble,
                             base_score=(objective.base_score(y, sample_weight) if init is None
                                         else None))
-            # The loading's per-row arrays (era labels, codes and order, the
-            # targets and weights: ~60 bytes a row) are in the shards' hands
+            # The loading's per-row arrays (the era codes, each row's place in
+            # the era order, the targets and weights) are in the shards' hands
             # now; the client does not keep them through the rounds.
-            del y, sample_weight, era_codes, order, position
+            del y, sample_weight, era_codes, position
             addresses = [address for _, address in _wait(client, shards, stores)]
             # The shards hold what the fit needs: the loading's intermediate
             # results (validated partitions, binned pieces, scattered targets)
@@ -494,7 +495,7 @@ class _DaskEstimator:
 
 
 def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, era_codes,
-                  order, position, era_rows, y, sample_weight, mapper, init_ensemble):
+                  position, era_rows, y, sample_weight, mapper, init_ensemble):
     """Place the eras on the workers (:func:`place_eras`, from where the
     scanned partitions live), bin the partitions (``scanned``, their global
     ``starts`` and ``lengths``) into the shards and store them on their
@@ -537,17 +538,17 @@ def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, er
                 # there bin their own rows (_start_shard).
                 pieces[index].append(client.submit(_bin_partition, item, rows, places, mapper,
                                                    init_ensemble, pure=False, priority=1))
-    # The era-sorted positions of each shard's rows, shard after shard.
-    sorted_eras = era_codes[order]
-    by_shard = _validation.era_order(shard_of_era[sorted_eras])
-    shard_bounds = np.concatenate([[0], np.cumsum([era_rows[eras].sum()
-                                                   for eras in shard_eras])])
+    era_offsets = np.cumsum(era_rows) - era_rows   # each era's first row, era-sorted
     shards, stores = [], []
     for index, eras in enumerate(shard_eras):
         worker = workers[shard_workers[index]]
         shard = ShardInfo(worker=worker, eras=eras, key=f"{fit_id}/{index}")
-        rows_of_shard = by_shard[shard_bounds[index]:shard_bounds[index + 1]]
-        row_era = np.searchsorted(eras, sorted_eras[rows_of_shard]).astype(np.int32)
+        # The shard's rows in the era-sorted order (``y``'s): its eras'
+        # spans, in era order (``eras`` ascend), made a shard at a time.
+        rows_in_era = era_rows[eras]
+        rows_of_shard = np.arange(rows_in_era.sum()) + np.repeat(
+            era_offsets[eras] - (np.cumsum(rows_in_era) - rows_in_era), rows_in_era)
+        row_era = np.repeat(np.arange(len(eras), dtype=np.int32), rows_in_era)
         # The shard's targets and weights go to its worker once, here;
         # nothing per row crosses the network after loading.
         targets = [client.scatter(np.ascontiguousarray(values[..., rows_of_shard]),
