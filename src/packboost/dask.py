@@ -538,17 +538,15 @@ def _store_shards(client, fit_id, workers, threads, scanned, starts, lengths, er
                 # there bin their own rows (_start_shard).
                 pieces[index].append(client.submit(_bin_partition, item, rows, places, mapper,
                                                    init_ensemble, pure=False, priority=1))
-    era_offsets = np.cumsum(era_rows) - era_rows   # each era's first row, era-sorted
     shards, stores = [], []
     for index, eras in enumerate(shard_eras):
         worker = workers[shard_workers[index]]
         shard = ShardInfo(worker=worker, eras=eras, key=f"{fit_id}/{index}")
-        # The shard's rows in the era-sorted order (``y``'s): its eras'
-        # spans, in era order (``eras`` ascend), made a shard at a time.
-        rows_in_era = era_rows[eras]
-        rows_of_shard = np.arange(rows_in_era.sum()) + np.repeat(
-            era_offsets[eras] - (np.cumsum(rows_in_era) - rows_in_era), rows_in_era)
-        row_era = np.repeat(np.arange(len(eras), dtype=np.int32), rows_in_era)
+        # Each of the shard's places, its era (``eras`` ascend) and its row
+        # in the era-sorted order (``y``'s): the place less its era's shift;
+        # made a shard at a time.
+        row_era = np.repeat(np.arange(len(eras), dtype=np.int32), era_rows[eras])
+        rows_of_shard = np.arange(len(row_era)) - era_shift[eras][row_era]
         # The shard's targets and weights go to its worker once, here;
         # nothing per row crosses the network after loading.
         targets = [client.scatter(np.ascontiguousarray(values[..., rows_of_shard]),
