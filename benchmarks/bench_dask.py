@@ -226,11 +226,22 @@ def machine_floor(X, y, era, params, workers, threads_per_worker, repeats):
             "contention": float(np.median(together) / np.median(alone))}
 
 
+def persisted_input(client, X, y, era) -> list:
+    """``X``, ``y`` and ``era`` as Dask arrays of 8 row partitions, persisted
+    on ``client``'s workers. The targets and eras too, as columns of the
+    same input would be: not numpy arrays in the graph, shipped at every fit."""
+    import dask.array as da
+
+    chunk = -(-len(y) // 8)
+    return client.persist([da.from_array(X, chunks=(chunk, -1)),
+                           da.from_array(y, chunks=chunk),
+                           da.from_array(era, chunks=chunk)])
+
+
 def run(size, rounds, layouts, repeats, pack_size, max_depth, feature_fraction,
         layout="shuffled", floor=False, pause=3.0):
     """Each (workers, threads_per_worker) of ``layouts`` against the local fit
     on workers x threads_per_worker threads, on ``size``'s data."""
-    import dask.array as da
     from distributed import Client, LocalCluster, get_task_stream
 
     from packboost.dask import DaskPackBoostRegressor
@@ -240,7 +251,6 @@ def run(size, rounds, layouts, repeats, pack_size, max_depth, feature_fraction,
                   layer_feature_fraction=feature_fraction, random_state=0)
     results = {"size": size, "layout": layout, "rows": int(len(y)), "features": int(X.shape[1]),
                "eras": int(len(np.unique(era))), "params": params, "runs": []}
-    chunk = -(-len(y) // 8)
     local_fits = LocalFitProcess(size, layout, params)
     for workers, threads_per_worker in layouts:
         threads = workers * threads_per_worker
@@ -249,11 +259,7 @@ def run(size, rounds, layouts, repeats, pack_size, max_depth, feature_fraction,
         with LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker,
                           processes=True, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
-            dX = da.from_array(X, chunks=(chunk, -1)).persist()
-            # The targets and eras persisted too (as columns of the same input
-            # would be): not numpy arrays in the graph, shipped at every fit.
-            dy = da.from_array(y, chunks=chunk).persist()
-            dera = da.from_array(era, chunks=chunk).persist()
+            dX, dy, dera = persisted_input(client, X, y, era)
             # A fresh cluster's first fit also imports packboost on every
             # worker (~2 s on a 2-core VM): timed apart (``dask_first_fit_s``),
             # as a user's first fit on a new cluster; the repeats are the

@@ -36,7 +36,7 @@ import json
 import time
 
 import numpy as np
-from bench_dask import SIZES, benchmark_data, seconds_per_round
+from bench_dask import SIZES, benchmark_data, persisted_input, seconds_per_round
 from bench_shard import machine_stamp
 
 # A collective call's notes: (CPU, wall, seconds waited) at its start, then at its end.
@@ -127,7 +127,6 @@ def balance(traces: list) -> dict:
 
 def run(size, rounds, fits, workers, threads_per_worker, pack_size, max_depth,
         feature_fraction, layout, era_subsample):
-    import dask.array as da
     from distributed import Client, LocalCluster
 
     from packboost.dask import DaskPackBoostRegressor
@@ -137,14 +136,11 @@ def run(size, rounds, fits, workers, threads_per_worker, pack_size, max_depth,
                   layer_feature_fraction=feature_fraction, random_state=0)
     if era_subsample is not None:
         params["era_subsample"] = era_subsample
-    chunk = -(-len(y) // 8)
     traces, round_seconds = [], []
     with LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker,
                       processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        dX, dy, dera = client.persist([da.from_array(X, chunks=(chunk, -1)),
-                                       da.from_array(y, chunks=chunk),
-                                       da.from_array(era, chunks=chunk)])
+        dX, dy, dera = persisted_input(client, X, y, era)
         client.run(_install_trace, threads_per_worker > 1)
         first = DaskPackBoostRegressor(**dict(params, n_estimators=1), n_jobs=threads_per_worker)
         first.client = client
